@@ -1,0 +1,101 @@
+/*
+ * app.c - the worker and the routes: /charge, /healthz, /metrics.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "app.h"
+#include "log.h"
+#include "metrics.h"
+#include "spill.h"
+
+int
+worker_init(struct worker *w, const struct config *cfg,
+    const struct auth_table *auth, int id)
+{
+	struct redis_target t;
+	char err[160];
+
+	memset(w, 0, sizeof(*w));
+	w->cfg = cfg;
+	w->auth = auth;
+	w->id = id;
+	if (redis_url_parse(cfg->redis_url, cfg->conf_dir, &t, err,
+	    sizeof(err)) != 0) {
+		log_error(NULL, "%s", err);
+		return -1;
+	}
+	redis_conn_init(&w->redis, &t, cfg->redis_timeout_ms);
+	return 0;
+}
+
+void
+worker_close(struct worker *w)
+{
+	if (w != NULL)
+		redis_conn_close(&w->redis);
+}
+
+static int
+method_is_get(const char *m)
+{
+	return strcmp(m, "GET") == 0 || strcmp(m, "HEAD") == 0;
+}
+
+static void
+health_handle(struct worker *w, struct response *resp)
+{
+	int redis_ok = redis_ping(&w->redis) == 0;
+	int spill_ok = spill_dir_writable(w->cfg->spill_dir);
+	char body[160];
+	int n;
+
+	if (!redis_ok)
+		log_warn(NULL, "healthz: redis: %s", w->redis.errstr);
+	n = snprintf(body, sizeof(body),
+	    "{\"status\":\"%s\",\"redis\":\"%s\",\"spill_dir\":\"%s\"}",
+	    redis_ok && spill_ok ? "ok" : "unavailable",
+	    redis_ok ? "ok" : "unreachable", spill_ok ? "ok" : "not writable");
+	(void)response_copy_body(resp, redis_ok && spill_ok ? 200 : 503,
+	    "application/json", body, (size_t)n);
+	resp->outcome = "ok";
+}
+
+static void
+metrics_handle(struct response *resp)
+{
+	size_t len = 0;
+	char *text = metrics_render(&len);
+
+	if (text == NULL) {
+		response_problem(resp, PROB_INTERNAL, NULL, NULL);
+		return;
+	}
+	response_set_body(resp, 200, "text/plain; version=0.0.4; charset=utf-8",
+	    text, len);
+	resp->outcome = "ok";
+}
+
+void
+app_handle(struct worker *w, const struct request *req, struct response *resp)
+{
+	if (strcmp(req->path, "/charge") == 0) {
+		charge_handle(w, req, resp);
+		return;
+	}
+	if (strcmp(req->path, "/healthz") == 0 ||
+	    strcmp(req->path, "/metrics") == 0) {
+		if (!method_is_get(req->method)) {
+			response_problem(resp, PROB_METHOD_NOT_ALLOWED, NULL, NULL);
+			(void)response_header(resp, "Allow", "GET, HEAD");
+			return;
+		}
+		if (req->path[1] == 'h')
+			health_handle(w, resp);
+		else
+			metrics_handle(resp);
+		return;
+	}
+	response_problem(resp, PROB_NOT_FOUND, NULL, NULL);
+}

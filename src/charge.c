@@ -1,0 +1,471 @@
+/*
+ * charge.c - the /charge use case: check the request, claim its key, call
+ * the provider, record the outcome, answer; or replay what was recorded.
+ * Fail closed: the provider is called only after a successful claim.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "app.h"
+#include "charge.h"
+#include "digest.h"
+#include "headers.h"
+#include "idem.h"
+#include "log.h"
+#include "metrics.h"
+#include "provider.h"
+#include "spill.h"
+
+#define JSON_CTYPE "application/json"
+#define RKEY_MAX (KEY_PREFIX_MAX + 8 + PRINCIPAL_MAX + IDEM_KEY_MAX + 8)
+
+/* Everything one /charge request carries between its steps. */
+struct charge_ctx {
+	struct worker *w;
+	const struct request *req;
+	struct response *resp;
+	const char *principal;
+	char key[IDEM_KEY_MAX + 1];
+	size_t keylen;
+	struct charge_params params;
+	char fingerprint[65];
+	char owner[TOKEN_HEX_LEN + 1];
+	char rkey[RKEY_MAX];
+};
+
+int
+charge_fingerprint(const struct charge_params *p, const char *principal,
+    char out[65])
+{
+	static const char route[] = "POST /charge\n";
+	unsigned char md[SHA256_LEN];
+	struct digest_part parts[4];
+	size_t len = 0;
+	char *canon;
+	int rc;
+
+	if ((canon = validate_canonical_text(p, &len)) == NULL)
+		return -1;
+	parts[0].p = route; parts[0].n = sizeof(route) - 1;
+	parts[1].p = principal; parts[1].n = strlen(principal);
+	parts[2].p = "\n"; parts[2].n = 1;
+	parts[3].p = canon; parts[3].n = len;
+	rc = digest_sha256_parts(parts, 4, md);
+	cJSON_free(canon);
+	if (rc == 0)
+		digest_hex(md, sizeof(md), out);
+	return rc;
+}
+
+/* Adds a reference to the canonical member name (no copy). */
+static int
+add_ref(cJSON *o, const struct charge_params *p, const char *name)
+{
+	cJSON *item = cJSON_GetObjectItemCaseSensitive(p->canonical, name);
+
+	if (item == NULL)
+		return -1;
+	return cJSON_AddItemReferenceToObject(o, name, item) ? 0 : -1;
+}
+
+char *
+charge_object_render(const struct charge_params *p, const char *charge_id,
+    long long created, const char *key, size_t keylen, size_t *len)
+{
+	char created_s[24], amount_s[24];
+	char keybuf[IDEM_KEY_MAX + 1];
+	cJSON *o = NULL;
+	char *out = NULL;
+
+	if (keylen > IDEM_KEY_MAX)
+		return NULL;
+	memcpy(keybuf, key, keylen);
+	keybuf[keylen] = '\0';
+	/* integers as raw text: a double could print as 1.7e+09 */
+	(void)snprintf(created_s, sizeof(created_s), "%lld", created);
+	(void)snprintf(amount_s, sizeof(amount_s), "%lld", p->amount);
+	if ((o = cJSON_CreateObject()) == NULL)
+		return NULL;
+	if (cJSON_AddStringToObject(o, "id", charge_id) == NULL ||
+	    cJSON_AddStringToObject(o, "object", "charge") == NULL ||
+	    cJSON_AddStringToObject(o, "status", "succeeded") == NULL ||
+	    cJSON_AddRawToObject(o, "amount", amount_s) == NULL ||
+	    cJSON_AddStringToObject(o, "currency", p->currency) == NULL ||
+	    cJSON_AddStringToObject(o, "source", p->source) == NULL ||
+	    add_ref(o, p, "customer") != 0 ||
+	    add_ref(o, p, "description") != 0 ||
+	    add_ref(o, p, "metadata") != 0 ||
+	    add_ref(o, p, "line_items") != 0 ||
+	    cJSON_AddRawToObject(o, "created", created_s) == NULL ||
+	    cJSON_AddStringToObject(o, "idempotency_key", keybuf) == NULL)
+		goto done;
+	out = cJSON_PrintUnformatted(o);
+	if (out != NULL)
+		*len = strlen(out);
+done:
+	cJSON_Delete(o);
+	return out;
+}
+
+static void
+answer_unavailable(struct charge_ctx *cx, const char *detail)
+{
+	metrics_inc(MC_REDIS_ERRORS);
+	log_warn(cx->req->request_id, "idempotency store unavailable: %s",
+	    cx->w->redis.errstr);
+	response_problem(cx->resp, PROB_UNAVAILABLE, detail, NULL);
+	(void)response_header(cx->resp, "Retry-After", "%d",
+	    RETRY_AFTER_UNAVAILABLE_S);
+}
+
+static void
+answer_in_progress(struct charge_ctx *cx)
+{
+	metrics_inc(MC_CONFLICTS);
+	response_problem(cx->resp, PROB_IN_PROGRESS,
+	    "Another request with this Idempotency-Key is being processed. "
+	    "Retry after the delay in Retry-After with the same key, or send "
+	    "Prefer: wait=N to wait for its outcome.", NULL);
+	(void)response_header(cx->resp, "Retry-After", "%d",
+	    RETRY_AFTER_IN_PROGRESS_S);
+}
+
+static void
+answer_mismatch(struct charge_ctx *cx)
+{
+	metrics_inc(MC_MISMATCHES);
+	response_problem(cx->resp, PROB_KEY_REUSED,
+	    "This Idempotency-Key was already used with different request "
+	    "parameters. Use a new key for a new payment.", NULL);
+}
+
+/* Answers with a recorded outcome, reading and verifying a spilled body. */
+static void
+answer_replay(struct charge_ctx *cx, struct idem_record *rec)
+{
+	char err[160];
+	char *body = rec->body;
+	size_t len = rec->body_len;
+
+	if (rec->body_file[0] != '\0') {
+		if (spill_read(cx->w->cfg->spill_dir, rec->body_file,
+		    rec->body_len, rec->body_sha256, &body, err,
+		    sizeof(err)) != 0) {
+			log_error(cx->req->request_id, "replay of %s: %s",
+			    cx->rkey, err);
+			response_problem(cx->resp, PROB_STORED_UNAVAILABLE,
+			    "The outcome of this request was recorded, but its "
+			    "stored response could not be read. The charge was "
+			    "not executed again.", NULL);
+			return;
+		}
+	} else
+		rec->body = NULL;     /* ownership moves to the response */
+	response_set_body(cx->resp, rec->status, rec->content_type, body, len);
+	cx->resp->outcome = "replayed";
+	metrics_inc(MC_REPLAYS);
+	(void)response_header(cx->resp, "Idempotent-Replayed", "true");
+	if (rec->retry_after[0] != '\0')
+		(void)response_header(cx->resp, "Retry-After", "%s",
+		    rec->retry_after);
+}
+
+/* Renders the provider's answer into out (status, content type, body). */
+static int
+render_outcome(struct charge_ctx *cx, const struct provider_result *pr,
+    struct idem_record *out, enum problem *prob)
+{
+	const struct config *cfg = cx->w->cfg;
+	char detail[160];
+	cJSON *extras = NULL;
+	size_t len = 0;
+
+	memset(out, 0, sizeof(*out));
+	if (pr->outcome == PROV_SUCCEEDED) {
+		out->body = charge_object_render(&cx->params, pr->charge_id,
+		    pr->created, cx->key, cx->keylen, &len);
+		out->status = 201;
+		(void)snprintf(out->state, sizeof(out->state), "completed");
+		(void)snprintf(out->content_type, sizeof(out->content_type),
+		    JSON_CTYPE);
+		*prob = PROB_COUNT;
+	} else {
+		switch (pr->outcome) {
+		case PROV_DECLINED:
+			*prob = PROB_DECLINED;
+			(void)snprintf(detail, sizeof(detail),
+			    "The payment was declined: %s.", pr->decline_code);
+			if ((extras = cJSON_CreateObject()) == NULL ||
+			    cJSON_AddStringToObject(extras, "decline_code",
+			    pr->decline_code) == NULL ||
+			    cJSON_AddStringToObject(extras, "charge",
+			    pr->charge_id) == NULL)
+				goto enomem;
+			break;
+		case PROV_TIMEOUT:
+			*prob = PROB_PROVIDER_TIMEOUT;
+			(void)snprintf(detail, sizeof(detail),
+			    "The payment provider did not answer within %d ms. "
+			    "Nothing is known to be charged.",
+			    cfg->provider_timeout_ms);
+			break;
+		default:
+			*prob = PROB_PROVIDER_ERROR;
+			(void)snprintf(detail, sizeof(detail),
+			    "The payment provider reported an error.");
+			break;
+		}
+		out->body = problem_render(*prob, detail, extras, &len);
+		extras = NULL;
+		out->status = problem_info(*prob)->status;
+		(void)snprintf(out->state, sizeof(out->state), "failed");
+		(void)snprintf(out->content_type, sizeof(out->content_type),
+		    "application/problem+json");
+		if (*prob != PROB_DECLINED)
+			(void)snprintf(out->retry_after, sizeof(out->retry_after),
+			    "%d", cfg->failed_ttl_s);
+	}
+	if (out->body == NULL)
+		return -1;
+	out->body_len = len;
+	return 0;
+enomem:
+	cJSON_Delete(extras);
+	return -1;
+}
+
+/* The key is ours: call the provider, record, answer. */
+static void
+charge_execute(struct charge_ctx *cx)
+{
+	const struct config *cfg = cx->w->cfg;
+	const char *rid = cx->req->request_id;
+	struct provider_result pr;
+	struct idem_record out, existing;
+	enum problem prob = PROB_COUNT;
+	enum idem_status st;
+	char err[160];
+	long long ttl_ms;
+
+	memset(&out, 0, sizeof(out));
+	memset(&existing, 0, sizeof(existing));
+	metrics_inc(MC_PROVIDER_CALLS);
+	if (provider_charge(cfg, cx->principal, cx->key, cx->keylen,
+	    cx->params.amount, cx->params.currency, cx->params.source, &pr) != 0) {
+		log_error(rid, "provider ledger %s: write failed",
+		    cfg->provider_ledger);
+		pr.outcome = PROV_ERROR;
+	}
+	if (render_outcome(cx, &pr, &out, &prob) != 0) {
+		/* nothing recorded: let a retry run again (the provider is idempotent) */
+		(void)idem_release(&cx->w->redis, cx->rkey, cx->owner);
+		response_problem(cx->resp, PROB_INTERNAL, NULL, NULL);
+		goto done;
+	}
+	if (out.body_len > (size_t)cfg->spill_threshold_bytes) {
+		if (spill_write(cfg->spill_dir, out.body, out.body_len,
+		    out.body_file, out.body_sha256, err, sizeof(err)) != 0) {
+			log_error(rid, "%s", err);
+			(void)idem_release(&cx->w->redis, cx->rkey, cx->owner);
+			response_problem(cx->resp, PROB_UNAVAILABLE,
+			    "The response could not be stored. Nothing was "
+			    "recorded; retry with the same key.", NULL);
+			(void)response_header(cx->resp, "Retry-After", "%d",
+			    RETRY_AFTER_UNAVAILABLE_S);
+			goto done;
+		}
+		metrics_inc(MC_SPILLS);
+	}
+	ttl_ms = 1000LL * (prob == PROB_COUNT ? cfg->completed_ttl_s :
+	    cfg->failed_ttl_s);
+	st = idem_record(&cx->w->redis, cx->rkey, cx->owner, cx->fingerprint,
+	    &out, ttl_ms, now_wall_ms(), &existing);
+	switch (st) {
+	case IDEM_RECORDED:
+		response_set_body(cx->resp, out.status, out.content_type,
+		    out.body, out.body_len);
+		out.body = NULL;
+		cx->resp->outcome = prob == PROB_COUNT ? "created" :
+		    problem_info(prob)->slug;
+		(void)response_header(cx->resp, "Idempotent-Replayed", "false");
+		if (out.retry_after[0] != '\0')
+			(void)response_header(cx->resp, "Retry-After", "%s",
+			    out.retry_after);
+		break;
+	case IDEM_REPLAY:
+		/* another attempt recorded first: first recording wins */
+		if (out.body_file[0] != '\0')
+			(void)spill_remove(cfg->spill_dir, out.body_file);
+		answer_replay(cx, &existing);
+		break;
+	case IDEM_FENCED:
+		if (out.body_file[0] != '\0')
+			(void)spill_remove(cfg->spill_dir, out.body_file);
+		log_warn(rid, "claim of %s taken over while the provider ran",
+		    cx->rkey);
+		answer_in_progress(cx);
+		break;
+	default:
+		/*
+		 * Unknown whether the record was written: keep the spill file
+		 * (the GC removes it once no record can name it).
+		 */
+		answer_unavailable(cx, "The outcome could not be recorded. "
+		    "Retry with the same key after the delay in Retry-After.");
+		break;
+	}
+done:
+	idem_record_free(&out);
+	idem_record_free(&existing);
+}
+
+/* Checks headers and body; 0 when the request may claim its key. */
+static int
+charge_check(struct charge_ctx *cx)
+{
+	const struct request *req = cx->req;
+	struct response *resp = cx->resp;
+	struct validation v;
+	cJSON *extras = NULL, *errors, *e;
+	char detail[256];
+	int i;
+
+	if (strcmp(req->method, "POST") != 0) {
+		response_problem(resp, PROB_METHOD_NOT_ALLOWED,
+		    "Use POST on /charge.", NULL);
+		(void)response_header(resp, "Allow", "POST");
+		return -1;
+	}
+	cx->principal = auth_principal(cx->w->auth, req->authorization);
+	if (cx->principal == NULL) {
+		response_problem(resp, PROB_UNAUTHORIZED,
+		    "Send a valid API key as Authorization: Bearer <key>.", NULL);
+		(void)response_header(resp, "WWW-Authenticate", "Bearer");
+		return -1;
+	}
+	switch (idem_key_parse(req->idem_key, cx->key, &cx->keylen)) {
+	case KEY_OK:
+		break;
+	case KEY_MISSING:
+		response_problem(resp, PROB_MISSING_KEY,
+		    "Send an Idempotency-Key header: 1-255 visible ASCII "
+		    "characters, unique per payment.", NULL);
+		return -1;
+	default:
+		response_problem(resp, PROB_INVALID_KEY,
+		    "Idempotency-Key must be 1-255 visible ASCII characters "
+		    "(0x21-0x7E), bare or as a quoted Structured-Field string.",
+		    NULL);
+		return -1;
+	}
+	if (!content_type_is_json(req->content_type)) {
+		response_problem(resp, PROB_UNSUPPORTED_MEDIA_TYPE,
+		    "Send the body as Content-Type: application/json.", NULL);
+		return -1;
+	}
+	switch (req->body_status) {
+	case BODY_OK:
+		break;
+	case BODY_TOO_LARGE:
+		(void)snprintf(detail, sizeof(detail),
+		    "The body may be at most %ld bytes.",
+		    cx->w->cfg->max_request_bytes);
+		response_problem(resp, PROB_TOO_LARGE, detail, NULL);
+		return -1;
+	default:
+		v.n = 1;
+		(void)snprintf(v.errors[0].field, sizeof(v.errors[0].field),
+		    "body");
+		(void)snprintf(v.errors[0].message, sizeof(v.errors[0].message),
+		    req->body_status == BODY_SHORT ?
+		    "the body is shorter than Content-Length" :
+		    "Content-Length is invalid");
+		goto invalid;
+	}
+	if (validate_charge(req->body, req->body_len, &cx->params, &v) == 0)
+		return 0;
+invalid:
+	(void)snprintf(detail, sizeof(detail), "%.90s: %.150s",
+	    v.errors[0].field, v.errors[0].message);
+	if ((extras = cJSON_CreateObject()) != NULL &&
+	    (errors = cJSON_AddArrayToObject(extras, "errors")) != NULL) {
+		for (i = 0; i < v.n; i++) {
+			if ((e = cJSON_CreateObject()) == NULL)
+				break;
+			cJSON_AddItemToArray(errors, e);
+			if (cJSON_AddStringToObject(e, "field",
+			    v.errors[i].field) == NULL ||
+			    cJSON_AddStringToObject(e, "message",
+			    v.errors[i].message) == NULL)
+				break;
+		}
+	}
+	response_problem(resp, PROB_INVALID_REQUEST, detail, extras);
+	return -1;
+}
+
+void
+charge_handle(struct worker *w, const struct request *req,
+    struct response *resp)
+{
+	const struct config *cfg = w->cfg;
+	struct charge_ctx cx;
+	struct idem_record rec;
+	enum idem_status st;
+	long long deadline_us = 0, pause_ms = WAIT_POLL_FIRST_MS, left_ms;
+	int wait_s;
+
+	memset(&cx, 0, sizeof(cx));
+	memset(&rec, 0, sizeof(rec));
+	cx.w = w;
+	cx.req = req;
+	cx.resp = resp;
+	if (charge_check(&cx) != 0)
+		goto done;
+	if (charge_fingerprint(&cx.params, cx.principal, cx.fingerprint) != 0 ||
+	    digest_random_hex(cx.owner, TOKEN_HEX_LEN / 2) != 0 ||
+	    idem_key_name(cx.rkey, sizeof(cx.rkey), cfg->key_prefix,
+	    cx.principal, cx.key, cx.keylen) < 0) {
+		response_problem(resp, PROB_INTERNAL, NULL, NULL);
+		goto done;
+	}
+	wait_s = prefer_wait_parse(req->prefer);
+	if (wait_s > cfg->max_wait_s)
+		wait_s = cfg->max_wait_s;
+	if (wait_s > 0)
+		deadline_us = now_mono_us() + 1000000LL * wait_s;
+	for (;;) {
+		st = idem_claim_rec(&w->redis, cx.rkey, cx.fingerprint, cx.owner,
+		    now_wall_ms(), 1000LL * cfg->lock_ttl_s, &rec);
+		if (st != IDEM_IN_PROGRESS)
+			break;
+		left_ms = (deadline_us - now_mono_us()) / 1000;
+		if (left_ms <= 0)
+			break;
+		sleep_ms(pause_ms < left_ms ? pause_ms : left_ms);
+		if (pause_ms < WAIT_POLL_MAX_MS)
+			pause_ms *= 2;
+	}
+	switch (st) {
+	case IDEM_CLAIMED:
+		charge_execute(&cx);
+		break;
+	case IDEM_REPLAY:
+		answer_replay(&cx, &rec);
+		break;
+	case IDEM_IN_PROGRESS:
+		answer_in_progress(&cx);
+		break;
+	case IDEM_MISMATCH:
+		answer_mismatch(&cx);
+		break;
+	default:
+		answer_unavailable(&cx, "The idempotency store is unavailable. "
+		    "Nothing was charged; retry with the same key.");
+		break;
+	}
+done:
+	idem_record_free(&rec);
+	charge_params_free(&cx.params);
+}

@@ -1,0 +1,27 @@
+/*
+ * charge.h - the pure parts of the /charge use case: the fingerprint and the
+ * charge object. The orchestration (charge_handle) is declared in app.h.
+ */
+#ifndef CHARGE_CHARGE_H
+#define CHARGE_CHARGE_H
+
+#include <stddef.h>
+
+#include "validate.h"
+
+/*
+ * Hex SHA-256 of "POST /charge\n" principal "\n" canonical-text into
+ * out[65]. Equal parameters give equal fingerprints. 0 or -1.
+ */
+int charge_fingerprint(const struct charge_params *p, const char *principal,
+    char out[65]);
+
+/*
+ * The 201 body: {"id","object","status","amount","currency","source",
+ * "customer","description","metadata","line_items","created",
+ * "idempotency_key"} as compact JSON. Malloc'd; NULL on ENOMEM.
+ */
+char *charge_object_render(const struct charge_params *p, const char *charge_id,
+    long long created, const char *key, size_t keylen, size_t *len);
+
+#endif

@@ -1,0 +1,39 @@
+/*
+ * headers.h - pure parsers for the request headers of SPEC section 2.
+ * They take the header value as the web server passed it (NULL = absent).
+ */
+#ifndef CHARGE_HEADERS_H
+#define CHARGE_HEADERS_H
+
+#include <stddef.h>
+
+#include "defaults.h"
+
+enum key_status { KEY_OK, KEY_MISSING, KEY_INVALID };
+
+/*
+ * Idempotency-Key: 1-255 visible ASCII (0x21-0x7E), bare or as a
+ * Structured-Field string ("abc" names the same key as abc). Leading and
+ * trailing spaces/tabs are ignored. On KEY_OK out holds the key.
+ */
+enum key_status idem_key_parse(const char *value, char out[IDEM_KEY_MAX + 1],
+    size_t *outlen);
+
+/* 1 when the media type is application/json (any parameters), else 0. */
+int content_type_is_json(const char *value);
+
+enum clen_status { CLEN_OK, CLEN_INVALID, CLEN_TOO_LARGE };
+/* CONTENT_LENGTH: NULL or "" means 0. Digits only, <= max. */
+enum clen_status content_length_parse(const char *value, size_t max,
+    size_t *out);
+
+/* RFC 7240 Prefer: the wait=N preference in seconds, or -1 when absent. */
+int prefer_wait_parse(const char *value);
+
+/*
+ * "Bearer <token>" (scheme case-insensitive): sets *tok and *toklen and
+ * returns 0, or -1 when absent or malformed.
+ */
+int bearer_token(const char *value, const char **tok, size_t *toklen);
+
+#endif

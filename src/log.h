@@ -1,0 +1,34 @@
+/*
+ * log.h - one line per event to stderr (the web server's error log),
+ * level-filtered and printf-checked. Never log API keys or Authorization.
+ */
+#ifndef CHARGE_LOG_H
+#define CHARGE_LOG_H
+
+#include <stddef.h>
+
+enum log_level { LL_ERROR = 0, LL_WARN = 1, LL_INFO = 2, LL_DEBUG = 3 };
+
+/* Returns the level named by s ("error", "warn", "info", "debug") or -1. */
+int log_level_parse(const char *s);
+/* Sets the process-wide threshold; called once at start-up. */
+void log_set_level(int level);
+int log_enabled(int level);
+
+/* Writes "ts level [rid] message\n"; rid may be NULL. */
+void log_msg(int level, const char *rid, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+#define log_error(rid, ...) log_msg(LL_ERROR, (rid), __VA_ARGS__)
+#define log_warn(rid, ...)  log_msg(LL_WARN, (rid), __VA_ARGS__)
+#define log_info(rid, ...)  log_msg(LL_INFO, (rid), __VA_ARGS__)
+#define log_debug(rid, ...) log_msg(LL_DEBUG, (rid), __VA_ARGS__)
+
+/*
+ * Copies src[0..srclen) into dst as printable ASCII: control characters,
+ * backslash and bytes >= 0x7f become \xNN. Always NUL-terminates (dstlen > 0);
+ * truncates with "..." when dst is too small. Returns strlen(dst).
+ */
+size_t log_escape(char *dst, size_t dstlen, const char *src, size_t srclen);
+
+#endif

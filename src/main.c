@@ -1,0 +1,398 @@
+/*
+ * main.c - start-up, the accept loop and shutdown.
+ *
+ * Modes: FastCGI on the listening socket inherited as fd 0 (lighttpd
+ * bin-path, mod_fcgid); FastCGI on a socket of our own (--listen, for nginx
+ * and spawn-fcgi); or plain CGI when fd 0 is no socket: one request, exit.
+ * In FastCGI mode `threads` workers accept concurrently, each with its own
+ * Redis connection. The main thread only waits for signals: SIGTERM, SIGINT,
+ * SIGUSR1 and SIGHUP finish the requests in hand, then exit.
+ */
+#include <errno.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <fcgiapp.h>
+
+#include "app.h"
+#include "config.h"
+#include "digest.h"
+#include "idem.h"
+#include "log.h"
+#include "metrics.h"
+#include "provider.h"
+#include "spill.h"
+
+extern char **environ;
+
+#define LISTEN_BACKLOG 128
+#define SHUTDOWN_POLL_MS 50        /* how often idle workers are nudged */
+#define GC_INTERVAL_S 3600         /* spill garbage collection period */
+#define SPILL_DIR_MODE 0700
+
+/* The loaded configuration: read-only once the workers start. */
+static struct config cfg;
+static struct auth_table auth;
+
+/* Set by the main thread when a stop signal arrives. */
+static volatile sig_atomic_t stopping;
+
+struct worker_thread {
+	pthread_t tid;
+	struct worker w;
+	int listen_fd;
+	int busy;                   /* atomic: serving a request */
+	int done;                   /* atomic: loop ended */
+	long long next_gc;          /* worker 0 only */
+};
+
+/* --- FastCGI and CGI adapters to request_source / response_sink ------- */
+
+static const char *
+fcgi_param(void *ctx, const char *name)
+{
+	return FCGX_GetParam(name, ((FCGX_Request *)ctx)->envp);
+}
+
+static long
+fcgi_read(void *ctx, char *buf, size_t n)
+{
+	int len = n > (size_t)INT32_MAX ? INT32_MAX : (int)n;
+
+	return FCGX_GetStr(buf, len, ((FCGX_Request *)ctx)->in);
+}
+
+static int
+fcgi_write(void *ctx, const char *p, size_t n)
+{
+	FCGX_Request *r = ctx;
+
+	while (n > 0) {
+		int len = n > (size_t)INT32_MAX ? INT32_MAX : (int)n;
+
+		if (FCGX_PutStr(p, len, r->out) != len)
+			return -1;
+		p += len;
+		n -= (size_t)len;
+	}
+	return 0;
+}
+
+static const char *
+cgi_param(void *ctx, const char *name)
+{
+	(void)ctx;
+	return getenv(name);
+}
+
+static long
+cgi_read(void *ctx, char *buf, size_t n)
+{
+	ssize_t r;
+
+	(void)ctx;
+	do
+		r = read(STDIN_FILENO, buf, n);
+	while (r < 0 && errno == EINTR);
+	return (long)r;
+}
+
+static int
+cgi_write(void *ctx, const char *p, size_t n)
+{
+	ssize_t w;
+
+	(void)ctx;
+	while (n > 0) {
+		w = write(STDOUT_FILENO, p, n);
+		if (w < 0 && errno == EINTR)
+			continue;
+		if (w <= 0)
+			return -1;
+		p += w;
+		n -= (size_t)w;
+	}
+	return 0;
+}
+
+/* --- one request ------------------------------------------------------ */
+
+static void
+serve_one(struct worker *w, const struct request_source *src,
+    const struct response_sink *sink, int drain)
+{
+	struct request req;
+	struct response resp;
+	long long dur;
+
+	response_init(&resp);
+	if (request_read(&req, src, (size_t)cfg.max_request_bytes, drain) != 0) {
+		response_problem(&resp, PROB_INTERNAL, NULL, NULL);
+		(void)response_send(&resp, "-", sink, 0);
+		response_free(&resp);
+		request_free(&req);
+		return;
+	}
+	app_handle(w, &req, &resp);
+	if (response_send(&resp, req.request_id, sink,
+	    strcmp(req.method, "HEAD") == 0) != 0)
+		log_warn(req.request_id, "client went away before the response "
+		    "was written");
+	dur = now_mono_us() - req.start_us;
+	metrics_request(resp.outcome, dur);
+	log_info(req.request_id, "%s %s %d %s %.1fms", req.method, req.path,
+	    resp.status, resp.outcome != NULL ? resp.outcome : "-",
+	    (double)dur / 1000.0);
+	response_free(&resp);
+	request_free(&req);
+}
+
+static void
+spill_gc_run(void)
+{
+	long ttl = cfg.completed_ttl_s > cfg.failed_ttl_s ?
+	    cfg.completed_ttl_s : cfg.failed_ttl_s;
+	int n;
+
+	/* a record lives at most its TTL after the file was written */
+	n = spill_gc(cfg.spill_dir, ttl + cfg.lock_ttl_s, cfg.lock_ttl_s);
+	if (n < 0)
+		log_warn(NULL, "spill gc: cannot read %s", cfg.spill_dir);
+	else if (n > 0)
+		log_info(NULL, "spill gc: removed %d file(s)", n);
+}
+
+/* --- FastCGI workers --------------------------------------------------- */
+
+static void
+wake_handler(int sig)
+{
+	(void)sig;              /* only interrupts accept() */
+}
+
+static void *
+worker_main(void *arg)
+{
+	struct worker_thread *t = arg;
+	struct request_source src;
+	struct response_sink sink;
+	FCGX_Request req;
+
+	if (FCGX_InitRequest(&req, t->listen_fd, 0) != 0) {
+		log_error(NULL, "worker %d: FCGX_InitRequest failed", t->w.id);
+		goto out;
+	}
+	src.param = fcgi_param;
+	src.read = fcgi_read;
+	src.ctx = &req;
+	sink.write = fcgi_write;
+	sink.ctx = &req;
+	while (!stopping) {
+		if (FCGX_Accept_r(&req) < 0)
+			break;
+		__atomic_store_n(&t->busy, 1, __ATOMIC_SEQ_CST);
+		serve_one(&t->w, &src, &sink, 0);
+		FCGX_Finish_r(&req);
+		__atomic_store_n(&t->busy, 0, __ATOMIC_SEQ_CST);
+		if (t->w.id == 0 && time(NULL) >= t->next_gc) {
+			spill_gc_run();
+			t->next_gc = time(NULL) + GC_INTERVAL_S;
+		}
+	}
+	FCGX_Free(&req, 0);
+out:
+	__atomic_store_n(&t->done, 1, __ATOMIC_SEQ_CST);
+	return NULL;
+}
+
+static int
+serve_fastcgi(int listen_fd)
+{
+	struct worker_thread *ts = NULL;
+	struct sigaction sa;
+	sigset_t stopset;
+	struct timespec poll;
+	int i, n = 0, alive, sig, rc = 1;
+
+	memset(&sa, 0, sizeof(sa));
+	sa.sa_handler = wake_handler;     /* no SA_RESTART: accept() returns EINTR */
+	if (sigemptyset(&sa.sa_mask) != 0 || sigaction(SIGUSR2, &sa, NULL) != 0)
+		return 1;
+	if ((ts = calloc((size_t)cfg.threads, sizeof(*ts))) == NULL)
+		return 1;
+	for (i = 0; i < cfg.threads; i++) {
+		ts[i].listen_fd = listen_fd;
+		ts[i].next_gc = time(NULL) + GC_INTERVAL_S;
+		if (worker_init(&ts[i].w, &cfg, &auth, i) != 0)
+			goto stop;
+		if (pthread_create(&ts[i].tid, NULL, worker_main, &ts[i]) != 0) {
+			log_error(NULL, "pthread_create failed");
+			worker_close(&ts[i].w);
+			goto stop;
+		}
+		n++;
+	}
+	log_info(NULL, "serving FastCGI with %d worker thread(s)", n);
+	rc = 0;
+	if (sigemptyset(&stopset) != 0 || sigaddset(&stopset, SIGTERM) != 0 ||
+	    sigaddset(&stopset, SIGINT) != 0 || sigaddset(&stopset, SIGUSR1) != 0 ||
+	    sigaddset(&stopset, SIGHUP) != 0)
+		goto stop;
+	poll.tv_sec = 0;
+	poll.tv_nsec = 200 * 1000000L;
+	for (;;) {
+		sig = sigtimedwait(&stopset, NULL, &poll);
+		if (sig > 0) {
+			log_info(NULL, "signal %d: finishing requests in hand", sig);
+			break;
+		}
+		for (alive = 0, i = 0; i < n; i++)
+			alive += !__atomic_load_n(&ts[i].done, __ATOMIC_SEQ_CST);
+		if (alive == 0)
+			break;          /* the listener went away */
+	}
+stop:
+	stopping = 1;
+	FCGX_ShutdownPending();
+	for (;;) {
+		for (alive = 0, i = 0; i < n; i++) {
+			if (__atomic_load_n(&ts[i].done, __ATOMIC_SEQ_CST))
+				continue;
+			alive++;
+			/* only idle workers: a busy one finishes its request */
+			if (!__atomic_load_n(&ts[i].busy, __ATOMIC_SEQ_CST))
+				(void)pthread_kill(ts[i].tid, SIGUSR2);
+		}
+		if (alive == 0)
+			break;
+		sleep_ms(SHUTDOWN_POLL_MS);
+	}
+	for (i = 0; i < n; i++) {
+		(void)pthread_join(ts[i].tid, NULL);
+		worker_close(&ts[i].w);
+	}
+	free(ts);
+	return rc;
+}
+
+/* --- start-up ---------------------------------------------------------- */
+
+static void
+usage(FILE *f)
+{
+	fprintf(f, "usage: charge [--listen HOST:PORT|/path.sock] "
+	    "[--check-config] [--version]\n"
+	    "  FastCGI responder for POST /charge. Without --listen it serves\n"
+	    "  the FastCGI socket on fd 0, or one CGI request when fd 0 is no\n"
+	    "  socket. Configuration: $CHARGE_CONF (default %s) and CHARGE_*\n"
+	    "  environment variables.\n", config_default_path(environ));
+}
+
+static int
+ensure_spill_dir(void)
+{
+	if (mkdir(cfg.spill_dir, SPILL_DIR_MODE) != 0 && errno != EEXIST) {
+		log_error(NULL, "spill_dir %s: %s", cfg.spill_dir,
+		    strerror(errno));
+		return -1;
+	}
+	return 0;
+}
+
+int
+main(int argc, char **argv)
+{
+	const char *listen_addr = NULL;
+	char err[512];
+	int check_only = 0, i, listen_fd = 0, rc = 1;
+	sigset_t block;
+	struct worker w;
+
+	for (i = 1; i < argc; i++) {
+		if (strcmp(argv[i], "--listen") == 0 && i + 1 < argc)
+			listen_addr = argv[++i];
+		else if (strcmp(argv[i], "--check-config") == 0)
+			check_only = 1;
+		else if (strcmp(argv[i], "--version") == 0) {
+			printf("charge 0.1.0\n");
+			return 0;
+		} else if (strcmp(argv[i], "--help") == 0) {
+			usage(stdout);
+			return 0;
+		} else {
+			usage(stderr);
+			return 2;
+		}
+	}
+	if (config_load(&cfg, config_default_path(environ), environ, err,
+	    sizeof(err)) != 0) {
+		fprintf(stderr, "charge: configuration: %s\n", err);
+		return 1;
+	}
+	log_set_level(cfg.log_level);
+	if (auth_load(&auth, cfg.api_keys_file, err, sizeof(err)) != 0) {
+		fprintf(stderr, "charge: api_keys_file: %s\n", err);
+		return 1;
+	}
+	if (check_only) {
+		config_print(&cfg, stdout);
+		printf("# %zu API key(s) loaded\n", auth.n);
+		auth_free(&auth);
+		return 0;
+	}
+	if (digest_init() != 0 || idem_init() != 0) {
+		log_error(NULL, "OpenSSL digests unavailable");
+		goto done;
+	}
+	if (ensure_spill_dir() != 0)
+		goto done;
+	if (metrics_open(cfg.metrics_file) != 0 &&
+	    strcmp(cfg.metrics_file, "none") != 0 && cfg.metrics_file[0] != '\0')
+		log_warn(NULL, "metrics_file %s unusable: counters are per process",
+		    cfg.metrics_file);
+	spill_gc_run();
+
+	/* SIGPIPE ignored before FCGX_Init: a gone peer gives EPIPE */
+	if (signal(SIGPIPE, SIG_IGN) == SIG_ERR)
+		goto done;
+	if (listen_addr == NULL && FCGX_IsCGI()) {
+		struct request_source src = { cgi_param, cgi_read, NULL };
+		struct response_sink sink = { cgi_write, NULL };
+
+		if (worker_init(&w, &cfg, &auth, 0) != 0)
+			goto done;
+		serve_one(&w, &src, &sink, 1);
+		worker_close(&w);
+		rc = 0;
+		goto done;
+	}
+	/* stop signals go to the main thread only (sigtimedwait) */
+	if (sigemptyset(&block) != 0 || sigaddset(&block, SIGTERM) != 0 ||
+	    sigaddset(&block, SIGINT) != 0 || sigaddset(&block, SIGUSR1) != 0 ||
+	    sigaddset(&block, SIGHUP) != 0 ||
+	    pthread_sigmask(SIG_BLOCK, &block, NULL) != 0)
+		goto done;
+	if (FCGX_Init() != 0) {
+		log_error(NULL, "FCGX_Init failed");
+		goto done;
+	}
+	if (listen_addr != NULL) {
+		/* note: libfcgi exits the process if bind() fails */
+		listen_fd = FCGX_OpenSocket(listen_addr, LISTEN_BACKLOG);
+		if (listen_fd < 0) {
+			log_error(NULL, "cannot listen on %s", listen_addr);
+			goto done;
+		}
+		log_info(NULL, "listening on %s", listen_addr);
+	}
+	rc = serve_fastcgi(listen_fd);
+done:
+	auth_free(&auth);
+	return rc;
+}

@@ -1,0 +1,200 @@
+/*
+ * metrics.c - counters shared by every responder process of an installation
+ * (lighttpd and mod_fcgid run several) through one mmap'ed file, updated
+ * with atomic adds, so /metrics answers for the whole installation whichever
+ * process serves the scrape. Without a file the counters are per process.
+ */
+#include <fcntl.h>
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "metrics.h"
+
+#define METRICS_MAGIC 0x6368726731ULL   /* "chrg1": bump when the layout changes */
+#define METRICS_FILE_MODE 0600
+#define RENDER_MAX 8192                 /* bytes of exposition text */
+
+static const char *const outcome_names[] = {
+	"created", "replayed", "not-found", "method-not-allowed",
+	"unauthorized", "missing-idempotency-key", "invalid-idempotency-key",
+	"unsupported-media-type", "content-too-large", "invalid-request",
+	"payment-declined", "provider-error", "provider-timeout",
+	"request-in-progress", "idempotency-key-reused", "service-unavailable",
+	"stored-response-unavailable", "internal-error", "ok", "other",
+};
+#define OUTCOMES (sizeof(outcome_names) / sizeof(outcome_names[0]))
+
+static const char *const counter_names[MC_COUNT][2] = {
+	[MC_REPLAYS] = { "charge_replays_total",
+	    "Recorded responses replayed" },
+	[MC_CONFLICTS] = { "charge_conflicts_total",
+	    "Requests answered 409 because the key was in progress" },
+	[MC_MISMATCHES] = { "charge_mismatches_total",
+	    "Keys reused with different parameters (422)" },
+	[MC_SPILLS] = { "charge_spills_total",
+	    "Response bodies written to spill files" },
+	[MC_REDIS_ERRORS] = { "charge_redis_errors_total",
+	    "Redis calls that failed (connection, timeout, error reply)" },
+	[MC_PROVIDER_CALLS] = { "charge_provider_calls_total",
+	    "Calls to the payment provider" },
+};
+
+/* Upper bounds of the latency buckets, microseconds. */
+static const long long bucket_us[] = {
+	1000, 2500, 5000, 10000, 25000, 50000, 100000, 250000, 500000,
+	1000000, 2500000, 5000000, 10000000,
+};
+#define BUCKETS (sizeof(bucket_us) / sizeof(bucket_us[0]))
+
+struct metrics_shm {
+	uint64_t magic;
+	uint64_t outcomes[OUTCOMES];
+	uint64_t counters[MC_COUNT];
+	uint64_t buckets[BUCKETS + 1];      /* last: +Inf */
+	uint64_t sum_us;
+	uint64_t count;
+};
+
+static struct metrics_shm local_metrics;
+static struct metrics_shm *m = &local_metrics;
+
+int
+metrics_open(const char *path)
+{
+	struct stat st;
+	void *p;
+	int fd;
+
+	if (path == NULL || path[0] == '\0' || strcmp(path, "none") == 0)
+		return -1;
+	if ((fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, METRICS_FILE_MODE)) < 0)
+		return -1;
+	if (fstat(fd, &st) != 0 ||
+	    ((size_t)st.st_size < sizeof(struct metrics_shm) &&
+	    ftruncate(fd, sizeof(struct metrics_shm)) != 0)) {
+		(void)close(fd);
+		return -1;
+	}
+	p = mmap(NULL, sizeof(struct metrics_shm), PROT_READ | PROT_WRITE,
+	    MAP_SHARED, fd, 0);
+	(void)close(fd);
+	if (p == MAP_FAILED)
+		return -1;
+	m = p;
+	if (__atomic_load_n(&m->magic, __ATOMIC_ACQUIRE) != METRICS_MAGIC) {
+		/* new file, or one of another layout: start from zero */
+		memset(m, 0, sizeof(*m));
+		__atomic_store_n(&m->magic, METRICS_MAGIC, __ATOMIC_RELEASE);
+	}
+	return 0;
+}
+
+static void
+add(uint64_t *v, uint64_t n)
+{
+	(void)__atomic_fetch_add(v, n, __ATOMIC_RELAXED);
+}
+
+static uint64_t
+get(const uint64_t *v)
+{
+	return __atomic_load_n(v, __ATOMIC_RELAXED);
+}
+
+void
+metrics_inc(enum metric_counter c)
+{
+	if ((unsigned)c < MC_COUNT)
+		add(&m->counters[c], 1);
+}
+
+void
+metrics_request(const char *outcome, long long duration_us)
+{
+	size_t i;
+
+	for (i = 0; i < OUTCOMES - 1; i++)
+		if (outcome != NULL && strcmp(outcome, outcome_names[i]) == 0)
+			break;
+	add(&m->outcomes[i], 1);
+	if (duration_us < 0)
+		duration_us = 0;
+	for (i = 0; i < BUCKETS; i++)
+		if (duration_us <= bucket_us[i])
+			break;
+	add(&m->buckets[i], 1);
+	add(&m->sum_us, (uint64_t)duration_us);
+	add(&m->count, 1);
+}
+
+/* Appends printf output to buf; returns -1 once it no longer fits. */
+static int
+emit(char *buf, size_t *off, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+static int
+emit(char *buf, size_t *off, const char *fmt, ...)
+{
+	va_list ap;
+	int n;
+
+	if (*off >= RENDER_MAX)
+		return -1;
+	va_start(ap, fmt);
+	n = vsnprintf(buf + *off, RENDER_MAX - *off, fmt, ap);
+	va_end(ap);
+	if (n < 0 || (size_t)n >= RENDER_MAX - *off) {
+		*off = RENDER_MAX;
+		return -1;
+	}
+	*off += (size_t)n;
+	return 0;
+}
+
+char *
+metrics_render(size_t *len)
+{
+	char *buf;
+	size_t off = 0, i;
+	uint64_t cum = 0;
+	int rc = 0;
+
+	if ((buf = malloc(RENDER_MAX)) == NULL)
+		return NULL;
+	rc |= emit(buf, &off, "# HELP charge_requests_total Requests by outcome\n"
+	    "# TYPE charge_requests_total counter\n");
+	for (i = 0; i < OUTCOMES; i++)
+		rc |= emit(buf, &off, "charge_requests_total{outcome=\"%s\"} %llu\n",
+		    outcome_names[i], (unsigned long long)get(&m->outcomes[i]));
+	for (i = 0; i < MC_COUNT; i++)
+		rc |= emit(buf, &off, "# HELP %s %s\n# TYPE %s counter\n%s %llu\n",
+		    counter_names[i][0], counter_names[i][1], counter_names[i][0],
+		    counter_names[i][0], (unsigned long long)get(&m->counters[i]));
+	rc |= emit(buf, &off, "# HELP charge_request_duration_seconds Time to "
+	    "answer a request\n# TYPE charge_request_duration_seconds histogram\n");
+	for (i = 0; i <= BUCKETS; i++) {
+		cum += get(&m->buckets[i]);
+		if (i < BUCKETS)
+			rc |= emit(buf, &off, "charge_request_duration_seconds_bucket"
+			    "{le=\"%g\"} %llu\n", (double)bucket_us[i] / 1e6,
+			    (unsigned long long)cum);
+		else
+			rc |= emit(buf, &off, "charge_request_duration_seconds_bucket"
+			    "{le=\"+Inf\"} %llu\n", (unsigned long long)cum);
+	}
+	rc |= emit(buf, &off, "charge_request_duration_seconds_sum %.6f\n"
+	    "charge_request_duration_seconds_count %llu\n",
+	    (double)get(&m->sum_us) / 1e6, (unsigned long long)get(&m->count));
+	if (rc != 0) {
+		free(buf);
+		return NULL;
+	}
+	*len = off;
+	return buf;
+}

@@ -1,0 +1,35 @@
+/*
+ * metrics.h - counters and a latency histogram, shared by all processes of
+ * one installation through a small mmap'ed file (atomic adds), rendered in
+ * the Prometheus text format.
+ */
+#ifndef CHARGE_METRICS_H
+#define CHARGE_METRICS_H
+
+#include <stddef.h>
+
+enum metric_counter {
+	MC_REPLAYS,
+	MC_CONFLICTS,
+	MC_MISMATCHES,
+	MC_SPILLS,
+	MC_REDIS_ERRORS,
+	MC_PROVIDER_CALLS,
+	MC_COUNT
+};
+
+/*
+ * Maps path (created if missing) so counters are shared across processes;
+ * with path NULL, "" or "none", or on failure, counters are per process.
+ * 0 when shared, -1 when per process.
+ */
+int metrics_open(const char *path);
+
+void metrics_inc(enum metric_counter m);
+/* One finished request: its outcome label and duration. */
+void metrics_request(const char *outcome, long long duration_us);
+
+/* The exposition text, malloc'd; NULL on ENOMEM. */
+char *metrics_render(size_t *len);
+
+#endif

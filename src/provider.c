@@ -1,0 +1,133 @@
+/*
+ * provider.c - the simulated payment provider. Like a real one it is
+ * idempotent on (principal, key): the charge id is HMAC(secret, principal
+ * NUL key), so a second call for the same key names the same charge without
+ * any shared state or Redis round trip. Each call appends one line to the
+ * ledger with a single O_APPEND write, so tests can count calls.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "digest.h"
+#include "provider.h"
+#include "request.h"
+
+#define LEDGER_LINE_MAX 512      /* bytes; key <= 255, principal <= 64 */
+#define LEDGER_MODE 0644
+
+void
+sleep_ms(long ms)
+{
+	struct timespec ts, rem;
+
+	if (ms <= 0)
+		return;
+	ts.tv_sec = ms / 1000;
+	ts.tv_nsec = (ms % 1000) * 1000000L;
+	while (nanosleep(&ts, &rem) != 0 && errno == EINTR)
+		ts = rem;
+}
+
+enum provider_outcome
+provider_outcome_for(const char *source, const char **decline_code)
+{
+	*decline_code = NULL;
+	if (strcmp(source, "tok_chargeDeclined") == 0) {
+		*decline_code = "card_declined";
+		return PROV_DECLINED;
+	}
+	if (strcmp(source, "tok_insufficientFunds") == 0) {
+		*decline_code = "insufficient_funds";
+		return PROV_DECLINED;
+	}
+	if (strcmp(source, "tok_providerError") == 0)
+		return PROV_ERROR;
+	if (strcmp(source, "tok_providerTimeout") == 0)
+		return PROV_TIMEOUT;
+	return PROV_SUCCEEDED;
+}
+
+int
+provider_charge_id(const char *secret, const char *principal, const char *key,
+    size_t keylen, char out[4 + CHARGE_ID_HEX_LEN])
+{
+	unsigned char mac[SHA256_LEN];
+	char msg[PRINCIPAL_MAX + 1 + IDEM_KEY_MAX + 1];
+	char hex[2 * SHA256_LEN + 1];
+	size_t plen = strlen(principal);
+
+	if (plen > PRINCIPAL_MAX || keylen > IDEM_KEY_MAX)
+		return -1;
+	memcpy(msg, principal, plen);
+	msg[plen] = '\0';
+	memcpy(msg + plen + 1, key, keylen);
+	if (digest_hmac_sha256(secret, strlen(secret), msg, plen + 1 + keylen,
+	    mac) != 0)
+		return -1;
+	digest_hex(mac, sizeof(mac), hex);
+	(void)snprintf(out, 4 + CHARGE_ID_HEX_LEN, "ch_%.*s", CHARGE_ID_HEX_LEN,
+	    hex);
+	return 0;
+}
+
+static const char *
+outcome_name(enum provider_outcome o)
+{
+	switch (o) {
+	case PROV_SUCCEEDED: return "succeeded";
+	case PROV_DECLINED: return "declined";
+	case PROV_ERROR: return "error";
+	case PROV_TIMEOUT: return "timeout";
+	}
+	return "error";
+}
+
+static int
+ledger_append(const char *path, const char *principal, const char *key,
+    size_t keylen, const struct provider_result *res, long long amount,
+    const char *currency)
+{
+	char line[LEDGER_LINE_MAX];
+	ssize_t w;
+	int fd, n, rc = -1;
+
+	n = snprintf(line, sizeof(line), "%lld\t%s\t%.*s\t%s\t%s\t%lld\t%s\n",
+	    now_wall_ms(), principal, (int)keylen, key, res->charge_id,
+	    outcome_name(res->outcome), amount, currency);
+	if (n < 0 || (size_t)n >= sizeof(line))
+		return -1;
+	fd = open(path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, LEDGER_MODE);
+	if (fd < 0)
+		return -1;
+	do
+		w = write(fd, line, (size_t)n);
+	while (w < 0 && errno == EINTR);
+	if (w == n)
+		rc = 0;
+	if (close(fd) != 0)
+		rc = -1;
+	return rc;
+}
+
+int
+provider_charge(const struct config *cfg, const char *principal,
+    const char *key, size_t keylen, long long amount, const char *currency,
+    const char *source, struct provider_result *out)
+{
+	memset(out, 0, sizeof(*out));
+	out->outcome = provider_outcome_for(source, &out->decline_code);
+	if (provider_charge_id(cfg->provider_secret, principal, key, keylen,
+	    out->charge_id) != 0)
+		return -1;
+	if (out->outcome == PROV_TIMEOUT)
+		sleep_ms(cfg->provider_timeout_ms);
+	else
+		sleep_ms(cfg->provider_latency_ms);
+	out->created = now_wall_ms() / 1000;
+	return ledger_append(cfg->provider_ledger, principal, key, keylen, out,
+	    amount, currency);
+}

@@ -1,0 +1,47 @@
+/*
+ * provider.h - the simulated payment provider (SPEC section 4). Idempotent
+ * on (principal, key) without shared state: the charge id is a keyed hash of
+ * both. Every call appends one line to the ledger file.
+ */
+#ifndef CHARGE_PROVIDER_H
+#define CHARGE_PROVIDER_H
+
+#include <stddef.h>
+
+#include "config.h"
+
+enum provider_outcome {
+	PROV_SUCCEEDED,
+	PROV_DECLINED,
+	PROV_ERROR,
+	PROV_TIMEOUT,
+};
+
+struct provider_result {
+	enum provider_outcome outcome;
+	char charge_id[4 + CHARGE_ID_HEX_LEN];   /* "ch_" + hex */
+	const char *decline_code;                /* static; NULL unless declined */
+	long long created;                       /* Unix seconds */
+};
+
+/* The outcome the token decides; decline_code set for declines. Pure. */
+enum provider_outcome provider_outcome_for(const char *source,
+    const char **decline_code);
+
+/* "ch_" + 24 hex of HMAC-SHA256(secret, principal NUL key). 0 or -1. */
+int provider_charge_id(const char *secret, const char *principal,
+    const char *key, size_t keylen, char out[4 + CHARGE_ID_HEX_LEN]);
+
+/*
+ * Calls the provider: waits provider_latency_ms (or provider_timeout_ms for
+ * tok_providerTimeout), appends the ledger line, fills out. 0, or -1 when the
+ * ledger cannot be written (treated as a provider error by the caller).
+ */
+int provider_charge(const struct config *cfg, const char *principal,
+    const char *key, size_t keylen, long long amount, const char *currency,
+    const char *source, struct provider_result *out);
+
+/* Sleeps ms milliseconds, resuming after signals. */
+void sleep_ms(long ms);
+
+#endif

@@ -1,0 +1,51 @@
+/*
+ * request.h - one request read from FastCGI params or the CGI environment
+ * and a body stream, within limits. Both paths fill the same struct.
+ */
+#ifndef CHARGE_REQUEST_H
+#define CHARGE_REQUEST_H
+
+#include <stddef.h>
+
+#include "defaults.h"
+
+struct request_source {
+	/* Returns the CGI variable or NULL. The pointer lives until the request ends. */
+	const char *(*param)(void *ctx, const char *name);
+	/* Reads up to n bytes: > 0 bytes read, 0 end of body, -1 error. */
+	long (*read)(void *ctx, char *buf, size_t n);
+	void *ctx;
+};
+
+enum body_status { BODY_OK, BODY_TOO_LARGE, BODY_BAD_LENGTH, BODY_SHORT };
+
+struct request {
+	const char *method;
+	const char *content_type;
+	const char *authorization;
+	const char *idem_key;
+	const char *prefer;
+	char path[512];                 /* path part of REQUEST_URI (or SCRIPT_NAME+PATH_INFO) */
+	char *body;                     /* malloc'd, NUL-terminated, may be NULL when empty */
+	size_t body_len;
+	size_t content_length;
+	enum body_status body_status;
+	char request_id[TOKEN_HEX_LEN + 1];
+	long long start_us;             /* monotonic microseconds */
+};
+
+/*
+ * Fills r from src; reads the body when CONTENT_LENGTH <= max_body (a larger
+ * body is not read: BODY_TOO_LARGE). drain: read and discard what is left of
+ * the stream (CGI, bounded by 4 * max_body). 0, or -1 on ENOMEM/entropy error.
+ */
+int request_read(struct request *r, const struct request_source *src,
+    size_t max_body, int drain);
+/* NULL-safe. */
+void request_free(struct request *r);
+
+/* Monotonic clock in microseconds; wall clock in milliseconds. */
+long long now_mono_us(void);
+long long now_wall_ms(void);
+
+#endif

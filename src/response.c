@@ -1,0 +1,236 @@
+/*
+ * response.c - building and writing responses; problem+json (RFC 9457).
+ */
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "response.h"
+
+#define PROBLEM_CTYPE "application/problem+json"
+
+/* One row per problem: the only place that maps outcomes to HTTP. */
+static const struct problem_info problems[PROB_COUNT] = {
+	[PROB_NOT_FOUND] = { "not-found", 404, "Not Found" },
+	[PROB_METHOD_NOT_ALLOWED] = { "method-not-allowed", 405,
+	    "Method Not Allowed" },
+	[PROB_UNAUTHORIZED] = { "unauthorized", 401, "Unauthorized" },
+	[PROB_MISSING_KEY] = { "missing-idempotency-key", 400,
+	    "Idempotency-Key header is required" },
+	[PROB_INVALID_KEY] = { "invalid-idempotency-key", 400,
+	    "Idempotency-Key header is invalid" },
+	[PROB_UNSUPPORTED_MEDIA_TYPE] = { "unsupported-media-type", 415,
+	    "Unsupported Media Type" },
+	[PROB_TOO_LARGE] = { "content-too-large", 413, "Content Too Large" },
+	[PROB_INVALID_REQUEST] = { "invalid-request", 400,
+	    "The request body is invalid" },
+	[PROB_DECLINED] = { "payment-declined", 402, "Payment declined" },
+	[PROB_PROVIDER_ERROR] = { "provider-error", 502,
+	    "The payment provider failed" },
+	[PROB_PROVIDER_TIMEOUT] = { "provider-timeout", 504,
+	    "The payment provider did not answer in time" },
+	[PROB_IN_PROGRESS] = { "request-in-progress", 409,
+	    "A request with this Idempotency-Key is in progress" },
+	[PROB_KEY_REUSED] = { "idempotency-key-reused", 422,
+	    "Idempotency-Key reused with different parameters" },
+	[PROB_UNAVAILABLE] = { "service-unavailable", 503,
+	    "Service temporarily unavailable" },
+	[PROB_STORED_UNAVAILABLE] = { "stored-response-unavailable", 500,
+	    "The stored response could not be read" },
+	[PROB_INTERNAL] = { "internal-error", 500, "Internal Server Error" },
+};
+
+/* Used when even rendering a problem fails for lack of memory. */
+static const char fallback_body[] =
+    "{\"type\":\"/problems/internal-error\",\"title\":\"Internal Server "
+    "Error\",\"status\":500}";
+
+const struct problem_info *
+problem_info(enum problem p)
+{
+	if ((unsigned)p >= PROB_COUNT)
+		p = PROB_INTERNAL;
+	return &problems[p];
+}
+
+const char *
+http_reason(int status)
+{
+	switch (status) {
+	case 200: return "OK";
+	case 201: return "Created";
+	case 400: return "Bad Request";
+	case 401: return "Unauthorized";
+	case 402: return "Payment Required";
+	case 404: return "Not Found";
+	case 405: return "Method Not Allowed";
+	case 409: return "Conflict";
+	case 413: return "Content Too Large";
+	case 415: return "Unsupported Media Type";
+	case 422: return "Unprocessable Content";
+	case 500: return "Internal Server Error";
+	case 502: return "Bad Gateway";
+	case 503: return "Service Unavailable";
+	case 504: return "Gateway Timeout";
+	default: return "";
+	}
+}
+
+char *
+problem_render(enum problem p, const char *detail, cJSON *extras, size_t *len)
+{
+	const struct problem_info *pi = problem_info(p);
+	char type[96];
+	cJSON *o = NULL, *item;
+	char *out = NULL;
+
+	(void)snprintf(type, sizeof(type), "/problems/%s", pi->slug);
+	if ((o = cJSON_CreateObject()) == NULL)
+		goto fail;
+	if (cJSON_AddStringToObject(o, "type", type) == NULL ||
+	    cJSON_AddStringToObject(o, "title", pi->title) == NULL ||
+	    cJSON_AddNumberToObject(o, "status", pi->status) == NULL)
+		goto fail;
+	if (detail != NULL && cJSON_AddStringToObject(o, "detail", detail) == NULL)
+		goto fail;
+	if (extras != NULL) {
+		while ((item = extras->child) != NULL) {
+			cJSON_DetachItemViaPointer(extras, item);
+			cJSON_AddItemToObject(o, item->string, item);
+		}
+	}
+	out = cJSON_PrintUnformatted(o);
+	if (out != NULL && len != NULL)
+		*len = strlen(out);
+fail:
+	cJSON_Delete(extras);
+	cJSON_Delete(o);
+	return out;
+}
+
+void
+response_init(struct response *r)
+{
+	memset(r, 0, sizeof(*r));
+	r->status = 500;
+}
+
+void
+response_free(struct response *r)
+{
+	if (r == NULL)
+		return;
+	free(r->body);
+	r->body = NULL;
+	r->body_len = 0;
+}
+
+int
+response_header(struct response *r, const char *name, const char *fmt, ...)
+{
+	size_t room = sizeof(r->headers) - r->headers_len;
+	char *p = r->headers + r->headers_len;
+	va_list ap;
+	int n, m;
+
+	n = snprintf(p, room, "%s: ", name);
+	if (n < 0 || (size_t)n >= room)
+		goto fail;
+	va_start(ap, fmt);
+	m = vsnprintf(p + n, room - (size_t)n, fmt, ap);
+	va_end(ap);
+	if (m < 0 || (size_t)(n + m + 2) >= room)
+		goto fail;
+	memcpy(p + n + m, "\r\n", 3);
+	r->headers_len += (size_t)(n + m + 2);
+	return 0;
+fail:
+	*p = '\0';
+	return -1;
+}
+
+void
+response_set_body(struct response *r, int status, const char *ctype,
+    char *body, size_t len)
+{
+	free(r->body);
+	r->status = status;
+	(void)snprintf(r->content_type, sizeof(r->content_type), "%s", ctype);
+	r->body = body;
+	r->body_len = len;
+}
+
+int
+response_copy_body(struct response *r, int status, const char *ctype,
+    const char *body, size_t len)
+{
+	char *copy;
+
+	if ((copy = malloc(len + 1)) == NULL) {
+		response_problem(r, PROB_INTERNAL, NULL, NULL);
+		return -1;
+	}
+	memcpy(copy, body, len);
+	copy[len] = '\0';
+	response_set_body(r, status, ctype, copy, len);
+	return 0;
+}
+
+void
+response_problem(struct response *r, enum problem p, const char *detail,
+    cJSON *extras)
+{
+	const struct problem_info *pi = problem_info(p);
+	size_t len = 0;
+	char *body;
+
+	if (r->outcome == NULL)
+		r->outcome = pi->slug;
+	body = problem_render(p, detail, extras, &len);
+	if (body == NULL) {
+		free(r->body);
+		r->body = NULL;
+		r->body_len = 0;
+		r->status = 500;
+		(void)snprintf(r->content_type, sizeof(r->content_type), "%s",
+		    PROBLEM_CTYPE);
+		return;
+	}
+	response_set_body(r, pi->status, PROBLEM_CTYPE, body, len);
+}
+
+int
+response_send(const struct response *r, const char *request_id,
+    const struct response_sink *sink, int head_only)
+{
+	char head[RESPONSE_HEADERS_MAX + 512];
+	const char *body = r->body;
+	size_t body_len = r->body_len;
+	int n;
+
+	if (body == NULL) {
+		/* a response without a body here is a bare 500 (ENOMEM) */
+		body = fallback_body;
+		body_len = sizeof(fallback_body) - 1;
+	}
+	n = snprintf(head, sizeof(head),
+	    "Status: %d %s\r\n"
+	    "Content-Type: %s\r\n"
+	    "Content-Length: %zu\r\n"
+	    "Cache-Control: no-store\r\n"
+	    "X-Request-Id: %s\r\n"
+	    "%.*s"
+	    "\r\n",
+	    r->status, http_reason(r->status),
+	    r->content_type[0] != '\0' ? r->content_type : PROBLEM_CTYPE,
+	    body_len, request_id, (int)r->headers_len, r->headers);
+	if (n < 0 || (size_t)n >= sizeof(head))
+		return -1;
+	if (sink->write(sink->ctx, head, (size_t)n) != 0)
+		return -1;
+	if (!head_only && body_len > 0 &&
+	    sink->write(sink->ctx, body, body_len) != 0)
+		return -1;
+	return 0;
+}

@@ -1,0 +1,93 @@
+/*
+ * response.h - one HTTP response: status, headers, body; problem+json
+ * (RFC 9457) with one table mapping each problem to status and type URI.
+ */
+#ifndef CHARGE_RESPONSE_H
+#define CHARGE_RESPONSE_H
+
+#include <stddef.h>
+
+#include <cJSON.h>
+
+enum problem {
+	PROB_NOT_FOUND,
+	PROB_METHOD_NOT_ALLOWED,
+	PROB_UNAUTHORIZED,
+	PROB_MISSING_KEY,
+	PROB_INVALID_KEY,
+	PROB_UNSUPPORTED_MEDIA_TYPE,
+	PROB_TOO_LARGE,
+	PROB_INVALID_REQUEST,
+	PROB_DECLINED,
+	PROB_PROVIDER_ERROR,
+	PROB_PROVIDER_TIMEOUT,
+	PROB_IN_PROGRESS,
+	PROB_KEY_REUSED,
+	PROB_UNAVAILABLE,
+	PROB_STORED_UNAVAILABLE,
+	PROB_INTERNAL,
+	PROB_COUNT
+};
+
+struct problem_info {
+	const char *slug;     /* type = "/problems/<slug>"; also the metrics outcome */
+	int status;
+	const char *title;
+};
+
+/* Never NULL for p < PROB_COUNT. */
+const struct problem_info *problem_info(enum problem p);
+
+/*
+ * Renders {"type","title","status","detail",...extras} as compact JSON.
+ * extras (an object, may be NULL) is consumed. Malloc'd; NULL on ENOMEM.
+ */
+char *problem_render(enum problem p, const char *detail, cJSON *extras,
+    size_t *len);
+
+#define RESPONSE_HEADERS_MAX 512
+
+struct response {
+	int status;
+	char content_type[128];
+	char headers[RESPONSE_HEADERS_MAX];   /* extra "Name: value\r\n" lines */
+	size_t headers_len;
+	char *body;                           /* owned (malloc'd) */
+	size_t body_len;
+	const char *outcome;                  /* metrics label, static string */
+};
+
+void response_init(struct response *r);
+/* NULL-safe; frees the body. */
+void response_free(struct response *r);
+/* Adds one header line; 0, or -1 when it does not fit (nothing added). */
+int response_header(struct response *r, const char *name, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+/* Takes ownership of body (malloc'd). */
+void response_set_body(struct response *r, int status, const char *ctype,
+    char *body, size_t len);
+/* Copies body into the response. 0 or -1 (ENOMEM: becomes a bare 500). */
+int response_copy_body(struct response *r, int status, const char *ctype,
+    const char *body, size_t len);
+/*
+ * A problem response; extras consumed. On ENOMEM a fixed 500 body is used.
+ */
+void response_problem(struct response *r, enum problem p, const char *detail,
+    cJSON *extras);
+
+struct response_sink {
+	int (*write)(void *ctx, const char *p, size_t n);   /* 0 or -1 */
+	void *ctx;
+};
+
+/*
+ * Writes the CGI/FastCGI response: Status, Content-Type, Cache-Control:
+ * no-store, X-Request-Id, extra headers, blank line, body (unless head_only).
+ */
+int response_send(const struct response *r, const char *request_id,
+    const struct response_sink *sink, int head_only);
+
+/* Reason phrase for an HTTP status ("Created"), "" when unknown. */
+const char *http_reason(int status);
+
+#endif

@@ -1,0 +1,44 @@
+/*
+ * spill.h - response bodies too large for the Redis hash, as files under
+ * spill_dir: written completely (temporary name, fsync, rename, fsync of the
+ * directory) before the record that names them; verified on every read.
+ * File names are random and never contain client input.
+ */
+#ifndef CHARGE_SPILL_H
+#define CHARGE_SPILL_H
+
+#include <stddef.h>
+
+#include "idem.h"
+
+/*
+ * Writes data to a new file in dir; name receives its name (32 hex + ".body")
+ * and sha_hex its SHA-256. 0, or -1 with errstr (nothing left behind).
+ */
+int spill_write(const char *dir, const char *data, size_t len,
+    char name[SPILL_NAME_MAX], char sha_hex[65], char *errstr, size_t errlen);
+
+/*
+ * Reads dir/name and checks its length and SHA-256. 0 with *out malloc'd
+ * (caller frees), or -1 with errstr (missing, short, long, checksum).
+ */
+int spill_read(const char *dir, const char *name, size_t expect_len,
+    const char *expect_sha_hex, char **out, char *errstr, size_t errlen);
+
+/* Removes dir/name (after a record that did not take). 0 or -1. */
+int spill_remove(const char *dir, const char *name);
+
+/* 1 when name has the form spill_write() produces. Pure. */
+int spill_name_valid(const char *name);
+
+/*
+ * Removes spill files older than max_age_s (no live record can name them:
+ * records never outlive their TTL) and temporary files older than tmp_age_s.
+ * Returns the number removed, or -1 when dir cannot be read.
+ */
+int spill_gc(const char *dir, long max_age_s, long tmp_age_s);
+
+/* 1 when a file can be created in dir. */
+int spill_dir_writable(const char *dir);
+
+#endif
