@@ -12,6 +12,15 @@
 --   {'recorded', state, status, content_type, retry_after,
 --    body, body_file, body_len, body_sha256}
 --                                   the outcome to replay (absent fields: nil)
+-- Arguments are checked before any write: Redis does not roll back a script
+-- that fails half-way, and a claim without its TTL would block the key forever.
+local function positive_int(s)
+  return s ~= nil and string.match(s, '^[1-9][0-9]*$') ~= nil
+end
+if #KEYS ~= 1 or #ARGV ~= 4 or ARGV[1] == '' or ARGV[2] == ''
+    or not positive_int(ARGV[3]) or not positive_int(ARGV[4]) then
+  return redis.error_reply('ERR claim: bad arguments')
+end
 local key = KEYS[1]
 local cur = redis.call('HMGET', key, 'state', 'fingerprint', 'owner')
 if not cur[1] then

@@ -10,8 +10,8 @@
 -- ARGV[8]  now, Unix milliseconds
 -- ARGV[9]  'inline' or 'file'
 -- ARGV[10] inline: the body; file: the file name relative to spill_dir
--- ARGV[11] file: body length in bytes   (ignored for inline)
--- ARGV[12] file: hex SHA-256 of the body (ignored for inline)
+-- ARGV[11] file: body length in bytes   (inline: ignored, may be omitted)
+-- ARGV[12] file: hex SHA-256 of the body (inline: ignored, may be omitted)
 -- Writes only when the caller still owns the claim or the key has vanished
 -- (its claim expired and nobody took it). Returns one of
 --   {'ok'}
@@ -19,6 +19,23 @@
 --    body, body_file, body_len, body_sha256}
 --                  another attempt recorded first: first recording wins
 --   {'fenced'}     another attempt holds the claim now; nothing written
+-- Arguments are checked before any write: Redis does not roll back a script
+-- that fails half-way, and a record without body or TTL could never replay.
+local function positive_int(s)
+  return s ~= nil and string.match(s, '^[1-9][0-9]*$') ~= nil
+end
+local mode = ARGV[9]
+if #KEYS ~= 1 or #ARGV < 10 or #ARGV > 12 or ARGV[1] == '' or ARGV[2] == ''
+    or (ARGV[3] ~= 'completed' and ARGV[3] ~= 'failed')
+    or not string.match(ARGV[4], '^[1-5][0-9][0-9]$') or ARGV[5] == ''
+    or (ARGV[6] ~= '' and not positive_int(ARGV[6]))
+    or not positive_int(ARGV[7]) or not positive_int(ARGV[8])
+    or (mode ~= 'inline' and mode ~= 'file')
+    or (mode == 'file' and (#ARGV ~= 12 or ARGV[10] == '' or
+        not string.match(ARGV[11], '^[0-9]+$') or
+        not string.match(ARGV[12], '^' .. string.rep('[0-9a-f]', 64) .. '$'))) then
+  return redis.error_reply('ERR record: bad arguments')
+end
 local key = KEYS[1]
 local cur = redis.call('HMGET', key, 'state', 'owner', 'created_ms')
 if cur[1] and cur[1] ~= 'in_progress' then
@@ -38,7 +55,7 @@ redis.call('HSET', key, 'state', ARGV[3], 'fingerprint', ARGV[2],
 if ARGV[6] ~= '' then
   redis.call('HSET', key, 'retry_after', ARGV[6])
 end
-if ARGV[9] == 'file' then
+if mode == 'file' then
   redis.call('HSET', key, 'body_file', ARGV[10], 'body_len', ARGV[11],
              'body_sha256', ARGV[12])
 else

@@ -1,0 +1,118 @@
+#!/usr/bin/env bash
+# test.sh - install what is missing, build, run every test suite, and end
+# with one line "N passed, N failed". Each suite prints TAP-style lines
+# (ok N - ... / not ok N - ...); this script counts them. A suite that exits
+# non-zero without printing a "not ok" line counts as one failure.
+#
+#   ./test.sh            everything
+#   ./test.sh unit lua   only the named suites (see SUITES below)
+set -uo pipefail
+
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+cd "$ROOT"
+
+PACKAGES=(gcc pkg-config meson ninja-build python3
+	libfcgi-dev libfcgi-bin libhiredis-dev libcjson-dev libssl-dev libcmocka-dev
+	redis-server redis-tools lighttpd curl valgrind)
+
+install_packages() {
+	local missing=() p
+	for p in "${PACKAGES[@]}"; do
+		dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")
+	done
+	[ ${#missing[@]} -eq 0 ] && return 0
+	echo "# installing: ${missing[*]}"
+	if [ "$(id -u)" -ne 0 ]; then
+		echo "test.sh: missing packages (${missing[*]}) and not root" >&2
+		return 1
+	fi
+	export DEBIAN_FRONTEND=noninteractive
+	apt-get update -qq && apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+}
+
+build() {
+	local dir=$1; shift
+	if [ ! -f "$dir/build.ninja" ]; then
+		meson setup "$dir" "$@" >"$LOGDIR/setup-$dir.log" 2>&1 ||
+			{ cat "$LOGDIR/setup-$dir.log"; return 1; }
+	fi
+	ninja -C "$dir" >"$LOGDIR/build-$dir.log" 2>&1 ||
+		{ cat "$LOGDIR/build-$dir.log"; return 1; }
+}
+
+LOGDIR=$(mktemp -d /tmp/charge-test.XXXXXX)
+PASSED=0
+FAILED=0
+
+# run_suite NAME COMMAND...: runs it, shows its output, counts its TAP lines.
+run_suite() {
+	local name=$1; shift
+	local log="$LOGDIR/$name.tap" rc ok nok
+	echo "# --- suite $name: $*"
+	"$@" 2>&1 | tee "$log"
+	rc=${PIPESTATUS[0]}
+	ok=$(grep -cE '^ok ' "$log")
+	nok=$(grep -cE '^not ok ' "$log")
+	if [ "$rc" -ne 0 ] && [ "$nok" -eq 0 ]; then
+		echo "not ok - suite $name exited with status $rc"
+		nok=1
+	fi
+	PASSED=$((PASSED + ok))
+	FAILED=$((FAILED + nok))
+	echo "# --- suite $name: $ok passed, $nok failed"
+}
+
+# Unit tests: every tests/unit/test_*.c executable, plain, then under
+# valgrind (one extra check per executable: no errors, no definite leaks).
+suite_unit() {
+	local t rc
+	for t in build/test_*; do
+		[ -x "$t" ] || continue
+		echo "# $t"
+		CMOCKA_MESSAGE_OUTPUT=TAP "$t" | grep -vE '^1\.\.'
+	done
+	for t in build/test_*; do
+		[ -x "$t" ] || continue
+		CMOCKA_MESSAGE_OUTPUT=TAP valgrind -q --error-exitcode=99 \
+			--leak-check=full --errors-for-leak-kinds=definite \
+			"$t" >"$LOGDIR/vg-$(basename "$t").log" 2>&1
+		rc=$?
+		if [ $rc -eq 0 ]; then
+			echo "ok - valgrind $(basename "$t"): no errors, no leaks"
+		else
+			echo "not ok - valgrind $(basename "$t") (status $rc)"
+			sed 's/^/# /' "$LOGDIR/vg-$(basename "$t").log" | tail -40
+		fi
+	done
+}
+
+# The same unit tests built with ASan + UBSan (leaks, overflows, UB).
+suite_unit_asan() {
+	local t
+	for t in build-asan/test_*; do
+		[ -x "$t" ] || continue
+		echo "# $t"
+		CMOCKA_MESSAGE_OUTPUT=TAP "$t" | grep -vE '^1\.\.'
+	done
+}
+
+suite_lua() { tests/lua/run.sh; }
+
+# End-to-end over real HTTP through lighttpd, against the ASan build.
+suite_e2e() { CHARGE_BIN="$ROOT/build-asan/charge" tests/e2e/run.sh; }
+
+SUITES=(unit unit_asan lua e2e)
+[ $# -gt 0 ] && SUITES=("$@")
+
+install_packages || { echo "0 passed, 1 failed"; exit 1; }
+build build || { echo "0 passed, 1 failed"; exit 1; }
+build build-asan -Db_sanitize=address,undefined -Dc_args=-fno-sanitize-recover=all ||
+	{ echo "0 passed, 1 failed"; exit 1; }
+
+for s in "${SUITES[@]}"; do
+	run_suite "$s" "suite_$s"
+done
+
+echo "# logs: $LOGDIR"
+echo "$PASSED passed, $FAILED failed"
+[ "$FAILED" -eq 0 ]

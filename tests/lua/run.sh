@@ -1,0 +1,585 @@
+#!/usr/bin/env bash
+# Integration tests of lua/claim.lua, lua/record.lua and lua/release.lua
+# against a private redis-server on a unix socket. Prints TAP lines.
+# Usage: tests/lua/run.sh            (from any directory)
+#        LUA_HARDENING=0 tests/lua/run.sh   skips the argument-validation
+#                                          tests (bad arguments change nothing)
+set -u
+
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd) || exit 2
+LUA=${CHARGE_LUA_DIR:-$ROOT/lua}   # override only to test the tests
+REDIS_SERVER=${REDIS_SERVER:-redis-server}
+REDIS_CLI=${REDIS_CLI:-redis-cli}
+
+N=0
+FAILED=0
+DIR=
+RPID=
+
+cleanup() {
+	if [ -n "$RPID" ]; then
+		kill "$RPID" 2>/dev/null
+		wait "$RPID" 2>/dev/null
+		RPID=
+	fi
+	if [ -n "$DIR" ]; then
+		rm -rf "$DIR"
+	fi
+}
+trap cleanup EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
+
+# ---------------------------------------------------------------- TAP helpers
+
+ok() {
+	N=$((N + 1))
+	echo "ok $N - $1"
+}
+
+notok() {
+	N=$((N + 1))
+	FAILED=$((FAILED + 1))
+	echo "not ok $N - $1"
+}
+
+diag() {
+	printf '%s\n' "$@" | sed 's/^/#   /'
+}
+
+# is DESC GOT EXPECTED: exact string comparison
+is() {
+	if [ "$2" == "$3" ]; then
+		ok "$1"
+	else
+		notok "$1"
+		echo "#   expected:"
+		diag "$3"
+		echo "#   got:"
+		diag "$2"
+	fi
+}
+
+# in_range DESC VALUE LO HI: LO <= VALUE <= HI (integers)
+in_range() {
+	if [[ "$2" =~ ^-?[0-9]+$ ]] && [ "$2" -ge "$3" ] && [ "$2" -le "$4" ]; then
+		ok "$1"
+	else
+		notok "$1"
+		diag "expected $3..$4, got '$2'"
+	fi
+}
+
+bail() {
+	echo "Bail out! $*"
+	[ -n "$DIR" ] && [ -f "$DIR/redis.log" ] && diag "$(tail -n 20 "$DIR/redis.log")"
+	exit 1
+}
+
+# ---------------------------------------------------------------- Redis helpers
+
+# r ARGS...: one command, replies in redis-cli's quoted (--no-raw) form, where
+# strings are escaped like sdscatrepr and nil is (nil): byte-exact and
+# unambiguous. Array index prefixes ("1) ", " 10) ") are stripped, one element
+# per line.
+r() {
+	timeout 5 "$REDIS_CLI" -s "$SOCK" --no-raw "$@" | sed -E 's/^ *[0-9]+\) //'
+}
+
+# rv ARGS...: unquoted scalar reply (integers, simple strings, short bulks)
+rv() {
+	timeout 5 "$REDIS_CLI" -s "$SOCK" --raw "$@"
+}
+
+# ev SCRIPT KEY , ARGV...: run lua/SCRIPT.lua with EVAL (redis-cli --eval
+# sends numkeys=1 and KEY as KEYS[1])
+ev() {
+	local s=$1
+	shift
+	r --eval "$LUA/$s.lua" "$@"
+}
+
+# repr: stdin bytes -> the quoted form redis-cli --no-raw prints
+repr() {
+	local out='"' b
+	for b in $(od -An -v -tx1); do
+		case $b in
+		5c) out+='\\' ;;
+		22) out+='\"' ;;
+		0a) out+='\n' ;;
+		0d) out+='\r' ;;
+		09) out+='\t' ;;
+		07) out+='\a' ;;
+		08) out+='\b' ;;
+		*)
+			if ((16#$b >= 0x20 && 16#$b <= 0x7e)); then
+				out+=$(printf "\\x$b")
+			else
+				out+="\\x$b"
+			fi
+			;;
+		esac
+	done
+	printf '%s"' "$out"
+}
+
+# q STRING: quoted form of STRING; qf FORMAT: quoted form of printf FORMAT
+q() { printf '%s' "$1" | repr; }
+qf() { printf "$1" | repr; }
+
+# lines ARGS...: the args, one per line (expected multi-element replies)
+lines() { printf '%s\n' "$@"; }
+
+# snap KEY: fields (sorted) and values of a hash, for before/after comparisons
+snap() {
+	local f
+	for f in $(rv HKEYS "$1" | LC_ALL=C sort); do
+		printf '%s=%s\n' "$f" "$(r HGET "$1" "$f")"
+	done
+}
+
+# fields KEY: sorted field names
+fields() { rv HKEYS "$1" | LC_ALL=C sort | tr '\n' ' ' | sed 's/ $//'; }
+
+# keyspace: all keys, sorted, space separated
+keyspace() { rv KEYS '*' | LC_ALL=C sort | tr '\n' ' ' | sed 's/ $//'; }
+
+# start_redis EXTRA_ARGS...: start redis-server in $DIR, wait for PONG
+start_redis() {
+	"$REDIS_SERVER" --port 0 --unixsocket "$SOCK" --unixsocketperm 700 \
+		--save '' --appendonly no --enable-debug-command local \
+		--dir "$DIR" --logfile "$DIR/redis.log" --daemonize no "$@" &
+	RPID=$!
+	local _
+	for _ in $(seq 1 100); do
+		if [ "$(timeout 1 "$REDIS_CLI" -s "$SOCK" PING 2>/dev/null)" == PONG ]; then
+			return 0
+		fi
+		if ! kill -0 "$RPID" 2>/dev/null; then
+			RPID=
+			bail "redis-server exited at start-up"
+		fi
+		sleep 0.05
+	done
+	bail "redis-server did not answer PING within 5 s"
+}
+
+stop_redis() {
+	if [ -n "$RPID" ]; then
+		kill "$1" "$RPID" 2>/dev/null
+		wait "$RPID" 2>/dev/null
+		RPID=
+	fi
+}
+
+# fresh: empty database plus two sentinel keys the scripts must never touch
+fresh() {
+	r FLUSHALL >/dev/null
+	r SET sentinel:str v >/dev/null
+	r HSET sentinel:hash state in_progress owner o1 fingerprint fp1 >/dev/null
+}
+SENTINELS="sentinel:hash sentinel:str"
+
+sentinels_intact() {
+	local got
+	got="$(keyspace) | $(r GET sentinel:str) | $(snap sentinel:hash) | $(rv PTTL sentinel:str) $(rv PTTL sentinel:hash)"
+	is "$1" "$got" "$(keyspace_with "$2") | \"v\" | fingerprint=\"fp1\"
+owner=\"o1\"
+state=\"in_progress\" | -1 -1"
+}
+
+keyspace_with() {
+	# shellcheck disable=SC2086 # word lists
+	printf '%s\n' $SENTINELS $1 | LC_ALL=C sort | tr '\n' ' ' | sed 's/ $//'
+}
+
+# ---------------------------------------------------------------- set-up
+
+for tool in "$REDIS_SERVER" "$REDIS_CLI" od timeout sha1sum; do
+	command -v "$tool" >/dev/null 2>&1 || bail "$tool not found"
+done
+for s in claim record release; do
+	[ -f "$LUA/$s.lua" ] || bail "$LUA/$s.lua missing"
+done
+
+DIR=$(mktemp -d "${TMPDIR:-/tmp}/charge-lua.XXXXXX") || bail "mktemp failed"
+SOCK=$DIR/redis.sock
+start_redis
+T0=$(date +%s%N)
+
+FP=aaaa000000000000000000000000000000000000000000000000000000000001
+FP2=bbbb000000000000000000000000000000000000000000000000000000000002
+K=charge:idem:demo:key-1
+CLAIM_TTL=30000
+DONE_TTL=86400000
+FAIL_TTL=300000
+CT=application/json
+PT=application/problem+json
+BODY=$'{"id":"ch_0123","note":"line1\nline2","quote":"say \\"hi\\"","utf8":"café ✓ € 𝄞"}\n'
+
+# ---------------------------------------------------------------- claim
+
+echo "# claim on a fresh key"
+fresh
+is "claim on a fresh key -> claimed" "$(ev claim $K , $FP ownerA 1000 $CLAIM_TTL)" '"claimed"'
+is "claimed hash has exactly the claim fields" "$(fields $K)" \
+	"created_ms fingerprint owner state updated_ms"
+is "claimed hash values" "$(r HMGET $K state fingerprint owner created_ms updated_ms)" \
+	"$(lines '"in_progress"' "\"$FP\"" '"ownerA"' '"1000"' '"1000"')"
+in_range "claim PTTL close to claim TTL $CLAIM_TTL" "$(rv PTTL $K)" $((CLAIM_TTL - 1000)) $CLAIM_TTL
+sentinels_intact "claim touched only KEYS[1]" "$K"
+
+echo "# claim again while in_progress"
+r PEXPIRE $K 55555 >/dev/null
+before=$(snap $K)
+is "same fingerprint, same owner -> claimed (retry-safe)" \
+	"$(ev claim $K , $FP ownerA 2000 $CLAIM_TTL)" '"claimed"'
+is "retried claim leaves the hash unchanged (created_ms kept)" "$(snap $K)" "$before"
+is "same fingerprint, other owner -> in_progress" \
+	"$(ev claim $K , $FP ownerB 2000 $CLAIM_TTL)" '"in_progress"'
+is "other fingerprint, other owner -> mismatch (in_progress)" \
+	"$(ev claim $K , $FP2 ownerB 2000 $CLAIM_TTL)" '"mismatch"'
+is "other fingerprint, same owner -> mismatch (in_progress)" \
+	"$(ev claim $K , $FP2 ownerA 2000 $CLAIM_TTL)" '"mismatch"'
+is "in_progress hash unchanged by in_progress/mismatch answers" "$(snap $K)" "$before"
+in_range "in_progress/mismatch answers do not touch the TTL" "$(rv PTTL $K)" 50000 55555
+sentinels_intact "repeated claims touched only KEYS[1]" "$K"
+
+# ---------------------------------------------------------------- record inline
+
+echo "# record completed inline"
+fresh
+ev claim $K , $FP ownerA 1000 $CLAIM_TTL >/dev/null
+is "owner records completed inline -> ok" \
+	"$(ev record $K , ownerA $FP completed 201 $CT '' $DONE_TTL 1500 inline "$BODY" '' '')" '"ok"'
+is "completed hash fields: body inline, no body_file/len/sha, no retry_after" "$(fields $K)" \
+	"body content_type created_ms fingerprint owner state status updated_ms"
+is "completed hash values (created_ms from claim, updated_ms from record)" \
+	"$(r HMGET $K state fingerprint owner created_ms updated_ms status content_type)" \
+	"$(lines '"completed"' "\"$FP\"" '"ownerA"' '"1000"' '"1500"' '"201"' "\"$CT\"")"
+is "stored body is byte-exact (newline, quotes, UTF-8)" "$(r HGET $K body)" "$(q "$BODY")"
+in_range "completed PTTL = $DONE_TTL" "$(rv PTTL $K)" $((DONE_TTL - 1000)) $DONE_TTL
+sentinels_intact "record touched only KEYS[1]" "$K"
+
+echo "# claim after completion replays"
+expect=$(lines '"recorded"' '"completed"' '"201"' "\"$CT\"" '(nil)' "$(q "$BODY")" '(nil)' '(nil)' '(nil)')
+is "same fingerprint, same owner -> recorded with body and nils" \
+	"$(ev claim $K , $FP ownerA 3000 $CLAIM_TTL)" "$expect"
+is "same fingerprint, other owner -> recorded (same reply)" \
+	"$(ev claim $K , $FP ownerB 3000 $CLAIM_TTL)" "$expect"
+is "other fingerprint -> mismatch (completed)" \
+	"$(ev claim $K , $FP2 ownerB 3000 $CLAIM_TTL)" '"mismatch"'
+is "other fingerprint, original owner -> mismatch (completed)" \
+	"$(ev claim $K , $FP2 ownerA 3000 $CLAIM_TTL)" '"mismatch"'
+in_range "claims do not change the completed TTL" "$(rv PTTL $K)" $((DONE_TTL - 2000)) $DONE_TTL
+
+echo "# inline ignores ARGV[11], ARGV[12]; empty body is an empty string, not nil"
+fresh
+ev claim $K , $FP ownerA 1000 $CLAIM_TTL >/dev/null
+is "inline record with ARGV[11]/[12] set -> ok" \
+	"$(ev record $K , ownerA $FP completed 204 text/plain '' $DONE_TTL 1500 inline '' 5 deadbeef)" '"ok"'
+is "inline record stores no body_file/body_len/body_sha256" "$(fields $K)" \
+	"body content_type created_ms fingerprint owner state status updated_ms"
+is "claim replays an empty body as \"\"" "$(ev claim $K , $FP ownerB 2000 $CLAIM_TTL)" \
+	"$(lines '"recorded"' '"completed"' '"204"' '"text/plain"' '(nil)' '""' '(nil)' '(nil)' '(nil)')"
+
+# ---------------------------------------------------------------- record failed
+
+echo "# record failed with Retry-After"
+fresh
+FBODY='{"type":"/problems/provider-error","title":"Provider error","status":502}'
+ev claim $K , $FP ownerA 1000 $CLAIM_TTL >/dev/null
+is "owner records failed with retry_after -> ok" \
+	"$(ev record $K , ownerA $FP failed 502 $PT 300 $FAIL_TTL 1700 inline "$FBODY" '' '')" '"ok"'
+is "failed hash fields include retry_after" "$(fields $K)" \
+	"body content_type created_ms fingerprint owner retry_after state status updated_ms"
+is "failed hash values" "$(r HMGET $K state status content_type retry_after created_ms updated_ms)" \
+	"$(lines '"failed"' '"502"' "\"$PT\"" '"300"' '"1000"' '"1700"')"
+in_range "failed PTTL = $FAIL_TTL" "$(rv PTTL $K)" $((FAIL_TTL - 1000)) $FAIL_TTL
+fexpect=$(lines '"recorded"' '"failed"' '"502"' "\"$PT\"" '"300"' "$(q "$FBODY")" '(nil)' '(nil)' '(nil)')
+is "claim after failure, same fingerprint -> recorded with retry_after" \
+	"$(ev claim $K , $FP ownerB 2000 $CLAIM_TTL)" "$fexpect"
+is "claim after failure, other fingerprint -> mismatch (failed)" \
+	"$(ev claim $K , $FP2 ownerB 2000 $CLAIM_TTL)" '"mismatch"'
+sentinels_intact "failed record touched only KEYS[1]" "$K"
+
+echo "# completed and failed TTLs differ as passed"
+K2=charge:idem:demo:key-2
+ev claim $K2 , $FP ownerC 1000 $CLAIM_TTL >/dev/null
+ev record $K2 , ownerC $FP completed 201 $CT '' $DONE_TTL 1500 inline '{}' '' '' >/dev/null
+in_range "completed key PTTL ~ 86400000" "$(rv PTTL $K2)" $((DONE_TTL - 1000)) $DONE_TTL
+in_range "failed key PTTL ~ 300000" "$(rv PTTL $K)" $((FAIL_TTL - 2000)) $FAIL_TTL
+
+echo "# retry_after absent when ARGV[6] is ''"
+fresh
+ev claim $K , $FP ownerA 1000 $CLAIM_TTL >/dev/null
+ev record $K , ownerA $FP failed 402 $PT '' $FAIL_TTL 1500 inline '{"decline_code":"card_declined"}' '' '' >/dev/null
+is "failed without Retry-After has no retry_after field" "$(rv HEXISTS $K retry_after)" 0
+is "claim replays retry_after as nil" "$(ev claim $K , $FP ownerB 2000 $CLAIM_TTL | sed -n 5p)" '(nil)'
+
+# ---------------------------------------------------------------- record file
+
+echo "# record in file mode"
+fresh
+SHA=9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08
+ev claim $K , $FP ownerA 1000 $CLAIM_TTL >/dev/null
+is "owner records completed in file mode -> ok" \
+	"$(ev record $K , ownerA $FP completed 201 $CT '' $DONE_TTL 1500 file 0f3c9a.body 20000 $SHA)" '"ok"'
+is "file hash has body_file/body_len/body_sha256 and no body" "$(fields $K)" \
+	"body_file body_len body_sha256 content_type created_ms fingerprint owner state status updated_ms"
+is "file hash values" "$(r HMGET $K body_file body_len body_sha256 body)" \
+	"$(lines '"0f3c9a.body"' '"20000"' "\"$SHA\"" '(nil)')"
+is "claim replays file reference with body nil" "$(ev claim $K , $FP ownerB 2000 $CLAIM_TTL)" \
+	"$(lines '"recorded"' '"completed"' '"201"' "\"$CT\"" '(nil)' '(nil)' '"0f3c9a.body"' '"20000"' "\"$SHA\"")"
+sentinels_intact "file-mode record touched only KEYS[1]" "$K"
+
+# ---------------------------------------------------------------- binary body
+
+echo "# binary body with NUL (via redis-cli -x: stdin becomes the last argument)"
+fresh
+SHA_RECORD=$(rv SCRIPT LOAD "$(cat "$LUA/record.lua")")
+ev claim $K , $FP ownerA 1000 $CLAIM_TTL >/dev/null
+got=$(printf 'a\0b\n\377\r\t"\\z\0' | timeout 5 "$REDIS_CLI" -s "$SOCK" --no-raw -x \
+	EVALSHA "$SHA_RECORD" 1 $K ownerA $FP completed 201 application/octet-stream '' $DONE_TTL 1500 inline |
+	sed -E 's/^ *[0-9]+\) //')
+is "EVALSHA record with a NUL-containing body (ARGV[10] from stdin) -> ok" "$got" '"ok"'
+is "stored binary body is byte-exact" "$(r HGET $K body)" "$(qf 'a\0b\n\377\r\t"\\z\0')"
+is "stored binary body, raw bytes (od)" "$(rv HGET $K body | od -An -tx1 | tr -s ' \n' ' ')" \
+	"$(printf 'a\0b\n\377\r\t"\\z\0\n' | od -An -tx1 | tr -s ' \n' ' ')"
+is "claim replays the binary body byte-exact" "$(ev claim $K , $FP ownerB 2000 $CLAIM_TTL | sed -n 6p)" \
+	"$(qf 'a\0b\n\377\r\t"\\z\0')"
+
+# ---------------------------------------------------------------- fencing
+
+echo "# fencing after the claim expired (real 200 ms expiry)"
+fresh
+ev claim $K , $FP ownerA 1000 200 >/dev/null
+in_range "short claim PTTL <= 200" "$(rv PTTL $K)" 1 200
+sleep 0.3
+is "claim expired: key gone" "$(rv EXISTS $K)" 0
+is "second owner claims the expired key -> claimed" "$(ev claim $K , $FP ownerB 2000 $CLAIM_TTL)" '"claimed"'
+before=$(snap $K)
+is "first owner's record -> fenced" \
+	"$(ev record $K , ownerA $FP completed 201 $CT '' $DONE_TTL 2100 inline A-body '' '')" '"fenced"'
+is "fenced record changed nothing" "$(snap $K)" "$before"
+in_range "fenced record left the claim TTL" "$(rv PTTL $K)" $((CLAIM_TTL - 1000)) $CLAIM_TTL
+is "first owner's file-mode record -> fenced too" \
+	"$(ev record $K , ownerA $FP failed 502 $PT 300 $FAIL_TTL 2100 file x.body 1 $SHA)" '"fenced"'
+is "still unchanged" "$(snap $K)" "$before"
+is "second owner's record -> ok" \
+	"$(ev record $K , ownerB $FP completed 201 $CT '' $DONE_TTL 2200 inline B-body '' '')" '"ok"'
+is "record is the second owner's" "$(r HMGET $K state owner body created_ms updated_ms)" \
+	"$(lines '"completed"' '"ownerB"' '"B-body"' '"2000"' '"2200"')"
+sentinels_intact "fencing touched only KEYS[1]" "$K"
+
+echo "# fencing after DEL and a reclaim with another fingerprint"
+fresh
+ev claim $K , $FP ownerA 1000 $CLAIM_TTL >/dev/null
+r DEL $K >/dev/null
+ev claim $K , $FP2 ownerB 2000 $CLAIM_TTL >/dev/null
+before=$(snap $K)
+is "old owner's record on a reclaimed key -> fenced" \
+	"$(ev record $K , ownerA $FP completed 201 $CT '' $DONE_TTL 2100 inline A '' '')" '"fenced"'
+is "fenced: hash unchanged" "$(snap $K)" "$before"
+
+echo "# a non-owner cannot record over a live claim"
+fresh
+ev claim $K , $FP ownerA 1000 $CLAIM_TTL >/dev/null
+before=$(snap $K)
+is "record by another owner while in_progress -> fenced" \
+	"$(ev record $K , ownerB $FP completed 201 $CT '' $DONE_TTL 1100 inline B '' '')" '"fenced"'
+is "hash unchanged" "$(snap $K)" "$before"
+
+# ---------------------------------------------------------------- vanished key
+
+echo "# vanished key (claim expired, nobody reclaimed)"
+fresh
+ev claim $K , $FP ownerA 1000 200 >/dev/null
+sleep 0.3
+is "key has expired" "$(rv EXISTS $K)" 0
+is "old owner records on the vanished key -> ok" \
+	"$(ev record $K , ownerA $FP completed 201 $CT '' $DONE_TTL 5000 inline late-body '' '')" '"ok"'
+is "vanished-key record: created_ms = updated_ms = record's now" \
+	"$(r HMGET $K state fingerprint owner created_ms updated_ms status content_type body)" \
+	"$(lines '"completed"' "\"$FP\"" '"ownerA"' '"5000"' '"5000"' '"201"' "\"$CT\"" '"late-body"')"
+is "vanished-key record field set" "$(fields $K)" \
+	"body content_type created_ms fingerprint owner state status updated_ms"
+in_range "vanished-key record PTTL = $DONE_TTL" "$(rv PTTL $K)" $((DONE_TTL - 1000)) $DONE_TTL
+sentinels_intact "vanished-key record touched only KEYS[1]" "$K"
+
+# ---------------------------------------------------------------- first wins
+
+echo "# first recording wins"
+fresh
+ev claim $K , $FP ownerA 1000 $CLAIM_TTL >/dev/null
+ev record $K , ownerA $FP completed 201 $CT '' $DONE_TTL 1500 inline "$BODY" '' '' >/dev/null
+r PEXPIRE $K 77777000 >/dev/null
+before=$(snap $K)
+is "same owner records again -> recorded with the first values" \
+	"$(ev record $K , ownerA $FP failed 502 $PT 300 $FAIL_TTL 1600 inline second '' '')" "$expect"
+is "second recording did not overwrite" "$(snap $K)" "$before"
+is "another owner records -> recorded with the first values" \
+	"$(ev record $K , ownerB $FP completed 200 text/plain '' $DONE_TTL 1700 file y.body 3 $SHA)" "$expect"
+is "still not overwritten" "$(snap $K)" "$before"
+in_range "late recordings did not touch the TTL" "$(rv PTTL $K)" 77000000 77777000
+sentinels_intact "late recordings touched only KEYS[1]" "$K"
+
+echo "# first recording wins over a failed record too"
+fresh
+ev claim $K , $FP ownerA 1000 $CLAIM_TTL >/dev/null
+ev record $K , ownerA $FP failed 502 $PT 300 $FAIL_TTL 1700 inline "$FBODY" '' '' >/dev/null
+before=$(snap $K)
+is "record after failed -> recorded (failed values)" \
+	"$(ev record $K , ownerB $FP completed 201 $CT '' $DONE_TTL 1800 inline ok '' '')" \
+	"$(lines '"recorded"' '"failed"' '"502"' "\"$PT\"" '"300"' "$(q "$FBODY")" '(nil)' '(nil)' '(nil)')"
+is "failed record not overwritten" "$(snap $K)" "$before"
+
+# ---------------------------------------------------------------- release
+
+echo "# release"
+fresh
+ev claim $K , $FP ownerA 1000 $CLAIM_TTL >/dev/null
+before=$(snap $K)
+is "release by a non-owner -> 0" "$(ev release $K , ownerB)" "(integer) 0"
+is "non-owner release changed nothing" "$(snap $K)" "$before"
+in_range "non-owner release kept the TTL" "$(rv PTTL $K)" $((CLAIM_TTL - 1000)) $CLAIM_TTL
+is "release by the owner while in_progress -> 1" "$(ev release $K , ownerA)" "(integer) 1"
+is "owner release deleted the key" "$(rv EXISTS $K)" 0
+sentinels_intact "release touched only KEYS[1]" ""
+is "release of a missing key -> 0" "$(ev release $K , ownerA)" "(integer) 0"
+is "release of a missing key creates nothing" "$(rv EXISTS $K)" 0
+is "claim after release -> claimed (by anyone, any fingerprint)" \
+	"$(ev claim $K , $FP2 ownerB 2000 $CLAIM_TTL)" '"claimed"'
+
+fresh
+ev claim $K , $FP ownerA 1000 $CLAIM_TTL >/dev/null
+ev record $K , ownerA $FP completed 201 $CT '' $DONE_TTL 1500 inline 'done' '' '' >/dev/null
+before=$(snap $K)
+is "release by the owner after completion -> 0" "$(ev release $K , ownerA)" "(integer) 0"
+is "completed record stays after release" "$(snap $K)" "$before"
+in_range "completed TTL kept after release" "$(rv PTTL $K)" $((DONE_TTL - 1000)) $DONE_TTL
+
+fresh
+ev claim $K , $FP ownerA 1000 $CLAIM_TTL >/dev/null
+ev record $K , ownerA $FP failed 504 $PT 300 $FAIL_TTL 1500 inline timeout '' '' >/dev/null
+before=$(snap $K)
+is "release by the owner after failure -> 0" "$(ev release $K , ownerA)" "(integer) 0"
+is "failed record stays after release" "$(snap $K)" "$before"
+
+# ---------------------------------------------------------------- one key only
+
+echo "# each script touches only KEYS[1]: run as an ACL user allowed that key only"
+fresh
+AK=charge:idem:acl:only
+r ACL SETUSER lim on nopass resetkeys "~$AK" -@all +eval +evalsha +script\|load \
+	+hmget +hset +hget +pexpire +del +get >/dev/null
+la() { r --user lim --pass x "$@" 2>/dev/null; }
+got=$(la EVAL "return redis.call('GET', KEYS[1] .. 'x')" 1 $AK)
+case $got in
+*NOPERM* | *"can't access at least one of the keys"*) ok "control: a script touching another key fails with NOPERM for this user" ;;
+*) notok "control: a script touching another key fails with NOPERM for this user"; diag "got: $got" ;;
+esac
+is "ACL user: claim" "$(la --eval "$LUA/claim.lua" $AK , $FP ownerA 1000 $CLAIM_TTL)" '"claimed"'
+is "ACL user: claim again (other owner)" "$(la --eval "$LUA/claim.lua" $AK , $FP ownerB 1000 $CLAIM_TTL)" '"in_progress"'
+is "ACL user: claim (other fingerprint)" "$(la --eval "$LUA/claim.lua" $AK , $FP2 ownerB 1000 $CLAIM_TTL)" '"mismatch"'
+is "ACL user: release by non-owner" "$(la --eval "$LUA/release.lua" $AK , ownerB)" "(integer) 0"
+is "ACL user: record by non-owner" \
+	"$(la --eval "$LUA/record.lua" $AK , ownerB $FP completed 201 $CT '' $DONE_TTL 1500 inline x '' '')" '"fenced"'
+is "ACL user: release by owner" "$(la --eval "$LUA/release.lua" $AK , ownerA)" "(integer) 1"
+is "ACL user: record on a vanished key" \
+	"$(la --eval "$LUA/record.lua" $AK , ownerA $FP completed 201 $CT 5 $DONE_TTL 1500 file f.body 3 $SHA)" '"ok"'
+is "ACL user: record again (first wins)" \
+	"$(la --eval "$LUA/record.lua" $AK , ownerA $FP completed 201 $CT '' $DONE_TTL 1500 inline x '' '' | head -1)" '"recorded"'
+is "ACL user: claim of a recorded key" \
+	"$(la --eval "$LUA/claim.lua" $AK , $FP ownerB 1000 $CLAIM_TTL | head -1)" '"recorded"'
+is "ACL user: release of a recorded key" "$(la --eval "$LUA/release.lua" $AK , ownerA)" "(integer) 0"
+sentinels_intact "after all ACL runs the keyspace is the sentinels plus KEYS[1]" "$AK"
+r ACL DELUSER lim >/dev/null
+
+# ---------------------------------------------------------------- EVALSHA
+
+echo "# EVALSHA and NOSCRIPT"
+fresh
+r SCRIPT FLUSH >/dev/null
+declare -A SHAS
+for s in claim record release; do
+	sha=$(timeout 5 "$REDIS_CLI" -s "$SOCK" --raw -x SCRIPT LOAD <"$LUA/$s.lua")
+	is "SCRIPT LOAD $s.lua returns the SHA-1 of the file's bytes" "$sha" \
+		"$(sha1sum <"$LUA/$s.lua" | cut -d' ' -f1)"
+	SHAS[$s]=$sha
+done
+is "EVALSHA claim -> claimed" "$(r EVALSHA "${SHAS[claim]}" 1 $K $FP ownerA 1000 $CLAIM_TTL)" '"claimed"'
+is "EVALSHA record -> ok" \
+	"$(r EVALSHA "${SHAS[record]}" 1 $K ownerA $FP completed 201 $CT '' $DONE_TTL 1500 inline "$BODY" '' '')" '"ok"'
+is "EVALSHA claim -> recorded, byte-exact body" "$(r EVALSHA "${SHAS[claim]}" 1 $K $FP ownerB 2000 $CLAIM_TTL)" "$expect"
+is "EVALSHA release -> 0" "$(r EVALSHA "${SHAS[release]}" 1 $K ownerA)" "(integer) 0"
+r SCRIPT FLUSH >/dev/null
+got=$(r EVALSHA "${SHAS[claim]}" 1 $K $FP ownerB 2000 $CLAIM_TTL 2>&1)
+case $got in
+"(error) NOSCRIPT"*) ok "EVALSHA after SCRIPT FLUSH -> NOSCRIPT error" ;;
+*) notok "EVALSHA after SCRIPT FLUSH -> NOSCRIPT error"; diag "got: $got" ;;
+esac
+is "SCRIPT EXISTS after flush -> 0" "$(rv SCRIPT EXISTS "${SHAS[record]}")" 0
+sha=$(timeout 5 "$REDIS_CLI" -s "$SOCK" --raw -x SCRIPT LOAD <"$LUA/claim.lua")
+is "reloading gives the same SHA" "$sha" "${SHAS[claim]}"
+is "EVALSHA works again after reload" "$(r EVALSHA "${SHAS[claim]}" 1 $K $FP ownerB 2000 $CLAIM_TTL | head -1)" '"recorded"'
+
+# ---------------------------------------------------------------- crash safety
+
+echo "# DEBUG RELOAD keeps records and their TTLs"
+fresh
+ev claim $K , $FP ownerA 1000 $CLAIM_TTL >/dev/null
+ev record $K , ownerA $FP completed 201 $CT '' $DONE_TTL 1500 inline "$BODY" '' '' >/dev/null
+ev claim $K2 , $FP ownerB 1000 $CLAIM_TTL >/dev/null
+b1=$(snap $K)
+b2=$(snap $K2)
+is "DEBUG RELOAD -> OK" "$(r DEBUG RELOAD)" 'OK'
+is "completed record survives DEBUG RELOAD" "$(snap $K)" "$b1"
+in_range "completed TTL survives DEBUG RELOAD" "$(rv PTTL $K)" $((DONE_TTL - 2000)) $DONE_TTL
+is "in_progress claim survives DEBUG RELOAD" "$(snap $K2)" "$b2"
+in_range "claim TTL survives DEBUG RELOAD" "$(rv PTTL $K2)" $((CLAIM_TTL - 2000)) $CLAIM_TTL
+is "replay after DEBUG RELOAD" "$(ev claim $K , $FP ownerC 3000 $CLAIM_TTL)" "$expect"
+
+echo "# kill -9 and restart with AOF (appendfsync always) keeps records and TTLs"
+stop_redis -TERM
+rm -f "$DIR"/*.rdb
+start_redis --appendonly yes --appendfsync always
+ev claim $K , $FP ownerA 1000 $CLAIM_TTL >/dev/null
+ev record $K , ownerA $FP failed 502 $PT 300 $FAIL_TTL 1500 inline "$FBODY" '' '' >/dev/null
+b1=$(snap $K)
+stop_redis -KILL
+start_redis --appendonly yes --appendfsync always
+is "failed record survives kill -9 + AOF restart" "$(snap $K)" "$b1"
+in_range "failed TTL survives kill -9 + AOF restart" "$(rv PTTL $K)" $((FAIL_TTL - 5000)) $FAIL_TTL
+is "replay after restart (script cache was empty: --eval uses EVAL)" \
+	"$(ev claim $K , $FP ownerB 2000 $CLAIM_TTL)" "$fexpect"
+
+# ---------------------------------------------------------------- hardening
+
+if [ "${LUA_HARDENING:-1}" = 1 ]; then
+	echo "# hardening (beyond the header contract): bad arguments must not leave partial writes"
+	fresh
+	got=$(ev claim $K , $FP ownerA 1000 30.5 2>&1)
+	is "claim with a non-integer TTL leaves no key (else: in_progress forever)" \
+		"$(rv EXISTS $K) $(rv PTTL $K)" "0 -2"
+	diag "claim reply: $got"
+	fresh
+	ev claim $K , $FP ownerA 1000 $CLAIM_TTL >/dev/null
+	before=$(snap $K)
+	got=$(ev record $K , ownerA $FP completed 201 $CT '' 8.6e7 1500 inline b '' '' 2>&1)
+	is "record with a non-integer TTL leaves the claim unchanged" "$(snap $K)" "$before"
+	diag "record reply: $got; PTTL now $(rv PTTL $K)"
+	fresh
+	ev claim $K , $FP ownerA 1000 $CLAIM_TTL >/dev/null
+	before=$(snap $K)
+	got=$(ev record $K , ownerA $FP completed 201 $CT '' $DONE_TTL 1500 inline 2>&1)
+	is "record with ARGV[10] missing leaves the claim unchanged" "$(snap $K)" "$before"
+	diag "record reply: $got; PTTL now $(rv PTTL $K)"
+else
+	echo "# hardening tests not run (set LUA_HARDENING=1)"
+fi
+
+T1=$(date +%s%N)
+echo "# elapsed $(((T1 - T0) / 1000000)) ms, $FAILED failed"
+echo "1..$N"
+[ "$FAILED" -eq 0 ]
