@@ -15,7 +15,7 @@ int log_level_parse(const char *s);
 void log_set_level(int level);
 int log_enabled(int level);
 
-/* Writes "ts level [rid] message\n"; rid may be NULL. */
+/* Writes "ts level [pid] [rid] message\n"; rid may be NULL. */
 void log_msg(int level, const char *rid, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 

@@ -1,0 +1,287 @@
+/*
+ * auth.c - API keys to principals. The table holds SHA-256 hashes only;
+ * a presented key is hashed and compared with every entry in constant time.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <openssl/crypto.h>
+#include <openssl/evp.h>
+
+#include "auth.h"
+#include "headers.h"
+
+/* Longer bearer tokens are rejected without being hashed. */
+#define AUTH_API_KEY_MAX  512                 /* bytes */
+#define AUTH_FILE_MAX     (16 * 1024 * 1024)  /* bytes of the keys file */
+#define AUTH_HASH_LEN     32                  /* SHA-256 */
+
+static void auth_err(char *err, size_t errlen, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+static void
+auth_err(char *err, size_t errlen, const char *fmt, ...)
+{
+	va_list ap;
+
+	if (err == NULL || errlen == 0)
+		return;
+	va_start(ap, fmt);
+	if (vsnprintf(err, errlen, fmt, ap) < 0)
+		err[0] = '\0';
+	va_end(ap);
+}
+
+static int
+auth_is_space(char ch)
+{
+	return ch == ' ' || ch == '\t' || ch == '\r';
+}
+
+static int
+auth_is_principal_char(char ch)
+{
+	return (ch >= 'A' && ch <= 'Z') || (ch >= 'a' && ch <= 'z') ||
+	    (ch >= '0' && ch <= '9') || ch == '_' || ch == '-';
+}
+
+static int
+auth_hex_value(char ch)
+{
+	if (ch >= '0' && ch <= '9')
+		return ch - '0';
+	if (ch >= 'a' && ch <= 'f')
+		return ch - 'a' + 10;
+	if (ch >= 'A' && ch <= 'F')
+		return ch - 'A' + 10;
+	return -1;
+}
+
+/* Parses one non-comment line into e. 0, or -1 with why. */
+static int
+auth_parse_line(const char *p, size_t n, struct auth_entry *e, char *why,
+    size_t whylen)
+{
+	size_t i = 0, plen, h;
+
+	for (plen = 0; i < n && !auth_is_space(p[i]); i++)
+		plen++;
+	if (plen == 0 || plen > PRINCIPAL_MAX) {
+		auth_err(why, whylen, "principal must be 1 to %d characters",
+		    PRINCIPAL_MAX);
+		return -1;
+	}
+	for (h = 0; h < plen; h++)
+		if (!auth_is_principal_char(p[h])) {
+			auth_err(why, whylen, "principal may only contain "
+			    "A-Z a-z 0-9 _ -");
+			return -1;
+		}
+	memcpy(e->principal, p, plen);
+	e->principal[plen] = '\0';
+
+	for (; i < n && auth_is_space(p[i]); i++)
+		;
+	for (h = 0; h < AUTH_HASH_LEN && n - i >= 2; h++) {
+		int hi = auth_hex_value(p[i]), lo = auth_hex_value(p[i + 1]);
+
+		if (hi < 0 || lo < 0)
+			break;
+		e->hash[h] = (unsigned char)(hi << 4 | lo);
+		i += 2;
+	}
+	if (h < AUTH_HASH_LEN || (i < n && !auth_is_space(p[i]))) {
+		auth_err(why, whylen, "expected %d hex digits (the SHA-256 of "
+		    "the API key) after the principal", 2 * AUTH_HASH_LEN);
+		return -1;
+	}
+	for (; i < n && auth_is_space(p[i]); i++)
+		;
+	if (i < n && p[i] != '#') {
+		auth_err(why, whylen, "unexpected text after the hash");
+		return -1;
+	}
+	return 0;
+}
+
+/* auth_parse() with name ("path:N: ") or NULL ("line N: "). */
+static int
+auth_parse_named(struct auth_table *t, const char *name, const char *text,
+    size_t len, char *err, size_t errlen)
+{
+	char why[192];
+	struct auth_entry *entries = NULL;
+	size_t pos = 0, lineno = 0, nlines = 1, n = 0, i, j;
+	int rc = -1;
+
+	t->entries = NULL;
+	t->n = 0;
+	for (i = 0; i < len; i++)
+		if (text[i] == '\n')
+			nlines++;
+	entries = calloc(nlines, sizeof(*entries));
+	if (entries == NULL) {
+		auth_err(err, errlen, "%s: out of memory",
+		    name != NULL ? name : "keys");
+		goto fail;
+	}
+	while (pos < len) {
+		const char *line = text + pos, *nl;
+		size_t ll;
+
+		nl = memchr(line, '\n', len - pos);
+		ll = nl != NULL ? (size_t)(nl - line) : len - pos;
+		pos += ll + (nl != NULL);
+		lineno++;
+
+		for (i = 0; i < ll && auth_is_space(line[i]); i++)
+			;
+		if (i == ll || line[i] == '#')
+			continue;
+		why[0] = '\0';
+		if (memchr(line, '\0', ll) != NULL)
+			auth_err(why, sizeof(why), "NUL byte");
+		else if (auth_parse_line(line + i, ll - i, &entries[n], why,
+		    sizeof(why)) == 0) {
+			for (j = 0; j < n; j++) {
+				if (strcmp(entries[j].principal,
+				    entries[n].principal) == 0) {
+					auth_err(why, sizeof(why), "duplicate "
+					    "principal '%s'",
+					    entries[n].principal);
+					break;
+				}
+				if (memcmp(entries[j].hash, entries[n].hash,
+				    AUTH_HASH_LEN) == 0) {
+					auth_err(why, sizeof(why), "the same "
+					    "key is already listed for '%s'",
+					    entries[j].principal);
+					break;
+				}
+			}
+		}
+		if (why[0] != '\0') {
+			if (name != NULL)
+				auth_err(err, errlen, "%s:%zu: %s", name,
+				    lineno, why);
+			else
+				auth_err(err, errlen, "line %zu: %s", lineno,
+				    why);
+			goto fail;
+		}
+		n++;
+	}
+	if (n == 0) {
+		auth_err(err, errlen, "%s: no API keys configured",
+		    name != NULL ? name : "keys");
+		goto fail;
+	}
+	t->entries = entries;
+	t->n = n;
+	entries = NULL;
+	rc = 0;
+fail:
+	free(entries);
+	return rc;
+}
+
+int
+auth_parse(struct auth_table *t, const char *text, size_t len, char *errstr,
+    size_t errlen)
+{
+	return auth_parse_named(t, NULL, text, len, errstr, errlen);
+}
+
+int
+auth_load(struct auth_table *t, const char *path, char *errstr,
+    size_t errlen)
+{
+	struct stat st;
+	char *buf = NULL;
+	size_t len = 0;
+	ssize_t n;
+	int fd = -1, rc = -1;
+
+	t->entries = NULL;
+	t->n = 0;
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0 || fstat(fd, &st) != 0) {
+		auth_err(errstr, errlen, "%s: %s", path, strerror(errno));
+		goto fail;
+	}
+	if (!S_ISREG(st.st_mode) || st.st_size > AUTH_FILE_MAX) {
+		auth_err(errstr, errlen, "%s: not a regular file of at most %d "
+		    "bytes", path, AUTH_FILE_MAX);
+		goto fail;
+	}
+	buf = malloc((size_t)st.st_size + 1);
+	if (buf == NULL) {
+		auth_err(errstr, errlen, "%s: out of memory", path);
+		goto fail;
+	}
+	/* Read at most the size fstat saw; a growing file is read next time. */
+	while (len < (size_t)st.st_size) {
+		n = read(fd, buf + len, (size_t)st.st_size - len);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0) {
+			auth_err(errstr, errlen, "%s: %s", path,
+			    strerror(errno));
+			goto fail;
+		}
+		if (n == 0)
+			break;
+		len += (size_t)n;
+	}
+	buf[len] = '\0';
+	rc = auth_parse_named(t, path, buf, len, errstr, errlen);
+fail:
+	free(buf);
+	if (fd >= 0)
+		(void)close(fd);
+	return rc;
+}
+
+void
+auth_free(struct auth_table *t)
+{
+	if (t == NULL)
+		return;
+	free(t->entries);
+	t->entries = NULL;
+	t->n = 0;
+}
+
+const char *
+auth_principal(const struct auth_table *t, const char *header)
+{
+	unsigned char md[EVP_MAX_MD_SIZE];
+	unsigned int mdlen = 0;
+	const char *tok = NULL;
+	size_t toklen = 0, i, found = 0, mask;
+	int any = 0, eq;
+
+	if (t == NULL || t->n == 0 || header == NULL)
+		return NULL;
+	if (bearer_token(header, &tok, &toklen) != 0 || tok == NULL ||
+	    toklen == 0 || toklen > AUTH_API_KEY_MAX)
+		return NULL;
+	if (EVP_Digest(tok, toklen, md, &mdlen, EVP_sha256(), NULL) != 1 ||
+	    mdlen != AUTH_HASH_LEN)
+		return NULL;
+	/* Every entry is compared; the match is picked without branching. */
+	for (i = 0; i < t->n; i++) {
+		eq = CRYPTO_memcmp(md, t->entries[i].hash, AUTH_HASH_LEN) == 0;
+		mask = (size_t)0 - (size_t)eq;
+		found = (found & ~mask) | (i & mask);
+		any |= eq;
+	}
+	OPENSSL_cleanse(md, sizeof(md));
+	return any ? t->entries[found].principal : NULL;
+}

@@ -1,0 +1,828 @@
+/*
+ * config.c - the configuration as one table of rows. File parsing,
+ * CHARGE_<KEY> environment overrides, validation and printing all walk
+ * cfg_rows[]; adding a key means adding a field to struct config and a row.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "config.h"
+#include "log.h"
+#include "redis.h"
+
+#ifndef CHARGE_DEFAULT_CONF
+#define CHARGE_DEFAULT_CONF "conf/charge.conf"
+#endif
+
+#define CONF_FILE_MAX   (1024 * 1024)   /* bytes; a real file is a few KiB */
+#define CONF_ENV_PREFIX "CHARGE_"
+#define CONF_ENV_FILE   "CHARGE_CONF"
+#define CONF_NAME_MAX   64              /* bytes of a key name */
+#define CONF_WHY_MAX    512             /* bytes of one error reason */
+#define CONF_ECHO_MAX   48              /* bytes of a bad value quoted back */
+#define CONF_MASK       "********"      /* printed instead of secrets */
+#define MS_PER_S        1000L
+
+enum cfg_type {
+	CFG_INT,        /* int field, bounds are values */
+	CFG_LONG,       /* long field, bounds are values */
+	CFG_STRING,     /* char[] field, bounds are lengths in bytes */
+	CFG_PATH,       /* like CFG_STRING; relative: against conf_dir */
+	CFG_URL,        /* redis_url: checked by redis_url_parse() */
+	CFG_LOG_LEVEL   /* int field holding an enum log_level */
+};
+
+#define CFG_F_SECRET    0x1     /* masked by config_print */
+#define CFG_F_NONE_OK   0x2     /* path: "" and "none" are kept as they are */
+#define CFG_F_TOKEN     0x4     /* string: no whitespace */
+
+struct cfg_row {
+	const char *name;
+	enum cfg_type type;
+	long min, max;
+	long defnum;            /* CFG_INT, CFG_LONG */
+	const char *defstr;     /* the other types */
+	size_t off, size;
+	int flags;
+};
+
+#define FIELD(f) .off = offsetof(struct config, f), \
+	.size = sizeof(((struct config *)NULL)->f)
+#define FIELD_LEN(f) ((long)sizeof(((struct config *)NULL)->f) - 1)
+
+static const struct cfg_row cfg_rows[] = {
+	{ "redis_url", CFG_URL, 1, FIELD_LEN(redis_url), 0, DEF_REDIS_URL,
+	    FIELD(redis_url), 0 },
+	{ "redis_timeout_ms", CFG_INT, 1, REDIS_TIMEOUT_MS_MAX,
+	    DEF_REDIS_TIMEOUT_MS, NULL, FIELD(redis_timeout_ms), 0 },
+	{ "key_prefix", CFG_STRING, 0, KEY_PREFIX_MAX, 0, DEF_KEY_PREFIX,
+	    FIELD(key_prefix), CFG_F_TOKEN },
+	{ "lock_ttl_s", CFG_INT, 1, TTL_S_MAX, DEF_LOCK_TTL_S, NULL,
+	    FIELD(lock_ttl_s), 0 },
+	{ "completed_ttl_s", CFG_INT, 1, TTL_S_MAX, DEF_COMPLETED_TTL_S, NULL,
+	    FIELD(completed_ttl_s), 0 },
+	{ "failed_ttl_s", CFG_INT, 1, TTL_S_MAX, DEF_FAILED_TTL_S, NULL,
+	    FIELD(failed_ttl_s), 0 },
+	{ "max_request_bytes", CFG_LONG, 1, MAX_REQUEST_BYTES_MAX,
+	    DEF_MAX_REQUEST_BYTES, NULL, FIELD(max_request_bytes), 0 },
+	{ "max_wait_s", CFG_INT, 0, MAX_WAIT_S_MAX, DEF_MAX_WAIT_S, NULL,
+	    FIELD(max_wait_s), 0 },
+	{ "spill_dir", CFG_PATH, 1, FIELD_LEN(spill_dir), 0, DEF_SPILL_DIR,
+	    FIELD(spill_dir), 0 },
+	/* Above max_request_bytes it simply never spills. */
+	{ "spill_threshold_bytes", CFG_LONG, 0, MAX_REQUEST_BYTES_MAX,
+	    DEF_SPILL_THRESHOLD_BYTES, NULL, FIELD(spill_threshold_bytes), 0 },
+	{ "provider_latency_ms", CFG_INT, 0, PROVIDER_MS_MAX,
+	    DEF_PROVIDER_LATENCY_MS, NULL, FIELD(provider_latency_ms), 0 },
+	{ "provider_timeout_ms", CFG_INT, 0, PROVIDER_MS_MAX,
+	    DEF_PROVIDER_TIMEOUT_MS, NULL, FIELD(provider_timeout_ms), 0 },
+	{ "api_keys_file", CFG_PATH, 1, FIELD_LEN(api_keys_file), 0,
+	    DEF_API_KEYS_FILE, FIELD(api_keys_file), 0 },
+	{ "provider_ledger", CFG_PATH, 1, FIELD_LEN(provider_ledger), 0,
+	    DEF_PROVIDER_LEDGER, FIELD(provider_ledger), 0 },
+	{ "provider_secret", CFG_STRING, 1, FIELD_LEN(provider_secret), 0,
+	    DEF_PROVIDER_SECRET, FIELD(provider_secret), CFG_F_SECRET },
+	{ "metrics_file", CFG_PATH, 0, FIELD_LEN(metrics_file), 0,
+	    DEF_METRICS_FILE, FIELD(metrics_file), CFG_F_NONE_OK },
+	{ "log_level", CFG_LOG_LEVEL, LL_ERROR, LL_DEBUG, 0, DEF_LOG_LEVEL,
+	    FIELD(log_level), 0 },
+	{ "threads", CFG_INT, 1, THREADS_MAX, DEF_THREADS, NULL,
+	    FIELD(threads), 0 },
+};
+
+#define CFG_NROWS (sizeof(cfg_rows) / sizeof(cfg_rows[0]))
+
+static void cfg_err(char *err, size_t errlen, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+static void
+cfg_err(char *err, size_t errlen, const char *fmt, ...)
+{
+	va_list ap;
+
+	if (err == NULL || errlen == 0)
+		return;
+	va_start(ap, fmt);
+	if (vsnprintf(err, errlen, fmt, ap) < 0)
+		err[0] = '\0';
+	va_end(ap);
+}
+
+static int
+cfg_is_space(char ch)
+{
+	return ch == ' ' || ch == '\t' || ch == '\r';
+}
+
+static int *
+cfg_int(struct config *c, const struct cfg_row *r)
+{
+	return (int *)(void *)((char *)c + r->off);
+}
+
+static long *
+cfg_long(struct config *c, const struct cfg_row *r)
+{
+	return (long *)(void *)((char *)c + r->off);
+}
+
+static char *
+cfg_str(struct config *c, const struct cfg_row *r)
+{
+	return (char *)c + r->off;
+}
+
+static const char *
+cfg_cstr(const struct config *c, const struct cfg_row *r)
+{
+	return (const char *)c + r->off;
+}
+
+static long
+cfg_num(const struct config *c, const struct cfg_row *r)
+{
+	const char *p = (const char *)c + r->off;
+
+	if (r->type == CFG_LONG)
+		return *(const long *)(const void *)p;
+	return *(const int *)(const void *)p;
+}
+
+static const struct cfg_row *
+cfg_row_find(const char *name, size_t n)
+{
+	size_t i;
+
+	for (i = 0; i < CFG_NROWS; i++)
+		if (strlen(cfg_rows[i].name) == n &&
+		    memcmp(cfg_rows[i].name, name, n) == 0)
+			return &cfg_rows[i];
+	return NULL;
+}
+
+/*
+ * Joins dir and rel into out[outlen]. Leading "./" and "../" of rel are
+ * folded into an absolute dir (conf_dir comes from realpath, so this is
+ * exact). 0, or -1 when the result does not fit.
+ */
+static int
+cfg_path_resolve(const char *dir, const char *rel, char *out, size_t outlen)
+{
+	size_t n;
+	int r;
+
+	if (rel[0] == '/') {
+		n = strlen(rel);
+		if (n >= outlen)
+			return -1;
+		memcpy(out, rel, n + 1);
+		return 0;
+	}
+	n = strlen(dir);
+	if (n >= outlen)
+		return -1;
+	memcpy(out, dir, n + 1);
+	while (n > 1 && out[n - 1] == '/')
+		out[--n] = '\0';
+	for (;;) {
+		if (strcmp(rel, ".") == 0)
+			rel += 1;
+		else if (strncmp(rel, "./", 2) == 0)
+			rel += 2;
+		else if (out[0] == '/' && (strcmp(rel, "..") == 0 ||
+		    strncmp(rel, "../", 3) == 0)) {
+			rel += rel[2] == '/' ? 3 : 2;
+			while (n > 1 && out[n - 1] != '/')
+				n--;
+			if (n > 1)
+				n--;
+			out[n] = '\0';
+		} else
+			break;
+		while (*rel == '/')
+			rel++;
+	}
+	if (*rel == '\0')
+		return 0;
+	if (n == 0)
+		r = snprintf(out, outlen, "%s", rel);
+	else
+		r = snprintf(out + n, outlen - n, "%s%s",
+		    out[n - 1] == '/' ? "" : "/", rel);
+	if (r < 0 || (size_t)r >= outlen - n)
+		return -1;
+	return 0;
+}
+
+/*
+ * Parses a strictly decimal integer (optional '-', digits only). Returns 0
+ * with *out, 1 when it overflows a long (*out saturated), -1 when not a
+ * number.
+ */
+static int
+cfg_parse_long(const char *v, size_t n, long *out)
+{
+	size_t i = 0;
+	int neg = 0, over = 0;
+	long acc = 0;
+
+	if (n > 0 && v[0] == '-') {
+		neg = 1;
+		i = 1;
+	}
+	if (i == n)
+		return -1;
+	for (; i < n; i++) {
+		int d;
+
+		if (v[i] < '0' || v[i] > '9')
+			return -1;
+		d = v[i] - '0';
+		if (acc > (LONG_MAX - d) / 10)
+			over = 1;
+		else
+			acc = acc * 10 + d;
+	}
+	if (over)
+		acc = LONG_MAX;
+	*out = neg ? -acc : acc;
+	return over;
+}
+
+/* Checks a number against the row's bounds; why gets "key: reason". */
+static int
+cfg_check_num(const struct cfg_row *r, long v, int over, char *why,
+    size_t whylen)
+{
+	if (v < r->min) {
+		if (over)
+			cfg_err(why, whylen, "%s: value is below the minimum "
+			    "%ld", r->name, r->min);
+		else
+			cfg_err(why, whylen, "%s: %ld is below the minimum %ld",
+			    r->name, v, r->min);
+		return -1;
+	}
+	if (v > r->max) {
+		if (over)
+			cfg_err(why, whylen, "%s: value is above the maximum "
+			    "%ld", r->name, r->max);
+		else
+			cfg_err(why, whylen, "%s: %ld is above the maximum %ld",
+			    r->name, v, r->max);
+		return -1;
+	}
+	return 0;
+}
+
+/* Checks a string value's length and characters (before resolution). */
+static int
+cfg_check_chars(const struct cfg_row *r, const char *v, size_t n, char *why,
+    size_t whylen)
+{
+	size_t i;
+
+	for (i = 0; i < n; i++) {
+		unsigned char ch = (unsigned char)v[i];
+
+		if (ch < 0x20 || ch == 0x7f) {
+			cfg_err(why, whylen, "%s: contains a control "
+			    "character", r->name);
+			return -1;
+		}
+		if ((r->flags & CFG_F_TOKEN) && ch == ' ') {
+			cfg_err(why, whylen, "%s: must not contain whitespace",
+			    r->name);
+			return -1;
+		}
+	}
+	return 0;
+}
+
+static int
+cfg_check_len(const struct cfg_row *r, size_t n, char *why, size_t whylen)
+{
+	if (n < (size_t)r->min) {
+		cfg_err(why, whylen, "%s: must not be empty", r->name);
+		return -1;
+	}
+	if (n > (size_t)r->max || n >= r->size) {
+		cfg_err(why, whylen, "%s: %zu bytes is more than the "
+		    "maximum %ld", r->name, n, r->max);
+		return -1;
+	}
+	return 0;
+}
+
+/* Runs redis_url_parse() on url; why gets "redis_url: reason". */
+static int
+cfg_check_url(const struct cfg_row *r, const char *url, const char *dir,
+    char *why, size_t whylen)
+{
+	struct redis_target t;
+	char e[128];
+
+	e[0] = '\0';
+	if (redis_url_parse(url, dir, &t, e, sizeof(e)) != 0) {
+		if (e[0] == '\0')
+			cfg_err(why, whylen, "%s: not a valid Redis URL",
+			    r->name);
+		else if (strncmp(e, r->name, strlen(r->name)) == 0)
+			cfg_err(why, whylen, "%s", e);
+		else
+			cfg_err(why, whylen, "%s: %s", r->name, e);
+		return -1;
+	}
+	return 0;
+}
+
+/*
+ * Sets the row's field of c from v[0..n). 0, or -1 with why holding
+ * "key: reason" (secrets are never quoted back).
+ */
+static int
+cfg_set(struct config *c, const struct cfg_row *r, const char *v, size_t n,
+    char *why, size_t whylen)
+{
+	char buf[URL_MAX_LEN > PATH_MAX_LEN ? URL_MAX_LEN : PATH_MAX_LEN];
+	char res[sizeof(buf)];
+	char echo[CONF_ECHO_MAX];
+	long num;
+	int over, lvl;
+
+	switch (r->type) {
+	case CFG_INT:
+	case CFG_LONG:
+		over = cfg_parse_long(v, n, &num);
+		if (over < 0) {
+			(void)log_escape(echo, sizeof(echo), v, n);
+			cfg_err(why, whylen, "%s: '%s' is not a decimal "
+			    "integer", r->name, echo);
+			return -1;
+		}
+		if (cfg_check_num(r, num, over, why, whylen) != 0)
+			return -1;
+		if (r->type == CFG_INT)
+			*cfg_int(c, r) = (int)num;
+		else
+			*cfg_long(c, r) = num;
+		return 0;
+	case CFG_LOG_LEVEL:
+		lvl = -1;
+		if (n < sizeof(buf)) {
+			memcpy(buf, v, n);
+			buf[n] = '\0';
+			lvl = log_level_parse(buf);
+		}
+		if (lvl < 0) {
+			(void)log_escape(echo, sizeof(echo), v, n);
+			cfg_err(why, whylen, "%s: '%s' is not one of error, "
+			    "warn, info, debug", r->name, echo);
+			return -1;
+		}
+		*cfg_int(c, r) = lvl;
+		return 0;
+	case CFG_STRING:
+	case CFG_PATH:
+	case CFG_URL:
+		break;
+	}
+
+	if (cfg_check_chars(r, v, n, why, whylen) != 0)
+		return -1;
+	if (n >= sizeof(buf)) {
+		cfg_err(why, whylen, "%s: %zu bytes is more than the "
+		    "maximum %ld", r->name, n, r->max);
+		return -1;
+	}
+	memcpy(buf, v, n);
+	buf[n] = '\0';
+
+	if (r->type == CFG_PATH && !((r->flags & CFG_F_NONE_OK) &&
+	    (n == 0 || strcmp(buf, "none") == 0))) {
+		if (n == 0) {
+			cfg_err(why, whylen, "%s: must not be empty", r->name);
+			return -1;
+		}
+		if (cfg_path_resolve(c->conf_dir, buf, res, sizeof(res)) != 0) {
+			cfg_err(why, whylen, "%s: resolved path is longer than "
+			    "%ld bytes", r->name, r->max);
+			return -1;
+		}
+		memcpy(buf, res, strlen(res) + 1);
+		n = strlen(buf);
+	}
+	if (r->type == CFG_URL && strncmp(buf, "unix://", 7) == 0 &&
+	    buf[7] != '/') {
+		/* A relative socket path is stored resolved: unix:///abs. */
+		if (buf[7] == '\0') {
+			cfg_err(why, whylen, "%s: unix:// needs a socket path",
+			    r->name);
+			return -1;
+		}
+		if (cfg_path_resolve(c->conf_dir, buf + 7, res,
+		    sizeof(res)) != 0 || res[0] != '/' ||
+		    strlen(res) + 7 >= sizeof(buf)) {
+			cfg_err(why, whylen, "%s: cannot resolve the socket "
+			    "path against %s", r->name, c->conf_dir);
+			return -1;
+		}
+		memcpy(buf + 7, res, strlen(res) + 1);
+		n = strlen(buf);
+	}
+	if (cfg_check_len(r, n, why, whylen) != 0)
+		return -1;
+	if (r->type == CFG_URL &&
+	    cfg_check_url(r, buf, c->conf_dir, why, whylen) != 0)
+		return -1;
+	memcpy(cfg_str(c, r), buf, n + 1);
+	return 0;
+}
+
+void
+config_defaults(struct config *c, const char *base_dir)
+{
+	char why[CONF_WHY_MAX];
+	size_t i, n;
+
+	memset(c, 0, sizeof(*c));
+	if (base_dir == NULL || base_dir[0] == '\0')
+		base_dir = ".";
+	n = strlen(base_dir);
+	if (n < sizeof(c->conf_dir))
+		memcpy(c->conf_dir, base_dir, n + 1);
+	for (i = 0; i < CFG_NROWS; i++) {
+		const struct cfg_row *r = &cfg_rows[i];
+
+		if (r->type == CFG_INT)
+			*cfg_int(c, r) = (int)r->defnum;
+		else if (r->type == CFG_LONG)
+			*cfg_long(c, r) = r->defnum;
+		else if (cfg_set(c, r, r->defstr, strlen(r->defstr), why,
+		    sizeof(why)) != 0)
+			/* Left empty; config_validate() reports it. */
+			cfg_str(c, r)[0] = '\0';
+	}
+}
+
+/* config_parse_text() with name ("path:N: ") or NULL ("line N: "). */
+static int
+cfg_parse(struct config *c, const char *name, const char *text, size_t len,
+    char *err, size_t errlen)
+{
+	char why[CONF_WHY_MAX], key[CONF_NAME_MAX];
+	char where[PATH_MAX_LEN + 32];
+	const struct cfg_row *r;
+	size_t pos = 0, lineno = 0;
+
+	while (pos < len) {
+		const char *line = text + pos, *nl, *k, *v;
+		size_t ll, i, klen, vstart, vend;
+
+		nl = memchr(line, '\n', len - pos);
+		ll = nl != NULL ? (size_t)(nl - line) : len - pos;
+		pos += ll + (nl != NULL);
+		lineno++;
+		if (name != NULL)
+			(void)snprintf(where, sizeof(where), "%s:%zu", name,
+			    lineno);
+		else
+			(void)snprintf(where, sizeof(where), "line %zu",
+			    lineno);
+
+		if (memchr(line, '\0', ll) != NULL) {
+			cfg_err(err, errlen, "%s: NUL byte", where);
+			return -1;
+		}
+		for (i = 0; i < ll && cfg_is_space(line[i]); i++)
+			;
+		if (i == ll || line[i] == '#')
+			continue;
+		k = line + i;
+		for (klen = 0; i < ll && !cfg_is_space(line[i]) &&
+		    line[i] != '=' && line[i] != '#'; i++)
+			klen++;
+		for (; i < ll && cfg_is_space(line[i]); i++)
+			;
+		if (klen == 0 || i == ll || line[i] != '=') {
+			cfg_err(err, errlen, "%s: expected 'key = value'",
+			    where);
+			return -1;
+		}
+		for (i++; i < ll && cfg_is_space(line[i]); i++)
+			;
+		vstart = i;
+		/* A '#' after whitespace starts a comment; "a#b" is a value. */
+		for (vend = vstart; vend < ll; vend++)
+			if (line[vend] == '#' && (vend == vstart ||
+			    cfg_is_space(line[vend - 1])))
+				break;
+		while (vend > vstart && cfg_is_space(line[vend - 1]))
+			vend--;
+		v = line + vstart;
+
+		r = cfg_row_find(k, klen);
+		if (r == NULL) {
+			(void)log_escape(key, sizeof(key), k, klen);
+			cfg_err(err, errlen, "%s: unknown key '%s'", where,
+			    key);
+			return -1;
+		}
+		if (cfg_set(c, r, v, vend - vstart, why, sizeof(why)) != 0) {
+			cfg_err(err, errlen, "%s: %s", where, why);
+			return -1;
+		}
+	}
+	return 0;
+}
+
+int
+config_parse_text(struct config *c, const char *text, size_t len,
+    char *errstr, size_t errlen)
+{
+	return cfg_parse(c, NULL, text, len, errstr, errlen);
+}
+
+int
+config_apply_env(struct config *c, char *const *envp, char *errstr,
+    size_t errlen)
+{
+	char var[sizeof(CONF_ENV_PREFIX) + CONF_NAME_MAX];
+	char why[CONF_WHY_MAX];
+	size_t i, j, n;
+	char *const *e;
+
+	if (envp == NULL)
+		return 0;
+	for (i = 0; i < CFG_NROWS; i++) {
+		const struct cfg_row *r = &cfg_rows[i];
+
+		n = strlen(CONF_ENV_PREFIX);
+		memcpy(var, CONF_ENV_PREFIX, n);
+		for (j = 0; r->name[j] != '\0' && n < sizeof(var) - 1; j++)
+			var[n++] = (r->name[j] >= 'a' && r->name[j] <= 'z') ?
+			    (char)(r->name[j] - 'a' + 'A') : r->name[j];
+		var[n] = '\0';
+		/* The first match wins, as with getenv(3). */
+		for (e = envp; *e != NULL; e++)
+			if (strncmp(*e, var, n) == 0 && (*e)[n] == '=')
+				break;
+		if (*e == NULL)
+			continue;
+		if (cfg_set(c, r, *e + n + 1, strlen(*e + n + 1), why,
+		    sizeof(why)) != 0) {
+			cfg_err(errstr, errlen, "%s: %s", var, why);
+			return -1;
+		}
+	}
+	return 0;
+}
+
+int
+config_validate(const struct config *c, char *errstr, size_t errlen)
+{
+	char why[CONF_WHY_MAX];
+	const char *s;
+	long long lock_ms, provider_ms;
+	size_t i, n;
+
+	for (i = 0; i < CFG_NROWS; i++) {
+		const struct cfg_row *r = &cfg_rows[i];
+
+		switch (r->type) {
+		case CFG_INT:
+		case CFG_LONG:
+		case CFG_LOG_LEVEL:
+			if (cfg_check_num(r, cfg_num(c, r), 0, why,
+			    sizeof(why)) != 0)
+				goto fail;
+			break;
+		case CFG_STRING:
+		case CFG_PATH:
+		case CFG_URL:
+			s = cfg_cstr(c, r);
+			n = strnlen(s, r->size);
+			if (cfg_check_len(r, n, why, sizeof(why)) != 0 ||
+			    cfg_check_chars(r, s, n, why, sizeof(why)) != 0)
+				goto fail;
+			if (r->type == CFG_URL && cfg_check_url(r, s,
+			    c->conf_dir, why, sizeof(why)) != 0)
+				goto fail;
+			break;
+		}
+	}
+
+	/* A lock must outlive the slowest provider call it protects. */
+	lock_ms = (long long)c->lock_ttl_s * MS_PER_S;
+	provider_ms = (long long)c->provider_timeout_ms +
+	    c->provider_latency_ms;
+	if (lock_ms <= provider_ms) {
+		cfg_err(errstr, errlen, "lock_ttl_s: %d s must exceed "
+		    "provider_timeout_ms + provider_latency_ms (%lld ms)",
+		    c->lock_ttl_s, provider_ms);
+		return -1;
+	}
+	return 0;
+fail:
+	cfg_err(errstr, errlen, "%s", why);
+	return -1;
+}
+
+/* Reads the whole regular file at path into *out (NUL-terminated). */
+static int
+cfg_read_file(const char *path, char **out, size_t *outlen, char *err,
+    size_t errlen)
+{
+	struct stat st;
+	char *buf = NULL;
+	size_t len = 0;
+	ssize_t n;
+	int fd = -1, rc = -1;
+
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0) {
+		cfg_err(err, errlen, "%s: %s", path, strerror(errno));
+		goto fail;
+	}
+	if (fstat(fd, &st) != 0) {
+		cfg_err(err, errlen, "%s: %s", path, strerror(errno));
+		goto fail;
+	}
+	if (!S_ISREG(st.st_mode)) {
+		cfg_err(err, errlen, "%s: not a regular file", path);
+		goto fail;
+	}
+	if (st.st_size > CONF_FILE_MAX) {
+		cfg_err(err, errlen, "%s: larger than %d bytes", path,
+		    CONF_FILE_MAX);
+		goto fail;
+	}
+	buf = malloc((size_t)CONF_FILE_MAX + 1);
+	if (buf == NULL) {
+		cfg_err(err, errlen, "%s: out of memory", path);
+		goto fail;
+	}
+	for (;;) {
+		n = read(fd, buf + len, (size_t)CONF_FILE_MAX + 1 - len);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0) {
+			cfg_err(err, errlen, "%s: %s", path, strerror(errno));
+			goto fail;
+		}
+		if (n == 0)
+			break;
+		len += (size_t)n;
+		if (len > CONF_FILE_MAX) {
+			cfg_err(err, errlen, "%s: larger than %d bytes", path,
+			    CONF_FILE_MAX);
+			goto fail;
+		}
+	}
+	buf[len] = '\0';
+	*out = buf;
+	*outlen = len;
+	buf = NULL;
+	rc = 0;
+fail:
+	free(buf);
+	if (fd >= 0)
+		(void)close(fd);
+	return rc;
+}
+
+int
+config_load(struct config *c, const char *path, char *const *envp,
+    char *errstr, size_t errlen)
+{
+	char dir[PATH_MAX_LEN];
+	const char *slash;
+	char *real = NULL, *text = NULL;
+	size_t len = 0, dlen;
+	int rc = -1;
+
+	if (path == NULL)
+		path = config_default_path(envp);
+	slash = strrchr(path, '/');
+	if (slash == NULL) {
+		dir[0] = '.';
+		dir[1] = '\0';
+	} else {
+		dlen = slash == path ? 1 : (size_t)(slash - path);
+		if (dlen >= sizeof(dir)) {
+			cfg_err(errstr, errlen, "%s: path too long", path);
+			goto fail;
+		}
+		memcpy(dir, path, dlen);
+		dir[dlen] = '\0';
+	}
+	real = realpath(dir, NULL);
+	if (real == NULL) {
+		cfg_err(errstr, errlen, "%s: %s", path, strerror(errno));
+		goto fail;
+	}
+	if (strlen(real) >= sizeof(c->conf_dir)) {
+		cfg_err(errstr, errlen, "%s: directory path too long", path);
+		goto fail;
+	}
+	if (cfg_read_file(path, &text, &len, errstr, errlen) != 0)
+		goto fail;
+	config_defaults(c, real);
+	if (cfg_parse(c, path, text, len, errstr, errlen) != 0)
+		goto fail;
+	if (config_apply_env(c, envp, errstr, errlen) != 0)
+		goto fail;
+	if (config_validate(c, errstr, errlen) != 0)
+		goto fail;
+	rc = 0;
+fail:
+	free(text);
+	free(real);
+	return rc;
+}
+
+/* Prints url with the password of redis://user:password@ masked. */
+static int
+cfg_print_url(const char *url, FILE *f)
+{
+	const char *auth, *at, *colon;
+
+	auth = strstr(url, "://");
+	if (auth == NULL || strncmp(url, "redis", 5) != 0)
+		return fprintf(f, "%s", url);
+	auth += 3;
+	at = strrchr(auth, '@');
+	if (at == NULL)
+		return fprintf(f, "%s", url);
+	colon = memchr(auth, ':', (size_t)(at - auth));
+	if (colon == NULL)
+		/* "redis://secret@host": the one field may be a password. */
+		return fprintf(f, "%.*s%s%s", (int)(auth - url), url,
+		    CONF_MASK, at);
+	return fprintf(f, "%.*s%s%s", (int)(colon + 1 - url), url, CONF_MASK,
+	    at);
+}
+
+void
+config_print(const struct config *c, FILE *f)
+{
+	const char *s;
+	size_t i;
+	int lvl;
+
+	for (i = 0; i < CFG_NROWS; i++) {
+		const struct cfg_row *r = &cfg_rows[i];
+
+		if (fprintf(f, "%s = ", r->name) < 0)
+			return;
+		switch (r->type) {
+		case CFG_INT:
+		case CFG_LONG:
+			if (fprintf(f, "%ld", cfg_num(c, r)) < 0)
+				return;
+			break;
+		case CFG_LOG_LEVEL:
+			lvl = (int)cfg_num(c, r);
+			if (fprintf(f, "%s", lvl == LL_ERROR ? "error" :
+			    lvl == LL_WARN ? "warn" : lvl == LL_INFO ? "info" :
+			    lvl == LL_DEBUG ? "debug" : "?") < 0)
+				return;
+			break;
+		case CFG_URL:
+			if (cfg_print_url(cfg_cstr(c, r), f) < 0)
+				return;
+			break;
+		case CFG_STRING:
+		case CFG_PATH:
+			s = cfg_cstr(c, r);
+			if ((r->flags & CFG_F_SECRET) && s[0] != '\0')
+				s = CONF_MASK;
+			if (fprintf(f, "%s", s) < 0)
+				return;
+			break;
+		}
+		if (fputc('\n', f) == EOF)
+			return;
+	}
+}
+
+const char *
+config_default_path(char *const *envp)
+{
+	size_t n = strlen(CONF_ENV_FILE);
+	char *const *e;
+
+	for (e = envp; e != NULL && *e != NULL; e++)
+		if (strncmp(*e, CONF_ENV_FILE, n) == 0 && (*e)[n] == '=' &&
+		    (*e)[n + 1] != '\0')
+			return *e + n + 1;
+	return CHARGE_DEFAULT_CONF;
+}

@@ -1,0 +1,776 @@
+/*
+ * test_config.c - the configuration table: defaults, every type, bounds at
+ * their edges, syntax errors, comments, environment overrides, path and
+ * redis_url resolution, cross-field checks and masked printing.
+ */
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <setjmp.h>
+#include <cmocka.h>
+
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "config.h"
+#include "log.h"
+
+#ifndef CHARGE_DEFAULT_CONF
+#define CHARGE_DEFAULT_CONF "conf/charge.conf"
+#endif
+
+#define BASE "/srv/charge/conf"
+
+static char tmpdir[] = "/tmp/test_config.XXXXXX";
+static char realdir[PATH_MAX];
+
+static int
+group_setup(void **state)
+{
+	(void)state;
+	if (mkdtemp(tmpdir) == NULL)
+		return -1;
+	if (realpath(tmpdir, realdir) == NULL)
+		return -1;
+	return 0;
+}
+
+static const char *const tmpfiles[] = { "a.conf", "b.conf", "c.conf" };
+
+static int
+group_teardown(void **state)
+{
+	char p[PATH_MAX];
+	size_t i;
+
+	(void)state;
+	for (i = 0; i < sizeof(tmpfiles) / sizeof(tmpfiles[0]); i++) {
+		(void)snprintf(p, sizeof(p), "%s/%s", tmpdir, tmpfiles[i]);
+		(void)unlink(p);
+	}
+	return rmdir(tmpdir);
+}
+
+/* Writes text to tmpdir/name and returns the path (static buffer). */
+static const char *
+write_conf(const char *name, const char *text)
+{
+	static char p[PATH_MAX];
+	FILE *f;
+
+	(void)snprintf(p, sizeof(p), "%s/%s", tmpdir, name);
+	f = fopen(p, "w");
+	assert_non_null(f);
+	assert_int_equal(fputs(text, f) >= 0, 1);
+	assert_int_equal(fclose(f), 0);
+	return p;
+}
+
+/* Parses text over defaults based at BASE; returns the parse result. */
+static int
+parse(struct config *c, const char *text, char *err, size_t errlen)
+{
+	config_defaults(c, BASE);
+	err[0] = '\0';
+	return config_parse_text(c, text, strlen(text), err, errlen);
+}
+
+static void
+assert_contains(const char *haystack, const char *needle)
+{
+	if (strstr(haystack, needle) == NULL)
+		fail_msg("\"%s\" does not contain \"%s\"", haystack, needle);
+}
+
+static void
+test_defaults(void **state)
+{
+	struct config c;
+	char err[256];
+
+	(void)state;
+	config_defaults(&c, BASE);
+	assert_string_equal(c.conf_dir, BASE);
+	assert_string_equal(c.redis_url,
+	    "unix:///srv/charge/var/run/redis.sock");
+	assert_int_equal(c.redis_timeout_ms, DEF_REDIS_TIMEOUT_MS);
+	assert_string_equal(c.key_prefix, DEF_KEY_PREFIX);
+	assert_int_equal(c.lock_ttl_s, DEF_LOCK_TTL_S);
+	assert_int_equal(c.completed_ttl_s, DEF_COMPLETED_TTL_S);
+	assert_int_equal(c.failed_ttl_s, DEF_FAILED_TTL_S);
+	assert_int_equal(c.max_request_bytes, DEF_MAX_REQUEST_BYTES);
+	assert_int_equal(c.max_wait_s, DEF_MAX_WAIT_S);
+	assert_string_equal(c.spill_dir, "/srv/charge/var/spill");
+	assert_int_equal(c.spill_threshold_bytes, DEF_SPILL_THRESHOLD_BYTES);
+	assert_int_equal(c.provider_latency_ms, DEF_PROVIDER_LATENCY_MS);
+	assert_int_equal(c.provider_timeout_ms, DEF_PROVIDER_TIMEOUT_MS);
+	assert_string_equal(c.api_keys_file, BASE "/api-keys");
+	assert_string_equal(c.provider_ledger,
+	    "/srv/charge/var/provider-ledger.log");
+	assert_string_equal(c.provider_secret, DEF_PROVIDER_SECRET);
+	assert_string_equal(c.metrics_file, "/srv/charge/var/metrics.shm");
+	assert_int_equal(c.log_level, LL_INFO);
+	assert_int_equal(c.threads, DEF_THREADS);
+	assert_int_equal(config_validate(&c, err, sizeof(err)), 0);
+}
+
+struct num_key {
+	const char *name;
+	long min, max;
+	size_t off;
+	int is_long;
+};
+
+#define NUM_INT(f, lo, hi) { #f, lo, hi, offsetof(struct config, f), 0 }
+#define NUM_LONG(f, lo, hi) { #f, lo, hi, offsetof(struct config, f), 1 }
+
+static const struct num_key num_keys[] = {
+	NUM_INT(redis_timeout_ms, 1, REDIS_TIMEOUT_MS_MAX),
+	NUM_INT(lock_ttl_s, 1, TTL_S_MAX),
+	NUM_INT(completed_ttl_s, 1, TTL_S_MAX),
+	NUM_INT(failed_ttl_s, 1, TTL_S_MAX),
+	NUM_LONG(max_request_bytes, 1, MAX_REQUEST_BYTES_MAX),
+	NUM_INT(max_wait_s, 0, MAX_WAIT_S_MAX),
+	NUM_LONG(spill_threshold_bytes, 0, MAX_REQUEST_BYTES_MAX),
+	NUM_INT(provider_latency_ms, 0, PROVIDER_MS_MAX),
+	NUM_INT(provider_timeout_ms, 0, PROVIDER_MS_MAX),
+	NUM_INT(threads, 1, THREADS_MAX),
+};
+
+static long
+num_get(const struct config *c, const struct num_key *k)
+{
+	const char *p = (const char *)c + k->off;
+
+	return k->is_long ? *(const long *)(const void *)p :
+	    *(const int *)(const void *)p;
+}
+
+static void
+test_int_bounds(void **state)
+{
+	struct config c;
+	char text[128], err[256], want[128];
+	size_t i;
+
+	(void)state;
+	for (i = 0; i < sizeof(num_keys) / sizeof(num_keys[0]); i++) {
+		const struct num_key *k = &num_keys[i];
+
+		(void)snprintf(text, sizeof(text), "%s = %ld\n", k->name,
+		    k->min - 1);
+		assert_int_equal(parse(&c, text, err, sizeof(err)), -1);
+		(void)snprintf(want, sizeof(want),
+		    "line 1: %s: %ld is below the minimum %ld", k->name,
+		    k->min - 1, k->min);
+		assert_string_equal(err, want);
+
+		(void)snprintf(text, sizeof(text), "%s = %ld\n", k->name,
+		    k->min);
+		assert_int_equal(parse(&c, text, err, sizeof(err)), 0);
+		assert_int_equal(num_get(&c, k), k->min);
+
+		(void)snprintf(text, sizeof(text), "%s = %ld\n", k->name,
+		    k->max);
+		assert_int_equal(parse(&c, text, err, sizeof(err)), 0);
+		assert_int_equal(num_get(&c, k), k->max);
+
+		(void)snprintf(text, sizeof(text), "\n%s = %ld\n", k->name,
+		    k->max + 1);
+		assert_int_equal(parse(&c, text, err, sizeof(err)), -1);
+		(void)snprintf(want, sizeof(want),
+		    "line 2: %s: %ld is above the maximum %ld", k->name,
+		    k->max + 1, k->max);
+		assert_string_equal(err, want);
+	}
+}
+
+static void
+test_int_syntax(void **state)
+{
+	static const char *const bad[] = {
+		"0x10", "+5", "5s", "1.5", "1 2", "", "-", "1e3", "\xd9\xa3",
+	};
+	struct config c;
+	char text[128], err[256];
+	size_t i;
+
+	(void)state;
+	for (i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		(void)snprintf(text, sizeof(text), "threads = %s\n", bad[i]);
+		assert_int_equal(parse(&c, text, err, sizeof(err)), -1);
+		assert_contains(err, "line 1: threads: '");
+		assert_contains(err, "is not a decimal integer");
+	}
+	/* Leading zeros are still decimal. */
+	assert_int_equal(parse(&c, "threads = 007\n", err, sizeof(err)), 0);
+	assert_int_equal(c.threads, 7);
+	/* Overflow of a long is reported as out of bounds, not wrapped. */
+	assert_int_equal(parse(&c, "max_request_bytes = "
+	    "99999999999999999999999999\n", err, sizeof(err)), -1);
+	assert_string_equal(err, "line 1: max_request_bytes: value is above "
+	    "the maximum 67108864");
+	assert_int_equal(parse(&c, "max_wait_s = -99999999999999999999999\n",
+	    err, sizeof(err)), -1);
+	assert_string_equal(err, "line 1: max_wait_s: value is below the "
+	    "minimum 0");
+	/* 2^32 + 1 must not wrap into a valid int. */
+	assert_int_equal(parse(&c, "threads = 4294967297\n", err,
+	    sizeof(err)), -1);
+	assert_contains(err, "above the maximum 64");
+}
+
+static void
+test_file_error_format(void **state)
+{
+	struct config c;
+	char err[512], want[512];
+	const char *path;
+
+	(void)state;
+	path = write_conf("a.conf",
+	    "# 1\n#2\n\n\n\n\n\n\n\n\n\nlock_ttl_s = 0\n");
+	assert_int_equal(config_load(&c, path, NULL, err, sizeof(err)), -1);
+	(void)snprintf(want, sizeof(want),
+	    "%s:12: lock_ttl_s: 0 is below the minimum 1", path);
+	assert_string_equal(err, want);
+}
+
+static void
+test_strings(void **state)
+{
+	struct config c;
+	char text[600], err[256], v[300];
+
+	(void)state;
+	assert_int_equal(parse(&c, "key_prefix =\n", err, sizeof(err)), 0);
+	assert_string_equal(c.key_prefix, "");
+	assert_int_equal(parse(&c, "key_prefix = app:v2:\n", err,
+	    sizeof(err)), 0);
+	assert_string_equal(c.key_prefix, "app:v2:");
+
+	memset(v, 'k', KEY_PREFIX_MAX);
+	v[KEY_PREFIX_MAX] = '\0';
+	(void)snprintf(text, sizeof(text), "key_prefix = %s\n", v);
+	assert_int_equal(parse(&c, text, err, sizeof(err)), 0);
+	assert_int_equal(strlen(c.key_prefix), KEY_PREFIX_MAX);
+	(void)snprintf(text, sizeof(text), "key_prefix = %sk\n", v);
+	assert_int_equal(parse(&c, text, err, sizeof(err)), -1);
+	assert_string_equal(err, "line 1: key_prefix: 65 bytes is more than "
+	    "the maximum 64");
+
+	assert_int_equal(parse(&c, "key_prefix = a b\n", err, sizeof(err)),
+	    -1);
+	assert_string_equal(err, "line 1: key_prefix: must not contain "
+	    "whitespace");
+	assert_int_equal(parse(&c, "key_prefix = a\tb\n", err, sizeof(err)),
+	    -1);
+	assert_contains(err, "key_prefix: contains a control character");
+	assert_int_equal(parse(&c, "key_prefix = a\x01\n", err, sizeof(err)),
+	    -1);
+	assert_contains(err, "key_prefix: contains a control character");
+
+	/* provider_secret: 1..255 bytes, spaces allowed inside. */
+	assert_int_equal(parse(&c, "provider_secret =\n", err, sizeof(err)),
+	    -1);
+	assert_string_equal(err, "line 1: provider_secret: must not be empty");
+	assert_int_equal(parse(&c, "provider_secret = two words\n", err,
+	    sizeof(err)), 0);
+	assert_string_equal(c.provider_secret, "two words");
+	memset(v, 's', 255);
+	v[255] = '\0';
+	(void)snprintf(text, sizeof(text), "provider_secret = %s\n", v);
+	assert_int_equal(parse(&c, text, err, sizeof(err)), 0);
+	assert_int_equal(strlen(c.provider_secret), 255);
+	(void)snprintf(text, sizeof(text), "provider_secret = %ss\n", v);
+	assert_int_equal(parse(&c, text, err, sizeof(err)), -1);
+	assert_contains(err, "provider_secret: 256 bytes is more than the "
+	    "maximum 255");
+	/* The secret is never quoted back. */
+	assert_null(strstr(err, "sss"));
+}
+
+static void
+test_paths(void **state)
+{
+	struct config c;
+	char err[256];
+
+	(void)state;
+	assert_int_equal(parse(&c,
+	    "spill_dir = spool\n"
+	    "provider_ledger = ../log/ledger\n"
+	    "api_keys_file = /etc/charge/keys\n"
+	    "metrics_file = ./m/../m.shm\n", err, sizeof(err)), 0);
+	assert_string_equal(c.spill_dir, BASE "/spool");
+	assert_string_equal(c.provider_ledger, "/srv/charge/log/ledger");
+	assert_string_equal(c.api_keys_file, "/etc/charge/keys");
+	/* Only leading ./ and ../ are folded; the rest is kept verbatim. */
+	assert_string_equal(c.metrics_file, BASE "/m/../m.shm");
+
+	assert_int_equal(parse(&c, "spill_dir = ../../../../..\n", err,
+	    sizeof(err)), 0);
+	assert_string_equal(c.spill_dir, "/");
+
+	assert_int_equal(parse(&c, "spill_dir =\n", err, sizeof(err)), -1);
+	assert_string_equal(err, "line 1: spill_dir: must not be empty");
+
+	/* metrics_file: "" and "none" stay as they are. */
+	assert_int_equal(parse(&c, "metrics_file = none\n", err, sizeof(err)),
+	    0);
+	assert_string_equal(c.metrics_file, "none");
+	assert_int_equal(parse(&c, "metrics_file =\n", err, sizeof(err)), 0);
+	assert_string_equal(c.metrics_file, "");
+	assert_int_equal(config_validate(&c, err, sizeof(err)), 0);
+}
+
+static void
+test_path_too_long(void **state)
+{
+	struct config c;
+	char text[PATH_MAX_LEN + 32], err[256];
+	size_t vlen = PATH_MAX_LEN - 5;
+
+	(void)state;
+	/* The value fits on its own, not once joined to conf_dir. */
+	memcpy(text, "spill_dir = ", 12);
+	memset(text + 12, 'p', vlen);
+	text[12 + vlen] = '\0';
+	config_defaults(&c, BASE);
+	assert_int_equal(config_parse_text(&c, text, strlen(text), err,
+	    sizeof(err)), -1);
+	assert_contains(err, "spill_dir: resolved path is longer than");
+	/* The same length as an absolute path is fine. */
+	text[12] = '/';
+	assert_int_equal(config_parse_text(&c, text, strlen(text), err,
+	    sizeof(err)), 0);
+	assert_int_equal(strlen(c.spill_dir), vlen);
+}
+
+static void
+test_redis_url(void **state)
+{
+	struct config c;
+	char err[256];
+
+	(void)state;
+	assert_int_equal(parse(&c, "redis_url = unix://../run/r.sock\n", err,
+	    sizeof(err)), 0);
+	assert_string_equal(c.redis_url, "unix:///srv/charge/run/r.sock");
+	assert_int_equal(parse(&c, "redis_url = unix://r.sock\n", err,
+	    sizeof(err)), 0);
+	assert_string_equal(c.redis_url, "unix://" BASE "/r.sock");
+	assert_int_equal(parse(&c, "redis_url = unix:///var/run/r.sock\n",
+	    err, sizeof(err)), 0);
+	assert_string_equal(c.redis_url, "unix:///var/run/r.sock");
+	assert_int_equal(parse(&c,
+	    "redis_url = redis://u:p#w@127.0.0.1:6390/2\n", err, sizeof(err)),
+	    0);
+	assert_string_equal(c.redis_url, "redis://u:p#w@127.0.0.1:6390/2");
+
+	assert_int_equal(parse(&c, "redis_url = http://127.0.0.1:6390\n", err,
+	    sizeof(err)), -1);
+	assert_contains(err, "line 1: redis_url");
+	assert_int_equal(parse(&c, "redis_url = unix://\n", err, sizeof(err)),
+	    -1);
+	assert_contains(err, "line 1: redis_url");
+	assert_int_equal(parse(&c, "redis_url =\n", err, sizeof(err)), -1);
+	assert_contains(err, "line 1: redis_url");
+}
+
+static void
+test_log_level(void **state)
+{
+	static const struct { const char *s; int lvl; } ok[] = {
+		{ "error", LL_ERROR }, { "warn", LL_WARN },
+		{ "info", LL_INFO }, { "debug", LL_DEBUG },
+	};
+	struct config c;
+	char text[64], err[256];
+	size_t i;
+
+	(void)state;
+	for (i = 0; i < sizeof(ok) / sizeof(ok[0]); i++) {
+		(void)snprintf(text, sizeof(text), "log_level = %s\n", ok[i].s);
+		assert_int_equal(parse(&c, text, err, sizeof(err)), 0);
+		assert_int_equal(c.log_level, ok[i].lvl);
+	}
+	assert_int_equal(parse(&c, "log_level = DEBUG\n", err, sizeof(err)),
+	    -1);
+	assert_string_equal(err, "line 1: log_level: 'DEBUG' is not one of "
+	    "error, warn, info, debug");
+	assert_int_equal(parse(&c, "log_level = verbose\n", err, sizeof(err)),
+	    -1);
+	assert_int_equal(parse(&c, "log_level =\n", err, sizeof(err)), -1);
+}
+
+static void
+test_unknown_key(void **state)
+{
+	struct config c;
+	char err[256];
+
+	(void)state;
+	assert_int_equal(parse(&c, "threads = 2\n# x\nfoo = 1\n", err,
+	    sizeof(err)), -1);
+	assert_string_equal(err, "line 3: unknown key 'foo'");
+	/* Keys are case-sensitive. */
+	assert_int_equal(parse(&c, "THREADS = 2\n", err, sizeof(err)), -1);
+	assert_string_equal(err, "line 1: unknown key 'THREADS'");
+	/* Control characters in a key are escaped in the message. */
+	assert_int_equal(parse(&c, "a\x1b[2J = 1\n", err, sizeof(err)), -1);
+	assert_string_equal(err, "line 1: unknown key 'a\\x1b[2J'");
+}
+
+static void
+test_syntax_errors(void **state)
+{
+	static const struct { const char *text; const char *err; } cases[] = {
+		{ "threads 2\n", "line 1: expected 'key = value'" },
+		{ "\n\n= 2\n", "line 3: expected 'key = value'" },
+		{ "threads\n", "line 1: expected 'key = value'" },
+		{ "threads = 2\nlock ttl = 3\n",
+		    "line 2: expected 'key = value'" },
+		{ "threads # = 2\n", "line 1: expected 'key = value'" },
+		{ "threads == 2\n",
+		    "line 1: threads: '= 2' is not a decimal integer" },
+	};
+	struct config c;
+	char err[256];
+	size_t i;
+
+	(void)state;
+	for (i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		assert_int_equal(parse(&c, cases[i].text, err, sizeof(err)),
+		    -1);
+		assert_string_equal(err, cases[i].err);
+	}
+	/* A NUL byte inside the text is refused, with its line. */
+	config_defaults(&c, BASE);
+	assert_int_equal(config_parse_text(&c, "threads = 2\nthr\0eads = 1\n",
+	    25, err, sizeof(err)), -1);
+	assert_string_equal(err, "line 2: NUL byte");
+}
+
+static void
+test_comments(void **state)
+{
+	struct config c;
+	char err[256];
+
+	(void)state;
+	assert_int_equal(parse(&c,
+	    "# whole line\n"
+	    "   # indented comment\n"
+	    "\n"
+	    "  \t \n"
+	    "threads = 3 # trailing comment\n"
+	    "max_wait_s=4\t# tab before the comment\n"
+	    "provider_secret = ab#cd  # '#' inside a value is kept\n"
+	    "key_prefix = # only a comment: empty value\n"
+	    "\tlock_ttl_s   =   40   \r\n"
+	    "failed_ttl_s = 60", err, sizeof(err)), 0);
+	assert_int_equal(c.threads, 3);
+	assert_int_equal(c.max_wait_s, 4);
+	assert_string_equal(c.provider_secret, "ab#cd");
+	assert_string_equal(c.key_prefix, "");
+	assert_int_equal(c.lock_ttl_s, 40);
+	assert_int_equal(c.failed_ttl_s, 60);
+	/* An empty text changes nothing. */
+	assert_int_equal(parse(&c, "", err, sizeof(err)), 0);
+	assert_int_equal(c.threads, DEF_THREADS);
+}
+
+static void
+test_last_wins(void **state)
+{
+	struct config c;
+	char err[256];
+
+	(void)state;
+	assert_int_equal(parse(&c, "threads = 2\nthreads = 5\n", err,
+	    sizeof(err)), 0);
+	assert_int_equal(c.threads, 5);
+}
+
+static void
+test_load_and_env(void **state)
+{
+	struct config c;
+	char err[512], want[PATH_MAX + 64];
+	char *envp[] = {
+		"PATH=/usr/bin",
+		"CHARGE_LOCK_TTL_S=50",
+		"CHARGE_SPILL_DIR=sp",
+		"CHARGE_REDIS_URL=unix://redis.sock",
+		"CHARGE_LOG_LEVEL=debug",
+		"CHARGE_UNKNOWN_THING=1",
+		"XCHARGE_THREADS=9",
+		"CHARGE_THREADSX=9",
+		"CHARGE_THREADS",
+		NULL,
+	};
+	const char *path;
+
+	(void)state;
+	path = write_conf("b.conf",
+	    "lock_ttl_s = 40\nthreads = 2\nprovider_ledger = ledger\n");
+	assert_int_equal(config_load(&c, path, envp, err, sizeof(err)), 0);
+	assert_string_equal(c.conf_dir, realdir);
+	assert_int_equal(c.lock_ttl_s, 50);      /* env wins over the file */
+	assert_int_equal(c.threads, 2);          /* the file, not XCHARGE_ */
+	assert_int_equal(c.log_level, LL_DEBUG);
+	(void)snprintf(want, sizeof(want), "%s/ledger", realdir);
+	assert_string_equal(c.provider_ledger, want);
+	(void)snprintf(want, sizeof(want), "%s/sp", realdir);
+	assert_string_equal(c.spill_dir, want);
+	(void)snprintf(want, sizeof(want), "unix://%s/redis.sock", realdir);
+	assert_string_equal(c.redis_url, want);
+	(void)snprintf(want, sizeof(want), "%s/api-keys", realdir);
+	assert_string_equal(c.api_keys_file, want);
+}
+
+static void
+test_env_errors(void **state)
+{
+	struct config c;
+	char err[256];
+	char *bad_num[] = { "CHARGE_THREADS=0", NULL };
+	char *bad_syntax[] = { "CHARGE_MAX_WAIT_S=ten", NULL };
+	char *bad_level[] = { "CHARGE_LOG_LEVEL=loud", NULL };
+	char *bad_nl[] = { "CHARGE_PROVIDER_SECRET=a\nb", NULL };
+	char *empty[] = { NULL };
+
+	(void)state;
+	config_defaults(&c, BASE);
+	assert_int_equal(config_apply_env(&c, bad_num, err, sizeof(err)), -1);
+	assert_string_equal(err, "CHARGE_THREADS: threads: 0 is below the "
+	    "minimum 1");
+	assert_int_equal(config_apply_env(&c, bad_syntax, err, sizeof(err)),
+	    -1);
+	assert_contains(err, "CHARGE_MAX_WAIT_S");
+	assert_int_equal(config_apply_env(&c, bad_level, err, sizeof(err)),
+	    -1);
+	assert_contains(err, "CHARGE_LOG_LEVEL");
+	assert_int_equal(config_apply_env(&c, bad_nl, err, sizeof(err)), -1);
+	assert_contains(err, "CHARGE_PROVIDER_SECRET");
+	assert_int_equal(config_apply_env(&c, empty, err, sizeof(err)), 0);
+	assert_int_equal(config_apply_env(&c, NULL, err, sizeof(err)), 0);
+	assert_int_equal(c.threads, DEF_THREADS);
+
+	/* Through config_load the variable is named as well. */
+	assert_int_equal(config_load(&c, write_conf("c.conf", "threads = 2\n"),
+	    bad_num, err, sizeof(err)), -1);
+	assert_contains(err, "CHARGE_THREADS");
+}
+
+static void
+test_load_missing(void **state)
+{
+	struct config c;
+	char err[512], path[PATH_MAX];
+
+	(void)state;
+	(void)snprintf(path, sizeof(path), "%s/missing.conf", tmpdir);
+	assert_int_equal(config_load(&c, path, NULL, err, sizeof(err)), -1);
+	assert_contains(err, path);
+	assert_contains(err, "No such file");
+	assert_int_equal(config_load(&c, "/nonexistent-dir/x.conf", NULL, err,
+	    sizeof(err)), -1);
+	assert_contains(err, "/nonexistent-dir/x.conf");
+	assert_int_equal(config_load(&c, tmpdir, NULL, err, sizeof(err)), -1);
+	assert_contains(err, "not a regular file");
+}
+
+static void
+test_cross_check(void **state)
+{
+	struct config c;
+	char err[256];
+
+	(void)state;
+	/* 5 s lock versus 4800 + 200 ms of provider time: not enough. */
+	assert_int_equal(parse(&c, "lock_ttl_s = 5\nprovider_timeout_ms = "
+	    "4800\nprovider_latency_ms = 200\n", err, sizeof(err)), 0);
+	assert_int_equal(config_validate(&c, err, sizeof(err)), -1);
+	assert_contains(err, "lock_ttl_s");
+	assert_contains(err, "5000 ms");
+	c.provider_timeout_ms = 4799;
+	assert_int_equal(config_validate(&c, err, sizeof(err)), 0);
+	/* Defaults pass; the shortest lock fails with the default timeout. */
+	config_defaults(&c, BASE);
+	c.lock_ttl_s = 5;
+	assert_int_equal(config_validate(&c, err, sizeof(err)), -1);
+	/* failed_ttl_s may exceed completed_ttl_s. */
+	config_defaults(&c, BASE);
+	c.failed_ttl_s = 1000;
+	c.completed_ttl_s = 10;
+	assert_int_equal(config_validate(&c, err, sizeof(err)), 0);
+}
+
+static void
+test_validate_table(void **state)
+{
+	struct config c;
+	char err[256];
+
+	(void)state;
+	config_defaults(&c, BASE);
+	c.threads = THREADS_MAX + 1;
+	assert_int_equal(config_validate(&c, err, sizeof(err)), -1);
+	assert_string_equal(err, "threads: 65 is above the maximum 64");
+	config_defaults(&c, BASE);
+	c.log_level = 7;
+	assert_int_equal(config_validate(&c, err, sizeof(err)), -1);
+	assert_contains(err, "log_level");
+	config_defaults(&c, BASE);
+	c.api_keys_file[0] = '\0';
+	assert_int_equal(config_validate(&c, err, sizeof(err)), -1);
+	assert_string_equal(err, "api_keys_file: must not be empty");
+	config_defaults(&c, BASE);
+	(void)snprintf(c.redis_url, sizeof(c.redis_url), "ftp://x");
+	assert_int_equal(config_validate(&c, err, sizeof(err)), -1);
+	assert_contains(err, "redis_url");
+}
+
+/* config_print() into a malloc'd string the caller frees. */
+static char *
+print_config(const struct config *c)
+{
+	char *buf = NULL;
+	size_t len = 0;
+	FILE *f;
+
+	f = open_memstream(&buf, &len);
+	assert_non_null(f);
+	config_print(c, f);
+	assert_int_equal(fclose(f), 0);
+	assert_non_null(buf);
+	return buf;
+}
+
+static void
+test_print(void **state)
+{
+	static const char *const order[] = {
+		"redis_url = ", "redis_timeout_ms = 1000\n", "key_prefix = ",
+		"lock_ttl_s = 30\n", "completed_ttl_s = 86400\n",
+		"failed_ttl_s = 300\n", "max_request_bytes = 1048576\n",
+		"max_wait_s = 10\n", "spill_dir = ", "spill_threshold_bytes = ",
+		"provider_latency_ms = 200\n", "provider_timeout_ms = 5000\n",
+		"api_keys_file = ", "provider_ledger = ", "provider_secret = ",
+		"metrics_file = ", "log_level = warn\n", "threads = 1\n",
+	};
+	struct config c, back;
+	char err[256], *out, *out2;
+	const char *p;
+	size_t i;
+
+	(void)state;
+	assert_int_equal(parse(&c, "provider_secret = hunter2-secret\n"
+	    "log_level = warn\n", err, sizeof(err)), 0);
+	out = print_config(&c);
+	assert_null(strstr(out, "hunter2"));
+	assert_contains(out, "\nprovider_secret = ********\n");
+	p = "redis_url = unix:///srv/charge/var/run/redis.sock\n";
+	assert_int_equal(strncmp(out, p, strlen(p)), 0);
+	/* One line per key, in table order. */
+	for (p = out, i = 0; i < sizeof(order) / sizeof(order[0]); i++) {
+		p = strstr(p, order[i]);
+		if (p == NULL)
+			fail_msg("\"%s\" missing or out of order", order[i]);
+	}
+	/* The output reads back as a configuration giving the same print. */
+	config_defaults(&back, "/elsewhere");
+	assert_int_equal(config_parse_text(&back, out, strlen(out), err,
+	    sizeof(err)), 0);
+	out2 = print_config(&back);
+	assert_string_equal(out, out2);
+	free(out2);
+	free(out);
+
+	/* A password in redis_url is masked too. */
+	assert_int_equal(parse(&c,
+	    "redis_url = redis://app:hunter2@127.0.0.1:6390/1\n", err,
+	    sizeof(err)), 0);
+	out = print_config(&c);
+	assert_null(strstr(out, "hunter2"));
+	assert_contains(out,
+	    "redis_url = redis://app:********@127.0.0.1:6390/1\n");
+	free(out);
+	assert_int_equal(parse(&c,
+	    "redis_url = redis://hunter2@127.0.0.1:6390\n", err,
+	    sizeof(err)), 0);
+	out = print_config(&c);
+	assert_null(strstr(out, "hunter2"));
+	free(out);
+}
+
+static void
+test_default_path(void **state)
+{
+	char *set[] = { "A=1", "CHARGE_CONF=/etc/charge/x.conf", NULL };
+	char *empty[] = { "CHARGE_CONF=", NULL };
+	char *none[] = { "CHARGE_CONFIG=/y", NULL };
+
+	(void)state;
+	assert_string_equal(config_default_path(set), "/etc/charge/x.conf");
+	assert_string_equal(config_default_path(empty), CHARGE_DEFAULT_CONF);
+	assert_string_equal(config_default_path(none), CHARGE_DEFAULT_CONF);
+	assert_string_equal(config_default_path(NULL), CHARGE_DEFAULT_CONF);
+}
+
+/* The shipped conf/charge.conf loads and equals the compiled-in defaults. */
+static void
+test_shipped_conf(void **state)
+{
+	struct config c, d;
+	char err[512], *a, *b;
+	char *envp[] = { NULL };
+
+	(void)state;
+	if (config_load(&c, config_default_path(envp), envp, err,
+	    sizeof(err)) != 0)
+		fail_msg("%s", err);
+	config_defaults(&d, c.conf_dir);
+	a = print_config(&c);
+	b = print_config(&d);
+	assert_string_equal(a, b);
+	assert_string_equal(c.provider_secret, DEF_PROVIDER_SECRET);
+	free(a);
+	free(b);
+}
+
+int
+main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_defaults),
+		cmocka_unit_test(test_int_bounds),
+		cmocka_unit_test(test_int_syntax),
+		cmocka_unit_test(test_file_error_format),
+		cmocka_unit_test(test_strings),
+		cmocka_unit_test(test_paths),
+		cmocka_unit_test(test_path_too_long),
+		cmocka_unit_test(test_redis_url),
+		cmocka_unit_test(test_log_level),
+		cmocka_unit_test(test_unknown_key),
+		cmocka_unit_test(test_syntax_errors),
+		cmocka_unit_test(test_comments),
+		cmocka_unit_test(test_last_wins),
+		cmocka_unit_test(test_load_and_env),
+		cmocka_unit_test(test_env_errors),
+		cmocka_unit_test(test_load_missing),
+		cmocka_unit_test(test_cross_check),
+		cmocka_unit_test(test_validate_table),
+		cmocka_unit_test(test_print),
+		cmocka_unit_test(test_default_path),
+		cmocka_unit_test(test_shipped_conf),
+	};
+
+	return cmocka_run_group_tests_name("config", tests, group_setup,
+	    group_teardown);
+}
