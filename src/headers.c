@@ -1,0 +1,336 @@
+/*
+ * headers.c - pure parsers for the request headers of SPEC section 2:
+ * Idempotency-Key, Content-Type, CONTENT_LENGTH, Prefer and Authorization.
+ * No I/O, no allocation: header value in, result out.
+ */
+#include <limits.h>
+#include <stddef.h>
+#include <string.h>
+#include <strings.h>
+
+#include "headers.h"
+
+#define MEDIA_TYPE_JSON   "application/json"
+#define AUTH_SCHEME       "Bearer"
+#define PREFER_WAIT       "wait"
+
+static int
+is_ows(char c)
+{
+	return c == ' ' || c == '\t';
+}
+
+static int
+is_vchar(unsigned char c)
+{
+	return c >= 0x21 && c <= 0x7e;
+}
+
+static int
+is_digit(char c)
+{
+	return c >= '0' && c <= '9';
+}
+
+/* RFC 9110 tchar. */
+static int
+is_tchar(unsigned char c)
+{
+	if ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
+	    (c >= '0' && c <= '9'))
+		return 1;
+	return c != '\0' && strchr("!#$%&'*+-.^_`|~", c) != NULL;
+}
+
+/* Skips a token; returns the position after it (== s when none). */
+static const char *
+skip_token(const char *s)
+{
+	while (is_tchar((unsigned char)*s))
+		s++;
+	return s;
+}
+
+static const char *
+skip_ows(const char *s)
+{
+	while (is_ows(*s))
+		s++;
+	return s;
+}
+
+/*
+ * Skips an RFC 9110 quoted-string starting at *s == '"'. Returns the
+ * position after the closing quote, or NULL when it is unterminated or
+ * holds a control character.
+ */
+static const char *
+skip_quoted(const char *s)
+{
+	unsigned char c;
+
+	for (s++; *s != '"'; s++) {
+		c = (unsigned char)*s;
+		if (c == '\\') {
+			s++;
+			c = (unsigned char)*s;
+			if (c == '\0' || (c < 0x20 && c != '\t') || c == 0x7f)
+				return NULL;
+			continue;
+		}
+		if (c == '\0' || (c < 0x20 && c != '\t') || c == 0x7f)
+			return NULL;
+	}
+	return s + 1;
+}
+
+/*
+ * Unquotes an RFC 8941 sf-string at s (s[0] == '"') into out. Only the
+ * escapes \" and \\ exist; every character of the key must be visible
+ * ASCII, so a quoted space is rejected too. Returns the position after the
+ * closing quote, or NULL when malformed or longer than IDEM_KEY_MAX.
+ */
+static const char *
+sf_string_unquote(const char *s, char *out, size_t *outlen)
+{
+	size_t n = 0;
+	unsigned char c;
+
+	for (s++; *s != '"'; s++) {
+		c = (unsigned char)*s;
+		if (c == '\\') {
+			s++;
+			c = (unsigned char)*s;
+			if (c != '"' && c != '\\')
+				return NULL;
+		} else if (!is_vchar(c))
+			return NULL;	/* also the NUL of an unterminated string */
+		if (n >= IDEM_KEY_MAX)
+			return NULL;
+		out[n++] = (char)c;
+	}
+	out[n] = '\0';
+	*outlen = n;
+	return s + 1;
+}
+
+/*
+ * A field value that is empty (or only spaces/tabs) is treated like an
+ * absent one: web servers differ on whether they forward empty headers.
+ */
+enum key_status
+idem_key_parse(const char *value, char out[IDEM_KEY_MAX + 1], size_t *outlen)
+{
+	const char *s, *end;
+	size_t n;
+
+	if (value == NULL)
+		return KEY_MISSING;
+	s = skip_ows(value);
+	end = s + strlen(s);
+	while (end > s && is_ows(end[-1]))
+		end--;
+	if (end == s)
+		return KEY_MISSING;
+
+	if (*s == '"') {
+		s = sf_string_unquote(s, out, &n);
+		if (s == NULL || s != end || n == 0)
+			return KEY_INVALID;
+		*outlen = n;
+		return KEY_OK;
+	}
+
+	n = (size_t)(end - s);
+	if (n > IDEM_KEY_MAX)
+		return KEY_INVALID;
+	for (size_t i = 0; i < n; i++)
+		if (!is_vchar((unsigned char)s[i]))
+			return KEY_INVALID;
+	memcpy(out, s, n);
+	out[n] = '\0';
+	*outlen = n;
+	return KEY_OK;
+}
+
+/*
+ * media-type = type "/" subtype *( OWS ";" OWS [ parameter ] ),
+ * parameter = token "=" ( token / quoted-string ) (RFC 9110 8.3.1).
+ */
+int
+content_type_is_json(const char *value)
+{
+	const char *s;
+	size_t tlen = strlen(MEDIA_TYPE_JSON);
+
+	if (value == NULL)
+		return 0;
+	s = skip_ows(value);
+	if (strncasecmp(s, MEDIA_TYPE_JSON, tlen) != 0)
+		return 0;
+	s = skip_ows(s + tlen);
+	while (*s == ';') {
+		const char *t;
+
+		s = skip_ows(s + 1);
+		if (*s == ';' || *s == '\0')
+			continue;
+		t = skip_token(s);
+		if (t == s || *t != '=')
+			return 0;
+		s = t + 1;
+		if (*s == '"') {
+			s = skip_quoted(s);
+			if (s == NULL)
+				return 0;
+		} else {
+			t = skip_token(s);
+			if (t == s)
+				return 0;
+			s = t;
+		}
+		s = skip_ows(s);
+	}
+	return *s == '\0';
+}
+
+enum clen_status
+content_length_parse(const char *value, size_t max, size_t *out)
+{
+	size_t n = 0;
+	int big = 0;
+
+	if (value == NULL || *value == '\0') {
+		*out = 0;
+		return CLEN_OK;
+	}
+	for (const char *s = value; *s != '\0'; s++) {
+		size_t d;
+
+		if (!is_digit(*s))
+			return CLEN_INVALID;
+		d = (size_t)(*s - '0');
+		/* once past max, keep checking syntax but stop computing */
+		if (big || d > max || n > (max - d) / 10)
+			big = 1;
+		else
+			n = n * 10 + d;
+	}
+	if (big)
+		return CLEN_TOO_LARGE;
+	*out = n;
+	return CLEN_OK;
+}
+
+/*
+ * Parses delta-seconds (optionally quoted) from s[0..n); returns the value
+ * clamped to INT_MAX, or -1 when it is not a non-negative integer.
+ */
+static int
+delta_seconds_parse(const char *s, size_t n)
+{
+	long long v = 0;
+
+	if (n >= 2 && s[0] == '"' && s[n - 1] == '"') {
+		s++;
+		n -= 2;
+	}
+	if (n == 0)
+		return -1;
+	for (size_t i = 0; i < n; i++) {
+		if (!is_digit(s[i]))
+			return -1;
+		if (v <= INT_MAX)
+			v = v * 10 + (s[i] - '0');
+	}
+	return v > INT_MAX ? INT_MAX : (int)v;
+}
+
+/*
+ * Prefer = #( token [ BWS "=" BWS word ] *( OWS ";" [ OWS parameter ] ) )
+ * (RFC 7240). Only the first wait preference counts (RFC 7240 section 2);
+ * a malformed one yields -1. Unparseable input yields -1.
+ */
+int
+prefer_wait_parse(const char *value)
+{
+	const char *s = value;
+
+	if (s == NULL)
+		return -1;
+	for (;;) {
+		const char *tok, *tend, *val = NULL, *vend = NULL;
+
+		while (is_ows(*s) || *s == ',')
+			s++;
+		if (*s == '\0')
+			return -1;
+		tok = s;
+		tend = skip_token(s);
+		if (tend == tok)
+			return -1;
+		s = skip_ows(tend);
+		if (*s == '=') {
+			s = skip_ows(s + 1);
+			val = s;
+			if (*s == '"') {
+				s = skip_quoted(s);
+				if (s == NULL)
+					return -1;
+			} else
+				s = skip_token(s);
+			vend = s;
+			s = skip_ows(s);
+		}
+		/* preference parameters: skipped, but quoted strings honoured */
+		while (*s == ';') {
+			s = skip_ows(s + 1);
+			s = skip_token(s);
+			s = skip_ows(s);
+			if (*s == '=') {
+				s = skip_ows(s + 1);
+				if (*s == '"') {
+					s = skip_quoted(s);
+					if (s == NULL)
+						return -1;
+				} else
+					s = skip_token(s);
+				s = skip_ows(s);
+			}
+		}
+		if (*s != ',' && *s != '\0')
+			return -1;
+		if ((size_t)(tend - tok) == strlen(PREFER_WAIT) &&
+		    strncasecmp(tok, PREFER_WAIT, strlen(PREFER_WAIT)) == 0) {
+			if (val == NULL)
+				return -1;
+			return delta_seconds_parse(val, (size_t)(vend - val));
+		}
+	}
+}
+
+int
+bearer_token(const char *value, const char **tok, size_t *toklen)
+{
+	const char *s, *t;
+	size_t slen = strlen(AUTH_SCHEME);
+
+	if (value == NULL)
+		return -1;
+	s = skip_ows(value);
+	if (strncasecmp(s, AUTH_SCHEME, slen) != 0 || s[slen] != ' ')
+		return -1;
+	s += slen;
+	while (*s == ' ')
+		s++;
+	t = s;
+	while (is_vchar((unsigned char)*t))
+		t++;
+	if (t == s)
+		return -1;
+	if (*skip_ows(t) != '\0')
+		return -1;
+	*tok = s;
+	*toklen = (size_t)(t - s);
+	return 0;
+}
