@@ -13,7 +13,7 @@ cd "$ROOT"
 
 PACKAGES=(gcc pkg-config meson ninja-build python3
 	libfcgi-dev libfcgi-bin libhiredis-dev libcjson-dev libssl-dev libcmocka-dev
-	redis-server redis-tools lighttpd curl valgrind)
+	redis-server redis-tools lighttpd curl valgrind clang-14 libclang-rt-14-dev)
 
 install_packages() {
 	local missing=() p
@@ -98,10 +98,13 @@ suite_unit_asan() {
 
 suite_lua() { tests/lua/run.sh; }
 
+# libFuzzer smoke run over every parser (clang-14, ASan + UBSan).
+suite_fuzz() { tests/fuzz/run.sh; }
+
 # End-to-end over real HTTP through lighttpd, against the ASan build.
 suite_e2e() { CHARGE_BIN="$ROOT/build-asan/charge" tests/e2e/run.sh; }
 
-SUITES=(unit unit_asan lua e2e)
+SUITES=(unit unit_asan lua fuzz e2e)
 [ $# -gt 0 ] && SUITES=("$@")
 
 install_packages || { echo "0 passed, 1 failed"; exit 1; }

@@ -1,0 +1,113 @@
+/*
+ * fuzz_parsers.c - libFuzzer target over every parser that takes bytes from
+ * outside: the charge body (with a canonical-form round trip), the request
+ * headers, a stored record, a Redis URL and configuration text.
+ * Build and run: tests/fuzz/run.sh (clang-14, ASan + UBSan).
+ */
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "config.h"
+#include "headers.h"
+#include "idem.h"
+#include "redis.h"
+#include "validate.h"
+
+static void
+fuzz_body(const char *buf, size_t size)
+{
+	struct charge_params p, q;
+	struct validation v;
+	size_t n, m;
+	char *t, *t2;
+	int i;
+
+	if (validate_charge(buf, size, &p, &v) != 0) {
+		if (v.n < 1 || v.n > VALIDATION_ERRORS_MAX)
+			abort();
+		for (i = 0; i < v.n; i++)
+			if (!utf8_valid(v.errors[i].field, strlen(v.errors[i].field)))
+				abort();
+		return;
+	}
+	/* the canonical form is valid input with the same canonical form */
+	if ((t = validate_canonical_text(&p, &n)) == NULL)
+		abort();
+	if (validate_charge(t, n, &q, &v) != 0)
+		abort();
+	if ((t2 = validate_canonical_text(&q, &m)) == NULL || m != n ||
+	    memcmp(t, t2, n) != 0)
+		abort();
+	free(t);
+	free(t2);
+	charge_params_free(&p);
+	charge_params_free(&q);
+}
+
+static void
+fuzz_headers(const char *s)
+{
+	char key[IDEM_KEY_MAX + 1];
+	const char *tok;
+	size_t len, tl;
+	size_t i;
+
+	if (idem_key_parse(s, key, &len) == KEY_OK) {
+		if (len < 1 || len > IDEM_KEY_MAX || strlen(key) != len)
+			abort();
+		for (i = 0; i < len; i++)
+			if (key[i] < 0x21 || key[i] > 0x7e)
+				abort();
+	}
+	(void)content_type_is_json(s);
+	(void)content_length_parse(s, DEF_MAX_REQUEST_BYTES, &len);
+	(void)prefer_wait_parse(s);
+	(void)bearer_token(s, &tok, &tl);
+}
+
+/* Splits the input at NUL bytes into the 8 fields of a stored record. */
+static void
+fuzz_record(const char *buf, size_t size)
+{
+	struct idem_field f[8];
+	struct idem_record rec;
+	char err[128];
+	size_t i, start = 0, k = 0;
+
+	for (i = 0; i <= size && k < 8; i++) {
+		if (i == size || buf[i] == '\0') {
+			f[k].p = (i - start == 1 && buf[start] == '~') ? NULL :
+			    buf + start;
+			f[k].n = i - start;
+			k++;
+			start = i + 1;
+		}
+	}
+	if (idem_record_decode(f, k, &rec, err, sizeof(err)) == 0)
+		idem_record_free(&rec);
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+
+int
+LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+	struct redis_target t;
+	struct config c;
+	char err[256];
+	char *buf;
+
+	if ((buf = malloc(size + 1)) == NULL)
+		return 0;
+	memcpy(buf, data, size);
+	buf[size] = '\0';
+	fuzz_body(buf, size);
+	fuzz_headers(buf);
+	fuzz_record(buf, size);
+	(void)redis_url_parse(buf, "/base", &t, err, sizeof(err));
+	config_defaults(&c, "/base");
+	(void)config_parse_text(&c, buf, size, err, sizeof(err));
+	free(buf);
+	return 0;
+}

@@ -1,0 +1,47 @@
+#!/usr/bin/env bash
+# Builds tests/fuzz/fuzz_parsers.c with clang-14 (libFuzzer, ASan, UBSan)
+# and runs it deterministically from the committed seeds: a smoke run that
+# keeps the harness alive. Longer campaigns: FUZZ_RUNS=10000000 or
+# FUZZ_TIME=600 (seconds). Prints TAP.
+set -u
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd) || exit 2
+OUT=$(mktemp -d /tmp/charge-fuzz.XXXXXX)
+trap 'rm -rf "$OUT"' EXIT
+RUNS=${FUZZ_RUNS:-200000}
+CC=${FUZZ_CC:-clang-14}
+
+if ! command -v "$CC" >/dev/null; then
+	echo "not ok 1 - $CC not installed"
+	exit 1
+fi
+python3 "$ROOT/tools/embed.py" "$OUT/lua_scripts.c" "$OUT/lua_scripts.h" \
+	claim="$ROOT/lua/claim.lua" record="$ROOT/lua/record.lua" \
+	release="$ROOT/lua/release.lua" || exit 1
+# shellcheck disable=SC2046
+if ! "$CC" -std=c11 -D_GNU_SOURCE -g -O1 -Wall -Wextra -Werror \
+	-fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all \
+	-I"$ROOT/src" -I"$OUT" $(pkg-config --cflags hiredis libcjson) \
+	"$ROOT/tests/fuzz/fuzz_parsers.c" "$ROOT"/src/{validate,headers,idem,redis,config,log,digest}.c \
+	"$OUT/lua_scripts.c" $(pkg-config --libs hiredis libcjson libcrypto) \
+	-o "$OUT/fuzz" 2>"$OUT/build.log"; then
+	echo "not ok 1 - build fuzz_parsers"
+	sed 's/^/# /' "$OUT/build.log"
+	exit 1
+fi
+echo "ok 1 - build fuzz_parsers (clang-14, libFuzzer + ASan + UBSan)"
+mkdir -p "$OUT/corpus"
+args=(-seed=1 -max_len=4096 -dict="$ROOT/tests/fuzz/json.dict")
+if [ -n "${FUZZ_TIME:-}" ]; then
+	args+=(-max_total_time="$FUZZ_TIME")
+else
+	args+=(-runs="$RUNS")
+fi
+if "$OUT/fuzz" "${args[@]}" "$OUT/corpus" "$ROOT/tests/fuzz/seeds" \
+	>"$OUT/fuzz.log" 2>&1; then
+	echo "ok 2 - fuzz_parsers: $(grep -Eo 'Done [0-9]+ runs in [0-9]+ second' "$OUT/fuzz.log" | head -1), no crash"
+else
+	echo "not ok 2 - fuzz_parsers found a crash"
+	grep -E 'ERROR|SUMMARY|runtime error|Test unit written' "$OUT/fuzz.log" | sed 's/^/# /' | head -20
+	exit 1
+fi
+echo "1..2"
