@@ -32,6 +32,18 @@ copy_span(char *dst, size_t dstlen, const char *s, size_t n)
 	return 0;
 }
 
+/* 1 when s is a non-empty run of decimal digits (no sign, no space). */
+static int
+all_digits(const char *s)
+{
+	if (*s == '\0')
+		return 0;
+	for (; *s != '\0'; s++)
+		if (*s < '0' || *s > '9')
+			return 0;
+	return 1;
+}
+
 int
 redis_url_parse(const char *url, const char *base_dir, struct redis_target *t,
     char *errstr, size_t errlen)
@@ -100,7 +112,7 @@ redis_url_parse(const char *url, const char *base_dir, struct redis_target *t,
 	if (copy_span(t->host, sizeof(t->host), p, (size_t)(colon - p)) != 0)
 		goto toolong;
 	if (copy_span(num, sizeof(num), colon + 1,
-	    (size_t)(slash - colon - 1)) != 0 || num[0] == '\0')
+	    (size_t)(slash - colon - 1)) != 0 || !all_digits(num))
 		goto badport;
 	errno = 0;
 	v = strtol(num, &e, 10);
@@ -110,8 +122,8 @@ redis_url_parse(const char *url, const char *base_dir, struct redis_target *t,
 	if (*slash == '/' && slash[1] != '\0') {
 		errno = 0;
 		v = strtol(slash + 1, &e, 10);
-		if (errno != 0 || *e != '\0' || v < 0 || v > 65535 ||
-		    slash[1] == '-' || slash[1] == '+') {
+		if (!all_digits(slash + 1) || errno != 0 || *e != '\0' ||
+		    v > 65535) {
 			copy_err(errstr, errlen, "redis_url: bad database number");
 			return -1;
 		}

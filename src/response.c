@@ -142,6 +142,9 @@ response_header(struct response *r, const char *name, const char *fmt, ...)
 	va_end(ap);
 	if (m < 0 || (size_t)(n + m + 2) >= room)
 		goto fail;
+	/* header injection: a value never spans lines */
+	if (strpbrk(p, "\r\n") != NULL)
+		goto fail;
 	memcpy(p + n + m, "\r\n", 3);
 	r->headers_len += (size_t)(n + m + 2);
 	return 0;
@@ -206,13 +209,17 @@ response_send(const struct response *r, const char *request_id,
 {
 	char head[RESPONSE_HEADERS_MAX + 512];
 	const char *body = r->body;
+	const char *ctype = r->content_type[0] != '\0' ? r->content_type :
+	    PROBLEM_CTYPE;
 	size_t body_len = r->body_len;
-	int n;
+	int status = r->status, n;
 
 	if (body == NULL) {
 		/* a response without a body here is a bare 500 (ENOMEM) */
 		body = fallback_body;
 		body_len = sizeof(fallback_body) - 1;
+		status = 500;
+		ctype = PROBLEM_CTYPE;
 	}
 	n = snprintf(head, sizeof(head),
 	    "Status: %d %s\r\n"
@@ -222,9 +229,7 @@ response_send(const struct response *r, const char *request_id,
 	    "X-Request-Id: %s\r\n"
 	    "%.*s"
 	    "\r\n",
-	    r->status, http_reason(r->status),
-	    r->content_type[0] != '\0' ? r->content_type : PROBLEM_CTYPE,
-	    body_len, request_id, (int)r->headers_len, r->headers);
+	    status, http_reason(status), ctype, body_len, request_id, (int)r->headers_len, r->headers);
 	if (n < 0 || (size_t)n >= sizeof(head))
 		return -1;
 	if (sink->write(sink->ctx, head, (size_t)n) != 0)

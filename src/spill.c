@@ -110,8 +110,9 @@ fail:
 	return rc;
 }
 
-int
-spill_name_valid(const char *name)
+/* 1 when name is 32 lower-case hex digits followed by suffix. */
+static int
+spill_name_has_form(const char *name, const char *suffix)
 {
 	size_t i;
 
@@ -119,7 +120,13 @@ spill_name_valid(const char *name)
 		if (!((name[i] >= '0' && name[i] <= '9') ||
 		    (name[i] >= 'a' && name[i] <= 'f')))
 			return 0;
-	return strcmp(name + i, SPILL_SUFFIX) == 0;
+	return strcmp(name + i, suffix) == 0;
+}
+
+int
+spill_name_valid(const char *name)
+{
+	return spill_name_has_form(name, SPILL_SUFFIX);
 }
 
 int
@@ -195,14 +202,6 @@ spill_remove(const char *dir, const char *name)
 	return unlink(path);
 }
 
-static int
-has_suffix(const char *s, const char *suffix)
-{
-	size_t n = strlen(s), m = strlen(suffix);
-
-	return n > m && strcmp(s + n - m, suffix) == 0;
-}
-
 int
 spill_gc(const char *dir, long max_age_s, long tmp_age_s)
 {
@@ -216,7 +215,7 @@ spill_gc(const char *dir, long max_age_s, long tmp_age_s)
 	if ((d = opendir(dir)) == NULL)
 		return -1;
 	while ((e = readdir(d)) != NULL) {
-		int is_tmp = has_suffix(e->d_name, SPILL_TMP_SUFFIX);
+		int is_tmp = spill_name_has_form(e->d_name, SPILL_TMP_SUFFIX);
 
 		/* only files this module names: never anything else in dir */
 		if (!is_tmp && !spill_name_valid(e->d_name))

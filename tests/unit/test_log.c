@@ -93,7 +93,6 @@ static void test_line(void **s)
 	log_debug(NULL, "hidden");
 	log_error(NULL, "no rid");
 	capture_end(saved, p);
-	fprintf(stdout, "# %s", captured);
 	assert_int_equal(regcomp(&re, "^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}\\.[0-9]{3}Z info \\[[0-9]+\\] \\[0123abcd\\] hello x 7\\\\x0aforged line\n[0-9T:.Z-]{24} error \\[[0-9]+\\] \\[-\\] no rid\n$", REG_EXTENDED), 0);
 	assert_int_equal(regexec(&re, captured, 0, NULL, 0), 0);
 	regfree(&re);
