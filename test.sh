@@ -67,12 +67,12 @@ run_suite() {
 suite_unit() {
 	local t rc
 	for t in build/test_*; do
-		[ -x "$t" ] || continue
+		[ -f "$t" ] && [ -x "$t" ] || continue
 		echo "# $t"
 		CMOCKA_MESSAGE_OUTPUT=TAP "$t" | grep -vE '^1\.\.'
 	done
 	for t in build/test_*; do
-		[ -x "$t" ] || continue
+		[ -f "$t" ] && [ -x "$t" ] || continue
 		CMOCKA_MESSAGE_OUTPUT=TAP valgrind -q --error-exitcode=99 \
 			--leak-check=full --errors-for-leak-kinds=definite \
 			"$t" >"$LOGDIR/vg-$(basename "$t").log" 2>&1
@@ -90,7 +90,7 @@ suite_unit() {
 suite_unit_asan() {
 	local t
 	for t in build-asan/test_*; do
-		[ -x "$t" ] || continue
+		[ -f "$t" ] && [ -x "$t" ] || continue
 		echo "# $t"
 		CMOCKA_MESSAGE_OUTPUT=TAP "$t" | grep -vE '^1\.\.'
 	done
