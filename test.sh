@@ -13,13 +13,16 @@ cd "$ROOT"
 
 PACKAGES=(gcc pkg-config meson ninja-build python3
 	libfcgi-dev libfcgi-bin libhiredis-dev libcjson-dev libssl-dev libcmocka-dev
-	redis-server redis-tools lighttpd curl valgrind clang-14 libclang-rt-14-dev)
+	redis-server redis-tools lighttpd curl valgrind clang-14 libclang-rt-14-dev
+	chromium)
 
 install_packages() {
 	local missing=() p
 	for p in "${PACKAGES[@]}"; do
 		dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")
 	done
+	# node may come from outside Debian (this image has one); else Debian's
+	command -v node >/dev/null 2>&1 || missing+=(nodejs npm)
 	[ ${#missing[@]} -eq 0 ] && return 0
 	echo "# installing: ${missing[*]}"
 	if [ "$(id -u)" -ne 0 ]; then
@@ -101,10 +104,36 @@ suite_lua() { tests/lua/run.sh; }
 # libFuzzer smoke run over every parser (clang-14, ASan + UBSan).
 suite_fuzz() { tests/fuzz/run.sh; }
 
-# End-to-end over real HTTP through lighttpd, against the ASan build.
-suite_e2e() { CHARGE_BIN="$ROOT/build-asan/charge" tests/e2e/run.sh; }
+# ASan/UBSan/LSan reports of responder processes go to files; none may exist.
+asan_check() {
+	local dir=$1 what=$2 f
+	if compgen -G "$dir/asan.*" >/dev/null; then
+		echo "not ok - $what: sanitizer reports"
+		for f in "$dir"/asan.*; do
+			sed 's/^/# /' "$f" | head -30
+		done
+	else
+		echo "ok - $what: no ASan/UBSan/LSan report from any responder process"
+	fi
+}
 
-SUITES=(unit unit_asan lua fuzz e2e)
+# End-to-end over real HTTP through lighttpd, against the ASan build.
+suite_e2e() {
+	local dir="$LOGDIR/asan-e2e" rc
+	mkdir -p "$dir"
+	ASAN_OPTIONS="log_path=$dir/asan:detect_leaks=1" \
+		UBSAN_OPTIONS="log_path=$dir/asan:print_stacktrace=1" \
+		CHARGE_BIN="$ROOT/build-asan/charge" tests/e2e/run.sh
+	rc=$?
+	asan_check "$dir" "e2e (lighttpd)"
+	return $rc
+}
+
+# The curl stories of examples/ and the demo page in headless Chromium.
+suite_examples() { tests/with-stack.sh tests/examples/run.sh; }
+suite_browser() { tests/with-stack.sh tests/browser/run.sh; }
+
+SUITES=(unit unit_asan lua fuzz e2e examples browser)
 [ $# -gt 0 ] && SUITES=("$@")
 
 install_packages || { echo "0 passed, 1 failed"; exit 1; }

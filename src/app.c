@@ -87,7 +87,8 @@ app_handle(struct worker *w, const struct request *req, struct response *resp)
 	if (strcmp(req->path, "/healthz") == 0 ||
 	    strcmp(req->path, "/metrics") == 0) {
 		if (!method_is_get(req->method)) {
-			response_problem(resp, PROB_METHOD_NOT_ALLOWED, NULL, NULL);
+			response_problem(resp, PROB_METHOD_NOT_ALLOWED,
+			    "Use GET or HEAD on this path.", NULL);
 			(void)response_header(resp, "Allow", "GET, HEAD");
 			return;
 		}
@@ -97,5 +98,7 @@ app_handle(struct worker *w, const struct request *req, struct response *resp)
 			metrics_handle(resp);
 		return;
 	}
-	response_problem(resp, PROB_NOT_FOUND, NULL, NULL);
+	response_problem(resp, PROB_NOT_FOUND,
+	    "No such resource. The API serves POST /charge, GET /healthz and "
+	    "GET /metrics.", NULL);
 }

@@ -436,7 +436,7 @@ charge_handle(struct worker *w, const struct request *req,
 	if (wait_s > 0)
 		deadline_us = now_mono_us() + 1000000LL * wait_s;
 	for (;;) {
-		st = idem_claim_rec(&w->redis, cx.rkey, cx.fingerprint, cx.owner,
+		st = idem_claim(&w->redis, cx.rkey, cx.fingerprint, cx.owner,
 		    now_wall_ms(), 1000LL * cfg->lock_ttl_s, &rec);
 		if (st != IDEM_IN_PROGRESS)
 			break;

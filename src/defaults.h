@@ -68,6 +68,5 @@
 /* How long a 409 / 503 client should wait before retrying. */
 #define RETRY_AFTER_IN_PROGRESS_S 1
 #define RETRY_AFTER_UNAVAILABLE_S 1
-#define RETRY_AFTER_PROVIDER_S    2
 
 #endif

@@ -212,7 +212,7 @@ bad:
 }
 
 enum idem_status
-idem_claim_rec(struct redis_conn *c, const char *rkey, const char *fingerprint,
+idem_claim(struct redis_conn *c, const char *rkey, const char *fingerprint,
     const char *owner, long long now_ms, long long lock_ttl_ms,
     struct idem_record *rec)
 {
@@ -243,20 +243,6 @@ idem_claim_rec(struct redis_conn *c, const char *rkey, const char *fingerprint,
 		(void)snprintf(c->errstr, sizeof(c->errstr),
 		    "claim: unexpected reply");
 	freeReplyObject(r);
-	return st;
-}
-
-enum idem_status
-idem_claim(struct redis_conn *c, const char *rkey, const char *fingerprint,
-    const char *owner, long long now_ms, long long lock_ttl_ms)
-{
-	struct idem_record rec;
-	enum idem_status st;
-
-	memset(&rec, 0, sizeof(rec));
-	st = idem_claim_rec(c, rkey, fingerprint, owner, now_ms, lock_ttl_ms,
-	    &rec);
-	idem_record_free(&rec);
 	return st;
 }
 

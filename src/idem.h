@@ -58,13 +58,11 @@ int idem_key_name(char *out, size_t outlen, const char *prefix,
 /* Loads the embedded scripts' SHA-1s. 0 or -1. */
 int idem_init(void);
 
-/* CLAIMED, REPLAY (rec filled; free it), IN_PROGRESS, MISMATCH, ERR_REDIS. */
+/*
+ * Claims rkey for owner. CLAIMED, REPLAY (rec filled: free it with
+ * idem_record_free), IN_PROGRESS, MISMATCH, ERR_REDIS (c->errstr).
+ */
 enum idem_status idem_claim(struct redis_conn *c, const char *rkey,
-    const char *fingerprint, const char *owner, long long now_ms,
-    long long lock_ttl_ms);
-
-/* As idem_claim, filling rec on IDEM_REPLAY. */
-enum idem_status idem_claim_rec(struct redis_conn *c, const char *rkey,
     const char *fingerprint, const char *owner, long long now_ms,
     long long lock_ttl_ms, struct idem_record *rec);
 

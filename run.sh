@@ -1,0 +1,151 @@
+#!/usr/bin/env bash
+# run.sh - install what is missing, build, and serve the charge responder on
+# http://127.0.0.1:${PORT:-8080} behind lighttpd, with a private Redis, until
+# Ctrl-C or SIGTERM; then stop everything this script started (SPEC 7).
+#
+#   ./run.sh                      private Redis on var/run/redis.sock
+#   PORT=18080 ./run.sh           another port
+#   CHARGE_REDIS_URL=redis://127.0.0.1:6379 ./run.sh    use that Redis instead
+#   CHARGE_PROVIDER_LATENCY_MS=1500 ./run.sh            any CHARGE_<KEY> override
+#
+# State lives under var/ of the repository: var/run (sockets, PID files),
+# var/redis (the AOF), var/spill, var/provider-ledger.log, var/metrics.shm,
+# var/log (lighttpd, responder and Redis logs). Works from any directory.
+set -euo pipefail
+
+REPO=$(cd "$(dirname "$(readlink -f "${BASH_SOURCE[0]}")")" && pwd)
+PORT=${PORT:-8080}
+VAR="$REPO/var"
+
+PACKAGES="libfcgi-dev libfcgi-bin libhiredis-dev libcjson-dev libssl-dev
+libcmocka-dev meson ninja-build pkg-config gcc lighttpd redis-server
+redis-tools curl"
+
+say() {
+	printf '%s\n' "run.sh: $*" >&2
+}
+
+die() {
+	say "error: $*"
+	exit 1
+}
+
+# Installs the Debian packages that are missing (apt-get update only then).
+install_missing() {
+	local p missing=() sudo=
+	for p in $PACKAGES; do
+		if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null |
+			grep -q 'install ok installed'; then
+			missing+=("$p")
+		fi
+	done
+	[ ${#missing[@]} -eq 0 ] && return 0
+	if [ "$(id -u)" -ne 0 ]; then
+		command -v sudo >/dev/null 2>&1 ||
+			die "missing packages (${missing[*]}); run as root or install sudo"
+		sudo=sudo
+	fi
+	say "installing ${missing[*]}"
+	$sudo apt-get update -q
+	$sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y -q \
+		"${missing[@]}"
+}
+
+# Builds build/charge with meson and ninja.
+build() {
+	if [ ! -f "$REPO/build/build.ninja" ]; then
+		say "configuring build/"
+		meson setup "$REPO/build" "$REPO" >/dev/null
+	fi
+	say "building build/charge"
+	ninja -C "$REPO/build" >/dev/null ||
+		ninja -C "$REPO/build"
+	[ -x "$REPO/build/charge" ] || die "build/charge was not built"
+}
+
+case $PORT in
+''|*[!0-9]*) die "PORT must be a number, got '$PORT'" ;;
+esac
+
+install_missing
+build
+
+# shellcheck source=tools/stack.sh
+. "$REPO/tools/stack.sh"
+
+if stack_port_in_use "$PORT"; then
+	die "port $PORT on 127.0.0.1 is already in use (another ./run.sh?); try PORT=18080 ./run.sh"
+fi
+
+mkdir -p "$VAR/run" "$VAR/log" "$VAR/spill" "$VAR/redis"
+chmod 700 "$VAR/run" "$VAR/spill" "$VAR/redis"
+
+STARTED=0
+cleanup() {
+	trap - INT TERM HUP EXIT
+	if [ "$STARTED" = 1 ]; then
+		say "stopping"
+	fi
+	# no RUN_DIR argument: never act on PID files of an earlier run
+	stack_stop_all
+	rm -f "$VAR/run"/charge.sock-* "$VAR/run/lighttpd.pid"
+}
+on_signal() {
+	cleanup
+	exit 0
+}
+trap on_signal INT TERM HUP
+trap cleanup EXIT
+
+redis_note=
+if [ -n "${CHARGE_REDIS_URL:-}" ]; then
+	redis_note="Redis:   $CHARGE_REDIS_URL (external, not started here)"
+else
+	stack_redis_start "$VAR/run" "$VAR/redis" "$VAR/log" ||
+		die "could not start the private Redis (see $VAR/log/redis.log)"
+	redis_note="Redis:   private, unix socket $VAR/run/redis.sock (AOF in $VAR/redis)"
+fi
+
+"$REPO/build/charge" --check-config >"$VAR/log/effective-config.txt" 2>&1 ||
+	{ cat "$VAR/log/effective-config.txt" >&2; die "invalid configuration"; }
+
+stack_lighttpd_start "$VAR/run" "$VAR/log" "$PORT" "$REPO/build/charge" \
+	"${MAX_PROCS:-2}" || die "could not start lighttpd"
+STARTED=1
+
+health=$(stack_http_status "http://127.0.0.1:$PORT/healthz")
+ledger=$(sed -n 's/^[[:space:]]*provider_ledger[[:space:]]*[=:][[:space:]]*//p' \
+	"$VAR/log/effective-config.txt" | head -n 1)
+
+cat <<EOF
+
+  charge is running on http://127.0.0.1:$PORT   (/healthz: $health)
+
+  $redis_note
+  Logs:    $VAR/log/ (lighttpd-error.log, lighttpd.stderr.log = responder, redis.log)
+  Ledger:  ${ledger:-$VAR/provider-ledger.log} (one line per provider call)
+  Config:  $VAR/log/effective-config.txt (charge --check-config)
+
+  Try it (run it twice: the second answer is the replay):
+
+    curl -i http://127.0.0.1:$PORT/charge \\
+      -H 'Authorization: Bearer sk_test_demo' \\
+      -H 'Idempotency-Key: order-1001' \\
+      -H 'Content-Type: application/json' \\
+      -d '{"amount": 1999, "currency": "usd", "source": "tok_visa"}'
+
+  Press Ctrl-C to stop.
+
+EOF
+
+# Stay in the foreground until a signal arrives (the traps above stop
+# everything and exit 0) or a server dies. "sleep & wait" lets a signal
+# interrupt the wait at once.
+while stack_pid_alive "$STACK_LIGHTTPD_PID" lighttpd &&
+	{ [ -z "$STACK_REDIS_PID" ] || stack_pid_alive "$STACK_REDIS_PID" redis-server; }; do
+	sleep 1 &
+	wait $! || true
+done
+say "a server exited unexpectedly; see $VAR/log/"
+cleanup
+exit 1

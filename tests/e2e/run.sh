@@ -1,0 +1,125 @@
+#!/usr/bin/env bash
+# tests/e2e/run.sh - end-to-end tests through lighttpd + the responder + a
+# private Redis, all in a fresh temporary directory on a random loopback
+# port. Prints TAP lines (from tests/e2e/test_charge.py); exits non-zero
+# when a test failed or the stack did not start.
+#
+#   tests/e2e/run.sh                          uses build/charge
+#   CHARGE_BIN=/tmp/build-x/charge tests/e2e/run.sh
+#   E2E_ONLY='spill|crash' tests/e2e/run.sh   a subset (regex on names)
+#   E2E_KEEP=1 tests/e2e/run.sh               keep the run directory
+#
+# The python suite is server-agnostic: everything specific to lighttpd is
+# here, and it gets the stack's details through E2E_* variables.
+set -uo pipefail
+
+REPO=$(cd "$(dirname "$(readlink -f "${BASH_SOURCE[0]}")")/../.." && pwd)
+BIN=${CHARGE_BIN:-$REPO/build/charge}
+MAX_PROCS=${E2E_MAX_PROCS:-3}
+
+# A clean configuration: only the CHARGE_* variables set below reach the
+# responder (CHARGE_BIN is ours, not a configuration key).
+for v in $(compgen -e | grep '^CHARGE_' || true); do
+	unset "$v"
+done
+
+# shellcheck source=tools/stack.sh
+. "$REPO/tools/stack.sh"
+
+bail() {
+	echo "not ok 1 - e2e (lighttpd): $*"
+	exit 1
+}
+
+command -v python3 >/dev/null 2>&1 || bail "python3 is not installed"
+[ -x "$BIN" ] || bail "responder binary $BIN not found (build it, or set CHARGE_BIN)"
+BIN=$(readlink -f "$BIN")
+
+RUN=$(stack_rundir_create) || bail "cannot create a run directory"
+
+cleanup() {
+	trap - EXIT INT TERM
+	stack_stop_all "$RUN"
+	if [ "${E2E_KEEP:-0}" = 1 ]; then
+		echo "# run directory kept: $RUN"
+	else
+		rm -rf "$RUN"
+	fi
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+# Two principals with their own API keys.
+export E2E_PRINCIPAL_A=alice E2E_API_KEY_A="sk_test_alice_$RANDOM$RANDOM"
+export E2E_PRINCIPAL_B=bob E2E_API_KEY_B="sk_test_bob_$RANDOM$RANDOM"
+stack_api_keys_write "$RUN/api-keys" "$E2E_PRINCIPAL_A" "$E2E_API_KEY_A" \
+	"$E2E_PRINCIPAL_B" "$E2E_API_KEY_B" || bail "cannot write the api-keys file"
+mkdir -p "$RUN/spill" && chmod 700 "$RUN/spill"
+
+# The responder's configuration for this run (CHARGE_CONF stays the
+# project's conf/charge.conf; every key that matters is overridden here).
+#   provider_latency_ms 300: slow enough to observe in_progress / 409
+#   lock_ttl_s 2 > (provider_timeout_ms + provider_latency_ms) / 1000
+#   failed_ttl_s 2: FAILED records expire within the run
+#   max_request_bytes 64 KiB: fits a 1000-line-item order (about 49 KB)
+export CHARGE_REDIS_URL="unix://$RUN/redis.sock"
+export CHARGE_REDIS_TIMEOUT_MS=1000
+export CHARGE_KEY_PREFIX="charge:"
+export CHARGE_LOCK_TTL_S=2
+export CHARGE_COMPLETED_TTL_S=86400
+export CHARGE_FAILED_TTL_S=2
+export CHARGE_MAX_REQUEST_BYTES=65536
+export CHARGE_MAX_WAIT_S=10
+export CHARGE_SPILL_DIR="$RUN/spill"
+export CHARGE_SPILL_THRESHOLD_BYTES=16384
+export CHARGE_PROVIDER_LATENCY_MS=300
+export CHARGE_PROVIDER_TIMEOUT_MS=600
+export CHARGE_API_KEYS_FILE="$RUN/api-keys"
+export CHARGE_PROVIDER_LEDGER="$RUN/ledger.log"
+export CHARGE_PROVIDER_SECRET="e2e-secret-$RANDOM$RANDOM"
+export CHARGE_METRICS_FILE="$RUN/metrics.shm"
+export CHARGE_LOG_LEVEL=info
+export CHARGE_THREADS=1
+
+if ! "$BIN" --check-config >"$RUN/check-config.txt" 2>&1; then
+	sed 's/^/# /' "$RUN/check-config.txt"
+	bail "charge --check-config rejects the test configuration"
+fi
+
+stack_redis_start "$RUN" "$RUN/redis" "$RUN" 2>"$RUN/stack.err" ||
+	{ sed 's/^/# /' "$RUN/stack.err"; bail "redis-server did not start"; }
+
+PORT=$(stack_port_pick) || bail "no free port"
+stack_lighttpd_start "$RUN" "$RUN" "$PORT" "$BIN" "$MAX_PROCS" 2>"$RUN/stack.err" ||
+	{ sed 's/^/# /' "$RUN/stack.err"; bail "lighttpd did not start"; }
+
+# How the suite reaches and manipulates this stack.
+STACK="$REPO/tools/stack.sh"
+export BASE_URL="http://127.0.0.1:$PORT"
+export E2E_LEDGER="$CHARGE_PROVIDER_LEDGER"
+export E2E_SPILL_DIR="$CHARGE_SPILL_DIR"
+export E2E_REDIS_SOCKET="$RUN/redis.sock"
+export E2E_WWW_DIR="$REPO/www"
+export E2E_REDIS_KILL=". '$STACK' && stack_redis_stop '$RUN' KILL"
+export E2E_REDIS_START=". '$STACK' && stack_redis_start '$RUN' '$RUN/redis' '$RUN'"
+export E2E_WORKER_PIDS="pgrep -P $STACK_LIGHTTPD_PID"
+
+echo "# e2e (lighttpd): $BASE_URL, $MAX_PROCS responder processes of $BIN, run dir $RUN"
+
+timeout --foreground -k 10 300 python3 "$REPO/tests/e2e/test_charge.py" |
+	tee "$RUN/tap.txt"
+rc=${PIPESTATUS[0]}
+if [ $rc -eq 124 ] || [ $rc -eq 137 ]; then
+	echo "not ok - e2e (lighttpd): suite timed out after 300 s"
+elif [ $rc -ne 0 ] && ! grep -q '^not ok' "$RUN/tap.txt"; then
+	echo "not ok - e2e (lighttpd): test_charge.py exited with status $rc"
+fi
+
+if [ $rc -ne 0 ]; then
+	for f in lighttpd-error.log lighttpd.stderr.log redis.log; do
+		[ -s "$RUN/$f" ] || continue
+		echo "# ---- last lines of $f"
+		tail -n 25 "$RUN/$f" | sed 's/^/#   /'
+	done
+fi
+exit $rc

@@ -1,0 +1,38 @@
+#!/usr/bin/env bash
+# tests/with-stack.sh CMD [ARGS...] - runs CMD against a private demo stack
+# (Redis + lighttpd + the responder with the demo key sk_test_demo and the
+# default provider latency) in a temporary directory on a free loopback
+# port, then stops it. CMD sees BASE_URL, LEDGER and FAILED_TTL_S.
+#   CHARGE_BIN=build-asan/charge tests/with-stack.sh tests/examples/run.sh
+set -uo pipefail
+REPO=$(cd "$(dirname "$(readlink -f "${BASH_SOURCE[0]}")")/.." && pwd)
+BIN=$(readlink -f "${CHARGE_BIN:-$REPO/build/charge}")
+for v in $(compgen -e | grep '^CHARGE_' || true); do
+	unset "$v"
+done
+# shellcheck source=tools/stack.sh
+. "$REPO/tools/stack.sh"
+
+bail() {
+	echo "not ok 1 - stack for $1: $2"
+	exit 1
+}
+name=$(basename "$(dirname "$1")")/$(basename "$1")
+RUN=$(stack_rundir_create) || bail "$name" "cannot create a run directory"
+trap 'stack_stop_all "$RUN"; rm -rf "$RUN"' EXIT
+trap 'exit 130' INT TERM
+mkdir -p "$RUN/spill"
+export CHARGE_REDIS_URL="unix://$RUN/redis.sock"
+export CHARGE_SPILL_DIR="$RUN/spill"
+export CHARGE_PROVIDER_LEDGER="$RUN/ledger.log"
+export CHARGE_METRICS_FILE="$RUN/metrics.shm"
+export CHARGE_FAILED_TTL_S=2
+stack_redis_start "$RUN" "$RUN/redis" "$RUN" 2>"$RUN/stack.err" ||
+	{ sed 's/^/# /' "$RUN/stack.err"; bail "$name" "redis-server did not start"; }
+PORT=$(stack_port_pick) || bail "$name" "no free port"
+stack_lighttpd_start "$RUN" "$RUN" "$PORT" "$BIN" 2 2>"$RUN/stack.err" ||
+	{ sed 's/^/# /' "$RUN/stack.err"; bail "$name" "lighttpd did not start"; }
+export BASE_URL="http://127.0.0.1:$PORT" LEDGER="$CHARGE_PROVIDER_LEDGER"
+export FAILED_TTL_S=$CHARGE_FAILED_TTL_S
+echo "# $name against $BASE_URL"
+"$@"

@@ -1,0 +1,506 @@
+/*
+ * app.js - the demo page of POST /charge. Plain browser JavaScript, no build
+ * step, no external resources. Posts to /charge on the same origin.
+ */
+'use strict';
+
+(function () {
+	const VIEW_MAX_CHARS = 4000;    /* longer bodies are cut in the log view */
+	const FORM_ROWS_MAX = 20;       /* more line items: summary, not rows */
+	const LARGE_ORDER_ITEMS = 1000;
+	const AMOUNT_MAX = 99999999;
+	const SHOWN_HEADERS = ['Idempotent-Replayed', 'Retry-After',
+	    'X-Request-Id', 'Content-Type', 'Content-Length', 'WWW-Authenticate',
+	    'Allow'];
+	const REASONS = {
+		200: 'OK', 201: 'Created', 400: 'Bad Request', 401: 'Unauthorized',
+		402: 'Payment Required', 404: 'Not Found',
+		405: 'Method Not Allowed', 409: 'Conflict',
+		413: 'Content Too Large', 415: 'Unsupported Media Type',
+		422: 'Unprocessable Content', 500: 'Internal Server Error',
+		502: 'Bad Gateway', 503: 'Service Unavailable',
+		504: 'Gateway Timeout'
+	};
+
+	const $ = (id) => document.getElementById(id);
+	const el = {
+		form: $('charge-form'), amount: $('amount'),
+		amountHint: $('amount-hint'), currency: $('currency'),
+		source: $('source'), apiKey: $('api-key'),
+		preferWait: $('prefer-wait'), key: $('idem-key'),
+		keyState: $('key-state'), itemsSummary: $('items-summary'),
+		itemsTable: $('items-table'), itemsBody: $('items-body'),
+		log: $('log'), logEmpty: $('log-empty'), announce: $('announce')
+	};
+
+	const state = {
+		key: '',
+		keyUses: 0,
+		last: null,     /* {key, apiKey, body, preferWait}: what "Retry" resends */
+		items: [],      /* [{description, quantity, unit_amount}] */
+		seq: 0
+	};
+
+	/* ---- small helpers ---- */
+
+	function uuid() {
+		if (window.crypto && typeof crypto.randomUUID === 'function')
+			return crypto.randomUUID();
+		/* Not a secure context (plain http on a non-loopback host). */
+		const b = crypto.getRandomValues(new Uint8Array(16));
+		b[6] = (b[6] & 0x0f) | 0x40;
+		b[8] = (b[8] & 0x3f) | 0x80;
+		const h = Array.from(b, (x) => x.toString(16).padStart(2, '0'));
+		return h.slice(0, 4).join('') + '-' + h.slice(4, 6).join('') + '-' +
+		    h.slice(6, 8).join('') + '-' + h.slice(8, 10).join('') + '-' +
+		    h.slice(10).join('');
+	}
+
+	async function sha256hex(bytes) {
+		if (!window.crypto || !crypto.subtle)
+			return null;
+		const d = await crypto.subtle.digest('SHA-256', bytes);
+		return Array.from(new Uint8Array(d),
+		    (x) => x.toString(16).padStart(2, '0')).join('');
+	}
+
+	function fmtInt(n) {
+		return Number(n).toLocaleString('en-US');
+	}
+
+	function make(tag, attrs, ...children) {
+		const n = document.createElement(tag);
+		for (const [k, v] of Object.entries(attrs || {})) {
+			if (v === undefined || v === null)
+				continue;
+			if (k === 'class')
+				n.className = v;
+			else if (k === 'text')
+				n.textContent = v;
+			else if (k.startsWith('data-') || k.startsWith('aria-') ||
+			    k === 'href' || k === 'role')
+				n.setAttribute(k, v);
+			else
+				n[k] = v;
+		}
+		for (const c of children) {
+			if (c === null || c === undefined)
+				continue;
+			n.append(c);
+		}
+		return n;
+	}
+
+	/* ---- key ---- */
+
+	function newKey() {
+		state.key = uuid();
+		state.keyUses = 0;
+		el.key.value = state.key;
+		renderKeyState();
+	}
+
+	function renderKeyState() {
+		el.keyState.textContent = state.keyUses === 0 ?
+		    'Not used yet: the next request with it executes a charge.' :
+		    'Used by ' + state.keyUses + ' request' +
+		    (state.keyUses === 1 ? '' : 's') + '. The same parameters replay ' +
+		    'the recorded outcome; other parameters get 422.';
+	}
+
+	/* ---- amount and line items ---- */
+
+	function itemsTotal() {
+		let t = 0;
+		for (const it of state.items)
+			t += (Number(it.quantity) || 0) * (Number(it.unit_amount) || 0);
+		return t;
+	}
+
+	function renderAmountHint() {
+		const amount = Number(el.amount.value);
+		const cur = el.currency.value.trim().toUpperCase();
+		let text = '';
+		if (Number.isInteger(amount) && /^[A-Z]{3}$/.test(cur)) {
+			try {
+				const f = new Intl.NumberFormat('en-US',
+				    {style: 'currency', currency: cur});
+				const digits = f.resolvedOptions().maximumFractionDigits;
+				text = '= ' + f.format(amount / Math.pow(10, digits));
+			} catch (e) {
+				text = '';
+			}
+		}
+		if (state.items.length > 0)
+			text += (text ? '; ' : '') + 'computed from ' +
+			    fmtInt(state.items.length) + ' line item' +
+			    (state.items.length === 1 ? '' : 's');
+		el.amountHint.textContent = text;
+	}
+
+	function syncAmount() {
+		const has = state.items.length > 0;
+		el.amount.readOnly = has;
+		if (has)
+			el.amount.value = String(itemsTotal());
+		renderAmountHint();
+	}
+
+	function renderItems() {
+		const n = state.items.length;
+		el.itemsBody.replaceChildren();
+		if (n === 0) {
+			el.itemsTable.hidden = true;
+			el.itemsSummary.textContent = 'No line items.';
+		} else if (n > FORM_ROWS_MAX) {
+			el.itemsTable.hidden = true;
+			el.itemsSummary.textContent = fmtInt(n) +
+			    ' generated line items, total ' + fmtInt(itemsTotal()) +
+			    ' (too many to edit here; the response will be large ' +
+			    'enough to be spilled to a file).';
+		} else {
+			el.itemsTable.hidden = false;
+			el.itemsSummary.textContent = fmtInt(n) + ' line item' +
+			    (n === 1 ? '' : 's') + ', total ' + fmtInt(itemsTotal()) + '.';
+			state.items.forEach((it, i) => el.itemsBody.append(itemRow(it, i)));
+		}
+		syncAmount();
+	}
+
+	function itemRow(it, i) {
+		const label = ' of line item ' + (i + 1);
+		const update = (field, numeric) => (ev) => {
+			it[field] = numeric ? Number(ev.target.value) : ev.target.value;
+			el.itemsSummary.textContent = fmtInt(state.items.length) +
+			    ' line item' + (state.items.length === 1 ? '' : 's') +
+			    ', total ' + fmtInt(itemsTotal()) + '.';
+			syncAmount();
+		};
+		const desc = make('input', {type: 'text', value: it.description,
+		    maxLength: 200, 'aria-label': 'Description' + label});
+		desc.addEventListener('input', update('description', false));
+		const qty = make('input', {type: 'number', value: String(it.quantity),
+		    min: 1, max: 10000, step: 1, 'aria-label': 'Quantity' + label});
+		qty.addEventListener('input', update('quantity', true));
+		const unit = make('input', {type: 'number',
+		    value: String(it.unit_amount), min: 0, max: AMOUNT_MAX, step: 1,
+		    'aria-label': 'Unit amount' + label});
+		unit.addEventListener('input', update('unit_amount', true));
+		const rm = make('button', {type: 'button', text: 'Remove',
+		    'aria-label': 'Remove line item ' + (i + 1)});
+		rm.addEventListener('click', () => {
+			state.items.splice(i, 1);
+			renderItems();
+		});
+		return make('tr', {}, make('td', {}, desc), make('td', {}, qty),
+		    make('td', {}, unit), make('td', {}, rm));
+	}
+
+	function addItem() {
+		if (state.items.length >= LARGE_ORDER_ITEMS)
+			return;     /* SPEC: at most 1000 line items */
+		const n = state.items.length + 1;
+		state.items.push({description: 'Item ' + n, quantity: 1,
+		    unit_amount: 500 * n});
+		renderItems();
+	}
+
+	function largeOrder() {
+		const items = [];
+		for (let i = 0; i < LARGE_ORDER_ITEMS; i++) {
+			items.push({
+				description: 'Item ' + String(i + 1).padStart(4, '0') +
+				    ' of the large demo order',
+				quantity: 1 + (i % 3),
+				unit_amount: 100 + ((i * 37) % 900)
+			});
+		}
+		state.items = items;
+		renderItems();
+	}
+
+	/* ---- requests ---- */
+
+	function formBody() {
+		const body = {
+			amount: Number(el.amount.value),
+			currency: el.currency.value.trim(),
+			source: el.source.value
+		};
+		if (state.items.length > 0) {
+			body.line_items = state.items.map((it) => ({
+				description: it.description,
+				quantity: Number(it.quantity),
+				unit_amount: Number(it.unit_amount)
+			}));
+			body.amount = itemsTotal();
+		}
+		return JSON.stringify(body);
+	}
+
+	function preferWait() {
+		const v = el.preferWait.value.trim();
+		return v === '' ? null : v;
+	}
+
+	function currentRequest() {
+		return {key: state.key, apiKey: el.apiKey.value.trim(),
+		    body: formBody(), preferWait: preferWait()};
+	}
+
+	/* Changes the amount of a request body, keeping it valid: +1, or one
+	 * more of the first line item when there are line items. */
+	function changedBody(bodyText) {
+		const b = JSON.parse(bodyText);
+		let what;
+		if (Array.isArray(b.line_items) && b.line_items.length > 0) {
+			const it = b.line_items[0];
+			it.quantity += it.quantity < 10000 ? 1 : -1;
+			const before = b.amount;
+			b.amount = b.line_items.reduce((s, x) =>
+			    s + x.quantity * x.unit_amount, 0);
+			what = 'amount ' + fmtInt(before) + ' \u2192 ' + fmtInt(b.amount) +
+			    ' (quantity of the first line item changed)';
+		} else {
+			const before = b.amount;
+			b.amount = before < AMOUNT_MAX ? before + 1 : before - 1;
+			what = 'amount ' + fmtInt(before) + ' \u2192 ' + fmtInt(b.amount);
+		}
+		return {body: JSON.stringify(b), what: what};
+	}
+
+	function abbreviate(text, max) {
+		if (text.length <= max)
+			return text;
+		return text.slice(0, max) + '\u2026';
+	}
+
+	function newEntry(action, req, note) {
+		state.seq += 1;
+		const li = make('li', {class: 'entry pending', 'data-seq': state.seq,
+		    'data-action': action, 'data-state': 'pending'});
+		const badge = make('span', {class: 'badge', text: 'sending\u2026'});
+		const head = make('div', {class: 'entry-head'},
+		    make('span', {class: 'num', text: '#' + state.seq}),
+		    make('strong', {class: 'action', text: action}), badge,
+		    make('span', {class: 'time', text: new Date().toLocaleTimeString()}));
+		const sent = ['POST /charge',
+		    'Authorization: Bearer ' + maskKey(req.apiKey),
+		    'Idempotency-Key: ' + req.key,
+		    'Content-Type: application/json'];
+		if (req.preferWait !== null)
+			sent.push('Prefer: wait=' + req.preferWait);
+		const reqBlock = make('details', {class: 'req'},
+		    make('summary', {text: 'Request: ' + fmtInt(new Blob([req.body]).size) +
+		    ' bytes, key ' + req.key}),
+		    make('pre', {text: sent.join('\n') + '\n\n' + abbreviate(req.body, 600)}));
+		const resBlock = make('div', {class: 'res'});
+		li.append(head);
+		if (note)
+			li.append(make('p', {class: 'note', text: note}));
+		li.append(reqBlock, resBlock);
+		el.log.prepend(li);
+		el.logEmpty.hidden = true;
+		return {li: li, badge: badge, res: resBlock};
+	}
+
+	function maskKey(k) {
+		if (k.length <= 8)
+			return k;
+		return k.slice(0, 8) + '\u2026';
+	}
+
+	function statusClass(s) {
+		if (s >= 200 && s < 300)
+			return 'ok';
+		if (s === 409)
+			return 'busy';
+		if (s >= 400 && s < 500)
+			return 'client';
+		return 'server';
+	}
+
+	async function fillEntry(entry, res, started) {
+		const buf = await res.arrayBuffer();
+		const ms = Math.round(performance.now() - started);
+		const bytes = new Uint8Array(buf);
+		const text = new TextDecoder('utf-8').decode(bytes);
+		const hash = await sha256hex(buf);
+		let json = null;
+		try {
+			json = JSON.parse(text);
+		} catch (e) {
+			json = null;
+		}
+		const replayed = res.headers.get('Idempotent-Replayed');
+		const li = entry.li;
+		li.classList.remove('pending');
+		li.classList.add(statusClass(res.status));
+		li.dataset.state = 'done';
+		li.dataset.status = String(res.status);
+		if (replayed !== null)
+			li.dataset.replayed = replayed;
+		if (json && typeof json.id === 'string')
+			li.dataset.chargeId = json.id;
+		if (json && typeof json.type === 'string')
+			li.dataset.problem = json.type;
+		entry.badge.textContent = res.status + ' ' +
+		    (REASONS[res.status] || res.statusText || '');
+		el.announce.textContent = li.dataset.action + ': ' +
+		    entry.badge.textContent +
+		    (replayed === 'true' ? ', replayed' : '');
+		entry.badge.className = 'badge ' + statusClass(res.status);
+
+		const facts = make('dl', {class: 'facts'});
+		const fact = (k, v, cls) => {
+			facts.append(make('dt', {text: k}),
+			    make('dd', {class: cls}, v));
+		};
+		fact('Status', res.status + ' ' + (REASONS[res.status] || ''));
+		if (replayed !== null)
+			fact('Replayed', replayed === 'true' ?
+			    'yes \u2014 the recorded response, byte for byte' :
+			    'no \u2014 executed now', replayed === 'true' ? 'replayed' : '');
+		if (json && typeof json.id === 'string')
+			fact('Charge id', make('code', {class: 'charge-id', text: json.id}));
+		if (json && typeof json.type === 'string') {
+			const a = make('a', {href: json.type, text: json.type,
+			    target: '_blank', rel: 'noopener'});
+			fact('Problem type', a);
+		}
+		if (json && json.decline_code)
+			fact('Decline code', make('code', {text: String(json.decline_code)}));
+		fact('Time', ms + ' ms');
+		entry.res.append(facts);
+
+		const hdrs = [];
+		for (const h of SHOWN_HEADERS) {
+			const v = res.headers.get(h);
+			if (v !== null)
+				hdrs.push(h + ': ' + v);
+		}
+		entry.res.append(make('pre', {class: 'headers',
+		    'aria-label': 'Response headers', text: hdrs.join('\n')}));
+
+		let pretty = json !== null ? JSON.stringify(json, null, 2) : text;
+		const sizeNote = fmtInt(bytes.length) + ' bytes' +
+		    (hash ? ', sha256 ' + hash.slice(0, 16) + '\u2026' : '');
+		if (pretty.length > VIEW_MAX_CHARS) {
+			pretty = pretty.slice(0, VIEW_MAX_CHARS);
+			entry.res.append(make('p', {class: 'note truncated',
+			    text: 'Body: ' + sizeNote + '. Large body: showing only the ' +
+			    'first ' + fmtInt(VIEW_MAX_CHARS) + ' characters.'}));
+			pretty += '\n\u2026 (cut; ' + fmtInt(bytes.length) + ' bytes in all)';
+		} else {
+			entry.res.append(make('p', {class: 'note',
+			    text: 'Body: ' + sizeNote}));
+		}
+		if (hash)
+			li.dataset.sha256 = hash;
+		li.dataset.bytes = String(bytes.length);
+		entry.res.append(make('pre', {class: 'body',
+		    'aria-label': 'Response body', tabIndex: 0, text: pretty}));
+	}
+
+	function failEntry(entry, err) {
+		entry.li.classList.remove('pending');
+		entry.li.classList.add('server');
+		entry.li.dataset.state = 'error';
+		entry.badge.textContent = 'network error';
+		el.announce.textContent = entry.li.dataset.action + ': network error';
+		entry.badge.className = 'badge server';
+		entry.res.append(make('p', {class: 'note',
+		    text: 'No response: ' + String(err && err.message || err) +
+		    '. Retry with the same key: it is safe.'}));
+	}
+
+	async function send(action, req, note) {
+		const entry = newEntry(action, req, note);
+		const headers = {
+			'Authorization': 'Bearer ' + req.apiKey,
+			'Idempotency-Key': req.key,
+			'Content-Type': 'application/json'
+		};
+		if (req.preferWait !== null)
+			headers['Prefer'] = 'wait=' + req.preferWait;
+		if (req.key === state.key) {
+			state.keyUses += 1;
+			renderKeyState();
+		}
+		const started = performance.now();
+		try {
+			const res = await fetch('/charge', {method: 'POST',
+			    headers: headers, body: req.body, cache: 'no-store',
+			    credentials: 'omit'});
+			await fillEntry(entry, res, started);
+		} catch (err) {
+			failEntry(entry, err);
+		}
+		return entry;
+	}
+
+	/* ---- actions ---- */
+
+	function onSend(ev) {
+		if (ev)
+			ev.preventDefault();
+		const req = currentRequest();
+		state.last = req;
+		send('Send', req, null);
+	}
+
+	function onRetry() {
+		if (!state.last || state.last.key !== state.key) {
+			onSend(null);
+			return;
+		}
+		send('Retry with same key', state.last, null);
+	}
+
+	function onChange() {
+		const base = state.last && state.last.key === state.key ?
+		    state.last : currentRequest();
+		const c = changedBody(base.body);
+		const req = {key: base.key, apiKey: base.apiKey, body: c.body,
+		    preferWait: base.preferWait};
+		send('Change amount, same key', req, c.what +
+		    '; same key, so the service refuses it (expect 422).');
+	}
+
+	function onTwo() {
+		let note = 'Two identical requests in parallel with the same key.';
+		if (state.keyUses > 0) {
+			newKey();
+			note = 'New key generated (the previous one was already used). ' +
+			    note;
+		}
+		const req = currentRequest();
+		state.last = req;
+		send('Fire two at once (1 of 2)', req, note);
+		send('Fire two at once (2 of 2)', req, note);
+	}
+
+	function init() {
+		newKey();
+		el.form.addEventListener('submit', onSend);
+		$('btn-retry').addEventListener('click', onRetry);
+		$('btn-change').addEventListener('click', onChange);
+		$('btn-two').addEventListener('click', onTwo);
+		$('btn-new-key').addEventListener('click', newKey);
+		$('btn-add-item').addEventListener('click', addItem);
+		$('btn-large').addEventListener('click', largeOrder);
+		$('btn-clear-items').addEventListener('click', () => {
+			state.items = [];
+			renderItems();
+		});
+		$('btn-clear-log').addEventListener('click', () => {
+			el.log.replaceChildren();
+			el.logEmpty.hidden = false;
+		});
+		el.amount.addEventListener('input', renderAmountHint);
+		el.currency.addEventListener('input', renderAmountHint);
+		renderItems();
+	}
+
+	init();
+})();
