@@ -2,41 +2,21 @@
  * auth.c - API keys to principals. The table holds SHA-256 hashes only;
  * a presented key is hashed and compared with every entry in constant time.
  */
-#include <errno.h>
-#include <fcntl.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
 #include <openssl/crypto.h>
 #include <openssl/evp.h>
 
 #include "auth.h"
+#include "util.h"
 #include "headers.h"
 
 /* Longer bearer tokens are rejected without being hashed. */
 #define AUTH_API_KEY_MAX  512                 /* bytes */
 #define AUTH_FILE_MAX     (16 * 1024 * 1024)  /* bytes of the keys file */
 #define AUTH_HASH_LEN     32                  /* SHA-256 */
-
-static void auth_err(char *err, size_t errlen, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-
-static void
-auth_err(char *err, size_t errlen, const char *fmt, ...)
-{
-	va_list ap;
-
-	if (err == NULL || errlen == 0)
-		return;
-	va_start(ap, fmt);
-	if (vsnprintf(err, errlen, fmt, ap) < 0)
-		err[0] = '\0';
-	va_end(ap);
-}
 
 static int
 auth_is_space(char ch)
@@ -73,13 +53,13 @@ auth_parse_line(const char *p, size_t n, struct auth_entry *e, char *why,
 	for (plen = 0; i < n && !auth_is_space(p[i]); i++)
 		plen++;
 	if (plen == 0 || plen > PRINCIPAL_MAX) {
-		auth_err(why, whylen, "principal must be 1 to %d characters",
+		util_err(why, whylen, "principal must be 1 to %d characters",
 		    PRINCIPAL_MAX);
 		return -1;
 	}
 	for (h = 0; h < plen; h++)
 		if (!auth_is_principal_char(p[h])) {
-			auth_err(why, whylen, "principal may only contain "
+			util_err(why, whylen, "principal may only contain "
 			    "A-Z a-z 0-9 _ -");
 			return -1;
 		}
@@ -97,14 +77,14 @@ auth_parse_line(const char *p, size_t n, struct auth_entry *e, char *why,
 		i += 2;
 	}
 	if (h < AUTH_HASH_LEN || (i < n && !auth_is_space(p[i]))) {
-		auth_err(why, whylen, "expected %d hex digits (the SHA-256 of "
+		util_err(why, whylen, "expected %d hex digits (the SHA-256 of "
 		    "the API key) after the principal", 2 * AUTH_HASH_LEN);
 		return -1;
 	}
 	for (; i < n && auth_is_space(p[i]); i++)
 		;
 	if (i < n && p[i] != '#') {
-		auth_err(why, whylen, "unexpected text after the hash");
+		util_err(why, whylen, "unexpected text after the hash");
 		return -1;
 	}
 	return 0;
@@ -127,7 +107,7 @@ auth_parse_named(struct auth_table *t, const char *name, const char *text,
 			nlines++;
 	entries = calloc(nlines, sizeof(*entries));
 	if (entries == NULL) {
-		auth_err(err, errlen, "%s: out of memory",
+		util_err(err, errlen, "%s: out of memory",
 		    name != NULL ? name : "keys");
 		goto fail;
 	}
@@ -146,20 +126,20 @@ auth_parse_named(struct auth_table *t, const char *name, const char *text,
 			continue;
 		why[0] = '\0';
 		if (memchr(line, '\0', ll) != NULL)
-			auth_err(why, sizeof(why), "NUL byte");
+			util_err(why, sizeof(why), "NUL byte");
 		else if (auth_parse_line(line + i, ll - i, &entries[n], why,
 		    sizeof(why)) == 0) {
 			for (j = 0; j < n; j++) {
 				if (strcmp(entries[j].principal,
 				    entries[n].principal) == 0) {
-					auth_err(why, sizeof(why), "duplicate "
+					util_err(why, sizeof(why), "duplicate "
 					    "principal '%s'",
 					    entries[n].principal);
 					break;
 				}
 				if (memcmp(entries[j].hash, entries[n].hash,
 				    AUTH_HASH_LEN) == 0) {
-					auth_err(why, sizeof(why), "the same "
+					util_err(why, sizeof(why), "the same "
 					    "key is already listed for '%s'",
 					    entries[j].principal);
 					break;
@@ -168,17 +148,17 @@ auth_parse_named(struct auth_table *t, const char *name, const char *text,
 		}
 		if (why[0] != '\0') {
 			if (name != NULL)
-				auth_err(err, errlen, "%s:%zu: %s", name,
+				util_err(err, errlen, "%s:%zu: %s", name,
 				    lineno, why);
 			else
-				auth_err(err, errlen, "line %zu: %s", lineno,
+				util_err(err, errlen, "line %zu: %s", lineno,
 				    why);
 			goto fail;
 		}
 		n++;
 	}
 	if (n == 0) {
-		auth_err(err, errlen, "%s: no API keys configured",
+		util_err(err, errlen, "%s: no API keys configured",
 		    name != NULL ? name : "keys");
 		goto fail;
 	}
@@ -202,49 +182,16 @@ int
 auth_load(struct auth_table *t, const char *path, char *errstr,
     size_t errlen)
 {
-	struct stat st;
 	char *buf = NULL;
 	size_t len = 0;
-	ssize_t n;
-	int fd = -1, rc = -1;
+	int rc;
 
 	t->entries = NULL;
 	t->n = 0;
-	fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0 || fstat(fd, &st) != 0) {
-		auth_err(errstr, errlen, "%s: %s", path, strerror(errno));
-		goto fail;
-	}
-	if (!S_ISREG(st.st_mode) || st.st_size > AUTH_FILE_MAX) {
-		auth_err(errstr, errlen, "%s: not a regular file of at most %d "
-		    "bytes", path, AUTH_FILE_MAX);
-		goto fail;
-	}
-	buf = malloc((size_t)st.st_size + 1);
-	if (buf == NULL) {
-		auth_err(errstr, errlen, "%s: out of memory", path);
-		goto fail;
-	}
-	/* Read at most the size fstat saw; a growing file is read next time. */
-	while (len < (size_t)st.st_size) {
-		n = read(fd, buf + len, (size_t)st.st_size - len);
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n < 0) {
-			auth_err(errstr, errlen, "%s: %s", path,
-			    strerror(errno));
-			goto fail;
-		}
-		if (n == 0)
-			break;
-		len += (size_t)n;
-	}
-	buf[len] = '\0';
+	if (util_read_file(path, AUTH_FILE_MAX, &buf, &len, errstr, errlen) != 0)
+		return -1;
 	rc = auth_parse_named(t, path, buf, len, errstr, errlen);
-fail:
 	free(buf);
-	if (fd >= 0)
-		(void)close(fd);
 	return rc;
 }
 

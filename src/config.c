@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "config.h"
+#include "util.h"
 #include "log.h"
 #include "redis.h"
 
@@ -99,22 +100,6 @@ static const struct cfg_row cfg_rows[] = {
 };
 
 #define CFG_NROWS (sizeof(cfg_rows) / sizeof(cfg_rows[0]))
-
-static void cfg_err(char *err, size_t errlen, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-
-static void
-cfg_err(char *err, size_t errlen, const char *fmt, ...)
-{
-	va_list ap;
-
-	if (err == NULL || errlen == 0)
-		return;
-	va_start(ap, fmt);
-	if (vsnprintf(err, errlen, fmt, ap) < 0)
-		err[0] = '\0';
-	va_end(ap);
-}
 
 static int
 cfg_is_space(char ch)
@@ -264,19 +249,19 @@ cfg_check_num(const struct cfg_row *r, long v, int over, char *why,
 {
 	if (v < r->min) {
 		if (over)
-			cfg_err(why, whylen, "%s: value is below the minimum "
+			util_err(why, whylen, "%s: value is below the minimum "
 			    "%ld", r->name, r->min);
 		else
-			cfg_err(why, whylen, "%s: %ld is below the minimum %ld",
+			util_err(why, whylen, "%s: %ld is below the minimum %ld",
 			    r->name, v, r->min);
 		return -1;
 	}
 	if (v > r->max) {
 		if (over)
-			cfg_err(why, whylen, "%s: value is above the maximum "
+			util_err(why, whylen, "%s: value is above the maximum "
 			    "%ld", r->name, r->max);
 		else
-			cfg_err(why, whylen, "%s: %ld is above the maximum %ld",
+			util_err(why, whylen, "%s: %ld is above the maximum %ld",
 			    r->name, v, r->max);
 		return -1;
 	}
@@ -294,12 +279,12 @@ cfg_check_chars(const struct cfg_row *r, const char *v, size_t n, char *why,
 		unsigned char ch = (unsigned char)v[i];
 
 		if (ch < 0x20 || ch == 0x7f) {
-			cfg_err(why, whylen, "%s: contains a control "
+			util_err(why, whylen, "%s: contains a control "
 			    "character", r->name);
 			return -1;
 		}
 		if ((r->flags & CFG_F_TOKEN) && ch == ' ') {
-			cfg_err(why, whylen, "%s: must not contain whitespace",
+			util_err(why, whylen, "%s: must not contain whitespace",
 			    r->name);
 			return -1;
 		}
@@ -311,11 +296,11 @@ static int
 cfg_check_len(const struct cfg_row *r, size_t n, char *why, size_t whylen)
 {
 	if (n < (size_t)r->min) {
-		cfg_err(why, whylen, "%s: must not be empty", r->name);
+		util_err(why, whylen, "%s: must not be empty", r->name);
 		return -1;
 	}
 	if (n > (size_t)r->max || n >= r->size) {
-		cfg_err(why, whylen, "%s: %zu bytes is more than the "
+		util_err(why, whylen, "%s: %zu bytes is more than the "
 		    "maximum %ld", r->name, n, r->max);
 		return -1;
 	}
@@ -333,12 +318,12 @@ cfg_check_url(const struct cfg_row *r, const char *url, const char *dir,
 	e[0] = '\0';
 	if (redis_url_parse(url, dir, &t, e, sizeof(e)) != 0) {
 		if (e[0] == '\0')
-			cfg_err(why, whylen, "%s: not a valid Redis URL",
+			util_err(why, whylen, "%s: not a valid Redis URL",
 			    r->name);
 		else if (strncmp(e, r->name, strlen(r->name)) == 0)
-			cfg_err(why, whylen, "%s", e);
+			util_err(why, whylen, "%s", e);
 		else
-			cfg_err(why, whylen, "%s: %s", r->name, e);
+			util_err(why, whylen, "%s: %s", r->name, e);
 		return -1;
 	}
 	return 0;
@@ -364,7 +349,7 @@ cfg_set(struct config *c, const struct cfg_row *r, const char *v, size_t n,
 		over = cfg_parse_long(v, n, &num);
 		if (over < 0) {
 			(void)log_escape(echo, sizeof(echo), v, n);
-			cfg_err(why, whylen, "%s: '%s' is not a decimal "
+			util_err(why, whylen, "%s: '%s' is not a decimal "
 			    "integer", r->name, echo);
 			return -1;
 		}
@@ -384,7 +369,7 @@ cfg_set(struct config *c, const struct cfg_row *r, const char *v, size_t n,
 		}
 		if (lvl < 0) {
 			(void)log_escape(echo, sizeof(echo), v, n);
-			cfg_err(why, whylen, "%s: '%s' is not one of error, "
+			util_err(why, whylen, "%s: '%s' is not one of error, "
 			    "warn, info, debug", r->name, echo);
 			return -1;
 		}
@@ -399,7 +384,7 @@ cfg_set(struct config *c, const struct cfg_row *r, const char *v, size_t n,
 	if (cfg_check_chars(r, v, n, why, whylen) != 0)
 		return -1;
 	if (n >= sizeof(buf)) {
-		cfg_err(why, whylen, "%s: %zu bytes is more than the "
+		util_err(why, whylen, "%s: %zu bytes is more than the "
 		    "maximum %ld", r->name, n, r->max);
 		return -1;
 	}
@@ -409,11 +394,11 @@ cfg_set(struct config *c, const struct cfg_row *r, const char *v, size_t n,
 	if (r->type == CFG_PATH && !((r->flags & CFG_F_NONE_OK) &&
 	    (n == 0 || strcmp(buf, "none") == 0))) {
 		if (n == 0) {
-			cfg_err(why, whylen, "%s: must not be empty", r->name);
+			util_err(why, whylen, "%s: must not be empty", r->name);
 			return -1;
 		}
 		if (cfg_path_resolve(c->conf_dir, buf, res, sizeof(res)) != 0) {
-			cfg_err(why, whylen, "%s: resolved path is longer than "
+			util_err(why, whylen, "%s: resolved path is longer than "
 			    "%ld bytes", r->name, r->max);
 			return -1;
 		}
@@ -424,14 +409,14 @@ cfg_set(struct config *c, const struct cfg_row *r, const char *v, size_t n,
 	    buf[7] != '/') {
 		/* A relative socket path is stored resolved: unix:///abs. */
 		if (buf[7] == '\0') {
-			cfg_err(why, whylen, "%s: unix:// needs a socket path",
+			util_err(why, whylen, "%s: unix:// needs a socket path",
 			    r->name);
 			return -1;
 		}
 		if (cfg_path_resolve(c->conf_dir, buf + 7, res,
 		    sizeof(res)) != 0 || res[0] != '/' ||
 		    strlen(res) + 7 >= sizeof(buf)) {
-			cfg_err(why, whylen, "%s: cannot resolve the socket "
+			util_err(why, whylen, "%s: cannot resolve the socket "
 			    "path against %s", r->name, c->conf_dir);
 			return -1;
 		}
@@ -499,7 +484,7 @@ cfg_parse(struct config *c, const char *name, const char *text, size_t len,
 			    lineno);
 
 		if (memchr(line, '\0', ll) != NULL) {
-			cfg_err(err, errlen, "%s: NUL byte", where);
+			util_err(err, errlen, "%s: NUL byte", where);
 			return -1;
 		}
 		for (i = 0; i < ll && cfg_is_space(line[i]); i++)
@@ -513,7 +498,7 @@ cfg_parse(struct config *c, const char *name, const char *text, size_t len,
 		for (; i < ll && cfg_is_space(line[i]); i++)
 			;
 		if (klen == 0 || i == ll || line[i] != '=') {
-			cfg_err(err, errlen, "%s: expected 'key = value'",
+			util_err(err, errlen, "%s: expected 'key = value'",
 			    where);
 			return -1;
 		}
@@ -532,12 +517,12 @@ cfg_parse(struct config *c, const char *name, const char *text, size_t len,
 		r = cfg_row_find(k, klen);
 		if (r == NULL) {
 			(void)log_escape(key, sizeof(key), k, klen);
-			cfg_err(err, errlen, "%s: unknown key '%s'", where,
+			util_err(err, errlen, "%s: unknown key '%s'", where,
 			    key);
 			return -1;
 		}
 		if (cfg_set(c, r, v, vend - vstart, why, sizeof(why)) != 0) {
-			cfg_err(err, errlen, "%s: %s", where, why);
+			util_err(err, errlen, "%s: %s", where, why);
 			return -1;
 		}
 	}
@@ -579,7 +564,7 @@ config_apply_env(struct config *c, char *const *envp, char *errstr,
 			continue;
 		if (cfg_set(c, r, *e + n + 1, strlen(*e + n + 1), why,
 		    sizeof(why)) != 0) {
-			cfg_err(errstr, errlen, "%s: %s", var, why);
+			util_err(errstr, errlen, "%s: %s", var, why);
 			return -1;
 		}
 	}
@@ -625,78 +610,15 @@ config_validate(const struct config *c, char *errstr, size_t errlen)
 	provider_ms = (long long)c->provider_timeout_ms +
 	    c->provider_latency_ms;
 	if (lock_ms <= provider_ms) {
-		cfg_err(errstr, errlen, "lock_ttl_s: %d s must exceed "
+		util_err(errstr, errlen, "lock_ttl_s: %d s must exceed "
 		    "provider_timeout_ms + provider_latency_ms (%lld ms)",
 		    c->lock_ttl_s, provider_ms);
 		return -1;
 	}
 	return 0;
 fail:
-	cfg_err(errstr, errlen, "%s", why);
+	util_err(errstr, errlen, "%s", why);
 	return -1;
-}
-
-/* Reads the whole regular file at path into *out (NUL-terminated). */
-static int
-cfg_read_file(const char *path, char **out, size_t *outlen, char *err,
-    size_t errlen)
-{
-	struct stat st;
-	char *buf = NULL;
-	size_t len = 0;
-	ssize_t n;
-	int fd = -1, rc = -1;
-
-	fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0) {
-		cfg_err(err, errlen, "%s: %s", path, strerror(errno));
-		goto fail;
-	}
-	if (fstat(fd, &st) != 0) {
-		cfg_err(err, errlen, "%s: %s", path, strerror(errno));
-		goto fail;
-	}
-	if (!S_ISREG(st.st_mode)) {
-		cfg_err(err, errlen, "%s: not a regular file", path);
-		goto fail;
-	}
-	if (st.st_size > CONF_FILE_MAX) {
-		cfg_err(err, errlen, "%s: larger than %d bytes", path,
-		    CONF_FILE_MAX);
-		goto fail;
-	}
-	buf = malloc((size_t)CONF_FILE_MAX + 1);
-	if (buf == NULL) {
-		cfg_err(err, errlen, "%s: out of memory", path);
-		goto fail;
-	}
-	for (;;) {
-		n = read(fd, buf + len, (size_t)CONF_FILE_MAX + 1 - len);
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n < 0) {
-			cfg_err(err, errlen, "%s: %s", path, strerror(errno));
-			goto fail;
-		}
-		if (n == 0)
-			break;
-		len += (size_t)n;
-		if (len > CONF_FILE_MAX) {
-			cfg_err(err, errlen, "%s: larger than %d bytes", path,
-			    CONF_FILE_MAX);
-			goto fail;
-		}
-	}
-	buf[len] = '\0';
-	*out = buf;
-	*outlen = len;
-	buf = NULL;
-	rc = 0;
-fail:
-	free(buf);
-	if (fd >= 0)
-		(void)close(fd);
-	return rc;
 }
 
 int
@@ -718,7 +640,7 @@ config_load(struct config *c, const char *path, char *const *envp,
 	} else {
 		dlen = slash == path ? 1 : (size_t)(slash - path);
 		if (dlen >= sizeof(dir)) {
-			cfg_err(errstr, errlen, "%s: path too long", path);
+			util_err(errstr, errlen, "%s: path too long", path);
 			goto fail;
 		}
 		memcpy(dir, path, dlen);
@@ -726,14 +648,14 @@ config_load(struct config *c, const char *path, char *const *envp,
 	}
 	real = realpath(dir, NULL);
 	if (real == NULL) {
-		cfg_err(errstr, errlen, "%s: %s", path, strerror(errno));
+		util_err(errstr, errlen, "%s: %s", path, strerror(errno));
 		goto fail;
 	}
 	if (strlen(real) >= sizeof(c->conf_dir)) {
-		cfg_err(errstr, errlen, "%s: directory path too long", path);
+		util_err(errstr, errlen, "%s: directory path too long", path);
 		goto fail;
 	}
-	if (cfg_read_file(path, &text, &len, errstr, errlen) != 0)
+	if (util_read_file(path, CONF_FILE_MAX, &text, &len, errstr, errlen) != 0)
 		goto fail;
 	config_defaults(c, real);
 	if (cfg_parse(c, path, text, len, errstr, errlen) != 0)

@@ -1,0 +1,80 @@
+/*
+ * util.c - leaf helpers shared by config.c and auth.c.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "util.h"
+
+void
+util_err(char *err, size_t errlen, const char *fmt, ...)
+{
+	va_list ap;
+
+	if (err == NULL || errlen == 0)
+		return;
+	va_start(ap, fmt);
+	if (vsnprintf(err, errlen, fmt, ap) < 0)
+		err[0] = '\0';
+	va_end(ap);
+}
+
+int
+util_read_file(const char *path, size_t max, char **out, size_t *outlen,
+    char *err, size_t errlen)
+{
+	struct stat st;
+	char *buf = NULL;
+	size_t len = 0;
+	ssize_t n;
+	int fd = -1, rc = -1;
+
+	*out = NULL;
+	*outlen = 0;
+	if ((fd = open(path, O_RDONLY | O_CLOEXEC)) < 0 || fstat(fd, &st) != 0) {
+		util_err(err, errlen, "%s: %s", path, strerror(errno));
+		goto fail;
+	}
+	if (!S_ISREG(st.st_mode)) {
+		util_err(err, errlen, "%s: not a regular file", path);
+		goto fail;
+	}
+	if ((buf = malloc(max + 1)) == NULL) {
+		util_err(err, errlen, "%s: out of memory", path);
+		goto fail;
+	}
+	/* read to EOF, not to st_size: the file may change while we read */
+	for (;;) {
+		n = read(fd, buf + len, max + 1 - len);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0) {
+			util_err(err, errlen, "%s: %s", path, strerror(errno));
+			goto fail;
+		}
+		if (n == 0)
+			break;
+		len += (size_t)n;
+		if (len > max) {
+			util_err(err, errlen, "%s: larger than %zu bytes", path,
+			    max);
+			goto fail;
+		}
+	}
+	buf[len] = '\0';
+	*out = buf;
+	*outlen = len;
+	buf = NULL;
+	rc = 0;
+fail:
+	free(buf);
+	if (fd >= 0)
+		(void)close(fd);
+	return rc;
+}
