@@ -1,0 +1,1111 @@
+#!/usr/bin/env python3
+"""bench.py - the driver behind bench/run (see bench/README.md).
+
+Builds with optimisation (the responder with meson --buildtype=release into
+bench/build/meson, the baseline and floor responders with gcc -O3 into
+bench/build/bin), starts a private Redis (unix socket, no persistence,
+noeviction) and one lighttpd on loopback with every responder behind
+mod_fastcgi bin-path (same max-procs each), then measures with wrk:
+
+  fresh     POST /charge, a new Idempotency-Key on every request
+  replay    POST /charge, one key, primed once
+  baseline  bench/baseline.c: read the body, answer 201 (transport ceiling)
+  floor1    bench/floor.c with one EVALSHA round trip per request
+  floor2    bench/floor.c with two EVALSHA round trips per request
+
+Runs are interleaved (fresh replay baseline floor1 floor2, repeated for
+--rounds) for each connection count. Around every run it reads CPU time of
+the responder processes, Redis and lighttpd from /proc, INFO commandstats,
+the provider ledger and the responders' RSS. It also measures Redis memory
+per completed record (inline and spilled) and, with valgrind --tool=callgrind,
+instructions per request inside the responder. Results go to
+<out>/<date>.json and report.py turns them into <date>.md and <date>.svg.
+
+Python standard library only. Every child process is started here, tracked
+by PID and stopped by PID; every run is bounded in time.
+"""
+import argparse
+import hashlib
+import http.client
+import json
+import os
+import platform
+import resource
+import re
+import shutil
+import signal
+import socket
+import struct
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+
+BENCH = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(BENCH)
+BUILD = os.path.join(BENCH, 'build')
+
+API_KEY = 'sk_test_demo'
+PRINCIPAL = 'demo'
+DEFAULT_BODY = '{"amount":1999,"currency":"usd","source":"tok_visa"}'
+SPILL_ITEMS = 300          # line items: the echoed charge object is > 16 KiB
+CLK_TCK = os.sysconf('SC_CLK_TCK')
+
+# name -> (path, backend). The order is the interleaving order.
+SCENARIOS = {
+    'fresh': ('/charge', 'charge'),
+    'replay': ('/charge', 'charge'),
+    'baseline': ('/baseline', 'baseline'),
+    'floor1': ('/floor1', 'floor1'),
+    'floor2': ('/floor2', 'floor2'),
+}
+# Commands the harness itself sends; not counted per request.
+OWN_COMMANDS = {'info', 'dbsize', 'ping', 'flushall', 'memory|usage',
+                'memory|purge', 'scan', 'config|get', 'script|exists',
+                'shutdown'}
+
+FLOOR_SCRIPT_DOC = ("redis.call('HSET', KEYS[1], 'state', ARGV[1]); "
+                    "redis.call('PEXPIRE', KEYS[1], ARGV[2]); return 1")
+
+
+class BenchError(Exception):
+    """Something failed to run (not a missed target)."""
+
+
+def log(msg):
+    print('# ' + msg, flush=True)
+
+
+# ---------------------------------------------------------------- processes
+
+class Procs:
+    """Every process we start, stopped by PID in reverse order."""
+
+    def __init__(self):
+        self.items = []     # (name, Popen)
+
+    def start(self, name, argv, **kw):
+        p = subprocess.Popen(argv, **kw)
+        self.items.append((name, p))
+        return p
+
+    def stop(self, p, sig=signal.SIGTERM, timeout=10.0):
+        if p.poll() is not None:
+            return p.returncode
+        try:
+            p.send_signal(sig)
+            return p.wait(timeout)
+        except subprocess.TimeoutExpired:
+            p.kill()
+            return p.wait(5)
+
+    def stop_all(self):
+        for _, p in reversed(self.items):
+            self.stop(p)
+        self.items = []
+
+
+def proc_children(pid):
+    kids = []
+    try:
+        for t in os.listdir(f'/proc/{pid}/task'):
+            with open(f'/proc/{pid}/task/{t}/children') as f:
+                kids += [int(x) for x in f.read().split()]
+    except OSError:
+        pass
+    return kids
+
+
+def proc_argv0(pid):
+    try:
+        with open(f'/proc/{pid}/cmdline', 'rb') as f:
+            return f.read().split(b'\0')[0].decode(errors='replace')
+    except OSError:
+        return ''
+
+
+def proc_cpu_ticks(pid):
+    """utime + stime of the whole process from /proc/<pid>/stat, in ticks."""
+    with open(f'/proc/{pid}/stat') as f:
+        rest = f.read().rsplit(')', 1)[1].split()
+    return int(rest[11]) + int(rest[12])
+
+
+def proc_sched_ns(pid):
+    """Sum of sum_exec_runtime over the threads (ns), from schedstat."""
+    total = 0
+    for t in os.listdir(f'/proc/{pid}/task'):
+        try:
+            with open(f'/proc/{pid}/task/{t}/schedstat') as f:
+                total += int(f.read().split()[0])
+        except OSError:
+            pass
+    return total
+
+
+def machine_busy_ticks():
+    """(busy, steal, total) ticks over all CPUs from /proc/stat."""
+    with open('/proc/stat') as f:
+        v = [int(x) for x in f.readline().split()[1:]]
+    # user nice system idle iowait irq softirq steal guest guest_nice
+    busy = v[0] + v[1] + v[2] + v[5] + v[6]
+    return busy, v[7], sum(v[:8])
+
+
+def machine_other_pct(seconds):
+    """Share of all cores busy over the next seconds (nothing of ours runs)."""
+    a = machine_busy_ticks()
+    time.sleep(seconds)
+    b = machine_busy_ticks()
+    total = b[2] - a[2]
+    return 100.0 * (b[0] - a[0]) / total if total else 0.0
+
+
+def wait_quiet(limit_s, threshold_pct=10.0):
+    """Waits up to limit_s for a quiet machine; returns the last busy %."""
+    end = time.monotonic() + limit_s
+    while True:
+        busy = machine_other_pct(2.0)
+        if busy <= threshold_pct or time.monotonic() >= end:
+            return busy
+        log('machine busy %.0f %% (other processes); waiting to start' % busy)
+        time.sleep(3.0)
+
+
+def proc_rss_kb(pid):
+    with open(f'/proc/{pid}/status') as f:
+        for line in f:
+            if line.startswith('VmRSS:'):
+                return int(line.split()[1])
+    return 0
+
+
+def port_free():
+    s = socket.socket()
+    s.bind(('127.0.0.1', 0))
+    port = s.getsockname()[1]
+    s.close()
+    return port
+
+
+def tcp_listening(port):
+    """True when 127.0.0.1:port is in LISTEN state (no connect needed)."""
+    want = '0100007F:%04X' % port
+    try:
+        with open('/proc/net/tcp') as f:
+            for line in f.readlines()[1:]:
+                cols = line.split()
+                if cols[1] == want and cols[3] == '0A':
+                    return True
+    except OSError:
+        pass
+    return False
+
+
+def wait_for(pred, timeout, what):
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        if pred():
+            return
+        time.sleep(0.05)
+    raise BenchError(f'timed out after {timeout:.0f} s waiting for {what}')
+
+
+# -------------------------------------------------------------------- redis
+
+class Redis:
+    """A minimal RESP client over the unix socket."""
+
+    def __init__(self, path, timeout=10.0):
+        self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self.sock.settimeout(timeout)
+        self.sock.connect(path)
+        self.f = self.sock.makefile('rb')
+
+    def close(self):
+        self.f.close()
+        self.sock.close()
+
+    def cmd(self, *args):
+        out = [b'*%d\r\n' % len(args)]
+        for a in args:
+            b = a if isinstance(a, bytes) else str(a).encode()
+            out.append(b'$%d\r\n%s\r\n' % (len(b), b))
+        self.sock.sendall(b''.join(out))
+        return self._read()
+
+    def _read(self):
+        line = self.f.readline()
+        if not line:
+            raise BenchError('redis closed the connection')
+        t, rest = line[:1], line[1:-2]
+        if t == b'+':
+            return rest.decode()
+        if t == b'-':
+            raise BenchError('redis error: ' + rest.decode())
+        if t == b':':
+            return int(rest)
+        if t == b'$':
+            n = int(rest)
+            if n < 0:
+                return None
+            data = self.f.read(n + 2)
+            return data[:-2]
+        if t == b'*':
+            n = int(rest)
+            return None if n < 0 else [self._read() for _ in range(n)]
+        raise BenchError('bad RESP reply %r' % line)
+
+    def info(self, section):
+        out = {}
+        for line in self.cmd('INFO', section).decode().splitlines():
+            if ':' in line and not line.startswith('#'):
+                k, v = line.split(':', 1)
+                out[k] = v
+        return out
+
+    def commandstats(self):
+        """{command: (calls, usec)} from INFO commandstats."""
+        out = {}
+        for k, v in self.info('commandstats').items():
+            if k.startswith('cmdstat_'):
+                m = re.search(r'(?:^|,)calls=(\d+)', v)
+                u = re.search(r'(?:^|,)usec=(\d+)', v)
+                out[k[len('cmdstat_'):]] = (int(m.group(1)) if m else 0,
+                                            int(u.group(1)) if u else 0)
+        return out
+
+
+# ----------------------------------------------------------------- fastcgi
+
+def fcgi_pairs(params):
+    out = []
+    for k, v in params.items():
+        kb, vb = k.encode(), v.encode()
+        for n in (len(kb), len(vb)):
+            out.append(bytes([n]) if n < 128 else struct.pack('!I', n | 0x80000000))
+        out += [kb, vb]
+    return b''.join(out)
+
+
+def fcgi_record(rtype, content, rid=1):
+    pad = (8 - len(content) % 8) % 8
+    return struct.pack('!BBHHBx', 1, rtype, rid, len(content), pad) + content + b'\0' * pad
+
+
+def fcgi_request(port, params, body, timeout=30.0):
+    """One FastCGI request on a new connection; returns the STDOUT bytes."""
+    s = socket.create_connection(('127.0.0.1', port), timeout=timeout)
+    try:
+        msg = [fcgi_record(1, struct.pack('!HB5x', 1, 0))]
+        p = fcgi_pairs(params)
+        for i in range(0, len(p), 65535):
+            msg.append(fcgi_record(4, p[i:i + 65535]))
+        msg.append(fcgi_record(4, b''))
+        for i in range(0, len(body), 65535):
+            msg.append(fcgi_record(5, body[i:i + 65535]))
+        msg.append(fcgi_record(5, b''))
+        s.sendall(b''.join(msg))
+        f = s.makefile('rb')
+        out = []
+        while True:
+            hdr = f.read(8)
+            if len(hdr) < 8:
+                raise BenchError('fastcgi: connection closed early')
+            _, rtype, _, clen, plen = struct.unpack('!BBHHBx', hdr)
+            content = f.read(clen)
+            f.read(plen)
+            if rtype == 6:
+                out.append(content)
+            elif rtype == 3:
+                return b''.join(out)
+    finally:
+        s.close()
+
+
+def fcgi_charge_params(port, key, body):
+    return {
+        'GATEWAY_INTERFACE': 'CGI/1.1', 'SERVER_SOFTWARE': 'bench',
+        'SERVER_PROTOCOL': 'HTTP/1.1', 'SERVER_NAME': '127.0.0.1',
+        'SERVER_ADDR': '127.0.0.1', 'SERVER_PORT': str(port),
+        'REMOTE_ADDR': '127.0.0.1', 'REMOTE_PORT': '40000',
+        'REQUEST_METHOD': 'POST', 'REQUEST_URI': '/charge',
+        'SCRIPT_NAME': '/charge', 'QUERY_STRING': '',
+        'DOCUMENT_ROOT': '/nonexistent', 'REDIRECT_STATUS': '200',
+        'CONTENT_TYPE': 'application/json',
+        'CONTENT_LENGTH': str(len(body)),
+        'HTTP_HOST': '127.0.0.1', 'HTTP_AUTHORIZATION': 'Bearer ' + API_KEY,
+        'HTTP_IDEMPOTENCY_KEY': key, 'HTTP_USER_AGENT': 'bench',
+    }
+
+
+# --------------------------------------------------------------------- http
+
+def http_post(port, path, key, body, timeout=10.0, conn=None):
+    own = conn is None
+    if own:
+        conn = http.client.HTTPConnection('127.0.0.1', port, timeout=timeout)
+    try:
+        conn.request('POST', path, body=body.encode(), headers={
+            'Authorization': 'Bearer ' + API_KEY,
+            'Content-Type': 'application/json',
+            'Idempotency-Key': key})
+        r = conn.getresponse()
+        data = r.read()
+        return r.status, {k.lower(): v for k, v in r.getheaders()}, data
+    finally:
+        if own:
+            conn.close()
+
+
+def spill_body():
+    items = ['{"description":"bench item %04d, a widget of the large order",'
+             '"quantity":1,"unit_amount":100}' % i for i in range(SPILL_ITEMS)]
+    return ('{"amount":%d,"currency":"usd","source":"tok_visa",'
+            '"line_items":[%s]}' % (100 * SPILL_ITEMS, ','.join(items)))
+
+
+# -------------------------------------------------------------------- build
+
+def run_checked(argv, what, **kw):
+    r = subprocess.run(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                       text=True, **kw)
+    if r.returncode != 0:
+        sys.stderr.write(r.stdout)
+        raise BenchError(f'{what} failed (exit {r.returncode})')
+    return r.stdout
+
+
+def build(args, need_charge):
+    bindir = os.path.join(BUILD, 'bin')
+    os.makedirs(bindir, exist_ok=True)
+    cflags = ['-std=c11', '-D_GNU_SOURCE', '-O3', '-DNDEBUG', '-Wall',
+              '-Wextra', '-Wpedantic', '-Werror']
+    hi = run_checked(['pkg-config', '--cflags', 'hiredis'], 'pkg-config').split()
+    bins = {}
+    for name, libs in (('baseline', ['-lfcgi']),
+                       ('floor', ['-lfcgi', '-lhiredis'])):
+        out = os.path.join(bindir, 'bench-' + name)
+        run_checked(['gcc'] + cflags + hi + ['-o', out,
+                     os.path.join(BENCH, name + '.c')] + libs, 'gcc ' + name)
+        bins[name] = out
+    if need_charge:
+        if args.charge:
+            bins['charge'] = os.path.abspath(args.charge)
+        else:
+            mdir = os.path.join(BUILD, 'meson')
+            if not os.path.exists(os.path.join(mdir, 'build.ninja')):
+                log('meson setup --buildtype=release ' + mdir)
+                run_checked(['meson', 'setup', '--buildtype=release',
+                             '-Dtests=disabled', mdir, ROOT], 'meson setup')
+            run_checked(['ninja', '-C', mdir, 'charge'], 'ninja')
+            bins['charge'] = os.path.join(mdir, 'charge')
+        if not os.access(bins['charge'], os.X_OK):
+            raise BenchError('no responder binary at ' + bins['charge'])
+    return bins
+
+
+# ------------------------------------------------------------------ servers
+
+class Bench:
+    def __init__(self, args, bins, run):
+        self.args = args
+        self.bins = bins
+        self.run = run
+        self.procs = Procs()
+        self.redis_proc = None
+        self.lighttpd = None
+        self.port = None
+        self.backends = {}      # backend -> [pid, ...]
+        self.ledger = os.path.join(run, 'provider-ledger.log')
+        self.ledger_off = 0
+        self.ledger_lines = 0
+        self.redis_sock = os.path.join(run, 'redis.sock')
+        self.rc = None
+        self.charge_requests = 0    # served by the responder, cumulative
+
+    # -- redis
+    def start_redis(self):
+        # The project's conf/redis.conf (its memory settings matter for the
+        # per-record numbers), minus persistence, plus our socket and dir.
+        conf = os.path.join(ROOT, 'conf', 'redis.conf')
+        argv = ['redis-server'] + ([conf] if os.path.exists(conf) else []) + [
+                '--port', '0',
+                '--unixsocket', self.redis_sock, '--unixsocketperm', '700',
+                '--save', '', '--appendonly', 'no', '--appendfsync', 'no',
+                '--maxmemory-policy', 'noeviction',
+                '--dir', self.run, '--logfile',
+                os.path.join(self.run, 'redis.log'), '--daemonize', 'no']
+        self.redis_proc = self.procs.start('redis', argv,
+                                           stdout=subprocess.DEVNULL,
+                                           stderr=subprocess.DEVNULL)
+        wait_for(lambda: os.path.exists(self.redis_sock) or
+                 self.redis_proc.poll() is not None, 10, 'redis socket')
+        if self.redis_proc.poll() is not None:
+            raise BenchError('redis-server exited; see redis.log')
+        self.rc = Redis(self.redis_sock)
+        if self.rc.cmd('PING') != 'PONG':
+            raise BenchError('redis did not answer PING')
+
+    # -- responder configuration
+    def write_charge_conf(self):
+        keys = os.path.join(self.run, 'api-keys')
+        with open(keys, 'w') as f:
+            f.write('# bench: the demo key\n%s %s\n' % (
+                PRINCIPAL, hashlib.sha256(API_KEY.encode()).hexdigest()))
+        os.makedirs(os.path.join(self.run, 'spill'), exist_ok=True)
+        self.charge_env = {
+            'CHARGE_CONF': os.path.join(self.run, 'charge.conf'),
+            'CHARGE_REDIS_URL': 'unix://' + self.redis_sock,
+            'CHARGE_SPILL_DIR': os.path.join(self.run, 'spill'),
+            'CHARGE_PROVIDER_LEDGER': self.ledger,
+            'CHARGE_API_KEYS_FILE': keys,
+            'CHARGE_PROVIDER_LATENCY_MS': '0',
+            'CHARGE_METRICS_FILE': 'none',
+            'CHARGE_LOG_LEVEL': 'warn',
+            'CHARGE_THREADS': '1',
+        }
+        with open(self.charge_env['CHARGE_CONF'], 'w') as f:
+            f.write('# bench/run: written per run; CHARGE_* env repeats it\n')
+            for k, v in self.charge_env.items():
+                if k != 'CHARGE_CONF':
+                    f.write('%s = %s\n' % (k[len('CHARGE_'):].lower(), v))
+
+    def base_env(self):
+        return {'PATH': os.environ.get('PATH', '/usr/bin:/bin'),
+                'LANG': 'C'}
+
+    # -- lighttpd
+    def start_lighttpd(self, backends):
+        bindir = os.path.join(self.run, 'bin')
+        os.makedirs(bindir, exist_ok=True)
+        os.makedirs(os.path.join(self.run, 'www'), exist_ok=True)
+        os.makedirs(os.path.join(self.run, 'sock'), exist_ok=True)
+        entries = []
+        for b in backends:
+            binary = self.bins['floor' if b.startswith('floor') else b]
+            link = os.path.join(bindir, b)
+            if not os.path.exists(link):
+                os.symlink(binary, link)
+            env = {}
+            if b == 'charge':
+                env = dict(self.charge_env)
+            elif b.startswith('floor'):
+                env = {'FLOOR_REDIS_SOCKET': self.redis_sock,
+                       'FLOOR_ROUNDTRIPS': b[len('floor'):]}
+            env['BENCH_BACKEND'] = b     # never empty: lighttpd needs one
+            envs = ', '.join('"%s" => "%s"' % kv for kv in env.items())
+            entries.append(
+                '  "/%s" => (( "bin-path" => "%s", "socket" => "%s",\n'
+                '    "max-procs" => %d, "check-local" => "disable",\n'
+                '    "bin-environment" => ( %s ),\n'
+                '    "bin-copy-environment" => ( "PATH" ) ))' % (
+                    'charge' if b == 'charge' else b, link,
+                    os.path.join(self.run, 'sock', b + '.sock'),
+                    self.args.procs, envs))
+        with open(os.path.join(BENCH, 'lighttpd.conf')) as f:
+            tpl = ''.join(x for x in f if not x.startswith('#'))
+        self.port = self.args.port or port_free()
+        conf = (tpl.replace('@RUN@', self.run)
+                .replace('@PORT@', str(self.port))
+                .replace('@BACKENDS@', ',\n'.join(entries)))
+        path = os.path.join(self.run, 'lighttpd.conf')
+        with open(path, 'w') as f:
+            f.write(conf)
+        run_checked(['lighttpd', '-tt', '-f', path], 'lighttpd -tt')
+        out = open(os.path.join(self.run, 'lighttpd.out'), 'w')
+        self.lighttpd = self.procs.start(
+            'lighttpd', ['lighttpd', '-D', '-f', path], stdout=out,
+            stderr=subprocess.STDOUT, env=self.base_env(),
+            cwd=self.run)
+        want = len(backends) * self.args.procs
+        wait_for(lambda: tcp_listening(self.port) and
+                 len(proc_children(self.lighttpd.pid)) >= want or
+                 self.lighttpd.poll() is not None, 20, 'lighttpd and responders')
+        if self.lighttpd.poll() is not None:
+            raise BenchError('lighttpd exited')
+        time.sleep(0.3)
+        self.backends = self.scan_backends()
+        for b in backends:
+            if len(self.backends.get(b, [])) != self.args.procs:
+                raise BenchError('backend %s: %d processes running, want %d' % (
+                    b, len(self.backends.get(b, [])), self.args.procs))
+
+    def scan_backends(self):
+        bindir = os.path.join(self.run, 'bin')
+        out = {}
+        for pid in proc_children(self.lighttpd.pid):
+            a0 = proc_argv0(pid)
+            if os.path.dirname(a0) == bindir:
+                out.setdefault(os.path.basename(a0), []).append(pid)
+        for v in out.values():
+            v.sort()
+        return out
+
+    def stop_lighttpd(self):
+        if self.lighttpd is None:
+            return
+        kids = [(pid, proc_argv0(pid)) for pid in proc_children(self.lighttpd.pid)]
+        self.procs.stop(self.lighttpd)
+        end = time.monotonic() + 5
+        for pid, a0 in kids:
+            while time.monotonic() < end and proc_argv0(pid) == a0:
+                time.sleep(0.05)
+            if a0 and proc_argv0(pid) == a0:
+                os.kill(pid, signal.SIGKILL)
+        self.lighttpd = None
+
+    # -- measurements
+    def read_ledger(self):
+        try:
+            with open(self.ledger, 'rb') as f:
+                f.seek(self.ledger_off)
+                data = f.read()
+        except FileNotFoundError:
+            return self.ledger_lines
+        self.ledger_off += len(data)
+        self.ledger_lines += data.count(b'\n')
+        return self.ledger_lines
+
+    def snapshot(self):
+        s = {'t': time.monotonic(), 'cpu': {}, 'sched': {}}
+        for b, pids in self.backends.items():
+            s['cpu'][b] = sum(proc_cpu_ticks(p) for p in pids)
+            s['sched'][b] = sum(proc_sched_ns(p) for p in pids)
+        for name, pid in (('redis', self.redis_proc.pid),
+                          ('lighttpd', self.lighttpd.pid)):
+            s['cpu'][name] = proc_cpu_ticks(pid)
+            s['sched'][name] = proc_sched_ns(pid)
+        ru = resource.getrusage(resource.RUSAGE_CHILDREN)
+        s['children_s'] = ru.ru_utime + ru.ru_stime     # reaped: wrk
+        s['machine'] = machine_busy_ticks()
+        s['cmds'] = self.rc.commandstats()
+        s['ledger'] = self.read_ledger()
+        return s
+
+    def rss(self, backend):
+        return [proc_rss_kb(p) for p in self.backends.get(backend, [])]
+
+    def check_backends(self):
+        now = self.scan_backends()
+        for b, pids in self.backends.items():
+            if now.get(b) != pids:
+                raise BenchError('backend %s restarted: pids %s -> %s '
+                                 '(a responder died)' % (b, pids, now.get(b)))
+
+    # -- one wrk run
+    def wrk(self, scenario, conns, duration, run_id):
+        path, _ = SCENARIOS[scenario]
+        env = dict(os.environ, BENCH_PATH=path, BENCH_RUN=run_id)
+        env.pop('BENCH_KEY', None)
+        if scenario == 'replay':
+            env['BENCH_KEY'] = self.replay_key
+        threads = max(1, min(self.args.wrk_threads, conns))
+        argv = ['wrk', '-t', str(threads), '-c', str(conns),
+                '-d', '%gs' % duration, '--timeout', '10s',
+                '-s', os.path.join(BENCH, 'charge.lua'),
+                'http://127.0.0.1:%d/' % self.port]
+        p = self.procs.start('wrk', argv, stdout=subprocess.PIPE,
+                             stderr=subprocess.STDOUT, text=True, env=env)
+        try:
+            out, _ = p.communicate(timeout=duration + 30)
+        except subprocess.TimeoutExpired:
+            self.procs.stop(p, signal.SIGKILL)
+            raise BenchError('wrk did not finish in time')
+        finally:
+            self.procs.items = [(n, q) for n, q in self.procs.items if q is not p]
+        if p.returncode != 0:
+            raise BenchError('wrk failed: ' + out.strip()[-400:])
+        m = re.search(r'^BENCH (\{.*\})$', out, re.M)
+        if not m:
+            raise BenchError('wrk printed no result: ' + out.strip()[-400:])
+        return json.loads(m.group(1)), argv
+
+    def measure(self, scenario, conns, rnd, duration):
+        _, backend = SCENARIOS[scenario]
+        run_id = 'b%s' % uuid.uuid4().hex[:10]
+        before = self.snapshot()
+        w, argv = self.wrk(scenario, conns, duration, run_id)
+        time.sleep(0.3)     # let requests in flight at the end complete
+        after = self.snapshot()
+        self.check_backends()
+        n = w['requests']
+        if backend == 'charge':
+            self.charge_requests += n
+        res = {'scenario': scenario, 'conns': conns, 'round': rnd,
+               'duration_s': duration, 'wrk': w, 'wrk_argv': argv,
+               'rps': n / (w['duration_us'] / 1e6) if w['duration_us'] else 0}
+        cpu = {}
+        for name in (backend, 'redis', 'lighttpd'):
+            ticks = after['cpu'][name] - before['cpu'][name]
+            ns = after['sched'][name] - before['sched'][name]
+            key = 'responder' if name == backend else name
+            cpu[key] = ticks * 1e6 / CLK_TCK / n if n else None
+            cpu[key + '_sched'] = ns / 1e3 / n if n else None
+        cpu['wrk'] = (after['children_s'] - before['children_s']) * 1e6 / n if n else None
+        res['cpu_us_per_req'] = cpu
+        # Noise: machine CPU not used by the processes measured above.
+        busy = after['machine'][0] - before['machine'][0]
+        total = after['machine'][2] - before['machine'][2]
+        ours = sum(after['cpu'][k] - before['cpu'][k] for k in after['cpu'])
+        ours += (after['children_s'] - before['children_s']) * CLK_TCK
+        res['machine'] = {
+            'busy_pct': 100.0 * busy / total if total else None,
+            'other_pct': 100.0 * max(0, busy - ours) / total if total else None,
+            'steal_pct': 100.0 * (after['machine'][1] - before['machine'][1]) / total
+            if total else None,
+            'loadavg': open('/proc/loadavg').read().split()[:3]}
+        deltas, usec = {}, {}
+        for k, (calls, us) in after['cmds'].items():
+            c0, u0 = before['cmds'].get(k, (0, 0))
+            if calls - c0 and k not in OWN_COMMANDS:
+                deltas[k] = calls - c0
+                usec[k] = us - u0
+        res['cmd_deltas'] = deltas
+        res['cmd_usec'] = usec      # time Redis spent executing them
+        res['ledger_delta'] = after['ledger'] - before['ledger']
+        res['rss_kb'] = self.rss(backend)
+        res['charge_requests_so_far'] = self.charge_requests
+        e = w
+        res['errors'] = (e['err_connect'] + e['err_read'] + e['err_write'] +
+                         e['err_status'] + e['err_timeout'])
+        log('%-8s c=%-3d round %d: %8.0f req/s  p50 %.2f ms  p99 %.2f ms  '
+            'resp %.1f us  redis %.1f us  evalsha/req %.3f  errors %d' % (
+                scenario, conns, rnd, res['rps'], w['p50_us'] / 1e3,
+                w['p99_us'] / 1e3, cpu['responder'] or 0, cpu['redis'] or 0,
+                deltas.get('evalsha', 0) / n if n else 0, res['errors']))
+        if w['err_status'] or w['err_connect']:
+            raise BenchError('%s: %d non-2xx responses, %d connect errors' % (
+                scenario, w['err_status'], w['err_connect']))
+        if n == 0:
+            raise BenchError(scenario + ': no request completed')
+        return res
+
+    # -- sanity checks and priming
+    def sanity(self, scenarios):
+        for sc in scenarios:
+            path, backend = SCENARIOS[sc]
+            if backend == 'charge':
+                continue
+            st, _, body = http_post(self.port, path, 'sanity', DEFAULT_BODY)
+            if st != 201:
+                raise BenchError('%s answered %d: %r' % (path, st, body[:200]))
+        if 'charge' not in self.backends:
+            return
+        key = 'bench-sanity-' + uuid.uuid4().hex
+        st, h, b1 = http_post(self.port, '/charge', key, DEFAULT_BODY)
+        if st != 201 or h.get('idempotent-replayed') != 'false':
+            raise BenchError('fresh /charge answered %d %s: %r' % (
+                st, h.get('idempotent-replayed'), b1[:300]))
+        st, h, b2 = http_post(self.port, '/charge', key, DEFAULT_BODY)
+        if st != 201 or h.get('idempotent-replayed') != 'true' or b1 != b2:
+            raise BenchError('replayed /charge answered %d %s: %r' % (
+                st, h.get('idempotent-replayed'), b2[:300]))
+        self.charge_requests += 2
+
+    def prime_replay(self):
+        self.replay_key = 'bench-replay-' + uuid.uuid4().hex
+        st, h, b = http_post(self.port, '/charge', self.replay_key, DEFAULT_BODY)
+        if st != 201 or h.get('idempotent-replayed') != 'false':
+            raise BenchError('priming the replay key: %d %r' % (st, b[:300]))
+        self.charge_requests += 1
+
+    # -- Redis memory per record
+    def memory(self, n_inline, n_spilled):
+        out = {}
+        self.rc.cmd('FLUSHALL', 'SYNC')
+        spill_dir = self.charge_env['CHARGE_SPILL_DIR']
+        for kind, n, body in (('inline', n_inline, DEFAULT_BODY),
+                              ('spilled', n_spilled, spill_body())):
+            if n <= 0:
+                continue
+            conn = http.client.HTTPConnection('127.0.0.1', self.port, timeout=10)
+            du0 = dir_bytes(spill_dir)
+            m0 = int(self.rc.info('memory')['used_memory'])
+            k0 = self.rc.cmd('DBSIZE')
+            keys = []
+            resp_len = 0
+            for i in range(n):
+                key = str(uuid.uuid4())
+                st, h, b = http_post(self.port, '/charge', key, body, conn=conn)
+                if st != 201:
+                    raise BenchError('memory phase (%s): %d %r' % (kind, st, b[:200]))
+                resp_len = len(b)
+                if i < 5:
+                    keys.append(key)
+            conn.close()
+            self.charge_requests += n
+            m1 = int(self.rc.info('memory')['used_memory'])
+            k1 = self.rc.cmd('DBSIZE')
+            du1 = dir_bytes(spill_dir)
+            usage = [self.rc.cmd('MEMORY', 'USAGE', 'charge:idem:%s:%s' % (
+                PRINCIPAL, k), 'SAMPLES', '0') for k in keys]
+            fields = self.rc.cmd('HGETALL', 'charge:idem:%s:%s' % (
+                PRINCIPAL, keys[0])) if keys else []
+            names = [f.decode() for f in (fields or [])[0::2]]
+            records = k1 - k0
+            out[kind] = {
+                'requests': n, 'records': records,
+                'request_bytes': len(body), 'response_bytes': resp_len,
+                'used_memory_before': m0, 'used_memory_after': m1,
+                'bytes_per_record': (m1 - m0) / records if records else None,
+                'memory_usage_samples': usage, 'fields': names,
+                'spill_bytes_per_record': (du1 - du0) / records if records else 0,
+            }
+            log('memory %s: %d records, %.0f B/record in Redis (MEMORY USAGE %s), '
+                'fields %s, %.0f B/record on disk' % (
+                    kind, records, out[kind]['bytes_per_record'] or 0, usage,
+                    names, out[kind]['spill_bytes_per_record']))
+        return out
+
+    # -- callgrind
+    def callgrind(self, n1, n2):
+        out = {}
+        cgdir = os.path.join(self.run, 'callgrind')
+        os.makedirs(cgdir, exist_ok=True)
+        cases = []
+        if 'charge' in self.bins:
+            cases += [('fresh', 'charge'), ('replay', 'charge')]
+        cases += [('baseline', 'baseline'), ('floor1', 'floor'), ('floor2', 'floor')]
+        for case, binname in cases:
+            totals = {}
+            for n in (n1, n2):
+                totals[n] = self.callgrind_one(case, binname, n, cgdir)
+            per = (totals[n2][0] - totals[n1][0]) / (n2 - n1)
+            out[case] = {'n1': n1, 'n2': n2, 'ir_n1': totals[n1][0],
+                         'ir_n2': totals[n2][0], 'ir_per_request': per}
+            log('callgrind %-8s %.0f instructions per request' % (case, per))
+            if case in ('fresh', 'replay'):
+                out[case]['profile'] = profile_per_request(
+                    totals[n1][1], totals[n2][1], n1, n2, 30)
+                if self.args.keep_callgrind:
+                    for n in (n1, n2):
+                        shutil.copy(totals[n][1], self.args.keep_callgrind)
+        return out
+
+    def callgrind_one(self, case, binname, n, cgdir):
+        port = port_free()
+        outfile = os.path.join(cgdir, '%s-%d.out' % (case, n))
+        env = self.base_env()
+        if binname == 'charge':
+            env.update(self.charge_env)
+        elif binname == 'floor':
+            env.update(FLOOR_REDIS_SOCKET=self.redis_sock,
+                       FLOOR_ROUNDTRIPS=case[len('floor'):])
+        argv = ['valgrind', '--tool=callgrind', '--callgrind-out-file=' + outfile,
+                self.bins[binname], '--listen', '127.0.0.1:%d' % port]
+        logf = open(os.path.join(cgdir, '%s-%d.log' % (case, n)), 'w')
+        p = self.procs.start('callgrind', argv, stdout=logf,
+                             stderr=subprocess.STDOUT, env=env, cwd=self.run)
+        try:
+            wait_for(lambda: tcp_listening(port) or p.poll() is not None, 60,
+                     'callgrind ' + case)
+            if p.poll() is not None:
+                raise BenchError('callgrind %s exited early; see %s' % (case, logf.name))
+            body = DEFAULT_BODY.encode()
+            prefix = 'cg-%s-%d-%s-' % (case, n, uuid.uuid4().hex[:8])
+            if case == 'replay':
+                # the priming request is the same in both runs: it cancels out
+                self.fcgi_expect(port, prefix + 'r', body, 'false')
+            for i in range(n):
+                key = prefix + ('r' if case == 'replay' else str(i))
+                self.fcgi_expect(port, key, body,
+                                 'true' if case == 'replay' else None)
+        finally:
+            rc = self.stop_fcgi(p, port)
+            self.procs.items = [(x, q) for x, q in self.procs.items if q is not p]
+            logf.close()
+        if rc != 0:
+            raise BenchError('callgrind %s exited %s; see %s' % (case, rc, logf.name))
+        return callgrind_total(outfile), outfile
+
+    def stop_fcgi(self, p, port):
+        """SIGTERM a libfcgi process; poke its socket if it sleeps in accept.
+
+        libfcgi checks its shutdown flag just before accept() (os_unix.c:
+        "There's a window here"); a signal landing in that window, which is
+        wide under valgrind, leaves it blocked until the next connection.
+        """
+        if p.poll() is not None:
+            return p.returncode
+        p.send_signal(signal.SIGTERM)
+        for _ in range(6):
+            try:
+                return p.wait(10)
+            except subprocess.TimeoutExpired:
+                try:
+                    socket.create_connection(('127.0.0.1', port), timeout=2).close()
+                except OSError:
+                    pass
+        p.kill()
+        return p.wait(10)
+
+    def fcgi_expect(self, port, key, body, replayed):
+        out = fcgi_request(port, fcgi_charge_params(port, key, body), body)
+        head = out.split(b'\r\n\r\n', 1)[0].decode(errors='replace')
+        if not re.search(r'^Status: 201', head, re.M | re.I):
+            raise BenchError('callgrind request: unexpected answer %r' % out[:300])
+        if replayed and not re.search(r'^Idempotent-Replayed: ' + replayed,
+                                      head, re.M | re.I):
+            raise BenchError('callgrind request: not replayed=%s: %r' % (
+                replayed, head))
+
+    def close(self):
+        self.stop_lighttpd()
+        if self.rc is not None:
+            try:
+                self.rc.close()
+            except OSError:
+                pass
+            self.rc = None
+        self.procs.stop_all()
+
+
+def dir_bytes(path):
+    total = 0
+    for dp, _, files in os.walk(path):
+        for f in files:
+            try:
+                total += os.stat(os.path.join(dp, f)).st_size
+            except OSError:
+                pass
+    return total
+
+
+def callgrind_total(path):
+    with open(path) as f:
+        for line in f:
+            if line.startswith('totals:') or line.startswith('summary:'):
+                return int(line.split()[1])
+    raise BenchError('no totals in ' + path)
+
+
+def annotate(path, inclusive):
+    """{function: instructions} from callgrind_annotate (all functions)."""
+    r = subprocess.run(['callgrind_annotate', '--threshold=100',
+                        '--inclusive=' + ('yes' if inclusive else 'no'), path],
+                       stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                       text=True, timeout=300)
+    out = {}
+    for line in r.stdout.splitlines():
+        m = re.match(r'^\s*([\d,]+)\s+(?:\(\s*[\d.]+%\)\s+)?(\S.*)$', line)
+        if not m or ':' not in m.group(2) or m.group(2).startswith('PROGRAM'):
+            continue
+        fn = m.group(2).strip()
+        # "./malloc/./malloc/malloc.c:_int_malloc [/usr/lib/.../libc.so.6]"
+        mm = re.match(r'^(.*?):(.*?)(?:\s+\[(.*)\])?$', fn)
+        if mm:
+            fn = mm.group(2) + (' [%s]' % os.path.basename(mm.group(3))
+                                if mm.group(3) else '')
+        out[fn] = out.get(fn, 0) + int(m.group(1).replace(',', ''))
+    return out
+
+
+def profile_per_request(file1, file2, n1, n2, top):
+    """Per-request instructions per function: (N2 run - N1 run) / (N2 - N1)."""
+    prof = {}
+    for inclusive in (False, True):
+        a, b = annotate(file1, inclusive), annotate(file2, inclusive)
+        rows = [{'fn': fn, 'ir': (b.get(fn, 0) - a.get(fn, 0)) / (n2 - n1)}
+                for fn in set(a) | set(b)]
+        rows.sort(key=lambda x: -x['ir'])
+        prof['inclusive' if inclusive else 'exclusive'] = rows[:top]
+    return prof
+
+
+# --------------------------------------------------------------------- main
+
+def machine_info():
+    def first(cmd):
+        try:
+            return subprocess.run(cmd, stdout=subprocess.PIPE,
+                                  stderr=subprocess.STDOUT, text=True,
+                                  timeout=10).stdout.strip().splitlines()[0]
+        except (OSError, IndexError, subprocess.SubprocessError):
+            return 'unknown'
+    cpu = 'unknown'
+    with open('/proc/cpuinfo') as f:
+        for line in f:
+            if line.startswith('model name'):
+                cpu = line.split(':', 1)[1].strip()
+                break
+    commit = first(['git', '-C', ROOT, 'rev-parse', '--short', 'HEAD'])
+    if not re.match(r'^[0-9a-f]+$', commit):
+        commit = 'none (no commit yet)'
+    return {'cpu': cpu, 'cores': os.cpu_count(),
+            'kernel': platform.release(),
+            'lighttpd': first(['lighttpd', '-v']),
+            'redis': first(['redis-server', '--version']),
+            'wrk': first(['wrk', '--version']),
+            'valgrind': first(['valgrind', '--version']),
+            'gcc': first(['gcc', '--version']),
+            'commit': commit}
+
+
+def parse_args(argv):
+    ap = argparse.ArgumentParser(prog='bench/run', description=__doc__.split('\n')[0])
+    ap.add_argument('--duration', type=float, default=5.0, help='seconds per run (5)')
+    ap.add_argument('--rounds', type=int, default=3, help='interleaved rounds (3)')
+    ap.add_argument('--connections', default='1 8 32 64',
+                    help='wrk connection counts ("1 8 32 64")')
+    ap.add_argument('--scenarios', default=','.join(SCENARIOS),
+                    help='comma list, in interleaving order (all)')
+    ap.add_argument('--procs', type=int, default=2,
+                    help='lighttpd max-procs of every responder (2)')
+    ap.add_argument('--wrk-threads', type=int, default=2,
+                    help='wrk threads, at most the connections (2)')
+    ap.add_argument('--warmup', type=float, default=2.0,
+                    help='seconds of unrecorded warm-up per scenario (2)')
+    ap.add_argument('--mem-records', default='10000 1000',
+                    help='records for the Redis memory phase: "INLINE SPILLED"')
+    ap.add_argument('--callgrind-n', default='200 1200',
+                    help='request counts N1 N2 for callgrind ("200 1200")')
+    ap.add_argument('--no-callgrind', action='store_true')
+    ap.add_argument('--keep-callgrind', metavar='DIR',
+                    help='copy the callgrind output files of fresh/replay to DIR')
+    ap.add_argument('--smoke', action='store_true',
+                    help='1 s, 1 round, 8 connections, no callgrind, report '
+                         'in a temporary directory; fails only if something '
+                         'failed to run')
+    ap.add_argument('--wait-quiet', type=float, default=0, metavar='S',
+                    help='before the runs and before every round, wait up to '
+                         'S s for other processes to use < 10 %% of the '
+                         'machine (0: do not wait)')
+    ap.add_argument('--charge', help='use this responder binary (no meson build)')
+    ap.add_argument('--port', type=int, default=0, help='lighttpd port (free one)')
+    ap.add_argument('--out', help='report directory (bench/results)')
+    ap.add_argument('--keep', action='store_true', help='keep the run directory')
+    a = ap.parse_args(argv)
+    if a.smoke:
+        a.duration, a.rounds, a.connections = 1.0, 1, '8'
+        a.no_callgrind, a.warmup = True, 0.0
+        a.mem_records = '200 20'
+    a.conns = [int(x) for x in a.connections.split()]
+    a.scen = [s for s in a.scenarios.split(',') if s]
+    for s in a.scen:
+        if s not in SCENARIOS:
+            ap.error('unknown scenario ' + s)
+    a.mem = [int(x) for x in a.mem_records.split()]
+    a.cgn = [int(x) for x in a.callgrind_n.split()]
+    if len(a.mem) != 2 or len(a.cgn) != 2 or a.cgn[1] <= a.cgn[0]:
+        ap.error('--mem-records and --callgrind-n take two numbers (N2 > N1)')
+    if a.duration <= 0 or a.rounds < 1 or not a.conns or a.procs < 1:
+        ap.error('duration, rounds, connections and procs must be positive')
+    return a
+
+
+def main(argv):
+    args = parse_args(argv)
+    t_start = time.time()
+    date = time.strftime('%Y-%m-%d')
+    need_charge = any(SCENARIOS[s][1] == 'charge' for s in args.scen)
+    out_dir = args.out or (tempfile.mkdtemp(prefix='charge-bench-report-')
+                           if args.smoke else os.path.join(BENCH, 'results'))
+    os.makedirs(out_dir, exist_ok=True)
+    run = tempfile.mkdtemp(prefix='charge-bench-')
+    bench = None
+
+    def on_signal(signum, frame):
+        raise KeyboardInterrupt
+    signal.signal(signal.SIGTERM, on_signal)
+    try:
+        log('building (release) into ' + BUILD)
+        bins = build(args, need_charge)
+        busy_before = wait_quiet(args.wait_quiet) if args.wait_quiet > 0 \
+            else machine_other_pct(1.0)
+        log('machine busy before the runs: %.0f %%' % busy_before)
+        bench = Bench(args, bins, run)
+        log('run directory ' + run)
+        bench.start_redis()
+        bench.write_charge_conf()
+        backends = []
+        for s in args.scen:
+            if SCENARIOS[s][1] not in backends:
+                backends.append(SCENARIOS[s][1])
+        bench.start_lighttpd(backends)
+        log('lighttpd on 127.0.0.1:%d, backends %s' % (
+            bench.port, {b: p for b, p in bench.backends.items()}))
+        bench.sanity(args.scen)
+        results = {'date': date, 'smoke': args.smoke, 'machine': machine_info(),
+                   'busy_before_pct': busy_before,
+                   'config': {'duration_s': args.duration, 'rounds': args.rounds,
+                              'connections': args.conns, 'scenarios': args.scen,
+                              'procs': args.procs, 'wrk_threads': args.wrk_threads,
+                              'warmup_s': args.warmup,
+                              'charge_body': DEFAULT_BODY,
+                              'spill_items': SPILL_ITEMS,
+                              'floor_script': FLOOR_SCRIPT_DOC,
+                              'charge_env': bench.charge_env},
+                   'runs': [], 'rss': []}
+        if need_charge:
+            results['memory'] = bench.memory(*args.mem)
+            bench.prime_replay()
+            results['rss'].append({'when': 'start',
+                                   'charge_requests': bench.charge_requests,
+                                   'rss_kb': bench.rss('charge')})
+        if args.warmup > 0:
+            for s in args.scen:
+                log('warm-up ' + s)
+                bench.measure(s, max(args.conns), 0, args.warmup)
+            if need_charge:
+                results['rss'].append({'when': 'after warm-up',
+                                       'charge_requests': bench.charge_requests,
+                                       'rss_kb': bench.rss('charge')})
+        for c in args.conns:
+            for r in range(1, args.rounds + 1):
+                if args.wait_quiet > 0:
+                    wait_quiet(args.wait_quiet)
+                for s in args.scen:
+                    results['runs'].append(bench.measure(s, c, r, args.duration))
+            if need_charge:
+                results['rss'].append({'when': 'after c=%d' % c,
+                                       'charge_requests': bench.charge_requests,
+                                       'rss_kb': bench.rss('charge')})
+        results['backend_pids'] = bench.backends
+        bench.stop_lighttpd()
+        failed = None
+        if not args.no_callgrind:
+            try:
+                results['callgrind'] = bench.callgrind(*args.cgn)
+            except BenchError as e:
+                failed = 'callgrind: %s' % e
+                results['callgrind_error'] = failed
+        results['elapsed_s'] = round(time.time() - t_start, 1)
+        jpath = os.path.join(out_dir, date + '.json')
+        with open(jpath, 'w') as f:
+            json.dump(results, f, indent=1)
+        sys.path.insert(0, BENCH)
+        import report
+        md = report.write_report(jpath, out_dir)
+        log('report: ' + md)
+        if failed:
+            print('not ok 1 - bench/run: %s' % failed)
+            return 1
+        print('ok 1 - bench/run%s completed' % (' --smoke' if args.smoke else ''))
+        return 0
+    except BenchError as e:
+        print('not ok 1 - bench/run: %s' % e)
+        for name in ('lighttpd.out', 'lighttpd-error.log', 'redis.log'):
+            path = os.path.join(run, name)
+            if os.path.exists(path):
+                with open(path, errors='replace') as f:
+                    tail = f.read().splitlines()[-15:]
+                print('# --- %s (last lines)' % name)
+                for line in tail:
+                    print('#   ' + line)
+        return 1
+    except KeyboardInterrupt:
+        print('not ok 1 - bench/run: interrupted')
+        return 130
+    finally:
+        if bench is not None:
+            bench.close()
+        if args.keep:
+            log('kept ' + run)
+        else:
+            shutil.rmtree(run, ignore_errors=True)
+
+
+if __name__ == '__main__':
+    sys.exit(main(sys.argv[1:]))
