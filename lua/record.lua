@@ -47,19 +47,21 @@ end
 if cur[1] and cur[2] ~= ARGV[1] then
   return {'fenced'}
 end
-local created = cur[3] or ARGV[8]
-redis.call('DEL', key)
-redis.call('HSET', key, 'state', ARGV[3], 'fingerprint', ARGV[2],
-           'owner', ARGV[1], 'created_ms', created, 'updated_ms', ARGV[8],
-           'status', ARGV[4], 'content_type', ARGV[5])
+-- One HSET writes every field: the claim's fields (state, fingerprint,
+-- owner, created_ms, updated_ms) are all overwritten, so nothing is deleted.
+local f = {'state', ARGV[3], 'fingerprint', ARGV[2], 'owner', ARGV[1],
+           'created_ms', cur[3] or ARGV[8], 'updated_ms', ARGV[8],
+           'status', ARGV[4], 'content_type', ARGV[5]}
 if ARGV[6] ~= '' then
-  redis.call('HSET', key, 'retry_after', ARGV[6])
+  f[#f + 1] = 'retry_after'; f[#f + 1] = ARGV[6]
 end
 if mode == 'file' then
-  redis.call('HSET', key, 'body_file', ARGV[10], 'body_len', ARGV[11],
-             'body_sha256', ARGV[12])
+  f[#f + 1] = 'body_file'; f[#f + 1] = ARGV[10]
+  f[#f + 1] = 'body_len'; f[#f + 1] = ARGV[11]
+  f[#f + 1] = 'body_sha256'; f[#f + 1] = ARGV[12]
 else
-  redis.call('HSET', key, 'body', ARGV[10])
+  f[#f + 1] = 'body'; f[#f + 1] = ARGV[10]
 end
+redis.call('HSET', key, unpack(f))
 redis.call('PEXPIRE', key, ARGV[7])
 return {'ok'}

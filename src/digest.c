@@ -3,16 +3,33 @@
  * The EVP_MD objects are fetched once per process (digest_init) because an
  * implicit fetch on every call costs a lock and a lookup.
  */
+#include <errno.h>
+#include <pthread.h>
 #include <string.h>
+#include <sys/random.h>
 
+#include <openssl/core_names.h>
 #include <openssl/evp.h>
 #include <openssl/hmac.h>
-#include <openssl/rand.h>
+#include <openssl/params.h>
 
 #include "digest.h"
 
+#define HMAC_KEY_MAX 256        /* bytes of a cached HMAC key */
+
 static EVP_MD *md_sha256;
 static EVP_MD *md_sha1;
+static EVP_MAC *mac_hmac;
+
+/*
+ * One keyed HMAC context, copied for each use: keying HMAC through
+ * EVP_Q_mac looks up two algorithms by name on every call, which cost more
+ * than the hashing itself. The lock only guards the copy.
+ */
+static pthread_mutex_t hmac_lock = PTHREAD_MUTEX_INITIALIZER;
+static EVP_MAC_CTX *hmac_template;
+static unsigned char hmac_key[HMAC_KEY_MAX];
+static size_t hmac_keylen;
 
 int
 digest_init(void)
@@ -21,7 +38,10 @@ digest_init(void)
 		md_sha256 = EVP_MD_fetch(NULL, "SHA256", NULL);
 	if (md_sha1 == NULL)
 		md_sha1 = EVP_MD_fetch(NULL, "SHA1", NULL);
-	return (md_sha256 != NULL && md_sha1 != NULL) ? 0 : -1;
+	if (mac_hmac == NULL)
+		mac_hmac = EVP_MAC_fetch(NULL, "HMAC", NULL);
+	return (md_sha256 != NULL && md_sha1 != NULL && mac_hmac != NULL) ?
+	    0 : -1;
 }
 
 static const EVP_MD *
@@ -102,29 +122,83 @@ digest_sha1_hex(const void *p, size_t n, char out[41])
 	return 0;
 }
 
+/* Returns a fresh copy of the context keyed with key; NULL on failure. */
+static EVP_MAC_CTX *
+hmac_ctx_for(const void *key, size_t keylen)
+{
+	OSSL_PARAM params[2];
+	EVP_MAC_CTX *ctx = NULL, *t;
+
+	if (pthread_mutex_lock(&hmac_lock) != 0)
+		return NULL;
+	if (hmac_template == NULL || keylen != hmac_keylen ||
+	    memcmp(key, hmac_key, keylen) != 0) {
+		params[0] = OSSL_PARAM_construct_utf8_string(
+		    OSSL_MAC_PARAM_DIGEST, (char *)"SHA256", 0);
+		params[1] = OSSL_PARAM_construct_end();
+		if ((t = EVP_MAC_CTX_new(mac_hmac)) == NULL ||
+		    EVP_MAC_init(t, key, keylen, params) != 1) {
+			EVP_MAC_CTX_free(t);
+			goto done;
+		}
+		EVP_MAC_CTX_free(hmac_template);
+		hmac_template = t;
+		memcpy(hmac_key, key, keylen);
+		hmac_keylen = keylen;
+	}
+	ctx = EVP_MAC_CTX_dup(hmac_template);
+done:
+	(void)pthread_mutex_unlock(&hmac_lock);
+	return ctx;
+}
+
 int
 digest_hmac_sha256(const void *key, size_t keylen, const void *data, size_t n,
     unsigned char out[SHA256_LEN])
 {
+	EVP_MAC_CTX *ctx;
 	unsigned int outlen = 0;
+	size_t macl = 0;
+	int rc = -1;
 
-	if (keylen > (size_t)INT32_MAX)
+	if (mac_hmac == NULL || keylen > HMAC_KEY_MAX) {
+		/* not initialised, or a key too long to cache: one-shot */
+		if (keylen > (size_t)INT32_MAX ||
+		    HMAC(sha256(), key, (int)keylen, data, n, out, &outlen) ==
+		    NULL || outlen != SHA256_LEN)
+			return -1;
+		return 0;
+	}
+	if ((ctx = hmac_ctx_for(key, keylen)) == NULL)
 		return -1;
-	if (HMAC(sha256(), key, (int)keylen, data, n, out, &outlen) == NULL ||
-	    outlen != SHA256_LEN)
-		return -1;
-	return 0;
+	if (EVP_MAC_update(ctx, data, n) == 1 &&
+	    EVP_MAC_final(ctx, out, &macl, SHA256_LEN) == 1 && macl == SHA256_LEN)
+		rc = 0;
+	EVP_MAC_CTX_free(ctx);
+	return rc;
 }
 
+/*
+ * Random bytes from the kernel's CSPRNG (getrandom(2)): the same quality as
+ * RAND_bytes for 16-byte tokens, without OpenSSL's DRBG locking per call.
+ */
 int
 digest_random_hex(char *out, size_t nbytes)
 {
 	unsigned char buf[64];
+	size_t got = 0;
+	ssize_t n;
 
-	if (nbytes > sizeof(buf) || nbytes > (size_t)INT32_MAX)
+	if (nbytes > sizeof(buf))
 		return -1;
-	if (RAND_bytes(buf, (int)nbytes) != 1)
-		return -1;
+	while (got < nbytes) {
+		n = getrandom(buf + got, nbytes - got, 0);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0)
+			return -1;
+		got += (size_t)n;
+	}
 	digest_hex(buf, nbytes, out);
 	return 0;
 }

@@ -54,12 +54,6 @@ struct worker_thread {
 
 /* --- FastCGI and CGI adapters to request_source / response_sink ------- */
 
-static const char *
-fcgi_param(void *ctx, const char *name)
-{
-	return FCGX_GetParam(name, ((FCGX_Request *)ctx)->envp);
-}
-
 static long
 fcgi_read(void *ctx, char *buf, size_t n)
 {
@@ -82,13 +76,6 @@ fcgi_write(void *ctx, const char *p, size_t n)
 		n -= (size_t)len;
 	}
 	return 0;
-}
-
-static const char *
-cgi_param(void *ctx, const char *name)
-{
-	(void)ctx;
-	return getenv(name);
 }
 
 static long
@@ -188,7 +175,6 @@ worker_main(void *arg)
 		log_error(NULL, "worker %d: FCGX_InitRequest failed", t->w.id);
 		goto out;
 	}
-	src.param = fcgi_param;
 	src.read = fcgi_read;
 	src.ctx = &req;
 	sink.write = fcgi_write;
@@ -197,6 +183,7 @@ worker_main(void *arg)
 		if (FCGX_Accept_r(&req) < 0)
 			break;
 		__atomic_store_n(&t->busy, 1, __ATOMIC_SEQ_CST);
+		src.envp = req.envp;
 		serve_one(&t->w, &src, &sink, 0);
 		FCGX_Finish_r(&req);
 		__atomic_store_n(&t->busy, 0, __ATOMIC_SEQ_CST);
@@ -362,7 +349,7 @@ main(int argc, char **argv)
 	if (signal(SIGPIPE, SIG_IGN) == SIG_ERR)
 		goto done;
 	if (listen_addr == NULL && FCGX_IsCGI()) {
-		struct request_source src = { cgi_param, cgi_read, NULL };
+		struct request_source src = { environ, cgi_read, NULL };
 		struct response_sink sink = { cgi_write, NULL };
 
 		if (worker_init(&w, &cfg, &auth, 0) != 0)

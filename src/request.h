@@ -10,8 +10,12 @@
 #include "defaults.h"
 
 struct request_source {
-	/* Returns the CGI variable or NULL. The pointer lives until the request ends. */
-	const char *(*param)(void *ctx, const char *name);
+	/*
+	 * The CGI variables as "NAME=value" strings, NULL-terminated: FastCGI's
+	 * request envp or the process environment. They live until the
+	 * request ends.
+	 */
+	char **envp;
 	/* Reads up to n bytes: > 0 bytes read, 0 end of body, -1 error. */
 	long (*read)(void *ctx, char *buf, size_t n);
 	void *ctx;
