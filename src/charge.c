@@ -29,82 +29,61 @@ struct charge_ctx {
 	char key[IDEM_KEY_MAX + 1];
 	size_t keylen;
 	struct charge_params params;
+	char *canon;                    /* canonical text of params (cJSON_free) */
+	size_t canonlen;
 	char fingerprint[65];
 	char owner[TOKEN_HEX_LEN + 1];
 	char rkey[RKEY_MAX];
 };
 
 int
-charge_fingerprint(const struct charge_params *p, const char *principal,
+charge_fingerprint(const char *canon, size_t canonlen, const char *principal,
     char out[65])
 {
 	static const char route[] = "POST /charge\n";
 	unsigned char md[SHA256_LEN];
 	struct digest_part parts[4];
-	size_t len = 0;
-	char *canon;
-	int rc;
 
-	if ((canon = validate_canonical_text(p, &len)) == NULL)
-		return -1;
 	parts[0].p = route; parts[0].n = sizeof(route) - 1;
 	parts[1].p = principal; parts[1].n = strlen(principal);
 	parts[2].p = "\n"; parts[2].n = 1;
-	parts[3].p = canon; parts[3].n = len;
-	rc = digest_sha256_parts(parts, 4, md);
-	cJSON_free(canon);
-	if (rc == 0)
-		digest_hex(md, sizeof(md), out);
-	return rc;
-}
-
-/* Adds a reference to the canonical member name (no copy). */
-static int
-add_ref(cJSON *o, const struct charge_params *p, const char *name)
-{
-	cJSON *item = cJSON_GetObjectItemCaseSensitive(p->canonical, name);
-
-	if (item == NULL)
+	parts[3].p = canon; parts[3].n = canonlen;
+	if (digest_sha256_parts(parts, 4, md) != 0)
 		return -1;
-	return cJSON_AddItemReferenceToObject(o, name, item) ? 0 : -1;
+	digest_hex(md, sizeof(md), out);
+	return 0;
 }
 
 char *
-charge_object_render(const struct charge_params *p, const char *charge_id,
+charge_object_render(const char *canon, size_t canonlen, const char *charge_id,
     long long created, const char *key, size_t keylen, size_t *len)
 {
-	char created_s[24], amount_s[24];
-	char keybuf[IDEM_KEY_MAX + 1];
-	cJSON *o = NULL;
-	char *out = NULL;
+	/* a key is 0x21-0x7E: only '"' and '\\' need escaping, two bytes each */
+	char keyjson[2 * IDEM_KEY_MAX + 1];
+	size_t i, k = 0, cap;
+	char *out;
+	int n;
 
-	if (keylen > IDEM_KEY_MAX)
+	if (keylen > IDEM_KEY_MAX || canonlen < 2 || canon[0] != '{' ||
+	    canon[canonlen - 1] != '}')
 		return NULL;
-	memcpy(keybuf, key, keylen);
-	keybuf[keylen] = '\0';
-	/* integers as raw text: a double could print as 1.7e+09 */
-	(void)snprintf(created_s, sizeof(created_s), "%lld", created);
-	(void)snprintf(amount_s, sizeof(amount_s), "%lld", p->amount);
-	if ((o = cJSON_CreateObject()) == NULL)
+	for (i = 0; i < keylen; i++) {
+		if (key[i] == '"' || key[i] == '\\')
+			keyjson[k++] = '\\';
+		keyjson[k++] = key[i];
+	}
+	cap = canonlen + k + 160;     /* fixed members, id and created fit in 160 */
+	if ((out = malloc(cap)) == NULL)
 		return NULL;
-	if (cJSON_AddStringToObject(o, "id", charge_id) == NULL ||
-	    cJSON_AddStringToObject(o, "object", "charge") == NULL ||
-	    cJSON_AddStringToObject(o, "status", "succeeded") == NULL ||
-	    cJSON_AddRawToObject(o, "amount", amount_s) == NULL ||
-	    cJSON_AddStringToObject(o, "currency", p->currency) == NULL ||
-	    cJSON_AddStringToObject(o, "source", p->source) == NULL ||
-	    add_ref(o, p, "customer") != 0 ||
-	    add_ref(o, p, "description") != 0 ||
-	    add_ref(o, p, "metadata") != 0 ||
-	    add_ref(o, p, "line_items") != 0 ||
-	    cJSON_AddRawToObject(o, "created", created_s) == NULL ||
-	    cJSON_AddStringToObject(o, "idempotency_key", keybuf) == NULL)
-		goto done;
-	out = cJSON_PrintUnformatted(o);
-	if (out != NULL)
-		*len = strlen(out);
-done:
-	cJSON_Delete(o);
+	n = snprintf(out, cap, "{\"id\":\"%s\",\"object\":\"charge\","
+	    "\"status\":\"succeeded\",%.*s,\"created\":%lld,"
+	    "\"idempotency_key\":\"%.*s\"}", charge_id, (int)(canonlen - 2),
+	    canon + 1, created, (int)k, keyjson);
+	if (n < 0 || (size_t)n >= cap) {
+		free(out);
+		return NULL;
+	}
+	*len = (size_t)n;
 	return out;
 }
 
@@ -183,8 +162,8 @@ render_outcome(struct charge_ctx *cx, const struct provider_result *pr,
 
 	memset(out, 0, sizeof(*out));
 	if (pr->outcome == PROV_SUCCEEDED) {
-		out->body = charge_object_render(&cx->params, pr->charge_id,
-		    pr->created, cx->key, cx->keylen, &len);
+		out->body = charge_object_render(cx->canon, cx->canonlen,
+		    pr->charge_id, pr->created, cx->key, cx->keylen, &len);
 		out->status = 201;
 		(void)snprintf(out->state, sizeof(out->state), "completed");
 		(void)snprintf(out->content_type, sizeof(out->content_type),
@@ -423,7 +402,10 @@ charge_handle(struct worker *w, const struct request *req,
 	cx.resp = resp;
 	if (charge_check(&cx) != 0)
 		goto done;
-	if (charge_fingerprint(&cx.params, cx.principal, cx.fingerprint) != 0 ||
+	cx.canon = validate_canonical_text(&cx.params, &cx.canonlen);
+	if (cx.canon == NULL ||
+	    charge_fingerprint(cx.canon, cx.canonlen, cx.principal,
+	    cx.fingerprint) != 0 ||
 	    digest_random_hex(cx.owner, TOKEN_HEX_LEN / 2) != 0 ||
 	    idem_key_name(cx.rkey, sizeof(cx.rkey), cfg->key_prefix,
 	    cx.principal, cx.key, cx.keylen) < 0) {
@@ -467,5 +449,6 @@ charge_handle(struct worker *w, const struct request *req,
 	}
 done:
 	idem_record_free(&rec);
+	cJSON_free(cx.canon);
 	charge_params_free(&cx.params);
 }

@@ -292,27 +292,107 @@ reply_error_retryable(int err, int saved_errno)
 	    (saved_errno == EPIPE || saved_errno == ECONNRESET);
 }
 
+/* Writes v in decimal at p; returns the number of digits. */
+static size_t
+put_uint(char *p, size_t v)
+{
+	char tmp[24];
+	size_t n = 0, i;
+
+	do
+		tmp[n++] = (char)('0' + v % 10);
+	while ((v /= 10) != 0);
+	for (i = 0; i < n; i++)
+		p[i] = tmp[n - 1 - i];
+	return n;
+}
+
+/*
+ * RESP framing of one command: "*<argc>\r\n" then "$<len>\r\n<bytes>\r\n"
+ * per argument, into buf when it fits, else into a malloc'd buffer (*heap,
+ * caller frees). Written here because hiredis 0.14 formats each argument
+ * with sdscatfmt: that cost more instructions than the rest of a replay.
+ */
+static char *
+resp_format(int argc, const char **argv, const size_t *argvlen, char *buf,
+    size_t bufsize, char **heap, size_t *outlen)
+{
+	size_t need = 16, len, i;
+	char *p, *out;
+
+	*heap = NULL;
+	for (i = 0; i < (size_t)argc; i++)
+		need += 1 + 20 + 2 + argvlen[i] + 2;
+	if (need <= bufsize)
+		out = buf;
+	else if ((out = *heap = malloc(need)) == NULL)
+		return NULL;
+	p = out;
+	*p++ = '*';
+	p += put_uint(p, (size_t)argc);
+	*p++ = '\r'; *p++ = '\n';
+	for (i = 0; i < (size_t)argc; i++) {
+		len = argvlen[i];
+		*p++ = '$';
+		p += put_uint(p, len);
+		*p++ = '\r'; *p++ = '\n';
+		memcpy(p, argv[i], len);
+		p += len;
+		*p++ = '\r'; *p++ = '\n';
+	}
+	*outlen = (size_t)(p - out);
+	return out;
+}
+
+#define RESP_STACK_BUF 4096     /* bytes; claims and small records fit */
+
+/* Sends one command and reads its reply; NULL with c->errstr on failure. */
+static redisReply *
+conn_roundtrip(struct redis_conn *c, const char *cmd, size_t len)
+{
+	void *reply = NULL;
+
+	if (redisAppendFormattedCommand(c->ctx, cmd, len) != REDIS_OK ||
+	    redisGetReply(c->ctx, &reply) != REDIS_OK)
+		return NULL;
+	return reply;
+}
+
 static redisReply *
 conn_command(struct redis_conn *c, int argc, const char **argv,
     const size_t *argvlen)
 {
-	redisReply *r;
-	int attempt, reused, err, saved;
+	char buf[RESP_STACK_BUF], *heap = NULL, *cmd;
+	size_t lens[EVAL_ARGS_MAX], len = 0;
+	redisReply *r = NULL;
+	int attempt, reused, err, saved, i;
 
+	if (argvlen == NULL) {
+		if (argc > EVAL_ARGS_MAX)
+			return NULL;
+		for (i = 0; i < argc; i++)
+			lens[i] = strlen(argv[i]);
+		argvlen = lens;
+	}
+	if ((cmd = resp_format(argc, argv, argvlen, buf, sizeof(buf), &heap,
+	    &len)) == NULL) {
+		copy_err(c->errstr, sizeof(c->errstr), "out of memory");
+		return NULL;
+	}
 	for (attempt = 0; attempt < 2; attempt++) {
 		reused = c->ctx != NULL;
 		if (c->ctx == NULL && conn_connect(c) != 0)
-			return NULL;
-		r = redisCommandArgv(c->ctx, argc, argv, argvlen);
-		if (r != NULL)
-			return r;
+			break;
+		if ((r = conn_roundtrip(c, cmd, len)) != NULL)
+			break;
 		saved = errno;
 		err = c->ctx->err;
 		conn_fail(c, argv[0]);
 		if (!(reused && reply_error_retryable(err, saved)))
-			return NULL;
+			break;
 	}
-	return NULL;
+	free(heap);
+	return r;
 }
 
 redisReply *

@@ -38,10 +38,15 @@ static void
 fp(const char *body, const char *principal, char out[65])
 {
 	struct charge_params p;
+	size_t n = 0;
+	char *canon;
 
 	params_from(body, &p);
 	memset(out, 'X', 65);
-	assert_int_equal(charge_fingerprint(&p, principal, out), 0);
+	canon = validate_canonical_text(&p, &n);
+	assert_non_null(canon);
+	assert_int_equal(charge_fingerprint(canon, n, principal, out), 0);
+	cJSON_free(canon);
 	charge_params_free(&p);
 }
 
@@ -92,9 +97,9 @@ test_fingerprint_construction(void **state)
 
 	(void)state;
 	params_from(body, &p);
-	assert_int_equal(charge_fingerprint(&p, "demo", f), 0);
 	canon = validate_canonical_text(&p, &len);
 	assert_non_null(canon);
+	assert_int_equal(charge_fingerprint(canon, len, "demo", f), 0);
 	assert_string_equal(canon,
 	    "{\"amount\":1999,\"currency\":\"usd\",\"source\":\"tok_visa\","
 	    "\"customer\":null,\"description\":null,"
@@ -245,11 +250,15 @@ render(const char *body, const char *id, long long created, const char *key,
     size_t keylen, size_t *len)
 {
 	struct charge_params p;
-	char *out;
+	size_t n = 0;
+	char *canon, *out;
 
 	params_from(body, &p);
+	canon = validate_canonical_text(&p, &n);
+	assert_non_null(canon);
 	*len = 0;
-	out = charge_object_render(&p, id, created, key, keylen, len);
+	out = charge_object_render(canon, n, id, created, key, keylen, len);
+	cJSON_free(canon);
 	charge_params_free(&p);
 	return out;
 }
