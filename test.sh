@@ -14,7 +14,8 @@ cd "$ROOT"
 PACKAGES=(gcc pkg-config meson ninja-build python3
 	libfcgi-dev libfcgi-bin libhiredis-dev libcjson-dev libssl-dev libcmocka-dev
 	redis-server redis-tools lighttpd curl valgrind clang-14 libclang-rt-14-dev
-	chromium)
+	chromium apache2 libapache2-mod-fcgid nginx-light spawn-fcgi
+	wrk gnuplot-nox)
 
 install_packages() {
 	local missing=() p
@@ -117,23 +118,49 @@ asan_check() {
 	fi
 }
 
-# End-to-end over real HTTP through lighttpd, against the ASan build.
-suite_e2e() {
-	local dir="$LOGDIR/asan-e2e" rc
+# The end-to-end suite over real HTTP through one web server ($1), against
+# the ASan build; then no sanitizer report may exist.
+e2e_against() {
+	local server=$1 dir="$LOGDIR/asan-e2e-$1" rc
+	mkdir -p "$dir"
+	chmod 777 "$dir"        # Apache runs the responders as nobody
+	ASAN_OPTIONS="log_path=$dir/asan:detect_leaks=1" \
+		UBSAN_OPTIONS="log_path=$dir/asan:print_stacktrace=1" \
+		E2E_SERVER=$server CHARGE_BIN="$ROOT/build-asan/charge" tests/e2e/run.sh
+	rc=$?
+	asan_check "$dir" "e2e ($server)"
+	return $rc
+}
+suite_e2e() { e2e_against lighttpd; }
+suite_e2e_apache() { E2E_MAX_PROCS=4 e2e_against apache; }
+suite_e2e_apache_cgi() { e2e_against apache-cgi; }
+suite_e2e_nginx() { e2e_against nginx; }
+
+# The binary as a plain CGI program, without a web server (ASan build).
+suite_cgi() {
+	local dir="$LOGDIR/asan-cgi" rc
 	mkdir -p "$dir"
 	ASAN_OPTIONS="log_path=$dir/asan:detect_leaks=1" \
 		UBSAN_OPTIONS="log_path=$dir/asan:print_stacktrace=1" \
-		CHARGE_BIN="$ROOT/build-asan/charge" tests/e2e/run.sh
+		CHARGE_BIN="$ROOT/build-asan/charge" tests/cgi/run.sh
 	rc=$?
-	asan_check "$dir" "e2e (lighttpd)"
+	asan_check "$dir" "cgi"
 	return $rc
 }
+
+# Every deployment configuration of conf/ with curl (plain build).
+suite_deploy() { tests/cgi/deploy.sh; }
+
+# bench/run with a one-second duration: keeps the harness alive; no timing
+# assertions.
+suite_bench_smoke() { bench/run --smoke; }
 
 # The curl stories of examples/ and the demo page in headless Chromium.
 suite_examples() { tests/with-stack.sh tests/examples/run.sh; }
 suite_browser() { tests/with-stack.sh tests/browser/run.sh; }
 
-SUITES=(unit unit_asan lua fuzz e2e examples browser)
+SUITES=(unit unit_asan lua fuzz cgi e2e e2e_apache e2e_apache_cgi e2e_nginx
+	deploy examples browser bench_smoke)
 [ $# -gt 0 ] && SUITES=("$@")
 
 install_packages || { echo "0 passed, 1 failed"; exit 1; }

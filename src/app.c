@@ -8,6 +8,7 @@
 #include "app.h"
 #include "log.h"
 #include "metrics.h"
+#include "provider.h"
 #include "spill.h"
 
 int
@@ -21,6 +22,7 @@ worker_init(struct worker *w, const struct config *cfg,
 	w->cfg = cfg;
 	w->auth = auth;
 	w->id = id;
+	w->ledger_fd = -1;
 	if (redis_url_parse(cfg->redis_url, cfg->conf_dir, &t, err,
 	    sizeof(err)) != 0) {
 		log_error(NULL, "%s", err);
@@ -33,8 +35,10 @@ worker_init(struct worker *w, const struct config *cfg,
 void
 worker_close(struct worker *w)
 {
-	if (w != NULL)
-		redis_conn_close(&w->redis);
+	if (w == NULL)
+		return;
+	redis_conn_close(&w->redis);
+	provider_close(&w->ledger_fd);
 }
 
 static int

@@ -230,8 +230,9 @@ charge_execute(struct charge_ctx *cx)
 	memset(&out, 0, sizeof(out));
 	memset(&existing, 0, sizeof(existing));
 	metrics_inc(MC_PROVIDER_CALLS);
-	if (provider_charge(cfg, cx->principal, cx->key, cx->keylen,
-	    cx->params.amount, cx->params.currency, cx->params.source, &pr) != 0) {
+	if (provider_charge(cfg, &cx->w->ledger_fd, cx->principal, cx->key,
+	    cx->keylen, cx->params.amount, cx->params.currency,
+	    cx->params.source, &pr) != 0) {
 		log_error(rid, "provider ledger %s: write failed",
 		    cfg->provider_ledger);
 		pr.outcome = PROV_ERROR;

@@ -179,26 +179,40 @@ digest_hmac_sha256(const void *key, size_t keylen, const void *data, size_t n,
 }
 
 /*
- * Random bytes from the kernel's CSPRNG (getrandom(2)): the same quality as
- * RAND_bytes for 16-byte tokens, without OpenSSL's DRBG locking per call.
+ * Random bytes from the kernel's CSPRNG (getrandom(2)), fetched 512 bytes at
+ * a time into a per-thread pool: a request needs two 16-byte tokens, and one
+ * system call per 16 requests instead of two per request is measurable. The
+ * process never forks after start-up, so no pool is ever shared.
  */
+#define RANDOM_POOL 512
+
+static _Thread_local unsigned char random_pool[RANDOM_POOL];
+static _Thread_local size_t random_left;
+
 int
 digest_random_hex(char *out, size_t nbytes)
 {
-	unsigned char buf[64];
+	unsigned char *p;
 	size_t got = 0;
 	ssize_t n;
 
-	if (nbytes > sizeof(buf))
+	if (nbytes > 64)
 		return -1;
-	while (got < nbytes) {
-		n = getrandom(buf + got, nbytes - got, 0);
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n <= 0)
-			return -1;
-		got += (size_t)n;
+	if (random_left < nbytes) {
+		while (got < sizeof(random_pool)) {
+			n = getrandom(random_pool + got, sizeof(random_pool) - got, 0);
+			if (n < 0 && errno == EINTR)
+				continue;
+			if (n <= 0)
+				return -1;
+			got += (size_t)n;
+		}
+		random_left = sizeof(random_pool);
 	}
-	digest_hex(buf, nbytes, out);
+	p = random_pool + sizeof(random_pool) - random_left;
+	digest_hex(p, nbytes, out);
+	/* a byte is handed out once: wipe it */
+	memset(p, 0, nbytes);
+	random_left -= nbytes;
 	return 0;
 }

@@ -86,35 +86,47 @@ outcome_name(enum provider_outcome o)
 	return "error";
 }
 
+/*
+ * Appends one line with a single write(2) on an O_APPEND descriptor, so
+ * lines from concurrent processes never interleave. The descriptor stays
+ * open in *fd for the next call; after an error it is closed and reopened.
+ */
 static int
-ledger_append(const char *path, const char *principal, const char *key,
-    size_t keylen, const struct provider_result *res, long long amount,
-    const char *currency)
+ledger_append(const char *path, int *fd, const char *principal,
+    const char *key, size_t keylen, const struct provider_result *res,
+    long long amount, const char *currency)
 {
 	char line[LEDGER_LINE_MAX];
 	ssize_t w;
-	int fd, n, rc = -1;
+	int n;
 
 	n = snprintf(line, sizeof(line), "%lld\t%s\t%.*s\t%s\t%s\t%lld\t%s\n",
 	    now_wall_ms(), principal, (int)keylen, key, res->charge_id,
 	    outcome_name(res->outcome), amount, currency);
 	if (n < 0 || (size_t)n >= sizeof(line))
 		return -1;
-	fd = open(path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, LEDGER_MODE);
-	if (fd < 0)
+	if (*fd < 0 && (*fd = open(path, O_WRONLY | O_APPEND | O_CREAT |
+	    O_CLOEXEC, LEDGER_MODE)) < 0)
 		return -1;
 	do
-		w = write(fd, line, (size_t)n);
+		w = write(*fd, line, (size_t)n);
 	while (w < 0 && errno == EINTR);
 	if (w == n)
-		rc = 0;
-	if (close(fd) != 0)
-		rc = -1;
-	return rc;
+		return 0;
+	provider_close(fd);
+	return -1;
+}
+
+void
+provider_close(int *ledger_fd)
+{
+	if (*ledger_fd >= 0)
+		(void)close(*ledger_fd);
+	*ledger_fd = -1;
 }
 
 int
-provider_charge(const struct config *cfg, const char *principal,
+provider_charge(const struct config *cfg, int *ledger_fd, const char *principal,
     const char *key, size_t keylen, long long amount, const char *currency,
     const char *source, struct provider_result *out)
 {
@@ -128,6 +140,6 @@ provider_charge(const struct config *cfg, const char *principal,
 	else
 		sleep_ms(cfg->provider_latency_ms);
 	out->created = now_wall_ms() / 1000;
-	return ledger_append(cfg->provider_ledger, principal, key, keylen, out,
-	    amount, currency);
+	return ledger_append(cfg->provider_ledger, ledger_fd, principal, key,
+	    keylen, out, amount, currency);
 }

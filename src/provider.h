@@ -34,12 +34,18 @@ int provider_charge_id(const char *secret, const char *principal,
 
 /*
  * Calls the provider: waits provider_latency_ms (or provider_timeout_ms for
- * tok_providerTimeout), appends the ledger line, fills out. 0, or -1 when the
- * ledger cannot be written (treated as a provider error by the caller).
+ * tok_providerTimeout), appends the ledger line, fills out. *ledger_fd is the
+ * caller's ledger descriptor (-1: opened on first use; close it with
+ * provider_close). 0, or -1 when the ledger cannot be written (treated as a
+ * provider error by the caller).
  */
-int provider_charge(const struct config *cfg, const char *principal,
+int provider_charge(const struct config *cfg, int *ledger_fd,
+    const char *principal,
     const char *key, size_t keylen, long long amount, const char *currency,
     const char *source, struct provider_result *out);
+
+/* Closes a ledger descriptor opened by provider_charge; sets it to -1. */
+void provider_close(int *ledger_fd);
 
 /* Sleeps ms milliseconds, resuming after signals. */
 void sleep_ms(long ms);

@@ -122,6 +122,39 @@ request_drain(const struct request_source *src, size_t limit)
 	}
 }
 
+/*
+ * CGI without CONTENT_LENGTH: Apache's mod_cgid passes a chunked request
+ * body that way. Read stdin to its end, at most max_body bytes, so CGI
+ * accepts what the FastCGI servers (which buffer and count such bodies) do.
+ */
+static int
+request_read_to_eof(struct request *r, const struct request_source *src,
+    size_t max_body)
+{
+	size_t got = 0;
+	long n;
+
+	if ((r->body = malloc(max_body + 2)) == NULL)
+		return -1;
+	while (got <= max_body) {
+		n = src->read(src->ctx, r->body + got, max_body + 1 - got);
+		if (n <= 0)
+			break;
+		got += (size_t)n;
+	}
+	if (got > max_body) {
+		r->body_status = BODY_TOO_LARGE;
+		request_drain(src, 4 * max_body);
+		free(r->body);
+		r->body = NULL;
+		return 0;
+	}
+	r->body[got] = '\0';
+	r->body_len = r->content_length = got;
+	r->body_status = BODY_OK;
+	return 0;
+}
+
 int
 request_read(struct request *r, const struct request_source *src,
     size_t max_body, int drain)
@@ -142,6 +175,8 @@ request_read(struct request *r, const struct request_source *src,
 	r->prefer = v.prefer;
 	request_set_path(r, &v);
 
+	if (drain && v.clen == NULL)
+		return request_read_to_eof(r, src, max_body);
 	switch (content_length_parse(v.clen, max_body, &want)) {
 	case CLEN_OK:
 		break;

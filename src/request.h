@@ -40,8 +40,9 @@ struct request {
 
 /*
  * Fills r from src; reads the body when CONTENT_LENGTH <= max_body (a larger
- * body is not read: BODY_TOO_LARGE). drain: read and discard what is left of
- * the stream (CGI, bounded by 4 * max_body). 0, or -1 on ENOMEM/entropy error.
+ * body is not read: BODY_TOO_LARGE). drain (CGI): read and discard what is
+ * left of the stream (bounded by 4 * max_body), and without CONTENT_LENGTH
+ * read the body to end of stream. 0, or -1 on ENOMEM/entropy error.
  */
 int request_read(struct request *r, const struct request_source *src,
     size_t max_body, int drain);

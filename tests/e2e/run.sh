@@ -1,21 +1,32 @@
 #!/usr/bin/env bash
-# tests/e2e/run.sh - end-to-end tests through lighttpd + the responder + a
-# private Redis, all in a fresh temporary directory on a random loopback
-# port. Prints TAP lines (from tests/e2e/test_charge.py); exits non-zero
-# when a test failed or the stack did not start.
+# tests/e2e/run.sh - end-to-end tests through a web server (lighttpd by
+# default) + the responder + a private Redis, all in a fresh temporary
+# directory on a random loopback port. Prints TAP lines (from
+# tests/e2e/test_charge.py); exits non-zero when a test failed or the stack
+# did not start.
 #
-#   tests/e2e/run.sh                          uses build/charge
+#   tests/e2e/run.sh                          lighttpd, uses build/charge
+#   E2E_SERVER=apache tests/e2e/run.sh        Apache + mod_fcgid (tools/servers.sh)
+#   E2E_SERVER=apache-cgi tests/e2e/run.sh    Apache + mod_cgid, plain CGI
+#   E2E_SERVER=nginx tests/e2e/run.sh         nginx + charge --listen (4 threads)
 #   CHARGE_BIN=/tmp/build-x/charge tests/e2e/run.sh
 #   E2E_ONLY='spill|crash' tests/e2e/run.sh   a subset (regex on names)
 #   E2E_KEEP=1 tests/e2e/run.sh               keep the run directory
 #
-# The python suite is server-agnostic: everything specific to lighttpd is
-# here, and it gets the stack's details through E2E_* variables.
+# The python suite is server-agnostic: everything specific to the web
+# server is here, and it gets the stack's details through E2E_* variables.
 set -uo pipefail
 
 REPO=$(cd "$(dirname "$(readlink -f "${BASH_SOURCE[0]}")")/../.." && pwd)
 BIN=${CHARGE_BIN:-$REPO/build/charge}
 MAX_PROCS=${E2E_MAX_PROCS:-3}
+# lighttpd (default), apache (mod_fcgid), apache-cgi (mod_cgid, plain CGI),
+# nginx (the responder's own --listen socket, E2E_THREADS worker threads)
+SERVER=${E2E_SERVER:-lighttpd}
+case $SERVER in lighttpd|apache|apache-cgi|nginx) ;; *)
+	echo "not ok 1 - e2e: E2E_SERVER=$SERVER: want lighttpd, apache, apache-cgi or nginx"
+	exit 1 ;;
+esac
 
 # A clean configuration: only the CHARGE_* variables set below reach the
 # responder (CHARGE_BIN is ours, not a configuration key).
@@ -25,9 +36,11 @@ done
 
 # shellcheck source=tools/stack.sh
 . "$REPO/tools/stack.sh"
+# shellcheck source=tools/servers.sh
+. "$REPO/tools/servers.sh"
 
 bail() {
-	echo "not ok 1 - e2e (lighttpd): $*"
+	echo "not ok 1 - e2e ($SERVER): $*"
 	exit 1
 }
 
@@ -39,6 +52,7 @@ RUN=$(stack_rundir_create) || bail "cannot create a run directory"
 
 cleanup() {
 	trap - EXIT INT TERM
+	servers_stop_all "$RUN"
 	stack_stop_all "$RUN"
 	if [ "${E2E_KEEP:-0}" = 1 ]; then
 		echo "# run directory kept: $RUN"
@@ -80,18 +94,48 @@ export CHARGE_PROVIDER_SECRET="e2e-secret-$RANDOM$RANDOM"
 export CHARGE_METRICS_FILE="$RUN/metrics.shm"
 export CHARGE_LOG_LEVEL=info
 export CHARGE_THREADS=1
+# mod_fcgid notices dead responders only on its next scan (1 s) and a
+# waiting request sleeps 1 s before it asks for a new one: after the crash
+# test kills every responder, /healthz answers again 2-3 s later, so the
+# retry inside lock_ttl_s needs a longer lock there.
+if [ "$SERVER" = apache ]; then
+	export CHARGE_LOCK_TTL_S=5
+fi
 
 if ! "$BIN" --check-config >"$RUN/check-config.txt" 2>&1; then
 	sed 's/^/# /' "$RUN/check-config.txt"
 	bail "charge --check-config rejects the test configuration"
 fi
 
-stack_redis_start "$RUN" "$RUN/redis" "$RUN" 2>"$RUN/stack.err" ||
+# Apache and nginx serve as nobody when started as root: hand them the run
+# dir, and run Redis as nobody too (its socket is 0700). lighttpd keeps
+# its responders as root.
+REDIS_START=stack_redis_start
+if [ "$SERVER" != lighttpd ]; then
+	servers_share_rundir "$RUN" || bail "cannot share $RUN with the server's user"
+	REDIS_START=servers_redis_start
+fi
+$REDIS_START "$RUN" "$RUN/redis" "$RUN" 2>"$RUN/stack.err" ||
 	{ sed 's/^/# /' "$RUN/stack.err"; bail "redis-server did not start"; }
 
 PORT=$(stack_port_pick) || bail "no free port"
-stack_lighttpd_start "$RUN" "$RUN" "$PORT" "$BIN" "$MAX_PROCS" 2>"$RUN/stack.err" ||
-	{ sed 's/^/# /' "$RUN/stack.err"; bail "lighttpd did not start"; }
+started=0
+case $SERVER in
+lighttpd)
+	stack_lighttpd_start "$RUN" "$RUN" "$PORT" "$BIN" "$MAX_PROCS" 2>"$RUN/stack.err" && started=1
+	TOP_PID=$STACK_LIGHTTPD_PID ;;
+apache)
+	start_apache "$RUN" "$RUN" "$PORT" "$BIN" "$MAX_PROCS" 2>"$RUN/stack.err" && started=1
+	TOP_PID=$SERVERS_TOP_PID ;;
+apache-cgi)
+	start_apache_cgi "$RUN" "$RUN" "$PORT" "$BIN" 2>"$RUN/stack.err" && started=1
+	TOP_PID=$SERVERS_TOP_PID ;;
+nginx)
+	start_nginx "$RUN" "$RUN" "$PORT" "$BIN" "${E2E_THREADS:-4}" 2>"$RUN/stack.err" && started=1
+	TOP_PID=$SERVERS_TOP_PID ;;
+esac
+[ "$started" = 1 ] && [ -n "$TOP_PID" ] ||
+	{ sed 's/^/# /' "$RUN/stack.err"; bail "$SERVER did not start"; }
 
 # How the suite reaches and manipulates this stack.
 STACK="$REPO/tools/stack.sh"
@@ -101,22 +145,26 @@ export E2E_SPILL_DIR="$CHARGE_SPILL_DIR"
 export E2E_REDIS_SOCKET="$RUN/redis.sock"
 export E2E_WWW_DIR="$REPO/www"
 export E2E_REDIS_KILL=". '$STACK' && stack_redis_stop '$RUN' KILL"
-export E2E_REDIS_START=". '$STACK' && stack_redis_start '$RUN' '$RUN/redis' '$RUN'"
-export E2E_WORKER_PIDS="pgrep -P $STACK_LIGHTTPD_PID"
+export E2E_REDIS_START=". '$STACK' && . '$REPO/tools/servers.sh' && $REDIS_START '$RUN' '$RUN/redis' '$RUN'"
+# the responders below the server: lighttpd's children, mod_fcgid's
+# processes, the CGI processes running right now, the process behind nginx
+export E2E_WORKER_PIDS=". '$REPO/tools/servers.sh' && servers_descendants $TOP_PID charge"
 
-echo "# e2e (lighttpd): $BASE_URL, $MAX_PROCS responder processes of $BIN, run dir $RUN"
+echo "# e2e ($SERVER): $BASE_URL, responder $BIN, run dir $RUN"
 
+# each result line names the server: "ok 3 - [nginx] ..."
 timeout --foreground -k 10 300 python3 "$REPO/tests/e2e/test_charge.py" |
-	tee "$RUN/tap.txt"
+	sed -u -E "s/^((not )?ok [0-9]+ - )/\1[$SERVER] /" | tee "$RUN/tap.txt"
 rc=${PIPESTATUS[0]}
 if [ $rc -eq 124 ] || [ $rc -eq 137 ]; then
-	echo "not ok - e2e (lighttpd): suite timed out after 300 s"
+	echo "not ok - e2e ($SERVER): suite timed out after 300 s"
 elif [ $rc -ne 0 ] && ! grep -q '^not ok' "$RUN/tap.txt"; then
-	echo "not ok - e2e (lighttpd): test_charge.py exited with status $rc"
+	echo "not ok - e2e ($SERVER): test_charge.py exited with status $rc"
 fi
 
 if [ $rc -ne 0 ]; then
-	for f in lighttpd-error.log lighttpd.stderr.log redis.log; do
+	for f in lighttpd-error.log lighttpd.stderr.log apache-error.log \
+		apache-cgi-error.log nginx-error.log responder.log redis.log; do
 		[ -s "$RUN/$f" ] || continue
 		echo "# ---- last lines of $f"
 		tail -n 25 "$RUN/$f" | sed 's/^/#   /'

@@ -150,6 +150,7 @@ struct fixture {
 	char dir[64];
 	char ledger[128];
 	struct config cfg;
+	int ledger_fd;
 };
 
 static int
@@ -166,6 +167,7 @@ setup(void **state)
 	}
 	(void)snprintf(fx->ledger, sizeof(fx->ledger), "%s/ledger.log",
 	    fx->dir);
+	fx->ledger_fd = -1;
 	config_defaults(&fx->cfg, fx->dir);
 	fx->cfg.provider_latency_ms = 0;
 	fx->cfg.provider_timeout_ms = 10;
@@ -182,6 +184,7 @@ teardown(void **state)
 {
 	struct fixture *fx = *state;
 
+	provider_close(&fx->ledger_fd);
 	(void)unlink(fx->ledger);
 	(void)rmdir(fx->dir);
 	free(fx);
@@ -259,7 +262,7 @@ test_charge_succeeded(void **state)
 	long long t0, t1;
 
 	t0 = now_wall_ms();
-	assert_int_equal(provider_charge(&fx->cfg, "demo", "order-1", 7, 1999,
+	assert_int_equal(provider_charge(&fx->cfg, &fx->ledger_fd, "demo", "order-1", 7, 1999,
 	    "usd", "tok_visa", &r1), 0);
 	t1 = now_wall_ms();
 	assert_int_equal(r1.outcome, PROV_SUCCEEDED);
@@ -273,7 +276,7 @@ test_charge_succeeded(void **state)
 	    "1999", "usd", t0, t1);
 
 	/* the same key again: the same charge, and a second ledger line */
-	assert_int_equal(provider_charge(&fx->cfg, "demo", "order-1", 7, 1999,
+	assert_int_equal(provider_charge(&fx->cfg, &fx->ledger_fd, "demo", "order-1", 7, 1999,
 	    "usd", "tok_visa", &r2), 0);
 	t1 = now_wall_ms();
 	assert_string_equal(r2.charge_id, r1.charge_id);
@@ -282,7 +285,7 @@ test_charge_succeeded(void **state)
 	    "1999", "usd", t0, t1);
 
 	/* another principal with the same key: another charge */
-	assert_int_equal(provider_charge(&fx->cfg, "acme", "order-1", 7, 5,
+	assert_int_equal(provider_charge(&fx->cfg, &fx->ledger_fd, "acme", "order-1", 7, 5,
 	    "eur", "tok_visa", &r2), 0);
 	assert_string_not_equal(r2.charge_id, r1.charge_id);
 	assert_int_equal(ledger_lines(fx->ledger, lines, 4), 3);
@@ -298,16 +301,16 @@ test_charge_declined_and_error(void **state)
 	char lines[4][1024];
 	long long t0 = now_wall_ms();
 
-	assert_int_equal(provider_charge(&fx->cfg, "demo", "d1", 2, 100, "usd",
+	assert_int_equal(provider_charge(&fx->cfg, &fx->ledger_fd, "demo", "d1", 2, 100, "usd",
 	    "tok_chargeDeclined", &r), 0);
 	assert_int_equal(r.outcome, PROV_DECLINED);
 	assert_string_equal(r.decline_code, "card_declined");
 	assert_charge_id_format(r.charge_id);
-	assert_int_equal(provider_charge(&fx->cfg, "demo", "d2", 2, 200, "usd",
+	assert_int_equal(provider_charge(&fx->cfg, &fx->ledger_fd, "demo", "d2", 2, 200, "usd",
 	    "tok_insufficientFunds", &r), 0);
 	assert_int_equal(r.outcome, PROV_DECLINED);
 	assert_string_equal(r.decline_code, "insufficient_funds");
-	assert_int_equal(provider_charge(&fx->cfg, "demo", "e1", 2, 300, "gbp",
+	assert_int_equal(provider_charge(&fx->cfg, &fx->ledger_fd, "demo", "e1", 2, 300, "gbp",
 	    "tok_providerError", &r), 0);
 	assert_int_equal(r.outcome, PROV_ERROR);
 	assert_null(r.decline_code);
@@ -340,7 +343,7 @@ test_charge_timeout(void **state)
 	fx->cfg.provider_timeout_ms = 60;
 	t0 = now_wall_ms();
 	m0 = mono_ms();
-	assert_int_equal(provider_charge(&fx->cfg, "demo", "t1", 2, 1999, "usd",
+	assert_int_equal(provider_charge(&fx->cfg, &fx->ledger_fd, "demo", "t1", 2, 1999, "usd",
 	    "tok_providerTimeout", &r), 0);
 	m1 = mono_ms();
 	assert_true(m1 - m0 >= 60);
@@ -356,7 +359,7 @@ test_charge_timeout(void **state)
 	/* the default test config: timeout 10 ms */
 	fx->cfg.provider_timeout_ms = 10;
 	m0 = mono_ms();
-	assert_int_equal(provider_charge(&fx->cfg, "demo", "t2", 2, 1, "usd",
+	assert_int_equal(provider_charge(&fx->cfg, &fx->ledger_fd, "demo", "t2", 2, 1, "usd",
 	    "tok_providerTimeout", &r), 0);
 	assert_true(mono_ms() - m0 >= 10);
 }
@@ -371,7 +374,7 @@ test_charge_latency(void **state)
 	fx->cfg.provider_latency_ms = 40;
 	fx->cfg.provider_timeout_ms = 5000;
 	m0 = mono_ms();
-	assert_int_equal(provider_charge(&fx->cfg, "demo", "l1", 2, 1, "usd",
+	assert_int_equal(provider_charge(&fx->cfg, &fx->ledger_fd, "demo", "l1", 2, 1, "usd",
 	    "tok_visa", &r), 0);
 	assert_true(mono_ms() - m0 >= 40);
 	assert_true(mono_ms() - m0 < 5000);     /* not the timeout */
@@ -390,7 +393,7 @@ test_charge_long_fields(void **state)
 	principal[PRINCIPAL_MAX] = '\0';
 	memset(key, '~', IDEM_KEY_MAX);
 	key[IDEM_KEY_MAX] = '\0';
-	assert_int_equal(provider_charge(&fx->cfg, principal, key, IDEM_KEY_MAX,
+	assert_int_equal(provider_charge(&fx->cfg, &fx->ledger_fd, principal, key, IDEM_KEY_MAX,
 	    99999999, "usd", "tok_visa", &r), 0);
 	assert_int_equal(ledger_lines(fx->ledger, lines, 2), 1);
 	assert_ledger_line(lines[0], principal, key, r.charge_id, "succeeded",
@@ -406,12 +409,12 @@ test_charge_unwritable_ledger(void **state)
 	/* a directory */
 	(void)snprintf(fx->cfg.provider_ledger, sizeof(fx->cfg.provider_ledger),
 	    "%s", fx->dir);
-	assert_int_equal(provider_charge(&fx->cfg, "demo", "k", 1, 1, "usd",
+	assert_int_equal(provider_charge(&fx->cfg, &fx->ledger_fd, "demo", "k", 1, 1, "usd",
 	    "tok_visa", &r), -1);
 	/* a missing directory */
 	(void)snprintf(fx->cfg.provider_ledger, sizeof(fx->cfg.provider_ledger),
 	    "%s/missing/ledger.log", fx->dir);
-	assert_int_equal(provider_charge(&fx->cfg, "demo", "k", 1, 1, "usd",
+	assert_int_equal(provider_charge(&fx->cfg, &fx->ledger_fd, "demo", "k", 1, 1, "usd",
 	    "tok_visa", &r), -1);
 	assert_int_equal(access(fx->ledger, F_OK), -1);
 }
