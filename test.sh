@@ -45,6 +45,9 @@ build() {
 }
 
 LOGDIR=$(mktemp -d /tmp/charge-test.XXXXXX)
+# readable and traversable by nobody, which writes the sanitizer reports of
+# the responders that Apache and nginx run (as nobody when started as root)
+chmod 755 "$LOGDIR"
 PASSED=0
 FAILED=0
 
@@ -123,7 +126,7 @@ asan_check() {
 e2e_against() {
 	local server=$1 dir="$LOGDIR/asan-e2e-$1" rc
 	mkdir -p "$dir"
-	chmod 777 "$dir"        # Apache runs the responders as nobody
+	chmod 777 "$dir"        # Apache and nginx run the responders as nobody
 	ASAN_OPTIONS="log_path=$dir/asan:detect_leaks=1" \
 		UBSAN_OPTIONS="log_path=$dir/asan:print_stacktrace=1" \
 		E2E_SERVER=$server CHARGE_BIN="$ROOT/build-asan/charge" tests/e2e/run.sh

@@ -44,6 +44,9 @@
 
 # shellcheck disable=SC2034  # globals for the scripts that source this file
 SERVERS_ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+SERVERS_CHECKOUT=$SERVERS_ROOT   # SERVERS_ROOT may move to a staged copy
+SERVERS_BIN=
+SERVERS_STAGED_CONF=
 SERVERS_APACHE_PID=
 SERVERS_APACHE_CGI_PID=
 SERVERS_NGINX_PID=
@@ -162,6 +165,39 @@ servers_share_rundir() {
 		fi
 		d=$(dirname "$d")
 	done
+}
+
+# servers_stage_repo RUN_DIR BIN: when root, the web server's workers and
+# the responders run as nobody, which cannot read a checkout under a
+# private directory (a clone in a mktemp -d, say). Then this copies what
+# they read (conf/, www/, tools/ and the binary) into RUN_DIR/repo, points
+# SERVERS_ROOT and STACK_ROOT there and exports CHARGE_CONF. Sets
+# SERVERS_BIN to the binary to use. Call it after servers_share_rundir.
+servers_stage_repo() {
+	local run=$1 bin=$2 root=$SERVERS_CHECKOUT
+	SERVERS_ROOT=$root
+	STACK_ROOT=$root
+	SERVERS_BIN=$bin
+	if [ -n "$SERVERS_STAGED_CONF" ] && [ "${CHARGE_CONF:-}" = "$SERVERS_STAGED_CONF" ]; then
+		unset CHARGE_CONF
+	fi
+	SERVERS_STAGED_CONF=
+	servers_is_root || return 0
+	if servers_as_worker test -r "$root/conf/charge.conf" &&
+		servers_as_worker test -r "$root/www/index.html" &&
+		servers_as_worker test -r "$root/tools/stack.sh" &&
+		servers_as_worker test -x "$bin"; then
+		return 0
+	fi
+	mkdir -p "$run/repo" &&
+		cp -a "$root/conf" "$root/www" "$root/tools" "$run/repo/" &&
+		cp "$bin" "$run/repo/charge" &&
+		chmod -R a+rX "$run/repo" || return 1
+	SERVERS_ROOT="$run/repo"
+	STACK_ROOT="$run/repo"
+	SERVERS_BIN="$run/repo/charge"
+	SERVERS_STAGED_CONF="$run/repo/conf/charge.conf"
+	export CHARGE_CONF=$SERVERS_STAGED_CONF
 }
 
 # servers_redis_start RUN_DIR DATA_DIR LOG_DIR: tools/stack.sh's

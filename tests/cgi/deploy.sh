@@ -295,7 +295,9 @@ scenario() {
 	export CHARGE_PROVIDER_TIMEOUT_MS=1000 CHARGE_LOCK_TTL_S=5 CHARGE_MAX_REQUEST_BYTES=$MAX_BODY
 	export CHARGE_LOG_LEVEL=warn CHARGE_THREADS=1
 	PORT=$(servers_port_pick) && B="http://127.0.0.1:$PORT"
-	servers_share_rundir "$RUN" && servers_redis_start "$RUN" "$RUN/redis" "$RUN" 2>"$RUN/start.err"
+	local BIN=$BIN
+	servers_share_rundir "$RUN" && servers_stage_repo "$RUN" "$BIN" && BIN=$SERVERS_BIN &&
+		servers_redis_start "$RUN" "$RUN/redis" "$RUN" 2>"$RUN/start.err"
 	case $kind in
 	apache)
 		start_apache "$RUN" "$RUN" "$PORT" "$BIN" "$PROCS" 2>>"$RUN/start.err" && started=1 ;;
@@ -310,7 +312,7 @@ scenario() {
 	apache-unprivileged)
 		# everything as nobody: nothing of Apache needs root
 		servers_as_worker bash -c '. "$1/tools/servers.sh" && start_apache "$2" "$2" "$3" "$4" "$5"' \
-			_ "$REPO" "$RUN" "$PORT" "$BIN" "$PROCS" 2>>"$RUN/start.err" && started=1
+			_ "$SERVERS_ROOT" "$RUN" "$PORT" "$BIN" "$PROCS" 2>>"$RUN/start.err" && started=1
 		SERVERS_APACHE_PID=$(cat "$RUN/apache/apache2.pid" 2>/dev/null)
 		SERVERS_TOP_PID=$SERVERS_APACHE_PID
 		if [ "$started" = 1 ] && [ "$(stat -c %U "/proc/$SERVERS_APACHE_PID")" != nobody ]; then

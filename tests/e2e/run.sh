@@ -113,6 +113,8 @@ fi
 REDIS_START=stack_redis_start
 if [ "$SERVER" != lighttpd ]; then
 	servers_share_rundir "$RUN" || bail "cannot share $RUN with the server's user"
+	servers_stage_repo "$RUN" "$BIN" || bail "cannot stage the checkout for the server's user"
+	BIN=$SERVERS_BIN
 	REDIS_START=servers_redis_start
 fi
 $REDIS_START "$RUN" "$RUN/redis" "$RUN" 2>"$RUN/stack.err" ||
