@@ -147,7 +147,8 @@ export E2E_SPILL_DIR="$CHARGE_SPILL_DIR"
 export E2E_REDIS_SOCKET="$RUN/redis.sock"
 export E2E_WWW_DIR="$REPO/www"
 export E2E_REDIS_KILL=". '$STACK' && stack_redis_stop '$RUN' KILL"
-export E2E_REDIS_START=". '$STACK' && . '$REPO/tools/servers.sh' && $REDIS_START '$RUN' '$RUN/redis' '$RUN'"
+# (SERVERS_ROOT: the checkout, or the staged copy when nobody cannot read it)
+export E2E_REDIS_START=". '$STACK' && . '$REPO/tools/servers.sh' && SERVERS_ROOT='$SERVERS_ROOT' STACK_ROOT='$SERVERS_ROOT' && $REDIS_START '$RUN' '$RUN/redis' '$RUN'"
 # the responders below the server: lighttpd's children, mod_fcgid's
 # processes, the CGI processes running right now, the process behind nginx
 export E2E_WORKER_PIDS=". '$REPO/tools/servers.sh' && servers_descendants $TOP_PID charge"
