@@ -44,6 +44,8 @@
 
 # shellcheck disable=SC2034  # globals for the scripts that source this file
 SERVERS_ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+# shared process and port helpers (stack_pid_alive, stack_port_pick, ...)
+declare -F stack_pid_alive >/dev/null || . "$SERVERS_ROOT/tools/stack.sh"
 SERVERS_CHECKOUT=$SERVERS_ROOT   # SERVERS_ROOT may move to a staged copy
 SERVERS_BIN=
 SERVERS_STAGED_CONF=
@@ -62,40 +64,25 @@ servers_log() {
 
 # --- processes -------------------------------------------------------------
 
-# servers_pid_alive PID [COMM]: true when PID runs (not a zombie) and, if
-# COMM is given, its /proc/PID/comm is COMM.
-servers_pid_alive() {
-	local pid=$1 comm=${2:-} rest state
-	[ -n "$pid" ] && [ -r "/proc/$pid/stat" ] || return 1
-	rest=$(cat "/proc/$pid/stat" 2>/dev/null) || return 1
-	rest=${rest##*) }
-	state=${rest%% *}
-	case $state in Z|X) return 1 ;; esac
-	if [ -n "$comm" ]; then
-		[ "$(cat "/proc/$pid/comm" 2>/dev/null)" = "$comm" ] || return 1
-	fi
-	return 0
-}
-
 # servers_stop_pid PID COMM SIGNAL [SECONDS]: sends SIGNAL when PID still
 # runs COMM, waits up to SECONDS (default 10), then KILL; reaps a child.
 servers_stop_pid() {
 	local pid=$1 comm=$2 sig=$3 secs=${4:-10} i
 	[ -n "$pid" ] || return 0
-	if ! servers_pid_alive "$pid" "$comm"; then
+	if ! stack_pid_alive "$pid" "$comm"; then
 		wait "$pid" 2>/dev/null
 		return 0
 	fi
 	kill -"$sig" "$pid" 2>/dev/null
 	for i in $(seq 1 $((secs * 10))); do
-		servers_pid_alive "$pid" || break
+		stack_pid_alive "$pid" || break
 		sleep 0.1
 	done
-	if servers_pid_alive "$pid" "$comm"; then
+	if stack_pid_alive "$pid" "$comm"; then
 		servers_log "$comm (pid $pid) did not stop after ${secs}s, sending KILL"
 		kill -KILL "$pid" 2>/dev/null
 		for i in $(seq 1 20); do
-			servers_pid_alive "$pid" || break
+			stack_pid_alive "$pid" || break
 			sleep 0.1
 		done
 	fi
@@ -216,39 +203,10 @@ servers_redis_start() {
 		_ "$SERVERS_ROOT" "$run" "$data" "$logs" || return 1
 	STACK_REDIS_PID=$(cat "$run/redis.pid" 2>/dev/null)
 	STACK_REDIS_SOCKET="$run/redis.sock"
-	servers_pid_alive "$STACK_REDIS_PID" redis-server
+	stack_pid_alive "$STACK_REDIS_PID" redis-server
 }
 
 # --- helpers ---------------------------------------------------------------
-
-# servers_port_in_use PORT: true when something accepts on 127.0.0.1:PORT.
-servers_port_in_use() {
-	(exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null
-}
-
-# servers_port_pick: prints a loopback port that nothing listens on, below
-# the kernel's ephemeral range (a port there may be the local end of some
-# client connection at any moment, and then bind() fails).
-servers_port_pick() {
-	local i port low=32768 high=60999 base span
-	read -r low high </proc/sys/net/ipv4/ip_local_port_range 2>/dev/null
-	if [ "$low" -gt 21024 ]; then
-		base=20000 span=$((low - 20000))
-	elif [ "$high" -lt 64000 ]; then
-		base=$((high + 1)) span=$((65535 - high))
-	else
-		base=20000 span=40000
-	fi
-	for i in $(seq 1 50); do
-		port=$((base + RANDOM % span))
-		if ! servers_port_in_use "$port"; then
-			echo "$port"
-			return 0
-		fi
-	done
-	servers_log "no free port found"
-	return 1
-}
 
 # servers_tail FILE: the last lines of a log, indented, to stderr.
 servers_tail() {
@@ -269,7 +227,7 @@ servers_wait_healthz() {
 	for i in $(seq 1 150); do
 		code=$(servers_http_status "http://127.0.0.1:$port/healthz")
 		case $code in 200|503) return 0 ;; esac
-		servers_pid_alive "$pid" "$comm" || break
+		stack_pid_alive "$pid" "$comm" || break
 		sleep 0.1
 	done
 	servers_log "$comm did not serve http://127.0.0.1:$port/healthz (last status $code)"
@@ -287,8 +245,8 @@ servers_wait_healthz() {
 servers_apache_warm() {
 	local port=$1 pid=$2 n=$3 i
 	for i in $(seq 1 150); do
-		servers_port_in_use "$port" && break
-		servers_pid_alive "$pid" apache2 || return 1
+		stack_port_in_use "$port" && break
+		stack_pid_alive "$pid" apache2 || return 1
 		sleep 0.1
 	done
 	# one curl, 4n connections opened and sent at the same moment
@@ -399,7 +357,7 @@ servers_apache_run() {
 		servers_log "responder binary $bin is missing or not executable"
 		return 1
 	fi
-	if servers_port_in_use "$port"; then
+	if stack_port_in_use "$port"; then
 		servers_log "port $port on 127.0.0.1 is already in use"
 		return 1
 	fi
@@ -567,7 +525,7 @@ start_nginx() {
 		servers_log "responder binary $bin is missing or not executable"
 		return 1
 	fi
-	if servers_port_in_use "$port"; then
+	if stack_port_in_use "$port"; then
 		servers_log "port $port on 127.0.0.1 is already in use"
 		return 1
 	fi
@@ -587,7 +545,7 @@ start_nginx() {
 		upstream="unix:$sock"
 		set -- "$bin" --listen "$sock" ;;
 	tcp)
-		fport=$(servers_port_pick) || return 1
+		fport=$(stack_port_pick) || return 1
 		upstream="127.0.0.1:$fport"
 		set -- "$bin" --listen "$upstream" ;;
 	spawn-fcgi)

@@ -51,13 +51,21 @@ stack_port_in_use() {
 	(exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null
 }
 
-# stack_port_pick: prints a loopback port that nothing listens on, below
-# the kernel's ephemeral range (32768-60999 here), where client sockets of
-# other tests could hold it and make bind() fail.
+# stack_port_pick: prints a loopback port that nothing listens on, outside
+# the kernel's ephemeral range (a port there may be the local end of some
+# client connection at any moment, and then bind() fails).
 stack_port_pick() {
-	local port
+	local port low=32768 high=60999 base span
+	read -r low high </proc/sys/net/ipv4/ip_local_port_range 2>/dev/null
+	if [ "$low" -gt 21024 ]; then
+		base=20000 span=$((low - 20000))
+	elif [ "$high" -lt 64000 ]; then
+		base=$((high + 1)) span=$((65535 - high))
+	else
+		base=20000 span=40000
+	fi
 	for _ in $(seq 1 50); do
-		port=$((20000 + RANDOM % 12000))
+		port=$((base + RANDOM % span))
 		if ! stack_port_in_use "$port"; then
 			echo "$port"
 			return 0

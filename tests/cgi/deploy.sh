@@ -269,10 +269,10 @@ c_procs() {
 c_stopped() {
 	local top=$1 i
 	for i in $(seq 1 50); do
-		servers_pid_alive "$top" || break
+		stack_pid_alive "$top" || break
 		sleep 0.1
 	done
-	servers_pid_alive "$top" && { echo "server $top still runs"; return 1; }
+	stack_pid_alive "$top" && { echo "server $top still runs"; return 1; }
 	[ -z "$(servers_descendants "$top" charge)" ] || { echo "responders left"; return 1; }
 	if [ -n "$(ps -e -o pid=,args= | grep -F "$RUN" | grep -v grep | grep -v redis-server)" ]; then
 		echo "processes left:"; ps -e -o pid=,args= | grep -F "$RUN" | grep -v grep
@@ -294,7 +294,7 @@ scenario() {
 	export CHARGE_METRICS_FILE="$RUN/metrics.shm" CHARGE_PROVIDER_LATENCY_MS=$LATENCY_MS
 	export CHARGE_PROVIDER_TIMEOUT_MS=1000 CHARGE_LOCK_TTL_S=5 CHARGE_MAX_REQUEST_BYTES=$MAX_BODY
 	export CHARGE_LOG_LEVEL=warn CHARGE_THREADS=1
-	PORT=$(servers_port_pick) && B="http://127.0.0.1:$PORT"
+	PORT=$(stack_port_pick) && B="http://127.0.0.1:$PORT"
 	local BIN=$BIN
 	servers_share_rundir "$RUN" && servers_stage_repo "$RUN" "$BIN" && BIN=$SERVERS_BIN &&
 		servers_redis_start "$RUN" "$RUN/redis" "$RUN" 2>"$RUN/start.err"
