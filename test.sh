@@ -151,6 +151,18 @@ suite_cgi() {
 	return $rc
 }
 
+# The standalone listener's signals and threads (ASan build).
+suite_signals() {
+	local dir="$LOGDIR/asan-signals" rc
+	mkdir -p "$dir"
+	ASAN_OPTIONS="log_path=$dir/asan:detect_leaks=1" \
+		UBSAN_OPTIONS="log_path=$dir/asan:print_stacktrace=1" \
+		CHARGE_BIN="$ROOT/build-asan/charge" tests/signals/run.sh
+	rc=$?
+	asan_check "$dir" "signals"
+	return $rc
+}
+
 # Every deployment configuration of conf/ with curl (plain build).
 suite_deploy() { tests/cgi/deploy.sh; }
 
@@ -162,7 +174,7 @@ suite_bench_smoke() { bench/run --smoke; }
 suite_examples() { tests/with-stack.sh tests/examples/run.sh; }
 suite_browser() { tests/with-stack.sh tests/browser/run.sh; }
 
-SUITES=(unit unit_asan lua fuzz cgi e2e e2e_apache e2e_apache_cgi e2e_nginx
+SUITES=(unit unit_asan lua fuzz cgi signals e2e e2e_apache e2e_apache_cgi e2e_nginx
 	deploy examples browser bench_smoke)
 [ $# -gt 0 ] && SUITES=("$@")
 

@@ -1,0 +1,127 @@
+#!/usr/bin/env bash
+# tests/signals/run.sh - the standalone listener (charge --listen) and its
+# signals, with a real Redis: SIGTERM while idle exits at once; SIGTERM (and
+# SIGUSR1) during a charge lets the charge finish, answers it, records it,
+# then exits; threads serve at once. Requests go straight to the FastCGI
+# socket with cgi-fcgi (libfcgi-bin). Prints TAP.
+#   CHARGE_BIN=build-asan/charge tests/signals/run.sh
+set -uo pipefail
+REPO=$(cd "$(dirname "$(readlink -f "${BASH_SOURCE[0]}")")/../.." && pwd)
+BIN=$(readlink -f "${CHARGE_BIN:-$REPO/build/charge}")
+for v in $(compgen -e | grep '^CHARGE_' || true); do unset "$v"; done
+# shellcheck source=tools/stack.sh
+. "$REPO/tools/stack.sh"
+
+N=0 FAILED=0 PID=
+ok() { N=$((N + 1)); echo "ok $N - $1"; }
+notok() { N=$((N + 1)); FAILED=$((FAILED + 1)); echo "not ok $N - $1"; [ -n "${2:-}" ] && printf '%s\n' "$2" | sed 's/^/#   /'; }
+
+RUN=$(stack_rundir_create) || { echo "not ok 1 - run directory"; exit 1; }
+cleanup() {
+	[ -n "$PID" ] && stack_stop_pid "$PID" charge 3
+	stack_redis_stop "$RUN"
+	rm -rf "$RUN"
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+LATENCY_MS=600
+export CHARGE_REDIS_URL="unix://$RUN/redis.sock" CHARGE_SPILL_DIR="$RUN/spill"
+export CHARGE_PROVIDER_LEDGER="$RUN/ledger.log" CHARGE_METRICS_FILE=none
+export CHARGE_PROVIDER_LATENCY_MS=$LATENCY_MS CHARGE_THREADS=2 CHARGE_LOG_LEVEL=warn
+mkdir -p "$RUN/spill"
+stack_redis_start "$RUN" "$RUN/redis" "$RUN" 2>"$RUN/stack.err" ||
+	{ sed 's/^/# /' "$RUN/stack.err"; echo "not ok 1 - redis-server did not start"; exit 1; }
+
+now_ms() { date +%s%3N; }
+
+# start_listener: charge --listen on a free port; sets PID and ADDR.
+start_listener() {
+	ADDR="127.0.0.1:$(stack_port_pick)"
+	"$BIN" --listen "$ADDR" 2>>"$RUN/charge.log" &
+	PID=$!
+	for _ in $(seq 1 50); do
+		stack_port_in_use "${ADDR#*:}" && return 0
+		sleep 0.05
+	done
+	return 1
+}
+
+# charge KEY OUTFILE: one POST /charge straight to the FastCGI socket.
+charge() {
+	local body='{"amount":1999,"currency":"usd","source":"tok_visa"}'
+	printf '%s' "$body" | env -i REQUEST_METHOD=POST REQUEST_URI=/charge \
+		CONTENT_TYPE=application/json CONTENT_LENGTH=${#body} \
+		HTTP_AUTHORIZATION="Bearer sk_test_demo" HTTP_IDEMPOTENCY_KEY="$1" \
+		cgi-fcgi -bind -connect "$ADDR" >"$2" 2>&1
+}
+
+# exited_within PID MS: true when PID is gone within MS milliseconds.
+exited_within() {
+	local end=$(( $(now_ms) + $2 ))
+	while [ "$(now_ms)" -lt "$end" ]; do
+		stack_pid_alive "$1" || return 0
+		sleep 0.02
+	done
+	return 1
+}
+
+# 1. SIGTERM while idle
+start_listener || notok "listener starts on a free port" "$(tail -5 "$RUN/charge.log")"
+t0=$(now_ms)
+kill -TERM "$PID"
+if exited_within "$PID" 1000; then
+	wait "$PID"; rc=$?
+	[ $rc -eq 0 ] && ok "SIGTERM while idle: exits 0 within $(( $(now_ms) - t0 )) ms" ||
+		notok "SIGTERM while idle: exit status $rc"
+else
+	notok "SIGTERM while idle: still running after 1 s"
+fi
+PID=
+
+# 2. SIGTERM and SIGUSR1 during a charge: the charge finishes, then exit
+for sig in TERM USR1; do
+	start_listener || { notok "listener starts"; continue; }
+	key="sig-$sig-$RANDOM$RANDOM"
+	charge "$key" "$RUN/out-$sig" &
+	cpid=$!
+	sleep 0.2                         # the provider call is under way
+	t0=$(now_ms)
+	kill -"$sig" "$PID"
+	wait "$cpid"
+	if grep -q '^Status: 201' "$RUN/out-$sig" && grep -q 'Idempotent-Replayed: false' "$RUN/out-$sig"; then
+		ok "SIG$sig during a charge: the charge is answered 201"
+	else
+		notok "SIG$sig during a charge: the charge is answered 201" "$(head -c 600 "$RUN/out-$sig")"
+	fi
+	state=$(redis-cli -s "$RUN/redis.sock" HGET "charge:idem:demo:$key" state)
+	lines=$(grep -c "	$key	" "$RUN/ledger.log")
+	[ "$state" = completed ] && [ "$lines" = 1 ] &&
+		ok "SIG$sig during a charge: recorded completed, one ledger line" ||
+		notok "SIG$sig during a charge: recorded completed, one ledger line" "state=$state ledger lines=$lines"
+	if exited_within "$PID" 3000; then
+		wait "$PID"; rc=$?
+		[ $rc -eq 0 ] && ok "SIG$sig during a charge: exits 0 after answering" ||
+			notok "SIG$sig during a charge: exit status $rc"
+	else
+		notok "SIG$sig during a charge: still running 3 s later"
+	fi
+	PID=
+done
+
+# 3. threads = 2: two charges at once take one provider latency, not two
+start_listener || notok "listener starts"
+t0=$(now_ms)
+charge "par-a-$RANDOM$RANDOM" "$RUN/out-a" & a=$!
+charge "par-b-$RANDOM$RANDOM" "$RUN/out-b" & b=$!
+wait "$a" "$b"
+ms=$(( $(now_ms) - t0 ))
+if grep -q '^Status: 201' "$RUN/out-a" && grep -q '^Status: 201' "$RUN/out-b" &&
+	[ "$ms" -lt $((2 * LATENCY_MS - 100)) ]; then
+	ok "threads = 2: two charges served at once ($ms ms for two ${LATENCY_MS}-ms provider calls)"
+else
+	notok "threads = 2: two charges served at once" "took $ms ms; $(head -1 "$RUN/out-a") / $(head -1 "$RUN/out-b")"
+fi
+
+echo "1..$N"
+[ "$FAILED" -eq 0 ]
