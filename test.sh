@@ -121,47 +121,32 @@ asan_check() {
 	fi
 }
 
-# The end-to-end suite over real HTTP through one web server ($1), against
-# the ASan build; then no sanitizer report may exist.
-e2e_against() {
-	local server=$1 dir="$LOGDIR/asan-e2e-$1" rc
+# with_asan NAME CMD...: runs CMD with the ASan build as CHARGE_BIN and the
+# sanitizers' reports going to files; afterwards none may exist.
+with_asan() {
+	local name=$1 dir="$LOGDIR/asan-$1" rc
+	shift
 	mkdir -p "$dir"
 	chmod 777 "$dir"        # Apache and nginx run the responders as nobody
 	ASAN_OPTIONS="log_path=$dir/asan:detect_leaks=1" \
 		UBSAN_OPTIONS="log_path=$dir/asan:print_stacktrace=1" \
-		E2E_SERVER=$server CHARGE_BIN="$ROOT/build-asan/charge" tests/e2e/run.sh
+		CHARGE_BIN="$ROOT/build-asan/charge" "$@"
 	rc=$?
-	asan_check "$dir" "e2e ($server)"
-	return $rc
-}
-suite_e2e() { e2e_against lighttpd; }
-suite_e2e_apache() { E2E_MAX_PROCS=4 e2e_against apache; }
-suite_e2e_apache_cgi() { e2e_against apache-cgi; }
-suite_e2e_nginx() { e2e_against nginx; }
-
-# The binary as a plain CGI program, without a web server (ASan build).
-suite_cgi() {
-	local dir="$LOGDIR/asan-cgi" rc
-	mkdir -p "$dir"
-	ASAN_OPTIONS="log_path=$dir/asan:detect_leaks=1" \
-		UBSAN_OPTIONS="log_path=$dir/asan:print_stacktrace=1" \
-		CHARGE_BIN="$ROOT/build-asan/charge" tests/cgi/run.sh
-	rc=$?
-	asan_check "$dir" "cgi"
+	asan_check "$dir" "$name"
 	return $rc
 }
 
-# The standalone listener's signals and threads (ASan build).
-suite_signals() {
-	local dir="$LOGDIR/asan-signals" rc
-	mkdir -p "$dir"
-	ASAN_OPTIONS="log_path=$dir/asan:detect_leaks=1" \
-		UBSAN_OPTIONS="log_path=$dir/asan:print_stacktrace=1" \
-		CHARGE_BIN="$ROOT/build-asan/charge" tests/signals/run.sh
-	rc=$?
-	asan_check "$dir" "signals"
-	return $rc
-}
+# The end-to-end suite over real HTTP through each web server.
+suite_e2e() { E2E_SERVER=lighttpd with_asan e2e tests/e2e/run.sh; }
+suite_e2e_apache() { E2E_SERVER=apache E2E_MAX_PROCS=4 with_asan e2e_apache tests/e2e/run.sh; }
+suite_e2e_apache_cgi() { E2E_SERVER=apache-cgi with_asan e2e_apache_cgi tests/e2e/run.sh; }
+suite_e2e_nginx() { E2E_SERVER=nginx with_asan e2e_nginx tests/e2e/run.sh; }
+
+# The binary as a plain CGI program, without a web server.
+suite_cgi() { with_asan cgi tests/cgi/run.sh; }
+
+# The standalone listener's signals and threads.
+suite_signals() { with_asan signals tests/signals/run.sh; }
 
 # Every deployment configuration of conf/ with curl (plain build).
 suite_deploy() { tests/cgi/deploy.sh; }

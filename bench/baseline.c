@@ -14,6 +14,8 @@
 
 #include <fcgiapp.h>
 
+#include "bench_body.h"
+
 #define BASELINE_BODY_MAX	(1024 * 1024)	/* bytes, like max_request_bytes */
 #define BASELINE_BACKLOG	128
 
@@ -37,33 +39,6 @@ static const char reply_too_large[] =
     "Content-Type: text/plain\r\n"
     "\r\n"
     "too large\n";
-
-/* Reads the whole body into body_buf. Returns its length or -1. */
-static long
-baseline_read_body(FCGX_Request *req)
-{
-	const char *cl;
-	char *end;
-	unsigned long want;
-	long got = 0;
-	int n;
-
-	cl = FCGX_GetParam("CONTENT_LENGTH", req->envp);
-	if (cl == NULL || *cl == '\0')
-		return 0;
-	errno = 0;
-	want = strtoul(cl, &end, 10);
-	if (errno != 0 || *end != '\0' || want > sizeof(body_buf))
-		return -1;
-	while ((unsigned long)got < want) {
-		n = FCGX_GetStr(body_buf + got, (int)(want - (unsigned long)got),
-		    req->in);
-		if (n <= 0)
-			return -1;
-		got += n;
-	}
-	return got;
-}
 
 int
 main(int argc, char *argv[])
@@ -90,7 +65,7 @@ main(int argc, char *argv[])
 		return 1;
 	}
 	while (FCGX_Accept_r(&req) >= 0) {
-		if (baseline_read_body(&req) < 0) {
+		if (bench_read_body(&req, body_buf, sizeof(body_buf)) < 0) {
 			if (FCGX_PutStr(reply_too_large,
 			    (int)sizeof(reply_too_large) - 1, req.out) < 0)
 				fprintf(stderr, "baseline: write failed\n");

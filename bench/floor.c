@@ -19,6 +19,8 @@
 #include <fcgiapp.h>
 #include <hiredis.h>
 
+#include "bench_body.h"
+
 #define FLOOR_BODY_MAX		(1024 * 1024)	/* bytes, like max_request_bytes */
 #define FLOOR_BACKLOG		128
 #define FLOOR_ROUNDTRIPS_MAX	4
@@ -68,33 +70,6 @@ struct floor_state {
 	long pid;
 	unsigned long seq;
 };
-
-/* Reads the whole body into body_buf. Returns its length or -1. */
-static long
-floor_read_body(FCGX_Request *req)
-{
-	const char *cl;
-	char *end;
-	unsigned long want;
-	long got = 0;
-	int n;
-
-	cl = FCGX_GetParam("CONTENT_LENGTH", req->envp);
-	if (cl == NULL || *cl == '\0')
-		return 0;
-	errno = 0;
-	want = strtoul(cl, &end, 10);
-	if (errno != 0 || *end != '\0' || want > sizeof(body_buf))
-		return -1;
-	while ((unsigned long)got < want) {
-		n = FCGX_GetStr(body_buf + got, (int)(want - (unsigned long)got),
-		    req->in);
-		if (n <= 0)
-			return -1;
-		got += n;
-	}
-	return got;
-}
 
 /* Connects to the unix socket and loads the script. 0 or -1 (message on stderr). */
 static int
@@ -223,7 +198,7 @@ main(int argc, char *argv[])
 		return 1;
 	}
 	while (FCGX_Accept_r(&req) >= 0) {
-		if (floor_read_body(&req) < 0) {
+		if (bench_read_body(&req, body_buf, sizeof(body_buf)) < 0) {
 			reply = reply_bad_request;
 			len = (int)sizeof(reply_bad_request) - 1;
 		} else if (floor_run_script(&st) != 0) {
