@@ -108,16 +108,16 @@ suite_lua() { tests/lua/run.sh; }
 # libFuzzer smoke run over every parser (clang-14, ASan + UBSan).
 suite_fuzz() { tests/fuzz/run.sh; }
 
-# ASan/UBSan/LSan reports of responder processes go to files; none may exist.
+# Sanitizer reports of responder processes go to files; none may exist.
 asan_check() {
 	local dir=$1 what=$2 f
-	if compgen -G "$dir/asan.*" >/dev/null; then
+	if compgen -G "$dir/[at]san.*" >/dev/null; then
 		echo "not ok - $what: sanitizer reports"
-		for f in "$dir"/asan.*; do
+		for f in "$dir"/[at]san.*; do
 			sed 's/^/# /' "$f" | head -30
 		done
 	else
-		echo "ok - $what: no ASan/UBSan/LSan report from any responder process"
+		echo "ok - $what: no sanitizer report from any responder process"
 	fi
 }
 
@@ -148,6 +148,21 @@ suite_cgi() { with_asan cgi tests/cgi/run.sh; }
 # The standalone listener's signals and threads.
 suite_signals() { with_asan signals tests/signals/run.sh; }
 
+# ThreadSanitizer: the threaded listener (nginx, 4 worker threads) through
+# the whole e2e suite, and the signal tests.
+suite_tsan() {
+	local dir="$LOGDIR/tsan" rc=0
+	build build-tsan -Db_sanitize=thread -Dtests=disabled || return 1
+	mkdir -p "$dir"
+	chmod 777 "$dir"
+	export TSAN_OPTIONS="log_path=$dir/tsan"
+	CHARGE_BIN="$ROOT/build-tsan/charge" tests/signals/run.sh || rc=1
+	E2E_SERVER=nginx CHARGE_BIN="$ROOT/build-tsan/charge" tests/e2e/run.sh || rc=1
+	unset TSAN_OPTIONS
+	asan_check "$dir" "tsan (threads)"
+	return $rc
+}
+
 # Every deployment configuration of conf/ with curl (plain build).
 suite_deploy() { tests/cgi/deploy.sh; }
 
@@ -159,7 +174,7 @@ suite_bench_smoke() { bench/run --smoke; }
 suite_examples() { tests/with-stack.sh tests/examples/run.sh; }
 suite_browser() { tests/with-stack.sh tests/browser/run.sh; }
 
-SUITES=(unit unit_asan lua fuzz cgi signals e2e e2e_apache e2e_apache_cgi e2e_nginx
+SUITES=(unit unit_asan lua fuzz cgi signals e2e e2e_apache e2e_apache_cgi e2e_nginx tsan
 	deploy examples browser bench_smoke)
 [ $# -gt 0 ] && SUITES=("$@")
 

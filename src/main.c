@@ -40,8 +40,12 @@ extern char **environ;
 static struct config cfg;
 static struct auth_table auth;
 
-/* Set by the main thread when a stop signal arrives. */
-static volatile sig_atomic_t stopping;
+/*
+ * Set by the main thread (which takes the stop signals with sigtimedwait,
+ * not in a handler) and read by the workers: an atomic, not a
+ * volatile sig_atomic_t, because it crosses threads.
+ */
+static int stopping;
 
 struct worker_thread {
 	pthread_t tid;
@@ -179,7 +183,7 @@ worker_main(void *arg)
 	src.ctx = &req;
 	sink.write = fcgi_write;
 	sink.ctx = &req;
-	while (!stopping) {
+	while (!__atomic_load_n(&stopping, __ATOMIC_SEQ_CST)) {
 		if (FCGX_Accept_r(&req) < 0)
 			break;
 		__atomic_store_n(&t->busy, 1, __ATOMIC_SEQ_CST);
@@ -245,7 +249,7 @@ serve_fastcgi(int listen_fd)
 			break;          /* the listener went away */
 	}
 stop:
-	stopping = 1;
+	__atomic_store_n(&stopping, 1, __ATOMIC_SEQ_CST);
 	FCGX_ShutdownPending();
 	for (;;) {
 		for (alive = 0, i = 0; i < n; i++) {

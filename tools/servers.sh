@@ -319,7 +319,7 @@ servers_conf_path() {
 # every CHARGE_* (except CHARGE_BIN, a harness variable) and the sanitizer
 # options, one a line.
 servers_env_names() {
-	compgen -e | grep -E '^(CHARGE_[A-Z0-9_]+|ASAN_OPTIONS|UBSAN_OPTIONS|LSAN_OPTIONS)$' |
+	compgen -e | grep -E '^(CHARGE_[A-Z0-9_]+|[ALTU]SAN_OPTIONS)$' |
 		grep -vx CHARGE_BIN
 }
 
