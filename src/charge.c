@@ -90,12 +90,18 @@ charge_object_render(const char *canon, size_t canonlen, const char *charge_id,
 static void
 answer_unavailable(struct charge_ctx *cx, const char *detail)
 {
-	metrics_inc(MC_REDIS_ERRORS);
-	log_warn(cx->req->request_id, "idempotency store unavailable: %s",
-	    cx->w->redis.errstr);
 	response_problem(cx->resp, PROB_UNAVAILABLE, detail, NULL);
 	(void)response_header(cx->resp, "Retry-After", "%d",
 	    RETRY_AFTER_UNAVAILABLE_S);
+}
+
+static void
+answer_redis_error(struct charge_ctx *cx, const char *detail)
+{
+	metrics_inc(MC_REDIS_ERRORS);
+	log_warn(cx->req->request_id, "idempotency store unavailable: %s",
+	    cx->w->redis.errstr);
+	answer_unavailable(cx, detail);
 }
 
 static void
@@ -248,11 +254,8 @@ charge_execute(struct charge_ctx *cx)
 		    out.body_file, out.body_sha256, err, sizeof(err)) != 0) {
 			log_error(rid, "%s", err);
 			(void)idem_release(&cx->w->redis, cx->rkey, cx->owner);
-			response_problem(cx->resp, PROB_UNAVAILABLE,
-			    "The response could not be stored. Nothing was "
-			    "recorded; retry with the same key.", NULL);
-			(void)response_header(cx->resp, "Retry-After", "%d",
-			    RETRY_AFTER_UNAVAILABLE_S);
+			answer_unavailable(cx, "The response could not be stored. "
+			    "Nothing was recorded; retry with the same key.");
 			goto done;
 		}
 		metrics_inc(MC_SPILLS);
@@ -261,6 +264,9 @@ charge_execute(struct charge_ctx *cx)
 	    cfg->failed_ttl_s);
 	st = idem_record(&cx->w->redis, cx->rkey, cx->owner, cx->fingerprint,
 	    &out, ttl_ms, now_wall_ms(), &existing);
+	/* our spill file is named by no record unless ours was written */
+	if ((st == IDEM_REPLAY || st == IDEM_FENCED) && out.body_file[0] != '\0')
+		(void)spill_remove(cfg->spill_dir, out.body_file);
 	switch (st) {
 	case IDEM_RECORDED:
 		response_set_body(cx->resp, out.status, out.content_type,
@@ -275,13 +281,9 @@ charge_execute(struct charge_ctx *cx)
 		break;
 	case IDEM_REPLAY:
 		/* another attempt recorded first: first recording wins */
-		if (out.body_file[0] != '\0')
-			(void)spill_remove(cfg->spill_dir, out.body_file);
 		answer_replay(cx, &existing);
 		break;
 	case IDEM_FENCED:
-		if (out.body_file[0] != '\0')
-			(void)spill_remove(cfg->spill_dir, out.body_file);
 		log_warn(rid, "claim of %s taken over while the provider ran",
 		    cx->rkey);
 		answer_in_progress(cx);
@@ -291,7 +293,7 @@ charge_execute(struct charge_ctx *cx)
 		 * Unknown whether the record was written: keep the spill file
 		 * (the GC removes it once no record can name it).
 		 */
-		answer_unavailable(cx, "The outcome could not be recorded. "
+		answer_redis_error(cx, "The outcome could not be recorded. "
 		    "Retry with the same key after the delay in Retry-After.");
 		break;
 	}
@@ -444,7 +446,7 @@ charge_handle(struct worker *w, const struct request *req,
 		answer_mismatch(&cx);
 		break;
 	default:
-		answer_unavailable(&cx, "The idempotency store is unavailable. "
+		answer_redis_error(&cx, "The idempotency store is unavailable. "
 		    "Nothing was charged; retry with the same key.");
 		break;
 	}

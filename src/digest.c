@@ -10,12 +10,11 @@
 
 #include <openssl/core_names.h>
 #include <openssl/evp.h>
-#include <openssl/hmac.h>
 #include <openssl/params.h>
 
 #include "digest.h"
 
-#define HMAC_KEY_MAX 256        /* bytes of a cached HMAC key */
+#define HMAC_KEY_MAX 256        /* bytes; provider_secret is at most 255 */
 
 static EVP_MD *md_sha256;
 static EVP_MD *md_sha1;
@@ -129,8 +128,11 @@ hmac_ctx_for(const void *key, size_t keylen)
 	OSSL_PARAM params[2];
 	EVP_MAC_CTX *ctx = NULL, *t;
 
-	if (pthread_mutex_lock(&hmac_lock) != 0)
+	if (keylen > HMAC_KEY_MAX || pthread_mutex_lock(&hmac_lock) != 0)
 		return NULL;
+	if (mac_hmac == NULL && (mac_hmac = EVP_MAC_fetch(NULL, "HMAC",
+	    NULL)) == NULL)
+		goto done;
 	if (hmac_template == NULL || keylen != hmac_keylen ||
 	    memcmp(key, hmac_key, keylen) != 0) {
 		params[0] = OSSL_PARAM_construct_utf8_string(
@@ -157,18 +159,9 @@ digest_hmac_sha256(const void *key, size_t keylen, const void *data, size_t n,
     unsigned char out[SHA256_LEN])
 {
 	EVP_MAC_CTX *ctx;
-	unsigned int outlen = 0;
 	size_t macl = 0;
 	int rc = -1;
 
-	if (mac_hmac == NULL || keylen > HMAC_KEY_MAX) {
-		/* not initialised, or a key too long to cache: one-shot */
-		if (keylen > (size_t)INT32_MAX ||
-		    HMAC(sha256(), key, (int)keylen, data, n, out, &outlen) ==
-		    NULL || outlen != SHA256_LEN)
-			return -1;
-		return 0;
-	}
 	if ((ctx = hmac_ctx_for(key, keylen)) == NULL)
 		return -1;
 	if (EVP_MAC_update(ctx, data, n) == 1 &&

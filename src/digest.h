@@ -21,7 +21,7 @@ int digest_sha256_parts(const struct digest_part *parts, size_t nparts,
 int digest_sha256_hex(const void *p, size_t n, char out[2 * SHA256_LEN + 1]);
 /* Lower-case hex of SHA-1 into out[41] (Lua script ids). */
 int digest_sha1_hex(const void *p, size_t n, char out[41]);
-/* HMAC-SHA256(key, data) into out[32]. */
+/* HMAC-SHA256(key, data) into out[32]; key at most 256 bytes. 0 or -1. */
 int digest_hmac_sha256(const void *key, size_t keylen, const void *data,
     size_t n, unsigned char out[SHA256_LEN]);
 /* nbytes from the CSPRNG as hex into out[2*nbytes+1]. 0 or -1. */

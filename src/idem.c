@@ -11,6 +11,7 @@
 #include "idem.h"
 #include "log.h"
 #include "lua_scripts.h"
+#include "util.h"
 
 #define RECORD_FIELDS 8   /* state status content_type retry_after body body_file body_len body_sha256 */
 
@@ -77,17 +78,6 @@ field_number(const struct idem_field *f, long long max)
 	return v <= max ? v : -1;
 }
 
-static int
-hex64_valid(const char *s)
-{
-	size_t i;
-
-	for (i = 0; i < 64; i++)
-		if (!((s[i] >= '0' && s[i] <= '9') || (s[i] >= 'a' && s[i] <= 'f')))
-			return 0;
-	return s[64] == '\0';
-}
-
 int
 idem_record_decode(const struct idem_field *f, size_t n,
     struct idem_record *rec, char *errstr, size_t errlen)
@@ -150,7 +140,8 @@ idem_record_decode(const struct idem_field *f, size_t n,
 	}
 	rec->body_len = (size_t)v;
 	if (field_copy(rec->body_sha256, sizeof(rec->body_sha256), &f[7]) != 0 ||
-	    !hex64_valid(rec->body_sha256)) {
+	    strlen(rec->body_sha256) != 64 ||
+	    !util_is_hex(rec->body_sha256, 64)) {
 		why = "bad body_sha256";
 		goto fail;
 	}

@@ -28,13 +28,13 @@
 #include "metrics.h"
 #include "provider.h"
 #include "spill.h"
+#include "util.h"
 
 extern char **environ;
 
 #define LISTEN_BACKLOG 128
 #define SHUTDOWN_POLL_MS 50        /* how often idle workers are nudged */
 #define GC_INTERVAL_S 3600         /* spill garbage collection period */
-#define SPILL_DIR_MODE 0700
 
 /* The loaded configuration: read-only once the workers start. */
 static struct config cfg;
@@ -97,19 +97,8 @@ cgi_read(void *ctx, char *buf, size_t n)
 static int
 cgi_write(void *ctx, const char *p, size_t n)
 {
-	ssize_t w;
-
 	(void)ctx;
-	while (n > 0) {
-		w = write(STDOUT_FILENO, p, n);
-		if (w < 0 && errno == EINTR)
-			continue;
-		if (w <= 0)
-			return -1;
-		p += w;
-		n -= (size_t)w;
-	}
-	return 0;
+	return util_write_all(STDOUT_FILENO, p, n);
 }
 
 /* --- one request ------------------------------------------------------ */
@@ -285,17 +274,6 @@ usage(FILE *f)
 	    "  environment variables.\n", config_default_path(environ));
 }
 
-static int
-ensure_spill_dir(void)
-{
-	if (mkdir(cfg.spill_dir, SPILL_DIR_MODE) != 0 && errno != EEXIST) {
-		log_error(NULL, "spill_dir %s: %s", cfg.spill_dir,
-		    strerror(errno));
-		return -1;
-	}
-	return 0;
-}
-
 int
 main(int argc, char **argv)
 {
@@ -341,8 +319,11 @@ main(int argc, char **argv)
 		log_error(NULL, "OpenSSL digests unavailable");
 		goto done;
 	}
-	if (ensure_spill_dir() != 0)
+	if (spill_dir_create(cfg.spill_dir) != 0) {
+		log_error(NULL, "spill_dir %s: %s", cfg.spill_dir,
+		    strerror(errno));
 		goto done;
+	}
 	if (metrics_open(cfg.metrics_file) != 0 &&
 	    strcmp(cfg.metrics_file, "none") != 0 && cfg.metrics_file[0] != '\0')
 		log_warn(NULL, "metrics_file %s unusable: counters are per process",

@@ -107,52 +107,35 @@ request_set_path(struct request *r, const struct cgi_vars *v)
 	    v->script != NULL ? v->script : "", v->info != NULL ? v->info : "");
 }
 
+/* Reads until n bytes or the end of the stream; returns the bytes read. */
+static size_t
+source_read(const struct request_source *src, char *buf, size_t n)
+{
+	size_t got = 0;
+	long r;
+
+	while (got < n) {
+		r = src->read(src->ctx, buf + got, n - got);
+		if (r <= 0)
+			break;
+		got += (size_t)r;
+	}
+	return got;
+}
+
+/* Reads and discards the rest of the stream, at most limit bytes. */
 static void
 request_drain(const struct request_source *src, size_t limit)
 {
 	char buf[DRAIN_CHUNK];
-	size_t total = 0;
-	long n;
+	size_t total = 0, n;
 
 	while (total < limit) {
-		n = src->read(src->ctx, buf, sizeof(buf));
-		if (n <= 0)
+		n = source_read(src, buf, sizeof(buf));
+		total += n;
+		if (n < sizeof(buf))
 			break;
-		total += (size_t)n;
 	}
-}
-
-/*
- * CGI without CONTENT_LENGTH: Apache's mod_cgid passes a chunked request
- * body that way. Read stdin to its end, at most max_body bytes, so CGI
- * accepts what the FastCGI servers (which buffer and count such bodies) do.
- */
-static int
-request_read_to_eof(struct request *r, const struct request_source *src,
-    size_t max_body)
-{
-	size_t got = 0;
-	long n;
-
-	if ((r->body = malloc(max_body + 2)) == NULL)
-		return -1;
-	while (got <= max_body) {
-		n = src->read(src->ctx, r->body + got, max_body + 1 - got);
-		if (n <= 0)
-			break;
-		got += (size_t)n;
-	}
-	if (got > max_body) {
-		r->body_status = BODY_TOO_LARGE;
-		request_drain(src, 4 * max_body);
-		free(r->body);
-		r->body = NULL;
-		return 0;
-	}
-	r->body[got] = '\0';
-	r->body_len = r->content_length = got;
-	r->body_status = BODY_OK;
-	return 0;
 }
 
 int
@@ -160,8 +143,8 @@ request_read(struct request *r, const struct request_source *src,
     size_t max_body, int drain)
 {
 	struct cgi_vars v;
-	size_t want = 0, got = 0;
-	long n;
+	size_t want = 0, got;
+	int to_eof = 0;
 
 	memset(r, 0, sizeof(*r));
 	r->start_us = now_mono_us();
@@ -175,34 +158,45 @@ request_read(struct request *r, const struct request_source *src,
 	r->prefer = v.prefer;
 	request_set_path(r, &v);
 
-	if (drain && v.clen == NULL)
-		return request_read_to_eof(r, src, max_body);
-	switch (content_length_parse(v.clen, max_body, &want)) {
-	case CLEN_OK:
-		break;
-	case CLEN_TOO_LARGE:
-		r->body_status = BODY_TOO_LARGE;
-		if (drain)
-			request_drain(src, 4 * max_body);
-		return 0;
-	case CLEN_INVALID:
-		r->body_status = BODY_BAD_LENGTH;
-		if (drain)
-			request_drain(src, 4 * max_body);
-		return 0;
+	if (drain && v.clen == NULL) {
+		/*
+		 * CGI without CONTENT_LENGTH: Apache's mod_cgid passes a chunked
+		 * body that way. Read to the end of the stream (one byte past
+		 * the limit tells a body that is too large), so CGI accepts what
+		 * the FastCGI servers, which buffer and count such bodies, do.
+		 */
+		to_eof = 1;
+		want = max_body + 1;
+	} else {
+		switch (content_length_parse(v.clen, max_body, &want)) {
+		case CLEN_OK:
+			break;
+		case CLEN_TOO_LARGE:
+			r->body_status = BODY_TOO_LARGE;
+			goto drain;
+		case CLEN_INVALID:
+			r->body_status = BODY_BAD_LENGTH;
+			goto drain;
+		}
 	}
-	r->content_length = want;
 	if ((r->body = malloc(want + 1)) == NULL)
 		return -1;
-	while (got < want) {
-		n = src->read(src->ctx, r->body + got, want - got);
-		if (n <= 0)
-			break;
-		got += (size_t)n;
-	}
+	got = source_read(src, r->body, want);
 	r->body[got] = '\0';
 	r->body_len = got;
-	r->body_status = got < want ? BODY_SHORT : BODY_OK;
+	if (to_eof && got > max_body) {
+		r->body_status = BODY_TOO_LARGE;
+		free(r->body);
+		r->body = NULL;
+		r->body_len = 0;
+	} else if (to_eof) {
+		r->content_length = got;
+		r->body_status = BODY_OK;
+	} else {
+		r->content_length = want;
+		r->body_status = got < want ? BODY_SHORT : BODY_OK;
+	}
+drain:
 	if (drain)
 		request_drain(src, 4 * max_body);
 	return 0;

@@ -15,36 +15,19 @@
 
 #include "digest.h"
 #include "spill.h"
+#include "util.h"
 
 #define SPILL_SUFFIX ".body"
 #define SPILL_TMP_SUFFIX ".tmp"
 #define SPILL_RANDOM_BYTES 16      /* 128-bit random names: no client input */
 #define SPILL_FILE_MODE 0600
+#define SPILL_DIR_MODE 0700
 
 static void
 spill_err(char *errstr, size_t errlen, const char *what, const char *name)
 {
 	(void)snprintf(errstr, errlen, "spill %s %s: %s", what, name,
 	    strerror(errno));
-}
-
-/* Writes all of p[0..n) to fd, resuming after short writes. */
-static int
-spill_write_all(int fd, const char *p, size_t n)
-{
-	ssize_t w;
-
-	while (n > 0) {
-		w = write(fd, p, n);
-		if (w < 0) {
-			if (errno == EINTR)
-				continue;
-			return -1;
-		}
-		p += w;
-		n -= (size_t)w;
-	}
-	return 0;
 }
 
 __attribute__((noinline)) int
@@ -73,7 +56,7 @@ spill_write(const char *dir, const char *data, size_t len,
 		goto fail;
 	}
 	tmp_exists = 1;
-	if (spill_write_all(fd, data, len) != 0) {
+	if (util_write_all(fd, data, len) != 0) {
 		spill_err(errstr, errlen, "write", tmp);
 		goto fail;
 	}
@@ -114,13 +97,9 @@ fail:
 static int
 spill_name_has_form(const char *name, const char *suffix)
 {
-	size_t i;
-
-	for (i = 0; i < 2 * SPILL_RANDOM_BYTES; i++)
-		if (!((name[i] >= '0' && name[i] <= '9') ||
-		    (name[i] >= 'a' && name[i] <= 'f')))
-			return 0;
-	return strcmp(name + i, suffix) == 0;
+	return strnlen(name, 2 * SPILL_RANDOM_BYTES) == 2 * SPILL_RANDOM_BYTES &&
+	    util_is_hex(name, 2 * SPILL_RANDOM_BYTES) &&
+	    strcmp(name + 2 * SPILL_RANDOM_BYTES, suffix) == 0;
 }
 
 int
@@ -230,6 +209,14 @@ spill_gc(const char *dir, long max_age_s, long tmp_age_s)
 	}
 	(void)closedir(d);
 	return removed;
+}
+
+int
+spill_dir_create(const char *dir)
+{
+	if (mkdir(dir, SPILL_DIR_MODE) != 0 && errno != EEXIST)
+		return -1;
+	return 0;
 }
 
 int

@@ -38,6 +38,9 @@ int spill_name_valid(const char *name);
  */
 int spill_gc(const char *dir, long max_age_s, long tmp_age_s);
 
+/* Creates dir (mode 0700) unless it exists. 0, or -1 with errno. */
+int spill_dir_create(const char *dir);
+
 /* 1 when a file can be created in dir. */
 int spill_dir_writable(const char *dir);
 

@@ -1,5 +1,5 @@
 /*
- * util.c - leaf helpers shared by config.c and auth.c.
+ * util.c - leaf helpers shared by several modules.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -77,4 +77,32 @@ fail:
 	if (fd >= 0)
 		(void)close(fd);
 	return rc;
+}
+
+int
+util_write_all(int fd, const char *p, size_t n)
+{
+	ssize_t w;
+
+	while (n > 0) {
+		w = write(fd, p, n);
+		if (w < 0 && errno == EINTR)
+			continue;
+		if (w <= 0)
+			return -1;
+		p += w;
+		n -= (size_t)w;
+	}
+	return 0;
+}
+
+int
+util_is_hex(const char *s, size_t n)
+{
+	size_t i;
+
+	for (i = 0; i < n; i++)
+		if (!((s[i] >= '0' && s[i] <= '9') || (s[i] >= 'a' && s[i] <= 'f')))
+			return 0;
+	return 1;
 }

@@ -1,5 +1,6 @@
 /*
- * util.h - leaf helpers shared by the modules that read files at start-up.
+ * util.h - leaf helpers shared by several modules: file reading and writing,
+ * error buffers, hex checks.
  */
 #ifndef CHARGE_UTIL_H
 #define CHARGE_UTIL_H
@@ -17,5 +18,11 @@ void util_err(char *err, size_t errlen, const char *fmt, ...)
  */
 int util_read_file(const char *path, size_t max, char **out, size_t *outlen,
     char *err, size_t errlen);
+
+/* Writes all of p[0..n) to fd, resuming after short writes and EINTR. 0 or -1. */
+int util_write_all(int fd, const char *p, size_t n);
+
+/* 1 when s[0..n) are all lower-case hex digits. */
+int util_is_hex(const char *s, size_t n);
 
 #endif

@@ -64,32 +64,6 @@ servers_log() {
 
 # --- processes -------------------------------------------------------------
 
-# servers_stop_pid PID COMM SIGNAL [SECONDS]: sends SIGNAL when PID still
-# runs COMM, waits up to SECONDS (default 10), then KILL; reaps a child.
-servers_stop_pid() {
-	local pid=$1 comm=$2 sig=$3 secs=${4:-10} i
-	[ -n "$pid" ] || return 0
-	if ! stack_pid_alive "$pid" "$comm"; then
-		wait "$pid" 2>/dev/null
-		return 0
-	fi
-	kill -"$sig" "$pid" 2>/dev/null
-	for i in $(seq 1 $((secs * 10))); do
-		stack_pid_alive "$pid" || break
-		sleep 0.1
-	done
-	if stack_pid_alive "$pid" "$comm"; then
-		servers_log "$comm (pid $pid) did not stop after ${secs}s, sending KILL"
-		kill -KILL "$pid" 2>/dev/null
-		for i in $(seq 1 20); do
-			stack_pid_alive "$pid" || break
-			sleep 0.1
-		done
-	fi
-	wait "$pid" 2>/dev/null
-	return 0
-}
-
 # servers_descendants PID COMM: PIDs of the processes below PID (children,
 # grandchildren, ...) whose comm is COMM, one a line.
 servers_descendants() {
@@ -389,7 +363,7 @@ servers_apache_run() {
 		! servers_wait_healthz "$port" "$pid" apache2; then
 		servers_tail "$logs/$kind-error.log"
 		servers_tail "$logs/$kind.stderr.log"
-		servers_stop_pid "$pid" apache2 TERM 5
+		stack_stop_pid "$pid" apache2 5
 		return 1
 	fi
 	SERVERS_LAST_PID=$pid
@@ -414,14 +388,20 @@ start_apache() {
 	fi
 }
 
+# servers_apache_stop NAME PID [RUN_DIR]: stops the Apache started as NAME
+# (apache, apache-cgi): PID, else the PID file under RUN_DIR/NAME.
+servers_apache_stop() {
+	local name=$1 pid=$2 run=${3:-}
+	if [ -z "$pid" ] && [ -n "$run" ] && [ -f "$run/$name/apache2.pid" ]; then
+		pid=$(cat "$run/$name/apache2.pid")
+	fi
+	stack_stop_pid "$pid" apache2 10
+}
+
 # stop_apache [RUN_DIR]: stops that Apache (mod_fcgid stops the responders:
 # TERM, 1 s, KILL).
 stop_apache() {
-	local run=${1:-} pid=$SERVERS_APACHE_PID
-	if [ -z "$pid" ] && [ -n "$run" ] && [ -f "$run/apache/apache2.pid" ]; then
-		pid=$(cat "$run/apache/apache2.pid")
-	fi
-	servers_stop_pid "$pid" apache2 TERM 10
+	servers_apache_stop apache "$SERVERS_APACHE_PID" "${1:-}"
 	SERVERS_APACHE_PID=
 }
 
@@ -445,11 +425,7 @@ start_cgi_server() {
 
 # stop_apache_cgi [RUN_DIR]: stops that Apache.
 stop_apache_cgi() {
-	local run=${1:-} pid=$SERVERS_APACHE_CGI_PID
-	if [ -z "$pid" ] && [ -n "$run" ] && [ -f "$run/apache-cgi/apache2.pid" ]; then
-		pid=$(cat "$run/apache-cgi/apache2.pid")
-	fi
-	servers_stop_pid "$pid" apache2 TERM 10
+	servers_apache_stop apache-cgi "$SERVERS_APACHE_CGI_PID" "${1:-}"
 	SERVERS_APACHE_CGI_PID=
 }
 
@@ -611,8 +587,8 @@ stop_nginx() {
 		[ -z "$sup" ] && [ -f "$run/nginx/responder.pid" ] &&
 			sup=$(cat "$run/nginx/responder.pid")
 	fi
-	servers_stop_pid "$pid" nginx QUIT 10
-	servers_stop_pid "$sup" bash TERM 10
+	stack_stop_pid "$pid" nginx 10 QUIT
+	stack_stop_pid "$sup" bash 10
 	SERVERS_NGINX_PID=
 	SERVERS_RESPONDER_SUPERVISOR_PID=
 }

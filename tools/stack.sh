@@ -91,28 +91,28 @@ stack_pid_alive() {
 	return 0
 }
 
-# stack_stop_pid PID NAME [SECONDS]: TERM, wait up to SECONDS (default 5),
-# then KILL. NAME is the expected /proc comm; a PID that runs something else
-# is left alone.
+# stack_stop_pid PID NAME [SECONDS] [SIGNAL]: SIGNAL (default TERM), wait up
+# to SECONDS (default 5), then KILL; reaps it when it was our child. NAME is
+# the expected /proc comm; a PID that runs something else is left alone.
 stack_stop_pid() {
-	local pid=$1 comm=$2 secs=${3:-5}
+	local pid=$1 comm=$2 secs=${3:-5} sig=${4:-TERM}
 	[ -n "$pid" ] || return 0
-	if ! stack_pid_alive "$pid" "$comm"; then
-		return 0
-	fi
-	kill -TERM "$pid" 2>/dev/null
-	for _ in $(seq 1 $((secs * 10))); do
-		stack_pid_alive "$pid" || break
-		sleep 0.1
-	done
 	if stack_pid_alive "$pid" "$comm"; then
-		stack_log "$comm (pid $pid) did not stop after ${secs}s, sending KILL"
-		kill -KILL "$pid" 2>/dev/null
-		for _ in $(seq 1 20); do
+		kill -"$sig" "$pid" 2>/dev/null
+		for _ in $(seq 1 $((secs * 10))); do
 			stack_pid_alive "$pid" || break
 			sleep 0.1
 		done
+		if stack_pid_alive "$pid" "$comm"; then
+			stack_log "$comm (pid $pid) did not stop after ${secs}s, sending KILL"
+			kill -KILL "$pid" 2>/dev/null
+			for _ in $(seq 1 20); do
+				stack_pid_alive "$pid" || break
+				sleep 0.1
+			done
+		fi
 	fi
+	stack_pid_alive "$pid" || wait "$pid" 2>/dev/null
 	return 0
 }
 

@@ -24,6 +24,10 @@ import threading
 import time
 import uuid
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
+import tap  # noqa: E402  (tests/lib: the shared runner)
+from tap import Fail, check, diag, test  # noqa: E402,F401
+
 BIN = os.environ.get("CGI_BIN", "")
 RUN = os.environ.get("CGI_RUN", "")
 REDIS_SOCKET = os.environ.get("CGI_REDIS_SOCKET", "")
@@ -66,13 +70,6 @@ SERVER_VARS = {
 AUTO = object()
 
 
-class Fail(Exception):
-    pass
-
-
-def check(cond, msg):
-    if not cond:
-        raise Fail(msg)
 
 
 # ---------------------------------------------------------------- running
@@ -257,12 +254,7 @@ def rkey(key, principal=PRINCIPAL_A):
 
 
 def ledger_lines(key, principal=PRINCIPAL_A):
-    try:
-        with open(CONFIG["CHARGE_PROVIDER_LEDGER"], "rb") as f:
-            rows = [ln.rstrip(b"\n").decode().split("\t") for ln in f]
-    except FileNotFoundError:
-        return []
-    return [r for r in rows if len(r) >= 3 and r[1] == principal and r[2] == key]
+    return tap.ledger_lines(CONFIG["CHARGE_PROVIDER_LEDGER"], principal, key)
 
 
 def nothing_stored(key, what):
@@ -281,14 +273,6 @@ def wait_state(key, state, secs=5.0):
 
 # ---------------------------------------------------------------- tests
 
-TESTS = []
-
-
-def test(name):
-    def deco(fn):
-        TESTS.append((name, fn))
-        return fn
-    return deco
 
 
 @test("GET /healthz: 'Status: 200 OK', CRLF headers, Content-Length, JSON body, exit 0")
@@ -589,29 +573,7 @@ def main():
     if not (BIN and RUN and REDIS_SOCKET):
         print("Bail out! CGI_BIN, CGI_RUN and CGI_REDIS_SOCKET must be set (use tests/cgi/run.sh)")
         return 2
-    only = os.environ.get("CGI_ONLY", "")
-    tests = [(n, f) for n, f in TESTS if not only or re.search(only, n)]
-    print("1..%d" % len(tests))
-    sys.stdout.flush()
-    failed = 0
-    for i, (name, fn) in enumerate(tests, 1):
-        t0 = time.monotonic()
-        try:
-            fn()
-            print("ok %d - cgi: %s" % (i, name))
-        except Fail as e:
-            failed += 1
-            print("not ok %d - cgi: %s" % (i, name))
-            for line in str(e).splitlines():
-                print("#   " + line)
-        except Exception as e:    # noqa: BLE001 - any crash is a failure
-            failed += 1
-            print("not ok %d - cgi: %s" % (i, name))
-            print("#   %s: %s" % (type(e).__name__, e))
-        print("#   (%.2fs)" % (time.monotonic() - t0))
-        sys.stdout.flush()
-    print("# %d tests, %d failed" % (len(tests), failed))
-    return 1 if failed else 0
+    return tap.run("CGI_ONLY", prefix="cgi: ")
 
 
 if __name__ == "__main__":

@@ -37,6 +37,10 @@ import time
 import urllib.parse
 import uuid
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
+import tap  # noqa: E402  (tests/lib: the shared runner)
+from tap import Fail, check, diag, test  # noqa: E402,F401
+
 
 # ---------------------------------------------------------------- settings
 
@@ -73,21 +77,6 @@ RUN_ID = uuid.uuid4().hex[:10]
 HTTP_TIMEOUT = 30
 
 
-class Fail(Exception):
-    """A failed expectation; the message says what was expected and got."""
-
-
-DIAG = []
-
-
-def diag(msg):
-    """A "# ..." line printed after the test's result."""
-    DIAG.append(msg)
-
-
-def check(cond, msg):
-    if not cond:
-        raise Fail(msg)
 
 
 # ---------------------------------------------------------------- HTTP
@@ -348,16 +337,7 @@ def worker_pids():
 
 def ledger_lines(principal, key):
     """Ledger entries for (principal, key) as lists of the 7 fields."""
-    out = []
-    try:
-        with open(LEDGER, "rb") as f:
-            for line in f:
-                fields = line.rstrip(b"\n").decode().split("\t")
-                if len(fields) >= 3 and fields[1] == principal and fields[2] == key:
-                    out.append(fields)
-    except FileNotFoundError:
-        pass
-    return out
+    return tap.ledger_lines(LEDGER, principal, key)
 
 
 def expect_ledger(principal, key, n, what=""):
@@ -391,14 +371,6 @@ def in_thread(fn, *args, **kw):
 
 # ================================================================= tests
 
-TESTS = []
-
-
-def test(name):
-    def deco(fn):
-        TESTS.append((name, fn))
-        return fn
-    return deco
 
 
 @test("GET /healthz: 200 JSON status ok with the standard headers")
@@ -1182,33 +1154,7 @@ def main():
     if not BASE_URL:
         print("Bail out! BASE_URL is not set")
         return 2
-    only = os.environ.get("E2E_ONLY", "")
-    tests = [(n, f) for n, f in TESTS if not only or re.search(only, n)]
-    print("1..%d" % len(tests))
-    sys.stdout.flush()
-    failed = 0
-    t_start = time.monotonic()
-    for i, (name, fn) in enumerate(tests, 1):
-        t0 = time.monotonic()
-        try:
-            fn()
-            print("ok %d - %s" % (i, name))
-        except Fail as e:
-            failed += 1
-            print("not ok %d - %s" % (i, name))
-            for line in str(e).splitlines():
-                print("#   " + line)
-        except Exception as e:    # noqa: BLE001 - any crash is a failure
-            failed += 1
-            print("not ok %d - %s" % (i, name))
-            print("#   %s: %s" % (type(e).__name__, e))
-        for line in DIAG:
-            print("#   " + line)
-        del DIAG[:]
-        print("#   (%.2fs)" % (time.monotonic() - t0))
-        sys.stdout.flush()
-    print("# %d tests, %d failed, %.1fs" % (len(tests), failed, time.monotonic() - t_start))
-    return 1 if failed else 0
+    return tap.run("E2E_ONLY")
 
 
 if __name__ == "__main__":
