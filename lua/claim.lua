@@ -12,13 +12,18 @@
 --   {'recorded', state, status, content_type, retry_after,
 --    body, body_file, body_len, body_sha256}
 --                                   the outcome to replay (absent fields: nil)
--- Arguments are checked before any write: Redis does not roll back a script
--- that fails half-way, and a claim without its TTL would block the key forever.
-local function positive_int(s)
-  return s ~= nil and string.match(s, '^[1-9][0-9]*$') ~= nil
+-- Arguments are checked before any write, numbers within bounds too: Redis
+-- does not roll back a script that fails half-way, and a claim whose PEXPIRE
+-- failed would block the key forever.
+local MAX_NOW_MS = 1e14        -- year 5138: any sane wall clock
+local MAX_TTL_MS = 31536000000 -- one year
+local function bounded_int(s, max)
+  return s ~= nil and #s <= 15 and string.match(s, '^[1-9][0-9]*$') ~= nil
+    and tonumber(s) <= max
 end
 if #KEYS ~= 1 or #ARGV ~= 4 or ARGV[1] == '' or ARGV[2] == ''
-    or not positive_int(ARGV[3]) or not positive_int(ARGV[4]) then
+    or not bounded_int(ARGV[3], MAX_NOW_MS)
+    or not bounded_int(ARGV[4], MAX_TTL_MS) then
   return redis.error_reply('ERR claim: bad arguments')
 end
 local key = KEYS[1]

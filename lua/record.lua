@@ -14,38 +14,57 @@
 -- ARGV[12] file: hex SHA-256 of the body (inline: ignored, may be omitted)
 -- Writes only when the caller still owns the claim or the key has vanished
 -- (its claim expired and nobody took it). Returns one of
---   {'ok'}
+--   {'ok'}         written; also when this owner's outcome was already
+--                  written (a record re-sent after a lost reply)
+--   {'mismatch'}   the key now holds another request's fingerprint (the
+--                  claim expired and a different request took the key)
 --   {'recorded', state, status, content_type, retry_after,
 --    body, body_file, body_len, body_sha256}
 --                  another attempt recorded first: first recording wins
 --   {'fenced'}     another attempt holds the claim now; nothing written
--- Arguments are checked before any write: Redis does not roll back a script
--- that fails half-way, and a record without body or TTL could never replay.
-local function positive_int(s)
-  return s ~= nil and string.match(s, '^[1-9][0-9]*$') ~= nil
+-- Arguments are checked before any write, numbers within bounds too: Redis
+-- does not roll back a script that fails half-way, and a record without body
+-- or TTL could never replay or would never expire.
+local MAX_NOW_MS = 1e14        -- year 5138: any sane wall clock
+local MAX_TTL_MS = 31536000000 -- one year
+local MAX_RETRY_AFTER_S = 1e9
+local MAX_BODY_LEN = 1e13
+local function bounded_int(s, max)
+  return s ~= nil and #s <= 15 and string.match(s, '^[1-9][0-9]*$') ~= nil
+    and tonumber(s) <= max
 end
 local mode = ARGV[9]
 if #KEYS ~= 1 or #ARGV < 10 or #ARGV > 12 or ARGV[1] == '' or ARGV[2] == ''
     or (ARGV[3] ~= 'completed' and ARGV[3] ~= 'failed')
     or not string.match(ARGV[4], '^[1-5][0-9][0-9]$') or ARGV[5] == ''
-    or (ARGV[6] ~= '' and not positive_int(ARGV[6]))
-    or not positive_int(ARGV[7]) or not positive_int(ARGV[8])
+    or (ARGV[6] ~= '' and not bounded_int(ARGV[6], MAX_RETRY_AFTER_S))
+    or not bounded_int(ARGV[7], MAX_TTL_MS)
+    or not bounded_int(ARGV[8], MAX_NOW_MS)
     or (mode ~= 'inline' and mode ~= 'file')
     or (mode == 'file' and (#ARGV ~= 12 or ARGV[10] == '' or
-        not string.match(ARGV[11], '^[0-9]+$') or
+        not bounded_int(ARGV[11], MAX_BODY_LEN) or
         not string.match(ARGV[12], '^' .. string.rep('[0-9a-f]', 64) .. '$'))) then
   return redis.error_reply('ERR record: bad arguments')
 end
 local key = KEYS[1]
-local cur = redis.call('HMGET', key, 'state', 'owner', 'created_ms')
-if cur[1] and cur[1] ~= 'in_progress' then
-  local r = redis.call('HMGET', key, 'state', 'status', 'content_type',
-                       'retry_after', 'body', 'body_file', 'body_len',
-                       'body_sha256')
-  return {'recorded', r[1], r[2], r[3], r[4], r[5], r[6], r[7], r[8]}
-end
-if cur[1] and cur[2] ~= ARGV[1] then
-  return {'fenced'}
+local cur = redis.call('HMGET', key, 'state', 'owner', 'created_ms',
+                       'fingerprint')
+if cur[1] then
+  if cur[4] ~= ARGV[2] then
+    return {'mismatch'}
+  end
+  if cur[1] ~= 'in_progress' then
+    if cur[2] == ARGV[1] then
+      return {'ok'}
+    end
+    local r = redis.call('HMGET', key, 'state', 'status', 'content_type',
+                         'retry_after', 'body', 'body_file', 'body_len',
+                         'body_sha256')
+    return {'recorded', r[1], r[2], r[3], r[4], r[5], r[6], r[7], r[8]}
+  end
+  if cur[2] ~= ARGV[1] then
+    return {'fenced'}
+  end
 end
 -- One HSET writes every field: the claim's fields (state, fingerprint,
 -- owner, created_ms, updated_ms) are all overwritten, so nothing is deleted.

@@ -16,6 +16,7 @@
 #include "metrics.h"
 #include "provider.h"
 #include "spill.h"
+#include "util.h"
 
 #define JSON_CTYPE "application/json"
 #define RKEY_MAX (KEY_PREFIX_MAX + 8 + PRINCIPAL_MAX + IDEM_KEY_MAX + 8)
@@ -34,6 +35,7 @@ struct charge_ctx {
 	char fingerprint[65];
 	char owner[TOKEN_HEX_LEN + 1];
 	char rkey[RKEY_MAX];
+	long long claim_us;             /* monotonic time the last claim was sent */
 };
 
 int
@@ -87,21 +89,64 @@ charge_object_render(const char *canon, size_t canonlen, const char *charge_id,
 	return out;
 }
 
-static void
-answer_unavailable(struct charge_ctx *cx, const char *detail)
+/*
+ * Seconds until our claim lapses by itself (at least 1): when the claim or
+ * the record may have been written but we cannot tell, the key stays
+ * in_progress under our owner until then, and a retry before it gets 409.
+ */
+static long long
+claim_left_s(const struct charge_ctx *cx)
 {
-	response_problem(cx->resp, PROB_UNAVAILABLE, detail, NULL);
-	(void)response_header(cx->resp, "Retry-After", "%d",
-	    RETRY_AFTER_UNAVAILABLE_S);
+	long long left_ms = 1000LL * cx->w->cfg->lock_ttl_s -
+	    (now_mono_us() - cx->claim_us) / 1000;
+
+	return left_ms <= 1000 ? 1 : (left_ms + 999) / 1000;
 }
 
 static void
-answer_redis_error(struct charge_ctx *cx, const char *detail)
+answer_unavailable(struct charge_ctx *cx, const char *detail,
+    long long retry_s)
+{
+	response_problem(cx->resp, PROB_UNAVAILABLE, detail, NULL);
+	(void)response_header(cx->resp, "Retry-After", "%lld", retry_s);
+}
+
+static void
+answer_redis_error(struct charge_ctx *cx, const char *detail,
+    long long retry_s)
 {
 	metrics_inc(MC_REDIS_ERRORS);
 	log_warn(cx->req->request_id, "idempotency store unavailable: %s",
 	    cx->w->redis.errstr);
-	answer_unavailable(cx, detail);
+	answer_unavailable(cx, detail, retry_s);
+}
+
+/*
+ * The claim failed. When it may have been written (its reply was lost), the
+ * key would stay in_progress under an owner nobody uses again: since the
+ * provider was not called, give it back on a fresh connection. If that
+ * fails too, the retry has to wait until the claim lapses.
+ */
+static void
+answer_claim_error(struct charge_ctx *cx)
+{
+	long long retry_s = RETRY_AFTER_UNAVAILABLE_S;
+	enum idem_status st;
+
+	metrics_inc(MC_REDIS_ERRORS);
+	log_warn(cx->req->request_id, "idempotency store unavailable: %s",
+	    cx->w->redis.errstr);
+	if (cx->w->redis.outcome_unknown) {
+		st = idem_release(&cx->w->redis, cx->rkey, cx->owner);
+		if (st == IDEM_ERR_REDIS) {
+			retry_s = claim_left_s(cx);
+			log_warn(cx->req->request_id, "claim of %s may hold for "
+			    "%lld s: release failed: %s", cx->rkey, retry_s,
+			    cx->w->redis.errstr);
+		}
+	}
+	answer_unavailable(cx, "The idempotency store is unavailable. "
+	    "Nothing was charged; retry with the same key.", retry_s);
 }
 
 static void
@@ -237,35 +282,51 @@ charge_execute(struct charge_ctx *cx)
 	memset(&existing, 0, sizeof(existing));
 	metrics_inc(MC_PROVIDER_CALLS);
 	if (provider_charge(cfg, &cx->w->ledger_fd, cx->principal, cx->key,
-	    cx->keylen, cx->params.amount, cx->params.currency,
+	    cx->keylen, cx->fingerprint, cx->params.amount, cx->params.currency,
 	    cx->params.source, &pr) != 0) {
 		log_error(rid, "provider ledger %s: write failed",
 		    cfg->provider_ledger);
 		pr.outcome = PROV_ERROR;
 	}
 	if (render_outcome(cx, &pr, &out, &prob) != 0) {
-		/* nothing recorded: let a retry run again (the provider is idempotent) */
-		(void)idem_release(&cx->w->redis, cx->rkey, cx->owner);
+		/*
+		 * Out of memory after the provider ran. The claim is kept (a
+		 * release would let a retry call the provider at once): it
+		 * lapses after lock_ttl_s, and the retry then gets the same
+		 * charge from the idempotent provider.
+		 */
+		log_error(rid, "cannot render the outcome of %s", cx->rkey);
 		response_problem(cx->resp, PROB_INTERNAL, NULL, NULL);
+		(void)response_header(cx->resp, "Retry-After", "%lld",
+		    claim_left_s(cx));
 		goto done;
 	}
 	if (out.body_len > (size_t)cfg->spill_threshold_bytes) {
 		if (spill_write(cfg->spill_dir, out.body, out.body_len,
 		    out.body_file, out.body_sha256, err, sizeof(err)) != 0) {
-			log_error(rid, "%s", err);
-			(void)idem_release(&cx->w->redis, cx->rkey, cx->owner);
-			answer_unavailable(cx, "The response could not be stored. "
-			    "Nothing was recorded; retry with the same key.");
-			goto done;
-		}
-		metrics_inc(MC_SPILLS);
+			/*
+			 * The provider ran: record the body inline rather than
+			 * give the key up. It is bounded by max_request_bytes
+			 * plus the charge object.
+			 */
+			log_error(rid, "%s: recording the body inline", err);
+			out.body_file[0] = '\0';
+			metrics_inc(MC_SPILL_FAILURES);
+		} else
+			metrics_inc(MC_SPILLS);
 	}
 	ttl_ms = 1000LL * (prob == PROB_COUNT ? cfg->completed_ttl_s :
 	    cfg->failed_ttl_s);
 	st = idem_record(&cx->w->redis, cx->rkey, cx->owner, cx->fingerprint,
 	    &out, ttl_ms, now_wall_ms(), &existing);
-	/* our spill file is named by no record unless ours was written */
-	if ((st == IDEM_REPLAY || st == IDEM_FENCED) && out.body_file[0] != '\0')
+	/*
+	 * Our spill file is named by no record unless ours was written (a
+	 * record re-sent after a lost reply answers RECORDED too, so a file
+	 * that record names is never removed here).
+	 */
+	if (out.body_file[0] != '\0' && (st == IDEM_FENCED ||
+	    st == IDEM_MISMATCH || (st == IDEM_REPLAY &&
+	    strcmp(existing.body_file, out.body_file) != 0)))
 		(void)spill_remove(cfg->spill_dir, out.body_file);
 	switch (st) {
 	case IDEM_RECORDED:
@@ -288,13 +349,21 @@ charge_execute(struct charge_ctx *cx)
 		    cx->rkey);
 		answer_in_progress(cx);
 		break;
+	case IDEM_MISMATCH:
+		/* our claim lapsed and a different request took the key */
+		log_warn(rid, "claim of %s lapsed; the key now holds another "
+		    "request", cx->rkey);
+		answer_mismatch(cx);
+		break;
 	default:
 		/*
 		 * Unknown whether the record was written: keep the spill file
-		 * (the GC removes it once no record can name it).
+		 * (the GC removes it once no record can name it). If it was
+		 * not, our claim holds the key until it lapses.
 		 */
 		answer_redis_error(cx, "The outcome could not be recorded. "
-		    "Retry with the same key after the delay in Retry-After.");
+		    "Retry with the same key after the delay in Retry-After.",
+		    claim_left_s(cx));
 		break;
 	}
 done:
@@ -368,8 +437,11 @@ charge_check(struct charge_ctx *cx)
 	if (validate_charge(req->body, req->body_len, &cx->params, &v) == 0)
 		return 0;
 invalid:
-	(void)snprintf(detail, sizeof(detail), "%.90s: %.150s",
-	    v.errors[0].field, v.errors[0].message);
+	/* a field may hold a client's UTF-8: never cut a character in half */
+	(void)snprintf(detail, sizeof(detail), "%.*s: %.*s",
+	    (int)util_utf8_prefix(v.errors[0].field, 90), v.errors[0].field,
+	    (int)util_utf8_prefix(v.errors[0].message, 150),
+	    v.errors[0].message);
 	if ((extras = cJSON_CreateObject()) != NULL &&
 	    (errors = cJSON_AddArrayToObject(extras, "errors")) != NULL) {
 		for (i = 0; i < v.n; i++) {
@@ -421,6 +493,7 @@ charge_handle(struct worker *w, const struct request *req,
 	if (wait_s > 0)
 		deadline_us = now_mono_us() + 1000000LL * wait_s;
 	for (;;) {
+		cx.claim_us = now_mono_us();
 		st = idem_claim(&w->redis, cx.rkey, cx.fingerprint, cx.owner,
 		    now_wall_ms(), 1000LL * cfg->lock_ttl_s, &rec);
 		if (st != IDEM_IN_PROGRESS)
@@ -446,8 +519,7 @@ charge_handle(struct worker *w, const struct request *req,
 		answer_mismatch(&cx);
 		break;
 	default:
-		answer_redis_error(&cx, "The idempotency store is unavailable. "
-		    "Nothing was charged; retry with the same key.");
+		answer_claim_error(&cx);
 		break;
 	}
 done:

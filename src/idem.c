@@ -61,6 +61,22 @@ field_copy(char *dst, size_t dstlen, const struct idem_field *f)
 	return 0;
 }
 
+/*
+ * A stored value that goes into a response header: visible ASCII and space
+ * only, so whoever can write to Redis cannot inject header lines (CR, LF)
+ * into replays.
+ */
+static int
+header_value_safe(const struct idem_field *f)
+{
+	size_t i;
+
+	for (i = 0; i < f->n; i++)
+		if ((unsigned char)f->p[i] < 0x20 || (unsigned char)f->p[i] > 0x7e)
+			return 0;
+	return 1;
+}
+
 /* Decimal without sign in [0, max]; -1 otherwise. */
 static long long
 field_number(const struct idem_field *f, long long max)
@@ -101,7 +117,7 @@ idem_record_decode(const struct idem_field *f, size_t n,
 		goto fail;
 	}
 	rec->status = (int)v;
-	if (f[2].p == NULL || f[2].n == 0 ||
+	if (f[2].p == NULL || f[2].n == 0 || !header_value_safe(&f[2]) ||
 	    field_copy(rec->content_type, sizeof(rec->content_type), &f[2]) != 0) {
 		why = "bad content_type";
 		goto fail;
@@ -274,6 +290,8 @@ idem_record(struct redis_conn *c, const char *rkey, const char *owner,
 		return IDEM_ERR_REDIS;
 	if (reply_tag_is(r, "ok"))
 		st = IDEM_RECORDED;
+	else if (reply_tag_is(r, "mismatch"))
+		st = IDEM_MISMATCH;
 	else if (reply_tag_is(r, "fenced"))
 		st = IDEM_FENCED;
 	else if (reply_tag_is(r, "recorded"))

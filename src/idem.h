@@ -68,8 +68,9 @@ enum idem_status idem_claim(struct redis_conn *c, const char *rkey,
 
 /*
  * Records out (inline when out->body_file is "", else the file reference).
- * RECORDED, REPLAY (another attempt recorded first; existing filled),
- * FENCED, ERR_REDIS.
+ * RECORDED (also when this owner's outcome was already written: a re-sent
+ * record is idempotent), REPLAY (another attempt recorded first; existing
+ * filled), MISMATCH (the key now holds another request), FENCED, ERR_REDIS.
  */
 enum idem_status idem_record(struct redis_conn *c, const char *rkey,
     const char *owner, const char *fingerprint, const struct idem_record *out,

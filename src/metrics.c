@@ -16,7 +16,7 @@
 
 #include "metrics.h"
 
-#define METRICS_MAGIC 0x6368726731ULL   /* "chrg1": bump when the layout changes */
+#define METRICS_MAGIC 0x6368726732ULL   /* "chrg2": bump when the layout changes */
 #define METRICS_FILE_MODE 0600
 #define RENDER_MAX 8192                 /* bytes of exposition text */
 
@@ -39,6 +39,8 @@ static const char *const counter_names[MC_COUNT][2] = {
 	    "Keys reused with different parameters (422)" },
 	[MC_SPILLS] = { "charge_spills_total",
 	    "Response bodies written to spill files" },
+	[MC_SPILL_FAILURES] = { "charge_spill_failures_total",
+	    "Spill writes that failed (the body was recorded inline)" },
 	[MC_REDIS_ERRORS] = { "charge_redis_errors_total",
 	    "Redis calls that failed (connection, timeout, error reply)" },
 	[MC_PROVIDER_CALLS] = { "charge_provider_calls_total",

@@ -53,20 +53,25 @@ provider_outcome_for(const char *source, const char **decline_code)
 
 int
 provider_charge_id(const char *secret, const char *principal, const char *key,
-    size_t keylen, char out[4 + CHARGE_ID_HEX_LEN])
+    size_t keylen, const char *fingerprint, char out[4 + CHARGE_ID_HEX_LEN])
 {
 	unsigned char mac[SHA256_LEN];
-	char msg[PRINCIPAL_MAX + 1 + IDEM_KEY_MAX + 1];
+	char msg[PRINCIPAL_MAX + 1 + IDEM_KEY_MAX + 1 + SHA256_HEX_LEN];
 	char hex[2 * SHA256_LEN + 1];
-	size_t plen = strlen(principal);
+	size_t plen = strlen(principal), flen = strlen(fingerprint), n;
 
-	if (plen > PRINCIPAL_MAX || keylen > IDEM_KEY_MAX)
+	if (plen > PRINCIPAL_MAX || keylen > IDEM_KEY_MAX ||
+	    flen > SHA256_HEX_LEN)
 		return -1;
 	memcpy(msg, principal, plen);
-	msg[plen] = '\0';
-	memcpy(msg + plen + 1, key, keylen);
-	if (digest_hmac_sha256(secret, strlen(secret), msg, plen + 1 + keylen,
-	    mac) != 0)
+	n = plen;
+	msg[n++] = '\0';
+	memcpy(msg + n, key, keylen);
+	n += keylen;
+	msg[n++] = '\0';
+	memcpy(msg + n, fingerprint, flen);
+	n += flen;
+	if (digest_hmac_sha256(secret, strlen(secret), msg, n, mac) != 0)
 		return -1;
 	digest_hex(mac, sizeof(mac), hex);
 	(void)snprintf(out, 4 + CHARGE_ID_HEX_LEN, "ch_%.*s", CHARGE_ID_HEX_LEN,
@@ -127,13 +132,13 @@ provider_close(int *ledger_fd)
 
 int
 provider_charge(const struct config *cfg, int *ledger_fd, const char *principal,
-    const char *key, size_t keylen, long long amount, const char *currency,
-    const char *source, struct provider_result *out)
+    const char *key, size_t keylen, const char *fingerprint, long long amount,
+    const char *currency, const char *source, struct provider_result *out)
 {
 	memset(out, 0, sizeof(*out));
 	out->outcome = provider_outcome_for(source, &out->decline_code);
 	if (provider_charge_id(cfg->provider_secret, principal, key, keylen,
-	    out->charge_id) != 0)
+	    fingerprint, out->charge_id) != 0)
 		return -1;
 	if (out->outcome == PROV_TIMEOUT)
 		sleep_ms(cfg->provider_timeout_ms);

@@ -1,7 +1,10 @@
 /*
- * provider.h - the simulated payment provider (SPEC section 4). Idempotent
- * on (principal, key) without shared state: the charge id is a keyed hash of
- * both. Every call appends one line to the ledger file.
+ * provider.h - the simulated payment provider. Idempotent like a real one
+ * without shared state: the charge id is a keyed hash of the principal, the
+ * Idempotency-Key and the request's fingerprint, so the same request under a
+ * key always gets the same charge, and a different request under a reused
+ * key (after its FAILED record expired) is a new charge. Every call appends
+ * one line to the ledger file.
  */
 #ifndef CHARGE_PROVIDER_H
 #define CHARGE_PROVIDER_H
@@ -28,9 +31,13 @@ struct provider_result {
 enum provider_outcome provider_outcome_for(const char *source,
     const char **decline_code);
 
-/* "ch_" + 24 hex of HMAC-SHA256(secret, principal NUL key). 0 or -1. */
+/*
+ * "ch_" + 24 hex of HMAC-SHA256(secret, principal NUL key NUL fingerprint).
+ * 0 or -1 (a part too long).
+ */
 int provider_charge_id(const char *secret, const char *principal,
-    const char *key, size_t keylen, char out[4 + CHARGE_ID_HEX_LEN]);
+    const char *key, size_t keylen, const char *fingerprint,
+    char out[4 + CHARGE_ID_HEX_LEN]);
 
 /*
  * Calls the provider: waits provider_latency_ms (or provider_timeout_ms for
@@ -40,8 +47,8 @@ int provider_charge_id(const char *secret, const char *principal,
  * provider error by the caller).
  */
 int provider_charge(const struct config *cfg, int *ledger_fd,
-    const char *principal,
-    const char *key, size_t keylen, long long amount, const char *currency,
+    const char *principal, const char *key, size_t keylen,
+    const char *fingerprint, long long amount, const char *currency,
     const char *source, struct provider_result *out);
 
 /* Closes a ledger descriptor opened by provider_charge; sets it to -1. */

@@ -379,12 +379,14 @@ conn_command(struct redis_conn *c, int argc, const char **argv,
 		copy_err(c->errstr, sizeof(c->errstr), "out of memory");
 		return NULL;
 	}
+	c->outcome_unknown = 0;
 	for (attempt = 0; attempt < 2; attempt++) {
 		reused = c->ctx != NULL;
 		if (c->ctx == NULL && conn_connect(c) != 0)
 			break;
 		if ((r = conn_roundtrip(c, cmd, len)) != NULL)
 			break;
+		c->outcome_unknown = 1;
 		saved = errno;
 		err = c->ctx->err;
 		conn_fail(c, argv[0]);

@@ -43,6 +43,12 @@ struct redis_conn {
 	redisContext *ctx;      /* NULL until connected; freed after any error */
 	struct redis_target target;
 	int timeout_ms;
+	/*
+	 * 1 after a failed command that may have reached Redis (its reply was
+	 * lost): a script's writes may or may not have happened. 0 when it
+	 * failed before being sent, or Redis answered with an error.
+	 */
+	int outcome_unknown;
 	char errstr[128];
 };
 

@@ -106,3 +106,17 @@ util_is_hex(const char *s, size_t n)
 			return 0;
 	return 1;
 }
+
+size_t
+util_utf8_prefix(const char *s, size_t max)
+{
+	size_t n = strnlen(s, max + 1);
+
+	if (n <= max)
+		return n;
+	n = max;
+	/* s[n] is the first byte left out: never cut before a continuation */
+	while (n > 0 && ((unsigned char)s[n] & 0xc0) == 0x80)
+		n--;
+	return n;
+}

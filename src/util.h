@@ -22,6 +22,12 @@ int util_read_file(const char *path, size_t max, char **out, size_t *outlen,
 /* Writes all of p[0..n) to fd, resuming after short writes and EINTR. 0 or -1. */
 int util_write_all(int fd, const char *p, size_t n);
 
+/*
+ * The length of the longest prefix of the NUL-terminated s that is at most
+ * max bytes and does not end inside a UTF-8 sequence.
+ */
+size_t util_utf8_prefix(const char *s, size_t max);
+
 /* 1 when s[0..n) are all lower-case hex digits. */
 int util_is_hex(const char *s, size_t n);
 

@@ -378,7 +378,22 @@ ev claim $K , $FP ownerA 1000 $CLAIM_TTL >/dev/null
 r DEL $K >/dev/null
 ev claim $K , $FP2 ownerB 2000 $CLAIM_TTL >/dev/null
 before=$(snap $K)
-is "old owner's record on a reclaimed key -> fenced" \
+is "old owner's record on a key reclaimed by another request -> mismatch" \
+	"$(ev record $K , ownerA $FP completed 201 $CT '' $DONE_TTL 2100 inline A '' '')" '"mismatch"'
+is "mismatch: hash unchanged" "$(snap $K)" "$before"
+ev record $K , ownerB $FP2 completed 201 $CT '' $DONE_TTL 2150 inline B '' '' >/dev/null
+before=$(snap $K)
+is "old owner's late record after the other request recorded -> mismatch" \
+	"$(ev record $K , ownerA $FP completed 201 $CT '' $DONE_TTL 2200 inline A '' '')" '"mismatch"'
+is "late mismatching record: hash unchanged" "$(snap $K)" "$before"
+
+echo "# a lapsed claim retaken by the same request: the old owner is fenced"
+fresh
+ev claim $K , $FP ownerA 1000 $CLAIM_TTL >/dev/null
+r DEL $K >/dev/null
+ev claim $K , $FP ownerB 2000 $CLAIM_TTL >/dev/null
+before=$(snap $K)
+is "old owner's record on a key reclaimed by the same request -> fenced" \
 	"$(ev record $K , ownerA $FP completed 201 $CT '' $DONE_TTL 2100 inline A '' '')" '"fenced"'
 is "fenced: hash unchanged" "$(snap $K)" "$before"
 
@@ -415,8 +430,11 @@ ev claim $K , $FP ownerA 1000 $CLAIM_TTL >/dev/null
 ev record $K , ownerA $FP completed 201 $CT '' $DONE_TTL 1500 inline "$BODY" '' '' >/dev/null
 r PEXPIRE $K 77777000 >/dev/null
 before=$(snap $K)
-is "same owner records again -> recorded with the first values" \
-	"$(ev record $K , ownerA $FP failed 502 $PT 300 $FAIL_TTL 1600 inline second '' '')" "$expect"
+is "same owner records again (a re-sent record) -> ok" \
+	"$(ev record $K , ownerA $FP completed 201 $CT '' $DONE_TTL 1500 inline "$BODY" '' '')" '"ok"'
+is "re-sent record did not write" "$(snap $K)" "$before"
+is "same owner, whatever it sends again -> ok, nothing written" \
+	"$(ev record $K , ownerA $FP failed 502 $PT 300 $FAIL_TTL 1600 inline second '' '')" '"ok"'
 is "second recording did not overwrite" "$(snap $K)" "$before"
 is "another owner records -> recorded with the first values" \
 	"$(ev record $K , ownerB $FP completed 200 text/plain '' $DONE_TTL 1700 file y.body 3 $SHA)" "$expect"
@@ -488,8 +506,10 @@ is "ACL user: record by non-owner" \
 is "ACL user: release by owner" "$(la --eval "$LUA/release.lua" $AK , ownerA)" "(integer) 1"
 is "ACL user: record on a vanished key" \
 	"$(la --eval "$LUA/record.lua" $AK , ownerA $FP completed 201 $CT 5 $DONE_TTL 1500 file f.body 3 $SHA)" '"ok"'
-is "ACL user: record again (first wins)" \
-	"$(la --eval "$LUA/record.lua" $AK , ownerA $FP completed 201 $CT '' $DONE_TTL 1500 inline x '' '' | head -1)" '"recorded"'
+is "ACL user: record again by the same owner (idempotent)" \
+	"$(la --eval "$LUA/record.lua" $AK , ownerA $FP completed 201 $CT '' $DONE_TTL 1500 inline x '' '' | head -1)" '"ok"'
+is "ACL user: record again by another owner (first wins)" \
+	"$(la --eval "$LUA/record.lua" $AK , ownerB $FP completed 201 $CT '' $DONE_TTL 1500 inline x '' '' | head -1)" '"recorded"'
 is "ACL user: claim of a recorded key" \
 	"$(la --eval "$LUA/claim.lua" $AK , $FP ownerB 1000 $CLAIM_TTL | head -1)" '"recorded"'
 is "ACL user: release of a recorded key" "$(la --eval "$LUA/release.lua" $AK , ownerA)" "(integer) 0"
@@ -575,6 +595,32 @@ if [ "${LUA_HARDENING:-1}" = 1 ]; then
 	got=$(ev record $K , ownerA $FP completed 201 $CT '' $DONE_TTL 1500 inline 2>&1)
 	is "record with ARGV[10] missing leaves the claim unchanged" "$(snap $K)" "$before"
 	diag "record reply: $got; PTTL now $(rv PTTL $K)"
+	# numbers past the bounds: PEXPIRE would fail after HSET, leaving a key
+	# without expiry (Redis does not roll back a script)
+	for big in 99999999999999999999 31536000001 1e20; do
+		fresh
+		got=$(ev claim $K , $FP ownerA 1000 $big 2>&1)
+		is "claim with TTL $big is refused and leaves no key" \
+			"$(rv EXISTS $K) $(rv PTTL $K)" "0 -2"
+		diag "claim reply: $got"
+		fresh
+		ev claim $K , $FP ownerA 1000 $CLAIM_TTL >/dev/null
+		before=$(snap $K)
+		got=$(ev record $K , ownerA $FP completed 201 $CT '' $big 1500 inline b '' '' 2>&1)
+		is "record with TTL $big leaves the claim unchanged, TTL kept" \
+			"$(snap $K) $(rv PTTL $K | cut -c1)" "$before $(rv PTTL $K | cut -c1)"
+		in_range "record with TTL $big: claim TTL still set" "$(rv PTTL $K)" 1 $CLAIM_TTL
+	done
+	fresh
+	got=$(ev claim $K , $FP ownerA 999999999999999999999 $CLAIM_TTL 2>&1)
+	is "claim with an absurd clock is refused and leaves no key" "$(rv EXISTS $K)" "0"
+	fresh
+	ev claim $K , $FP ownerA 1000 $CLAIM_TTL >/dev/null
+	before=$(snap $K)
+	got=$(ev record $K , ownerA $FP completed 201 $CT 99999999999999999 $DONE_TTL 1500 inline b '' '' 2>&1)
+	is "record with an absurd Retry-After leaves the claim unchanged" "$(snap $K)" "$before"
+	got=$(ev record $K , ownerA $FP completed 201 $CT '' $DONE_TTL 1500 file f.body 99999999999999999 $SHA 2>&1)
+	is "record with an absurd body_len leaves the claim unchanged" "$(snap $K)" "$before"
 else
 	echo "# hardening tests not run (set LUA_HARDENING=1)"
 fi

@@ -20,6 +20,8 @@
 #include "request.h"
 
 #define SECRET "unit-test-secret"
+#define FP "9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08"
+#define FP2 "60303ae22b998861bce3b28f33eec1be758a213c86c93c076dbe9f558c11c752"
 
 static void
 test_outcomes(void **state)
@@ -77,7 +79,7 @@ id(const char *secret, const char *principal, const char *key,
 {
 	memset(out, 'X', 4 + CHARGE_ID_HEX_LEN);
 	assert_int_equal(provider_charge_id(secret, principal, key, strlen(key),
-	    out), 0);
+	    FP, out), 0);
 	assert_charge_id_format(out);
 }
 
@@ -104,15 +106,23 @@ test_charge_id(void **state)
 	id(SECRET, "demok", "1", b);
 	assert_string_not_equal(a, b);
 	/* keylen bounds the key */
-	assert_int_equal(provider_charge_id(SECRET, "demo", "k1xyz", 2, b), 0);
+	assert_int_equal(provider_charge_id(SECRET, "demo", "k1xyz", 2, FP, b), 0);
+	assert_string_equal(a, b);
+	/* the same key with another request is another charge */
+	assert_int_equal(provider_charge_id(SECRET, "demo", "k1", 2, FP2, b), 0);
+	assert_string_not_equal(a, b);
+	assert_int_equal(provider_charge_id(SECRET, "demo", "k1", 2, FP, b), 0);
 	assert_string_equal(a, b);
 }
 
-/* The documented construction: HMAC-SHA256(secret, principal NUL key). */
+/*
+ * The documented construction: HMAC-SHA256(secret, principal NUL key NUL
+ * fingerprint).
+ */
 static void
 test_charge_id_construction(void **state)
 {
-	static const char msg[] = "demo\0order-42";
+	static const char msg[] = "demo\0order-42\0" FP;
 	unsigned char mac[SHA256_LEN];
 	char hex[2 * SHA256_LEN + 1], want[4 + CHARGE_ID_HEX_LEN];
 	char got[4 + CHARGE_ID_HEX_LEN];
@@ -137,13 +147,15 @@ test_charge_id_limits(void **state)
 	principal[PRINCIPAL_MAX] = '\0';
 	memset(key, 'k', sizeof(key));
 	assert_int_equal(provider_charge_id(SECRET, principal, key, IDEM_KEY_MAX,
-	    out), 0);
+	    FP, out), 0);
 	assert_charge_id_format(out);
 	assert_int_equal(provider_charge_id(SECRET, principal, key,
-	    IDEM_KEY_MAX + 1, out), -1);
+	    IDEM_KEY_MAX + 1, FP, out), -1);
+	assert_int_equal(provider_charge_id(SECRET, principal, key, 1,
+	    FP "0", out), -1);
 	principal[PRINCIPAL_MAX] = 'p';
 	principal[PRINCIPAL_MAX + 1] = '\0';
-	assert_int_equal(provider_charge_id(SECRET, principal, key, 1, out), -1);
+	assert_int_equal(provider_charge_id(SECRET, principal, key, 1, FP, out), -1);
 }
 
 struct fixture {
@@ -262,12 +274,12 @@ test_charge_succeeded(void **state)
 	long long t0, t1;
 
 	t0 = now_wall_ms();
-	assert_int_equal(provider_charge(&fx->cfg, &fx->ledger_fd, "demo", "order-1", 7, 1999,
+	assert_int_equal(provider_charge(&fx->cfg, &fx->ledger_fd, "demo", "order-1", 7, FP, 1999,
 	    "usd", "tok_visa", &r1), 0);
 	t1 = now_wall_ms();
 	assert_int_equal(r1.outcome, PROV_SUCCEEDED);
 	assert_null(r1.decline_code);
-	assert_int_equal(provider_charge_id(SECRET, "demo", "order-1", 7, want),
+	assert_int_equal(provider_charge_id(SECRET, "demo", "order-1", 7, FP, want),
 	    0);
 	assert_string_equal(r1.charge_id, want);
 	assert_in_range(r1.created, t0 / 1000, t1 / 1000);
@@ -276,7 +288,7 @@ test_charge_succeeded(void **state)
 	    "1999", "usd", t0, t1);
 
 	/* the same key again: the same charge, and a second ledger line */
-	assert_int_equal(provider_charge(&fx->cfg, &fx->ledger_fd, "demo", "order-1", 7, 1999,
+	assert_int_equal(provider_charge(&fx->cfg, &fx->ledger_fd, "demo", "order-1", 7, FP, 1999,
 	    "usd", "tok_visa", &r2), 0);
 	t1 = now_wall_ms();
 	assert_string_equal(r2.charge_id, r1.charge_id);
@@ -285,7 +297,7 @@ test_charge_succeeded(void **state)
 	    "1999", "usd", t0, t1);
 
 	/* another principal with the same key: another charge */
-	assert_int_equal(provider_charge(&fx->cfg, &fx->ledger_fd, "acme", "order-1", 7, 5,
+	assert_int_equal(provider_charge(&fx->cfg, &fx->ledger_fd, "acme", "order-1", 7, FP, 5,
 	    "eur", "tok_visa", &r2), 0);
 	assert_string_not_equal(r2.charge_id, r1.charge_id);
 	assert_int_equal(ledger_lines(fx->ledger, lines, 4), 3);
@@ -301,16 +313,16 @@ test_charge_declined_and_error(void **state)
 	char lines[4][1024];
 	long long t0 = now_wall_ms();
 
-	assert_int_equal(provider_charge(&fx->cfg, &fx->ledger_fd, "demo", "d1", 2, 100, "usd",
+	assert_int_equal(provider_charge(&fx->cfg, &fx->ledger_fd, "demo", "d1", 2, FP, 100, "usd",
 	    "tok_chargeDeclined", &r), 0);
 	assert_int_equal(r.outcome, PROV_DECLINED);
 	assert_string_equal(r.decline_code, "card_declined");
 	assert_charge_id_format(r.charge_id);
-	assert_int_equal(provider_charge(&fx->cfg, &fx->ledger_fd, "demo", "d2", 2, 200, "usd",
+	assert_int_equal(provider_charge(&fx->cfg, &fx->ledger_fd, "demo", "d2", 2, FP, 200, "usd",
 	    "tok_insufficientFunds", &r), 0);
 	assert_int_equal(r.outcome, PROV_DECLINED);
 	assert_string_equal(r.decline_code, "insufficient_funds");
-	assert_int_equal(provider_charge(&fx->cfg, &fx->ledger_fd, "demo", "e1", 2, 300, "gbp",
+	assert_int_equal(provider_charge(&fx->cfg, &fx->ledger_fd, "demo", "e1", 2, FP, 300, "gbp",
 	    "tok_providerError", &r), 0);
 	assert_int_equal(r.outcome, PROV_ERROR);
 	assert_null(r.decline_code);
@@ -343,7 +355,7 @@ test_charge_timeout(void **state)
 	fx->cfg.provider_timeout_ms = 60;
 	t0 = now_wall_ms();
 	m0 = mono_ms();
-	assert_int_equal(provider_charge(&fx->cfg, &fx->ledger_fd, "demo", "t1", 2, 1999, "usd",
+	assert_int_equal(provider_charge(&fx->cfg, &fx->ledger_fd, "demo", "t1", 2, FP, 1999, "usd",
 	    "tok_providerTimeout", &r), 0);
 	m1 = mono_ms();
 	assert_true(m1 - m0 >= 60);
@@ -359,7 +371,7 @@ test_charge_timeout(void **state)
 	/* the default test config: timeout 10 ms */
 	fx->cfg.provider_timeout_ms = 10;
 	m0 = mono_ms();
-	assert_int_equal(provider_charge(&fx->cfg, &fx->ledger_fd, "demo", "t2", 2, 1, "usd",
+	assert_int_equal(provider_charge(&fx->cfg, &fx->ledger_fd, "demo", "t2", 2, FP, 1, "usd",
 	    "tok_providerTimeout", &r), 0);
 	assert_true(mono_ms() - m0 >= 10);
 }
@@ -374,7 +386,7 @@ test_charge_latency(void **state)
 	fx->cfg.provider_latency_ms = 40;
 	fx->cfg.provider_timeout_ms = 5000;
 	m0 = mono_ms();
-	assert_int_equal(provider_charge(&fx->cfg, &fx->ledger_fd, "demo", "l1", 2, 1, "usd",
+	assert_int_equal(provider_charge(&fx->cfg, &fx->ledger_fd, "demo", "l1", 2, FP, 1, "usd",
 	    "tok_visa", &r), 0);
 	assert_true(mono_ms() - m0 >= 40);
 	assert_true(mono_ms() - m0 < 5000);     /* not the timeout */
@@ -393,7 +405,7 @@ test_charge_long_fields(void **state)
 	principal[PRINCIPAL_MAX] = '\0';
 	memset(key, '~', IDEM_KEY_MAX);
 	key[IDEM_KEY_MAX] = '\0';
-	assert_int_equal(provider_charge(&fx->cfg, &fx->ledger_fd, principal, key, IDEM_KEY_MAX,
+	assert_int_equal(provider_charge(&fx->cfg, &fx->ledger_fd, principal, key, IDEM_KEY_MAX, FP,
 	    99999999, "usd", "tok_visa", &r), 0);
 	assert_int_equal(ledger_lines(fx->ledger, lines, 2), 1);
 	assert_ledger_line(lines[0], principal, key, r.charge_id, "succeeded",
@@ -409,12 +421,12 @@ test_charge_unwritable_ledger(void **state)
 	/* a directory */
 	(void)snprintf(fx->cfg.provider_ledger, sizeof(fx->cfg.provider_ledger),
 	    "%s", fx->dir);
-	assert_int_equal(provider_charge(&fx->cfg, &fx->ledger_fd, "demo", "k", 1, 1, "usd",
+	assert_int_equal(provider_charge(&fx->cfg, &fx->ledger_fd, "demo", "k", 1, FP, 1, "usd",
 	    "tok_visa", &r), -1);
 	/* a missing directory */
 	(void)snprintf(fx->cfg.provider_ledger, sizeof(fx->cfg.provider_ledger),
 	    "%s/missing/ledger.log", fx->dir);
-	assert_int_equal(provider_charge(&fx->cfg, &fx->ledger_fd, "demo", "k", 1, 1, "usd",
+	assert_int_equal(provider_charge(&fx->cfg, &fx->ledger_fd, "demo", "k", 1, FP, 1, "usd",
 	    "tok_visa", &r), -1);
 	assert_int_equal(access(fx->ledger, F_OK), -1);
 }
