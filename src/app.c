@@ -1,6 +1,7 @@
 /*
  * app.c - the worker and the routes: /charge, /healthz, /metrics.
  */
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -41,26 +42,55 @@ worker_close(struct worker *w)
 	provider_close(&w->ledger_fd);
 }
 
+void
+worker_warm(struct worker *w)
+{
+	if (redis_ping(&w->redis) != 0)
+		log_warn(NULL, "worker %d: redis: %s", w->id, w->redis.errstr);
+	if (provider_open(w->cfg->provider_ledger, &w->ledger_fd) != 0)
+		log_warn(NULL, "worker %d: ledger %s: %s", w->id,
+		    w->cfg->provider_ledger, strerror(errno));
+}
+
 static int
 method_is_get(const char *m)
 {
 	return strcmp(m, "GET") == 0 || strcmp(m, "HEAD") == 0;
 }
 
+/*
+ * Readiness: a PING on this worker's connection (bounded by
+ * redis_timeout_ms) and the spill directory writable with room for a few
+ * spilled bodies. 503 names the check that failed.
+ */
 static void
 health_handle(struct worker *w, struct response *resp)
 {
+	const struct config *cfg = w->cfg;
+	long long need = HEALTH_SPILL_ROOM * (long long)cfg->spill_threshold_bytes;
+	long long avail;
 	int redis_ok = redis_ping(&w->redis) == 0;
-	int spill_ok = spill_dir_writable(w->cfg->spill_dir);
+	int spill_ok = spill_dir_writable(cfg->spill_dir);
+	const char *spill = "ok";
 	char body[160];
 	int n;
 
+	if (need < HEALTH_SPILL_ROOM_MIN_BYTES)
+		need = HEALTH_SPILL_ROOM_MIN_BYTES;
+	if (!spill_ok)
+		spill = "not writable";
+	else if ((avail = spill_dir_avail(cfg->spill_dir)) >= 0 && avail < need) {
+		spill = "low on space";
+		spill_ok = 0;
+	}
 	if (!redis_ok)
 		log_warn(NULL, "healthz: redis: %s", w->redis.errstr);
+	if (!spill_ok)
+		log_warn(NULL, "healthz: spill_dir %s: %s", cfg->spill_dir, spill);
 	n = snprintf(body, sizeof(body),
 	    "{\"status\":\"%s\",\"redis\":\"%s\",\"spill_dir\":\"%s\"}",
 	    redis_ok && spill_ok ? "ok" : "unavailable",
-	    redis_ok ? "ok" : "unreachable", spill_ok ? "ok" : "not writable");
+	    redis_ok ? "ok" : "unreachable", spill);
 	(void)response_copy_body(resp, redis_ok && spill_ok ? 200 : 503,
 	    "application/json", body, (size_t)n);
 	resp->outcome = "ok";

@@ -24,6 +24,13 @@ int worker_init(struct worker *w, const struct config *cfg,
     const struct auth_table *auth, int id);
 void worker_close(struct worker *w);
 
+/*
+ * Opens the worker's Redis connection and ledger before its first request,
+ * so that a later shortage of descriptors cannot stop it serving. Failures
+ * are logged; the request path retries them.
+ */
+void worker_warm(struct worker *w);
+
 /* Routes the request and fills resp (always: errors become problems). */
 void app_handle(struct worker *w, const struct request *req,
     struct response *resp);

@@ -424,6 +424,12 @@ charge_check(struct charge_ctx *cx)
 		    cx->w->cfg->max_request_bytes);
 		response_problem(resp, PROB_TOO_LARGE, detail, NULL);
 		return -1;
+	case BODY_TIMEOUT:
+		(void)snprintf(detail, sizeof(detail),
+		    "The request body did not arrive within %d ms.",
+		    cx->w->cfg->request_timeout_ms);
+		response_problem(resp, PROB_REQUEST_TIMEOUT, detail, NULL);
+		return -1;
 	default:
 		v.n = 1;
 		(void)snprintf(v.errors[0].field, sizeof(v.errors[0].field),

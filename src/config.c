@@ -97,6 +97,8 @@ static const struct cfg_row cfg_rows[] = {
 	    FIELD(log_level), 0 },
 	{ "threads", CFG_INT, 1, THREADS_MAX, DEF_THREADS, NULL,
 	    FIELD(threads), 0 },
+	{ "request_timeout_ms", CFG_INT, 1, REQUEST_TIMEOUT_MS_MAX,
+	    DEF_REQUEST_TIMEOUT_MS, NULL, FIELD(request_timeout_ms), 0 },
 };
 
 #define CFG_NROWS (sizeof(cfg_rows) / sizeof(cfg_rows[0]))

@@ -31,6 +31,7 @@ struct config {
 	char metrics_file[PATH_MAX_LEN];     /* "" or "none": per-process counters */
 	int log_level;                       /* enum log_level */
 	int threads;                         /* worker threads per process */
+	int request_timeout_ms;              /* reading params and body */
 	char conf_dir[PATH_MAX_LEN];         /* directory of the file; base of relative paths */
 };
 

@@ -43,6 +43,7 @@
 #define DEF_METRICS_FILE          "../var/metrics.shm"
 #define DEF_LOG_LEVEL             "info"
 #define DEF_THREADS               1
+#define DEF_REQUEST_TIMEOUT_MS    10000      /* reading params and body */
 
 /* Hard bounds for configuration values. */
 #define REDIS_TIMEOUT_MS_MAX      60000
@@ -51,6 +52,7 @@
 #define MAX_WAIT_S_MAX            300
 #define PROVIDER_MS_MAX           600000     /* 10 min */
 #define THREADS_MAX               64
+#define REQUEST_TIMEOUT_MS_MAX    600000     /* 10 min */
 #define KEY_PREFIX_MAX            64         /* bytes */
 #define PATH_MAX_LEN              1024       /* bytes, configured paths */
 #define URL_MAX_LEN               1024
@@ -64,6 +66,10 @@
 /* Waiting for an in-progress request (Prefer: wait=N). */
 #define WAIT_POLL_FIRST_MS        20
 #define WAIT_POLL_MAX_MS          250
+
+/* /healthz: spill_dir needs room for this many spill thresholds, at least */
+#define HEALTH_SPILL_ROOM            4
+#define HEALTH_SPILL_ROOM_MIN_BYTES  65536
 
 /* How long a 409 / 503 client should wait before retrying. */
 #define RETRY_AFTER_IN_PROGRESS_S 1

@@ -6,7 +6,10 @@
  * and spawn-fcgi); or plain CGI when fd 0 is no socket: one request, exit.
  * In FastCGI mode `threads` workers accept concurrently, each with its own
  * Redis connection. The main thread only waits for signals: SIGTERM, SIGINT,
- * SIGUSR1 and SIGHUP finish the requests in hand, then exit.
+ * SIGUSR1 and SIGHUP finish the requests in hand, then exit. Idle workers
+ * are woken by shutting the listening socket down, not by a signal: a signal
+ * would also interrupt a worker that has just accepted a connection and is
+ * reading its params inside libfcgi, which does not retry after EINTR.
  */
 #include <errno.h>
 #include <pthread.h>
@@ -14,6 +17,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <poll.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -33,7 +38,7 @@
 extern char **environ;
 
 #define LISTEN_BACKLOG 128
-#define SHUTDOWN_POLL_MS 50        /* how often idle workers are nudged */
+#define ACCEPT_RETRY_MS 100        /* pause after accept failed for resources */
 #define GC_INTERVAL_S 3600         /* spill garbage collection period */
 
 /* The loaded configuration: read-only once the workers start. */
@@ -51,7 +56,6 @@ struct worker_thread {
 	pthread_t tid;
 	struct worker w;
 	int listen_fd;
-	int busy;                   /* atomic: serving a request */
 	int done;                   /* atomic: loop ended */
 	long long next_gc;          /* worker 0 only */
 };
@@ -61,9 +65,17 @@ struct worker_thread {
 static long
 fcgi_read(void *ctx, char *buf, size_t n)
 {
-	int len = n > (size_t)INT32_MAX ? INT32_MAX : (int)n;
+	FCGX_Request *r = ctx;
+	int len = n > (size_t)INT32_MAX ? INT32_MAX : (int)n, got, e;
 
-	return FCGX_GetStr(buf, len, ((FCGX_Request *)ctx)->in);
+	got = FCGX_GetStr(buf, len, r->in);
+	if (got == 0) {
+		/* SO_RCVTIMEO on the connection: the read timed out */
+		e = FCGX_GetError(r->in);
+		if (e == EAGAIN || e == EWOULDBLOCK)
+			return READ_TIMED_OUT;
+	}
+	return got;
 }
 
 static int
@@ -82,12 +94,24 @@ fcgi_write(void *ctx, const char *p, size_t n)
 	return 0;
 }
 
+/* ctx: the request's deadline (monotonic microseconds). */
 static long
 cgi_read(void *ctx, char *buf, size_t n)
 {
+	const long long *deadline_us = ctx;
+	struct pollfd pfd = { STDIN_FILENO, POLLIN, 0 };
+	long long left_ms;
 	ssize_t r;
+	int p;
 
-	(void)ctx;
+	do {
+		left_ms = (*deadline_us - now_mono_us() + 999) / 1000;
+		if (left_ms <= 0)
+			return READ_TIMED_OUT;
+		p = poll(&pfd, 1, left_ms > INT32_MAX ? INT32_MAX : (int)left_ms);
+	} while (p < 0 && errno == EINTR);
+	if (p == 0)
+		return READ_TIMED_OUT;
 	do
 		r = read(STDIN_FILENO, buf, n);
 	while (r < 0 && errno == EINTR);
@@ -104,7 +128,7 @@ cgi_write(void *ctx, const char *p, size_t n)
 /* --- one request ------------------------------------------------------ */
 
 static void
-serve_one(struct worker *w, const struct request_source *src,
+serve_one(struct worker *w, struct request_source *src,
     const struct response_sink *sink, int drain)
 {
 	struct request req;
@@ -112,6 +136,7 @@ serve_one(struct worker *w, const struct request_source *src,
 	long long dur;
 
 	response_init(&resp);
+	src->deadline_us = now_mono_us() + 1000LL * cfg.request_timeout_ms;
 	if (request_read(&req, src, (size_t)cfg.max_request_bytes, drain) != 0) {
 		response_problem(&resp, PROB_INTERNAL, NULL, NULL);
 		(void)response_send(&resp, "-", sink, 0);
@@ -150,10 +175,23 @@ spill_gc_run(void)
 
 /* --- FastCGI workers --------------------------------------------------- */
 
-static void
-wake_handler(int sig)
+/* Sets SO_RCVTIMEO on fd to request_timeout_ms. 0 or -1. */
+static int
+set_read_timeout(int fd)
 {
-	(void)sig;              /* only interrupts accept() */
+	struct timeval tv;
+
+	tv.tv_sec = cfg.request_timeout_ms / 1000;
+	tv.tv_usec = (cfg.request_timeout_ms % 1000) * 1000;
+	return setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+}
+
+/* Accept failures that pass: out of descriptors, buffers or memory. */
+static int
+accept_error_transient(int err)
+{
+	return err == EMFILE || err == ENFILE || err == ENOBUFS ||
+	    err == ENOMEM;
 }
 
 static void *
@@ -163,23 +201,51 @@ worker_main(void *arg)
 	struct request_source src;
 	struct response_sink sink;
 	FCGX_Request req;
+	int rc, err, transient = 0;
 
 	if (FCGX_InitRequest(&req, t->listen_fd, 0) != 0) {
 		log_error(NULL, "worker %d: FCGX_InitRequest failed", t->w.id);
 		goto out;
 	}
+	worker_warm(&t->w);
+	memset(&src, 0, sizeof(src));
 	src.read = fcgi_read;
 	src.ctx = &req;
 	sink.write = fcgi_write;
 	sink.ctx = &req;
 	while (!__atomic_load_n(&stopping, __ATOMIC_SEQ_CST)) {
-		if (FCGX_Accept_r(&req) < 0)
+		/* a request accepted here is served even if a stop comes now */
+		if ((rc = FCGX_Accept_r(&req)) < 0) {
+			err = -rc;
+			if (__atomic_load_n(&stopping, __ATOMIC_SEQ_CST))
+				break;
+			/* the listener's SO_RCVTIMEO ended an idle accept() */
+			if (err == EAGAIN || err == EWOULDBLOCK || err == EINTR)
+				continue;
+			if (accept_error_transient(err)) {
+				if (transient++ == 0)
+					log_error(NULL, "worker %d: accept: %s; "
+					    "retrying every %d ms", t->w.id,
+					    strerror(err), ACCEPT_RETRY_MS);
+				sleep_ms(ACCEPT_RETRY_MS);
+				continue;
+			}
+			log_error(NULL, "worker %d: accept failed (%d: %s); this "
+			    "worker stops", t->w.id, rc, rc < -1 && rc > -4096 ?
+			    strerror(err) : "libfcgi error");
 			break;
-		__atomic_store_n(&t->busy, 1, __ATOMIC_SEQ_CST);
+		}
+		if (transient > 0) {
+			log_info(NULL, "worker %d: accepting again after %d "
+			    "failed attempt(s)", t->w.id, transient);
+			transient = 0;
+		}
+		/* bounds the body read; a unix socket does not inherit it */
+		if (set_read_timeout(req.ipcFd) != 0)
+			log_warn(NULL, "SO_RCVTIMEO: %s", strerror(errno));
 		src.envp = req.envp;
 		serve_one(&t->w, &src, &sink, 0);
 		FCGX_Finish_r(&req);
-		__atomic_store_n(&t->busy, 0, __ATOMIC_SEQ_CST);
 		if (t->w.id == 0 && time(NULL) >= t->next_gc) {
 			spill_gc_run();
 			t->next_gc = time(NULL) + GC_INTERVAL_S;
@@ -195,15 +261,18 @@ static int
 serve_fastcgi(int listen_fd)
 {
 	struct worker_thread *ts = NULL;
-	struct sigaction sa;
 	sigset_t stopset;
 	struct timespec poll;
-	int i, n = 0, alive, sig, rc = 1;
+	int i, n = 0, alive, sig = 0, rc = 1;
 
-	memset(&sa, 0, sizeof(sa));
-	sa.sa_handler = wake_handler;     /* no SA_RESTART: accept() returns EINTR */
-	if (sigemptyset(&sa.sa_mask) != 0 || sigaction(SIGUSR2, &sa, NULL) != 0)
-		return 1;
+	/*
+	 * Accepted TCP connections inherit SO_RCVTIMEO from the listener, so
+	 * the params libfcgi reads inside FCGX_Accept_r are bounded too; idle
+	 * accept() calls wake up that often and go back to waiting.
+	 */
+	if (set_read_timeout(listen_fd) != 0)
+		log_warn(NULL, "SO_RCVTIMEO on the listening socket: %s",
+		    strerror(errno));
 	if ((ts = calloc((size_t)cfg.threads, sizeof(*ts))) == NULL)
 		return 1;
 	for (i = 0; i < cfg.threads; i++) {
@@ -234,25 +303,26 @@ serve_fastcgi(int listen_fd)
 		}
 		for (alive = 0, i = 0; i < n; i++)
 			alive += !__atomic_load_n(&ts[i].done, __ATOMIC_SEQ_CST);
-		if (alive == 0)
-			break;          /* the listener went away */
+		if (alive == 0) {
+			log_error(NULL, "every worker's accept loop ended: the "
+			    "process exits");
+			rc = 1;
+			break;
+		}
 	}
 stop:
 	__atomic_store_n(&stopping, 1, __ATOMIC_SEQ_CST);
 	FCGX_ShutdownPending();
-	for (;;) {
-		for (alive = 0, i = 0; i < n; i++) {
-			if (__atomic_load_n(&ts[i].done, __ATOMIC_SEQ_CST))
-				continue;
-			alive++;
-			/* only idle workers: a busy one finishes its request */
-			if (!__atomic_load_n(&ts[i].busy, __ATOMIC_SEQ_CST))
-				(void)pthread_kill(ts[i].tid, SIGUSR2);
-		}
-		if (alive == 0)
-			break;
-		sleep_ms(SHUTDOWN_POLL_MS);
-	}
+	/*
+	 * Wakes every worker blocked in accept() (it fails with EINVAL) and
+	 * leaves the connections already accepted alone: their params and
+	 * bodies are read to the end and answered. Under lighttpd and
+	 * mod_fcgid each process has a listening socket of its own; processes
+	 * forked by spawn-fcgi -F share one, so stop those together.
+	 */
+	if (n > 0 && shutdown(listen_fd, SHUT_RD) != 0 && errno != ENOTCONN)
+		log_warn(NULL, "shutdown of the listening socket: %s",
+		    strerror(errno));
 	for (i = 0; i < n; i++) {
 		(void)pthread_join(ts[i].tid, NULL);
 		worker_close(&ts[i].w);
@@ -262,6 +332,31 @@ stop:
 }
 
 /* --- start-up ---------------------------------------------------------- */
+
+/*
+ * Connects to Redis once before serving, so that a Redis that may evict
+ * records stops the start (every new connection checks it again). An
+ * unreachable Redis does not: requests get 503 until it answers.
+ */
+static int
+startup_check_redis(void)
+{
+	struct worker w;
+	int rc = 0;
+
+	if (worker_init(&w, &cfg, &auth, -1) != 0)
+		return -1;
+	if (redis_ping(&w.redis) != 0) {
+		if (w.redis.evicting) {
+			log_error(NULL, "%s", w.redis.errstr);
+			rc = -1;
+		} else
+			log_warn(NULL, "Redis is not reachable at start-up (%s); "
+			    "/charge answers 503 until it is", w.redis.errstr);
+	}
+	worker_close(&w);
+	return rc;
+}
 
 static void
 usage(FILE *f)
@@ -334,8 +429,10 @@ main(int argc, char **argv)
 	if (signal(SIGPIPE, SIG_IGN) == SIG_ERR)
 		goto done;
 	if (listen_addr == NULL && FCGX_IsCGI()) {
-		struct request_source src = { environ, cgi_read, NULL };
+		struct request_source src = { environ, cgi_read, NULL, 0 };
 		struct response_sink sink = { cgi_write, NULL };
+
+		src.ctx = &src.deadline_us;     /* set by serve_one */
 
 		if (worker_init(&w, &cfg, &auth, 0) != 0)
 			goto done;
@@ -363,6 +460,8 @@ main(int argc, char **argv)
 		}
 		log_info(NULL, "listening on %s", listen_addr);
 	}
+	if (startup_check_redis() != 0)
+		goto done;
 	rc = serve_fastcgi(listen_fd);
 done:
 	auth_free(&auth);

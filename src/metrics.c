@@ -23,7 +23,8 @@
 static const char *const outcome_names[] = {
 	"created", "replayed", "not-found", "method-not-allowed",
 	"unauthorized", "missing-idempotency-key", "invalid-idempotency-key",
-	"unsupported-media-type", "content-too-large", "invalid-request",
+	"unsupported-media-type", "content-too-large", "request-timeout",
+	"invalid-request",
 	"payment-declined", "provider-error", "provider-timeout",
 	"request-in-progress", "idempotency-key-reused", "service-unavailable",
 	"stored-response-unavailable", "internal-error", "ok", "other",

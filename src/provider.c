@@ -110,8 +110,7 @@ ledger_append(const char *path, int *fd, const char *principal,
 	    outcome_name(res->outcome), amount, currency);
 	if (n < 0 || (size_t)n >= sizeof(line))
 		return -1;
-	if (*fd < 0 && (*fd = open(path, O_WRONLY | O_APPEND | O_CREAT |
-	    O_CLOEXEC, LEDGER_MODE)) < 0)
+	if (provider_open(path, fd) != 0)
 		return -1;
 	do
 		w = write(*fd, line, (size_t)n);
@@ -120,6 +119,15 @@ ledger_append(const char *path, int *fd, const char *principal,
 		return 0;
 	provider_close(fd);
 	return -1;
+}
+
+int
+provider_open(const char *path, int *ledger_fd)
+{
+	if (*ledger_fd < 0 && (*ledger_fd = open(path, O_WRONLY | O_APPEND |
+	    O_CREAT | O_CLOEXEC, LEDGER_MODE)) < 0)
+		return -1;
+	return 0;
 }
 
 void

@@ -51,6 +51,9 @@ int provider_charge(const struct config *cfg, int *ledger_fd,
     const char *fingerprint, long long amount, const char *currency,
     const char *source, struct provider_result *out);
 
+/* Opens the ledger into *ledger_fd unless already open. 0 or -1 (errno). */
+int provider_open(const char *path, int *ledger_fd);
+
 /* Closes a ledger descriptor opened by provider_charge; sets it to -1. */
 void provider_close(int *ledger_fd);
 

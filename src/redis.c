@@ -215,7 +215,8 @@ conn_check_eviction(struct redis_conn *c)
 	}
 	if (r->type == REDIS_REPLY_ARRAY && r->elements == 2 &&
 	    r->element[1]->type == REDIS_REPLY_STRING) {
-		if (strcmp(r->element[1]->str, "noeviction") != 0) {
+		c->evicting = strcmp(r->element[1]->str, "noeviction") != 0;
+		if (c->evicting) {
 			(void)snprintf(c->errstr, sizeof(c->errstr),
 			    "Redis maxmemory-policy is %s; records could be "
 			    "evicted: refusing (set noeviction)",
@@ -241,6 +242,7 @@ conn_connect(struct redis_conn *c)
 	struct timeval tv;
 	char db[16];
 
+	c->evicting = 0;
 	tv.tv_sec = c->timeout_ms / 1000;
 	tv.tv_usec = (c->timeout_ms % 1000) * 1000;
 	if (t->is_unix)

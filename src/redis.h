@@ -49,6 +49,8 @@ struct redis_conn {
 	 * failed before being sent, or Redis answered with an error.
 	 */
 	int outcome_unknown;
+	/* 1 when the last connect found a Redis that may evict records */
+	int evicting;
 	char errstr[128];
 };
 

@@ -107,15 +107,25 @@ request_set_path(struct request *r, const struct cgi_vars *v)
 	    v->script != NULL ? v->script : "", v->info != NULL ? v->info : "");
 }
 
-/* Reads until n bytes or the end of the stream; returns the bytes read. */
+/*
+ * Reads until n bytes, the end of the stream or the deadline; returns the
+ * bytes read, *timed_out set when the deadline ended it.
+ */
 static size_t
-source_read(const struct request_source *src, char *buf, size_t n)
+source_read(const struct request_source *src, char *buf, size_t n,
+    int *timed_out)
 {
 	size_t got = 0;
 	long r;
 
 	while (got < n) {
+		if (src->deadline_us != 0 && now_mono_us() >= src->deadline_us) {
+			*timed_out = 1;
+			break;
+		}
 		r = src->read(src->ctx, buf + got, n - got);
+		if (r == READ_TIMED_OUT)
+			*timed_out = 1;
 		if (r <= 0)
 			break;
 		got += (size_t)r;
@@ -129,9 +139,10 @@ request_drain(const struct request_source *src, size_t limit)
 {
 	char buf[DRAIN_CHUNK];
 	size_t total = 0, n;
+	int timed_out = 0;
 
-	while (total < limit) {
-		n = source_read(src, buf, sizeof(buf));
+	while (total < limit && !timed_out) {
+		n = source_read(src, buf, sizeof(buf), &timed_out);
 		total += n;
 		if (n < sizeof(buf))
 			break;
@@ -144,7 +155,7 @@ request_read(struct request *r, const struct request_source *src,
 {
 	struct cgi_vars v;
 	size_t want = 0, got;
-	int to_eof = 0;
+	int to_eof = 0, timed_out = 0;
 
 	memset(r, 0, sizeof(*r));
 	r->start_us = now_mono_us();
@@ -181,9 +192,13 @@ request_read(struct request *r, const struct request_source *src,
 	}
 	if ((r->body = malloc(want + 1)) == NULL)
 		return -1;
-	got = source_read(src, r->body, want);
+	got = source_read(src, r->body, want, &timed_out);
 	r->body[got] = '\0';
 	r->body_len = got;
+	if (timed_out) {
+		r->body_status = BODY_TIMEOUT;
+		return 0;       /* nothing more to drain: the client stalled */
+	}
 	if (to_eof && got > max_body) {
 		r->body_status = BODY_TOO_LARGE;
 		free(r->body);

@@ -16,12 +16,20 @@ struct request_source {
 	 * request ends.
 	 */
 	char **envp;
-	/* Reads up to n bytes: > 0 bytes read, 0 end of body, -1 error. */
+	/*
+	 * Reads up to n bytes: > 0 bytes read, 0 end of body, -1 error,
+	 * READ_TIMED_OUT when nothing arrived in time.
+	 */
 	long (*read)(void *ctx, char *buf, size_t n);
 	void *ctx;
+	long long deadline_us;  /* monotonic; 0: none. Reading stops past it */
 };
 
-enum body_status { BODY_OK, BODY_TOO_LARGE, BODY_BAD_LENGTH, BODY_SHORT };
+#define READ_TIMED_OUT (-2L)
+
+enum body_status {
+	BODY_OK, BODY_TOO_LARGE, BODY_BAD_LENGTH, BODY_SHORT, BODY_TIMEOUT
+};
 
 struct request {
 	const char *method;

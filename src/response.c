@@ -23,6 +23,8 @@ static const struct problem_info problems[PROB_COUNT] = {
 	[PROB_UNSUPPORTED_MEDIA_TYPE] = { "unsupported-media-type", 415,
 	    "Unsupported Media Type" },
 	[PROB_TOO_LARGE] = { "content-too-large", 413, "Content Too Large" },
+	[PROB_REQUEST_TIMEOUT] = { "request-timeout", 408,
+	    "The request was not received in time" },
 	[PROB_INVALID_REQUEST] = { "invalid-request", 400,
 	    "The request body is invalid" },
 	[PROB_DECLINED] = { "payment-declined", 402, "Payment declined" },
@@ -66,6 +68,7 @@ http_reason(int status)
 	case 404: return "Not Found";
 	case 405: return "Method Not Allowed";
 	case 409: return "Conflict";
+	case 408: return "Request Timeout";
 	case 413: return "Content Too Large";
 	case 415: return "Unsupported Media Type";
 	case 422: return "Unprocessable Content";

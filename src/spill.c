@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -223,4 +224,14 @@ int
 spill_dir_writable(const char *dir)
 {
 	return access(dir, W_OK | X_OK) == 0;
+}
+
+long long
+spill_dir_avail(const char *dir)
+{
+	struct statvfs sv;
+
+	if (statvfs(dir, &sv) != 0)
+		return -1;
+	return (long long)sv.f_bavail * (long long)sv.f_frsize;
 }

@@ -44,4 +44,7 @@ int spill_dir_create(const char *dir);
 /* 1 when a file can be created in dir. */
 int spill_dir_writable(const char *dir);
 
+/* Bytes an unprivileged writer can still use in dir, or -1 (statvfs). */
+long long spill_dir_avail(const char *dir);
+
 #endif

@@ -109,6 +109,12 @@ for sig in TERM USR1; do
 	PID=
 done
 
+CLIENT="python3 $REPO/tests/signals/client.py"
+stop_listener() {
+	[ -n "$PID" ] && stack_stop_pid "$PID" charge 3
+	PID=
+}
+
 # 3. threads = 2: two charges at once take one provider latency, not two
 start_listener || notok "listener starts"
 t0=$(now_ms)
@@ -122,6 +128,106 @@ if grep -q '^Status: 201' "$RUN/out-a" && grep -q '^Status: 201' "$RUN/out-b" &&
 else
 	notok "threads = 2: two charges served at once" "took $ms ms; $(head -1 "$RUN/out-a") / $(head -1 "$RUN/out-b")"
 fi
+stop_listener
+
+
+# 4. request_timeout_ms: a client that never finishes its body gets 408 and
+#    frees the worker (threads = 1, so the next request needs that worker)
+CHARGE_THREADS=1 CHARGE_REQUEST_TIMEOUT_MS=1000 start_listener || notok "listener starts"
+read -r st secs < <($CLIENT stall-body "$ADDR" "stall-$RANDOM$RANDOM")
+if [ "$st" = 408 ] && awk -v s="$secs" 'BEGIN { exit !(s >= 0.9 && s < 3) }'; then
+	ok "a body that never completes: 408 after request_timeout_ms (${secs} s)"
+else
+	notok "a body that never completes: 408 after request_timeout_ms" "got '$st' after ${secs} s"
+fi
+st=$($CLIENT one "$ADDR" "after-stall-$RANDOM$RANDOM")
+[ "$st" = 201 ] && ok "after the 408 the worker serves the next request" ||
+	notok "after the 408 the worker serves the next request" "got '$st'"
+stop_listener
+
+# 5. SIGTERM while a connection is accepted and its params are still being
+#    read: that request is answered (no signal interrupts libfcgi's read)
+CHARGE_PROVIDER_LATENCY_MS=0 CHARGE_THREADS=4 start_listener || notok "listener starts"
+$CLIENT slow-params "$ADDR" "slow-$RANDOM$RANDOM" 0.6 >"$RUN/slow.out" & cpid=$!
+sleep 0.25
+kill -TERM "$PID"
+wait "$cpid"
+st=$(cat "$RUN/slow.out")
+[ "$st" = 201 ] && ok "SIGTERM while params are being read: the request is answered 201" ||
+	notok "SIGTERM while params are being read: the request is answered 201" "got '$st'"
+if exited_within "$PID" 3000; then
+	wait "$PID"; rc=$?
+	[ $rc -eq 0 ] && ok "... and the listener then exits 0" || notok "... and the listener then exits 0" "status $rc"
+else
+	notok "... and the listener then exits 0" "still running 3 s later"
+fi
+PID=
+
+# 6. SIGTERM during a burst: every request is answered or was never
+#    accepted (refused or reset); none is dropped after being accepted
+CHARGE_PROVIDER_LATENCY_MS=50 CHARGE_THREADS=4 start_listener || notok "listener starts"
+$CLIENT burst "$ADDR" 40 "burst-$RANDOM$RANDOM" >"$RUN/burst.out" & cpid=$!
+sleep 0.2
+kill -TERM "$PID"
+wait "$cpid"
+answered=$(grep -c '^[0-9]' "$RUN/burst.out")
+dropped=$(grep -vc -e '^[0-9]' -e '^RESET$' "$RUN/burst.out")
+bad=$(grep '^[0-9]' "$RUN/burst.out" | grep -vc '^201$')
+if [ "$dropped" = 0 ] && [ "$bad" = 0 ] && [ "$answered" -gt 0 ]; then
+	ok "SIGTERM during a burst of 40: $answered answered 201, $((40 - answered)) never accepted, none dropped"
+else
+	notok "SIGTERM during a burst: none dropped after accept" "$(sort "$RUN/burst.out" | uniq -c)"
+fi
+exited_within "$PID" 5000 && ok "... and the listener exits" || notok "... and the listener exits"
+PID=
+
+# 7. fd exhaustion: with no descriptor left accept() fails with EMFILE; the
+#    listener logs it, keeps retrying, and serves once descriptors are back
+CHARGE_PROVIDER_LATENCY_MS=0 CHARGE_THREADS=4 start_listener || notok "listener starts"
+st=$($CLIENT one "$ADDR" "warm-$RANDOM$RANDOM")   # Redis connections opened
+# RLIMIT_NOFILE bounds the descriptor's number: a limit at the lowest free
+# number leaves accept() nothing to allocate
+free=0
+while [ -e /proc/"$PID"/fd/$free ]; do free=$((free + 1)); done
+hard=$(prlimit --pid "$PID" --nofile --output HARD --noheadings | tr -d ' ')
+prlimit --pid "$PID" --nofile=$free:"$hard"
+$CLIENT burst "$ADDR" 8 "emfile-$RANDOM$RANDOM" >"$RUN/emfile.out" & cpid=$!
+sleep 1
+alive_during=0
+stack_pid_alive "$PID" && alive_during=1
+prlimit --pid "$PID" --nofile=1024:"$hard"
+wait "$cpid"
+served=$(grep -c '^201$' "$RUN/emfile.out")
+if [ "$alive_during" = 1 ] && [ "$served" = 8 ] && stack_pid_alive "$PID"; then
+	ok "fd exhaustion: the listener stays up and serves all 8 requests once descriptors are back"
+else
+	notok "fd exhaustion: the listener stays up and serves all 8 requests" \
+		"alive during: $alive_during; answers: $(sort "$RUN/emfile.out" | uniq -c | tr '\n' ' ')"
+fi
+grep -q 'accept: Too many open files' "$RUN/charge.log" &&
+	ok "fd exhaustion is logged" || notok "fd exhaustion is logged" "$(tail -3 "$RUN/charge.log")"
+stop_listener
+
+# 8. an evicting Redis is refused at start-up, before any request
+EVICT="$RUN/evict"
+mkdir -p "$EVICT"
+redis-server --port 0 --unixsocket "$EVICT/redis.sock" --dir "$EVICT" --save '' \
+	--appendonly no --maxmemory-policy allkeys-lru --daemonize no >"$EVICT/log" 2>&1 & epid=$!
+for _ in $(seq 1 50); do [ -S "$EVICT/redis.sock" ] && break; sleep 0.05; done
+CHARGE_REDIS_URL="unix://$EVICT/redis.sock" start_listener
+if exited_within "$PID" 3000; then
+	wait "$PID"; rc=$?
+	if [ $rc -ne 0 ] && tail -5 "$RUN/charge.log" | grep -q 'allkeys-lru'; then
+		ok "an evicting Redis stops the start (exit $rc, policy named in the log)"
+	else
+		notok "an evicting Redis stops the start" "exit $rc; $(tail -3 "$RUN/charge.log")"
+	fi
+else
+	notok "an evicting Redis stops the start" "still running 3 s after start"
+	stop_listener
+fi
+PID=
+kill "$epid" 2>/dev/null; wait "$epid" 2>/dev/null
 
 echo "1..$N"
 [ "$FAILED" -eq 0 ]

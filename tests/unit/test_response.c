@@ -67,6 +67,7 @@ static const struct {
 	{ PROB_INVALID_KEY, "invalid-idempotency-key", 400 },
 	{ PROB_UNSUPPORTED_MEDIA_TYPE, "unsupported-media-type", 415 },
 	{ PROB_TOO_LARGE, "content-too-large", 413 },
+	{ PROB_REQUEST_TIMEOUT, "request-timeout", 408 },
 	{ PROB_INVALID_REQUEST, "invalid-request", 400 },
 	{ PROB_DECLINED, "payment-declined", 402 },
 	{ PROB_PROVIDER_ERROR, "provider-error", 502 },
