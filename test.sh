@@ -103,6 +103,9 @@ suite_unit_asan() {
 	done
 }
 
+# The shape of the code: includes follow the module map of src/LAYERS.
+suite_structure() { python3 tools/check-layers.py src; }
+
 suite_lua() { tests/lua/run.sh; }
 
 # libFuzzer smoke run over every parser (clang-14, ASan + UBSan).
@@ -174,7 +177,7 @@ suite_bench_smoke() { bench/run --smoke; }
 suite_examples() { tests/with-stack.sh tests/examples/run.sh; }
 suite_browser() { tests/with-stack.sh tests/browser/run.sh; }
 
-SUITES=(unit unit_asan lua fuzz cgi signals e2e e2e_apache e2e_apache_cgi e2e_nginx tsan
+SUITES=(structure unit unit_asan lua fuzz cgi signals e2e e2e_apache e2e_apache_cgi e2e_nginx tsan
 	deploy examples browser bench_smoke)
 [ $# -gt 0 ] && SUITES=("$@")
 

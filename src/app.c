@@ -1,56 +1,15 @@
 /*
  * app.c - the worker and the routes: /charge, /healthz, /metrics.
  */
-#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "app.h"
+#include "charge.h"
 #include "log.h"
 #include "metrics.h"
-#include "provider.h"
 #include "spill.h"
-
-int
-worker_init(struct worker *w, const struct config *cfg,
-    const struct auth_table *auth, int id)
-{
-	struct redis_target t;
-	char err[160];
-
-	memset(w, 0, sizeof(*w));
-	w->cfg = cfg;
-	w->auth = auth;
-	w->id = id;
-	w->ledger_fd = -1;
-	if (redis_url_parse(cfg->redis_url, cfg->conf_dir, &t, err,
-	    sizeof(err)) != 0) {
-		log_error(NULL, "%s", err);
-		return -1;
-	}
-	redis_conn_init(&w->redis, &t, cfg->redis_timeout_ms);
-	return 0;
-}
-
-void
-worker_close(struct worker *w)
-{
-	if (w == NULL)
-		return;
-	redis_conn_close(&w->redis);
-	provider_close(&w->ledger_fd);
-}
-
-void
-worker_warm(struct worker *w)
-{
-	if (redis_ping(&w->redis) != 0)
-		log_warn(NULL, "worker %d: redis: %s", w->id, w->redis.errstr);
-	if (provider_open(w->cfg->provider_ledger, &w->ledger_fd) != 0)
-		log_warn(NULL, "worker %d: ledger %s: %s", w->id,
-		    w->cfg->provider_ledger, strerror(errno));
-}
 
 static int
 method_is_get(const char *m)

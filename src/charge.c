@@ -7,8 +7,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "app.h"
 #include "charge.h"
+#include "clock.h"
 #include "digest.h"
 #include "headers.h"
 #include "idem.h"

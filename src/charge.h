@@ -1,13 +1,23 @@
 /*
  * charge.h - the pure parts of the /charge use case: the fingerprint and the
- * charge object. The orchestration (charge_handle) is declared in app.h.
+ * charge object; and the orchestration, charge_handle.
  */
 #ifndef CHARGE_CHARGE_H
 #define CHARGE_CHARGE_H
 
 #include <stddef.h>
 
+#include "request.h"
+#include "response.h"
 #include "validate.h"
+#include "worker.h"
+
+/*
+ * The /charge use case: check, fingerprint, claim, provider, spill, record,
+ * replay. Fills resp (always: errors become problems).
+ */
+void charge_handle(struct worker *w, const struct request *req,
+    struct response *resp);
 
 /*
  * Hex SHA-256 of "POST /charge\n" principal "\n" canonical text into

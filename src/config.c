@@ -17,7 +17,7 @@
 #include "config.h"
 #include "util.h"
 #include "log.h"
-#include "redis.h"
+#include "redis_url.h"
 
 #ifndef CHARGE_DEFAULT_CONF
 #define CHARGE_DEFAULT_CONF "conf/charge.conf"
@@ -309,16 +309,19 @@ cfg_check_len(const struct cfg_row *r, size_t n, char *why, size_t whylen)
 	return 0;
 }
 
-/* Runs redis_url_parse() on url; why gets "redis_url: reason". */
+/*
+ * Parses url into *t (setting redis_url fills c->redis, the parsed copy the
+ * responder uses; config_validate() only checks). why: "redis_url: reason".
+ */
 static int
-cfg_check_url(const struct cfg_row *r, const char *url, const char *dir,
-    char *why, size_t whylen)
+cfg_parse_url(const struct cfg_row *r, const char *url,
+    struct redis_target *t, char *why, size_t whylen)
 {
-	struct redis_target t;
+	struct redis_target parsed;
 	char e[128];
 
 	e[0] = '\0';
-	if (redis_url_parse(url, dir, &t, e, sizeof(e)) != 0) {
+	if (redis_url_parse(url, &parsed, e, sizeof(e)) != 0) {
 		if (e[0] == '\0')
 			util_err(why, whylen, "%s: not a valid Redis URL",
 			    r->name);
@@ -328,6 +331,7 @@ cfg_check_url(const struct cfg_row *r, const char *url, const char *dir,
 			util_err(why, whylen, "%s: %s", r->name, e);
 		return -1;
 	}
+	*t = parsed;
 	return 0;
 }
 
@@ -428,7 +432,7 @@ cfg_set(struct config *c, const struct cfg_row *r, const char *v, size_t n,
 	if (cfg_check_len(r, n, why, whylen) != 0)
 		return -1;
 	if (r->type == CFG_URL &&
-	    cfg_check_url(r, buf, c->conf_dir, why, whylen) != 0)
+	    cfg_parse_url(r, buf, &c->redis, why, whylen) != 0)
 		return -1;
 	memcpy(cfg_str(c, r), buf, n + 1);
 	return 0;
@@ -576,6 +580,7 @@ config_apply_env(struct config *c, char *const *envp, char *errstr,
 int
 config_validate(const struct config *c, char *errstr, size_t errlen)
 {
+	struct redis_target t;
 	char why[CONF_WHY_MAX];
 	const char *s;
 	long long lock_ms, provider_ms;
@@ -600,8 +605,8 @@ config_validate(const struct config *c, char *errstr, size_t errlen)
 			if (cfg_check_len(r, n, why, sizeof(why)) != 0 ||
 			    cfg_check_chars(r, s, n, why, sizeof(why)) != 0)
 				goto fail;
-			if (r->type == CFG_URL && cfg_check_url(r, s,
-			    c->conf_dir, why, sizeof(why)) != 0)
+			if (r->type == CFG_URL &&
+			    cfg_parse_url(r, s, &t, why, sizeof(why)) != 0)
 				goto fail;
 			break;
 		}

@@ -11,9 +11,11 @@
 #include <stdio.h>
 
 #include "defaults.h"
+#include "redis_url.h"
 
 struct config {
-	char redis_url[URL_MAX_LEN];
+	char redis_url[URL_MAX_LEN];         /* as given; relative socket resolved */
+	struct redis_target redis;           /* redis_url, parsed when it is set */
 	int redis_timeout_ms;
 	char key_prefix[KEY_PREFIX_MAX + 1];
 	int lock_ttl_s;
@@ -50,7 +52,10 @@ int config_parse_text(struct config *c, const char *text, size_t len,
 int config_apply_env(struct config *c, char *const *envp, char *errstr,
     size_t errlen);
 
-/* Cross-field checks (e.g. lock_ttl_s must exceed the provider timeout). */
+/*
+ * Checks every value and the cross-field rules (e.g. lock_ttl_s must exceed
+ * the provider timeout). 0 or -1 with errstr naming the key.
+ */
 int config_validate(const struct config *c, char *errstr, size_t errlen);
 
 /*

@@ -9,6 +9,7 @@
 
 #include "defaults.h"
 #include "redis.h"
+#include "spill.h"
 
 enum idem_status {
 	IDEM_CLAIMED,       /* the caller owns the key: execute */
@@ -21,8 +22,6 @@ enum idem_status {
 	IDEM_NOT_OWNER,     /* release: not ours (any more) */
 	IDEM_ERR_REDIS,     /* Redis failed or answered nonsense: fail closed */
 };
-
-#define SPILL_NAME_MAX 80
 
 /* A recorded outcome, as stored in the hash (SPEC section 5). */
 struct idem_record {

@@ -26,12 +26,12 @@
 #include <fcgiapp.h>
 
 #include "app.h"
+#include "clock.h"
 #include "config.h"
 #include "digest.h"
 #include "idem.h"
 #include "log.h"
 #include "metrics.h"
-#include "provider.h"
 #include "spill.h"
 #include "util.h"
 
@@ -278,8 +278,7 @@ serve_fastcgi(int listen_fd)
 	for (i = 0; i < cfg.threads; i++) {
 		ts[i].listen_fd = listen_fd;
 		ts[i].next_gc = time(NULL) + GC_INTERVAL_S;
-		if (worker_init(&ts[i].w, &cfg, &auth, i) != 0)
-			goto stop;
+		worker_init(&ts[i].w, &cfg, &auth, i);
 		if (pthread_create(&ts[i].tid, NULL, worker_main, &ts[i]) != 0) {
 			log_error(NULL, "pthread_create failed");
 			worker_close(&ts[i].w);
@@ -344,8 +343,7 @@ startup_check_redis(void)
 	struct worker w;
 	int rc = 0;
 
-	if (worker_init(&w, &cfg, &auth, -1) != 0)
-		return -1;
+	worker_init(&w, &cfg, &auth, -1);
 	if (redis_ping(&w.redis) != 0) {
 		if (w.redis.evicting) {
 			log_error(NULL, "%s", w.redis.errstr);
@@ -434,8 +432,7 @@ main(int argc, char **argv)
 
 		src.ctx = &src.deadline_us;     /* set by serve_one */
 
-		if (worker_init(&w, &cfg, &auth, 0) != 0)
-			goto done;
+		worker_init(&w, &cfg, &auth, 0);
 		serve_one(&w, &src, &sink, 1);
 		worker_close(&w);
 		rc = 0;

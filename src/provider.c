@@ -12,25 +12,12 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "clock.h"
 #include "digest.h"
 #include "provider.h"
-#include "request.h"
 
 #define LEDGER_LINE_MAX 512      /* bytes; key <= 255, principal <= 64 */
 #define LEDGER_MODE 0644
-
-void
-sleep_ms(long ms)
-{
-	struct timespec ts, rem;
-
-	if (ms <= 0)
-		return;
-	ts.tv_sec = ms / 1000;
-	ts.tv_nsec = (ms % 1000) * 1000000L;
-	while (nanosleep(&ts, &rem) != 0 && errno == EINTR)
-		ts = rem;
-}
 
 enum provider_outcome
 provider_outcome_for(const char *source, const char **decline_code)

@@ -57,7 +57,4 @@ int provider_open(const char *path, int *ledger_fd);
 /* Closes a ledger descriptor opened by provider_charge; sets it to -1. */
 void provider_close(int *ledger_fd);
 
-/* Sleeps ms milliseconds, resuming after signals. */
-void sleep_ms(long ms);
-
 #endif

@@ -11,23 +11,7 @@
 #include <hiredis.h>
 
 #include "defaults.h"
-
-struct redis_target {
-	int is_unix;
-	char host[256];
-	int port;
-	char path[PATH_MAX_LEN];
-	char user[128];
-	char password[256];
-	int db;
-};
-
-/*
- * Parses redis://[user:password@]host:port[/db] or unix:///path (a relative
- * unix path resolves against base_dir). Pure. 0, or -1 with errstr.
- */
-int redis_url_parse(const char *url, const char *base_dir,
-    struct redis_target *t, char *errstr, size_t errlen);
+#include "redis_url.h"
 
 struct lua_script {
 	const char *name;       /* "claim" */

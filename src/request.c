@@ -8,31 +8,12 @@
 #include <string.h>
 #include <time.h>
 
+#include "clock.h"
 #include "digest.h"
 #include "headers.h"
 #include "request.h"
 
 #define DRAIN_CHUNK 16384   /* bytes read at a time when discarding a body */
-
-long long
-now_mono_us(void)
-{
-	struct timespec ts;
-
-	if (clock_gettime(CLOCK_MONOTONIC, &ts) != 0)
-		return 0;
-	return (long long)ts.tv_sec * 1000000LL + ts.tv_nsec / 1000;
-}
-
-long long
-now_wall_ms(void)
-{
-	struct timespec ts;
-
-	if (clock_gettime(CLOCK_REALTIME, &ts) != 0)
-		return 0;
-	return (long long)ts.tv_sec * 1000LL + ts.tv_nsec / 1000000;
-}
 
 /* The CGI variables the responder reads. */
 struct cgi_vars {

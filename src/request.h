@@ -57,8 +57,4 @@ int request_read(struct request *r, const struct request_source *src,
 /* NULL-safe. */
 void request_free(struct request *r);
 
-/* Monotonic clock in microseconds; wall clock in milliseconds. */
-long long now_mono_us(void);
-long long now_wall_ms(void);
-
 #endif

@@ -14,6 +14,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "defaults.h"
 #include "digest.h"
 #include "spill.h"
 #include "util.h"

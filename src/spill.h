@@ -9,7 +9,8 @@
 
 #include <stddef.h>
 
-#include "idem.h"
+/* A spill file name: 32 hex + ".body", with room to spare. */
+#define SPILL_NAME_MAX 80
 
 /*
  * Writes data to a new file in dir; name receives its name (32 hex + ".body")

@@ -11,7 +11,7 @@
 #include "config.h"
 #include "headers.h"
 #include "idem.h"
-#include "redis.h"
+#include "redis_url.h"
 #include "validate.h"
 
 static void
@@ -105,7 +105,7 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	fuzz_body(buf, size);
 	fuzz_headers(buf);
 	fuzz_record(buf, size);
-	(void)redis_url_parse(buf, "/base", &t, err, sizeof(err));
+	(void)redis_url_parse(buf, &t, err, sizeof(err));
 	config_defaults(&c, "/base");
 	(void)config_parse_text(&c, buf, size, err, sizeof(err));
 	free(buf);

@@ -17,7 +17,7 @@
 #include "config.h"
 #include "digest.h"
 #include "provider.h"
-#include "request.h"
+#include "clock.h"
 
 #define SECRET "unit-test-secret"
 #define FP "9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08"

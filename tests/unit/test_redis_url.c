@@ -12,16 +12,16 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "redis.h"
+#include "redis_url.h"
 
 static void
-parse_ok(const char *url, const char *base, struct redis_target *t)
+parse_ok(const char *url, struct redis_target *t)
 {
 	char err[128];
 
 	memset(t, 'X', sizeof(*t));
 	err[0] = '\0';
-	if (redis_url_parse(url, base, t, err, sizeof(err)) != 0)
+	if (redis_url_parse(url, t, err, sizeof(err)) != 0)
 		fail_msg("redis_url_parse(\"%s\") failed: %s", url, err);
 }
 
@@ -32,7 +32,7 @@ parse_fails(const char *url)
 	char err[128];
 
 	err[0] = '\0';
-	if (redis_url_parse(url, "/base", &t, err, sizeof(err)) != -1)
+	if (redis_url_parse(url, &t, err, sizeof(err)) != -1)
 		fail_msg("redis_url_parse(\"%s\") accepted it", url);
 	if (strlen(err) == 0)
 		fail_msg("redis_url_parse(\"%s\") gave no reason", url);
@@ -44,7 +44,7 @@ test_tcp(void **state)
 	struct redis_target t;
 
 	(void)state;
-	parse_ok("redis://127.0.0.1:6380", "/base", &t);
+	parse_ok("redis://127.0.0.1:6380", &t);
 	assert_int_equal(t.is_unix, 0);
 	assert_string_equal(t.host, "127.0.0.1");
 	assert_int_equal(t.port, 6380);
@@ -53,10 +53,10 @@ test_tcp(void **state)
 	assert_string_equal(t.password, "");
 	assert_string_equal(t.path, "");
 
-	parse_ok("redis://localhost:1", NULL, &t);
+	parse_ok("redis://localhost:1", &t);
 	assert_string_equal(t.host, "localhost");
 	assert_int_equal(t.port, 1);
-	parse_ok("redis://redis.example.com:65535", NULL, &t);
+	parse_ok("redis://redis.example.com:65535", &t);
 	assert_string_equal(t.host, "redis.example.com");
 	assert_int_equal(t.port, 65535);
 }
@@ -67,16 +67,16 @@ test_tcp_db(void **state)
 	struct redis_target t;
 
 	(void)state;
-	parse_ok("redis://127.0.0.1:6380/3", NULL, &t);
+	parse_ok("redis://127.0.0.1:6380/3", &t);
 	assert_string_equal(t.host, "127.0.0.1");
 	assert_int_equal(t.port, 6380);
 	assert_int_equal(t.db, 3);
-	parse_ok("redis://h:7000/0", NULL, &t);
+	parse_ok("redis://h:7000/0", &t);
 	assert_int_equal(t.db, 0);
-	parse_ok("redis://h:7000/15", NULL, &t);
+	parse_ok("redis://h:7000/15", &t);
 	assert_int_equal(t.db, 15);
 	/* a trailing slash names no database */
-	parse_ok("redis://h:7000/", NULL, &t);
+	parse_ok("redis://h:7000/", &t);
 	assert_int_equal(t.port, 7000);
 	assert_int_equal(t.db, 0);
 }
@@ -87,7 +87,7 @@ test_tcp_credentials(void **state)
 	struct redis_target t;
 
 	(void)state;
-	parse_ok("redis://alice:s3cr3t@10.0.0.5:6381/2", NULL, &t);
+	parse_ok("redis://alice:s3cr3t@10.0.0.5:6381/2", &t);
 	assert_string_equal(t.user, "alice");
 	assert_string_equal(t.password, "s3cr3t");
 	assert_string_equal(t.host, "10.0.0.5");
@@ -95,19 +95,19 @@ test_tcp_credentials(void **state)
 	assert_int_equal(t.db, 2);
 
 	/* password only (as redis-cli accepts) */
-	parse_ok("redis://onlypass@h:6380", NULL, &t);
+	parse_ok("redis://onlypass@h:6380", &t);
 	assert_string_equal(t.user, "");
 	assert_string_equal(t.password, "onlypass");
 	assert_string_equal(t.host, "h");
 	assert_int_equal(t.port, 6380);
 
 	/* empty user: the default user with a password */
-	parse_ok("redis://:pw@h:6380", NULL, &t);
+	parse_ok("redis://:pw@h:6380", &t);
 	assert_string_equal(t.user, "");
 	assert_string_equal(t.password, "pw");
 
 	/* a colon inside the password belongs to the password */
-	parse_ok("redis://u:a:b@h:6380", NULL, &t);
+	parse_ok("redis://u:a:b@h:6380", &t);
 	assert_string_equal(t.user, "u");
 	assert_string_equal(t.password, "a:b");
 	assert_string_equal(t.host, "h");
@@ -119,22 +119,15 @@ test_unix(void **state)
 	struct redis_target t;
 
 	(void)state;
-	parse_ok("unix:///var/run/redis/redis.sock", "/etc/charge", &t);
+	parse_ok("unix:///var/run/redis/redis.sock", &t);
 	assert_int_equal(t.is_unix, 1);
 	assert_string_equal(t.path, "/var/run/redis/redis.sock");
 	assert_string_equal(t.host, "");
 	assert_int_equal(t.port, 0);
 
-	/* relative: against base_dir */
-	parse_ok("unix://../var/run/redis.sock", "/srv/charge/conf", &t);
-	assert_int_equal(t.is_unix, 1);
-	assert_string_equal(t.path, "/srv/charge/conf/../var/run/redis.sock");
-	parse_ok("unix://redis.sock", "/srv/charge/conf", &t);
-	assert_string_equal(t.path, "/srv/charge/conf/redis.sock");
-	/* no base: left as given */
-	parse_ok("unix://redis.sock", NULL, &t);
-	assert_string_equal(t.path, "redis.sock");
-	parse_ok("unix://redis.sock", "", &t);
+	/* relative: left as given (the configuration resolves it first,
+	 * see test_config.c) */
+	parse_ok("unix://redis.sock", &t);
 	assert_string_equal(t.path, "redis.sock");
 }
 
@@ -147,7 +140,7 @@ test_errors(void **state)
 	(void)state;
 	parse_fails("");
 	err[0] = '\0';
-	assert_int_equal(redis_url_parse(NULL, "/base", &t, err, sizeof(err)),
+	assert_int_equal(redis_url_parse(NULL, &t, err, sizeof(err)),
 	    -1);
 	assert_true(strlen(err) > 0);
 	/* other schemes */
@@ -204,19 +197,19 @@ test_too_long(void **state)
 	/* host: 255 bytes fit, 256 do not */
 	n = snprintf(url, sizeof(url), "redis://%0255d:6380", 0);
 	assert_true(n > 0);
-	parse_ok(url, NULL, &t);
+	parse_ok(url, &t);
 	assert_int_equal(strlen(t.host), 255);
 	(void)snprintf(url, sizeof(url), "redis://%0256d:6380", 0);
 	parse_fails(url);
 	/* user: 127 / 128 */
 	(void)snprintf(url, sizeof(url), "redis://%0127d:pw@h:6380", 0);
-	parse_ok(url, NULL, &t);
+	parse_ok(url, &t);
 	assert_int_equal(strlen(t.user), 127);
 	(void)snprintf(url, sizeof(url), "redis://%0128d:pw@h:6380", 0);
 	parse_fails(url);
 	/* password: 255 / 256, with and without a user */
 	(void)snprintf(url, sizeof(url), "redis://u:%0255d@h:6380", 0);
-	parse_ok(url, NULL, &t);
+	parse_ok(url, &t);
 	assert_int_equal(strlen(t.password), 255);
 	(void)snprintf(url, sizeof(url), "redis://u:%0256d@h:6380", 0);
 	parse_fails(url);
@@ -227,20 +220,15 @@ test_too_long(void **state)
 	parse_fails(url);
 	/* unix path: PATH_MAX_LEN - 1 fits, PATH_MAX_LEN does not */
 	(void)snprintf(url, sizeof(url), "unix:///%0*d", PATH_MAX_LEN - 2, 0);
-	parse_ok(url, NULL, &t);
+	parse_ok(url, &t);
 	assert_int_equal(strlen(t.path), PATH_MAX_LEN - 1);
 	(void)snprintf(url, sizeof(url), "unix:///%0*d", PATH_MAX_LEN - 1, 0);
 	parse_fails(url);
-	/* relative path that only overflows once the base is prefixed */
 	(void)snprintf(url, sizeof(url), "unix://%0*d", PATH_MAX_LEN - 10, 0);
-	parse_ok(url, NULL, &t);
-	err[0] = '\0';
-	assert_int_equal(redis_url_parse(url, "/a/long/base/dir", &t, err,
-	    sizeof(err)), -1);
-	assert_true(strlen(err) > 0);
+	parse_ok(url, &t);
 	/* a small error buffer is still terminated */
 	memset(err, 'Z', sizeof(err));
-	assert_int_equal(redis_url_parse("ftp://x", NULL, &t, err, 8), -1);
+	assert_int_equal(redis_url_parse("ftp://x", &t, err, 8), -1);
 	assert_int_equal(strlen(err), 7);
 }
 
