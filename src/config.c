@@ -217,31 +217,15 @@ cfg_path_resolve(const char *dir, const char *rel, char *out, size_t outlen)
 static int
 cfg_parse_long(const char *v, size_t n, long *out)
 {
-	size_t i = 0;
-	int neg = 0, over = 0;
-	long acc = 0;
+	unsigned long long acc;
+	int neg = n > 0 && v[0] == '-';
+	enum util_dec d;
 
-	if (n > 0 && v[0] == '-') {
-		neg = 1;
-		i = 1;
-	}
-	if (i == n)
+	d = util_decimal(v + neg, n - (size_t)neg, LONG_MAX, &acc);
+	if (d == UTIL_DEC_BAD)
 		return -1;
-	for (; i < n; i++) {
-		int d;
-
-		if (v[i] < '0' || v[i] > '9')
-			return -1;
-		d = v[i] - '0';
-		if (acc > (LONG_MAX - d) / 10)
-			over = 1;
-		else
-			acc = acc * 10 + d;
-	}
-	if (over)
-		acc = LONG_MAX;
-	*out = neg ? -acc : acc;
-	return over;
+	*out = neg ? -(long)acc : (long)acc;
+	return d == UTIL_DEC_OVER;
 }
 
 /* Checks a number against the row's bounds; why gets "key: reason". */

@@ -9,6 +9,7 @@
 #include <strings.h>
 
 #include "headers.h"
+#include "util.h"
 
 #define MEDIA_TYPE_JSON   "application/json"
 #define AUTH_SCHEME       "Bearer"
@@ -24,12 +25,6 @@ static int
 is_vchar(unsigned char c)
 {
 	return c >= 0x21 && c <= 0x7e;
-}
-
-static int
-is_digit(char c)
-{
-	return c >= '0' && c <= '9';
 }
 
 /* RFC 9110 tchar. */
@@ -197,29 +192,21 @@ content_type_is_json(const char *value)
 enum clen_status
 content_length_parse(const char *value, size_t max, size_t *out)
 {
-	size_t n = 0;
-	int big = 0;
+	unsigned long long n;
 
 	if (value == NULL || *value == '\0') {
 		*out = 0;
 		return CLEN_OK;
 	}
-	for (const char *s = value; *s != '\0'; s++) {
-		size_t d;
-
-		if (!is_digit(*s))
-			return CLEN_INVALID;
-		d = (size_t)(*s - '0');
-		/* once past max, keep checking syntax but stop computing */
-		if (big || d > max || n > (max - d) / 10)
-			big = 1;
-		else
-			n = n * 10 + d;
-	}
-	if (big)
+	switch (util_decimal(value, strlen(value), max, &n)) {
+	case UTIL_DEC_OK:
+		*out = (size_t)n;
+		return CLEN_OK;
+	case UTIL_DEC_OVER:
 		return CLEN_TOO_LARGE;
-	*out = n;
-	return CLEN_OK;
+	default:
+		return CLEN_INVALID;
+	}
 }
 
 /*
@@ -229,21 +216,15 @@ content_length_parse(const char *value, size_t max, size_t *out)
 static int
 delta_seconds_parse(const char *s, size_t n)
 {
-	long long v = 0;
+	unsigned long long v;
 
 	if (n >= 2 && s[0] == '"' && s[n - 1] == '"') {
 		s++;
 		n -= 2;
 	}
-	if (n == 0)
+	if (util_decimal(s, n, INT_MAX, &v) == UTIL_DEC_BAD)
 		return -1;
-	for (size_t i = 0; i < n; i++) {
-		if (!is_digit(s[i]))
-			return -1;
-		if (v <= INT_MAX)
-			v = v * 10 + (s[i] - '0');
-	}
-	return v > INT_MAX ? INT_MAX : (int)v;
+	return (int)v;          /* clamped to INT_MAX */
 }
 
 /*

@@ -81,17 +81,12 @@ header_value_safe(const struct idem_field *f)
 static long long
 field_number(const struct idem_field *f, long long max)
 {
-	long long v = 0;
-	size_t i;
+	unsigned long long v;
 
-	if (f->p == NULL || f->n == 0 || f->n > 18)
+	if (f->p == NULL || util_decimal(f->p, f->n, (unsigned long long)max,
+	    &v) != UTIL_DEC_OK)
 		return -1;
-	for (i = 0; i < f->n; i++) {
-		if (f->p[i] < '0' || f->p[i] > '9')
-			return -1;
-		v = v * 10 + (f->p[i] - '0');
-	}
-	return v <= max ? v : -1;
+	return (long long)v;
 }
 
 int

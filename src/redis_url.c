@@ -1,12 +1,15 @@
 /*
  * redis_url.c - the Redis target from a URL. Pure: no I/O, no hiredis.
  */
-#include <errno.h>
 #include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
 
 #include "redis_url.h"
+#include "util.h"
+
+#define PORT_MAX 65535
+#define PORT_DIGITS_MAX 5
+#define DB_MAX   65535
 
 static void
 copy_err(char *dst, size_t dstlen, const char *src)
@@ -25,26 +28,12 @@ copy_span(char *dst, size_t dstlen, const char *s, size_t n)
 	return 0;
 }
 
-/* 1 when s is a non-empty run of decimal digits (no sign, no space). */
-static int
-all_digits(const char *s)
-{
-	if (*s == '\0')
-		return 0;
-	for (; *s != '\0'; s++)
-		if (*s < '0' || *s > '9')
-			return 0;
-	return 1;
-}
-
 int
 redis_url_parse(const char *url, struct redis_target *t, char *errstr,
     size_t errlen)
 {
 	const char *p, *at, *colon, *slash, *end;
-	char num[16];
-	char *e;
-	long v;
+	unsigned long long v;
 	int n;
 
 	memset(t, 0, sizeof(*t));
@@ -100,19 +89,14 @@ redis_url_parse(const char *url, struct redis_target *t, char *errstr,
 	}
 	if (copy_span(t->host, sizeof(t->host), p, (size_t)(colon - p)) != 0)
 		goto toolong;
-	if (copy_span(num, sizeof(num), colon + 1,
-	    (size_t)(slash - colon - 1)) != 0 || !all_digits(num))
-		goto badport;
-	errno = 0;
-	v = strtol(num, &e, 10);
-	if (errno != 0 || *e != '\0' || v < 1 || v > 65535)
+	if ((size_t)(slash - colon - 1) > PORT_DIGITS_MAX ||
+	    util_decimal(colon + 1, (size_t)(slash - colon - 1), PORT_MAX,
+	    &v) != UTIL_DEC_OK || v < 1)
 		goto badport;
 	t->port = (int)v;
 	if (*slash == '/' && slash[1] != '\0') {
-		errno = 0;
-		v = strtol(slash + 1, &e, 10);
-		if (!all_digits(slash + 1) || errno != 0 || *e != '\0' ||
-		    v > 65535) {
+		if (util_decimal(slash + 1, strlen(slash + 1), DB_MAX, &v) !=
+		    UTIL_DEC_OK) {
 			copy_err(errstr, errlen, "redis_url: bad database number");
 			return -1;
 		}

@@ -96,6 +96,30 @@ util_write_all(int fd, const char *p, size_t n)
 	return 0;
 }
 
+enum util_dec
+util_decimal(const char *s, size_t n, unsigned long long max,
+    unsigned long long *out)
+{
+	unsigned long long v = 0, d;
+	int over = 0;
+	size_t i;
+
+	if (n == 0)
+		return UTIL_DEC_BAD;
+	for (i = 0; i < n; i++) {
+		if (s[i] < '0' || s[i] > '9')
+			return UTIL_DEC_BAD;
+		d = (unsigned long long)(s[i] - '0');
+		/* past max: keep checking the syntax, stop computing */
+		if (over || v > (max - d) / 10 || d > max)
+			over = 1;
+		else
+			v = v * 10 + d;
+	}
+	*out = over ? max : v;
+	return over ? UTIL_DEC_OVER : UTIL_DEC_OK;
+}
+
 int
 util_is_hex(const char *s, size_t n)
 {

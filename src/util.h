@@ -28,6 +28,17 @@ int util_write_all(int fd, const char *p, size_t n);
  */
 size_t util_utf8_prefix(const char *s, size_t max);
 
+enum util_dec { UTIL_DEC_OK, UTIL_DEC_OVER, UTIL_DEC_BAD };
+
+/*
+ * The one decimal parser: s[0..n) as an unsigned integer, digits only (no
+ * sign, no space, not empty). UTIL_DEC_OK with *out; UTIL_DEC_OVER when the
+ * digits are valid but the value exceeds max (*out = max); UTIL_DEC_BAD
+ * otherwise (*out untouched).
+ */
+enum util_dec util_decimal(const char *s, size_t n, unsigned long long max,
+    unsigned long long *out);
+
 /* 1 when s[0..n) are all lower-case hex digits. */
 int util_is_hex(const char *s, size_t n);
 
