@@ -15,7 +15,7 @@ PACKAGES=(gcc pkg-config meson ninja-build python3
 	libfcgi-dev libfcgi-bin libhiredis-dev libcjson-dev libssl-dev libcmocka-dev
 	redis-server redis-tools lighttpd curl valgrind clang-14 libclang-rt-14-dev procps
 	chromium apache2 libapache2-mod-fcgid nginx-light spawn-fcgi
-	wrk gnuplot-nox)
+	wrk gnuplot-nox groff-base)
 
 install_packages() {
 	local missing=() p
@@ -169,6 +169,10 @@ suite_tsan() {
 # Every deployment configuration of conf/ with curl (plain build).
 suite_deploy() { tests/cgi/deploy.sh; }
 
+# meson install into a temporary prefix: the daemon, charge(8), www/, the
+# configuration templates; --help, --version and the installed conf.
+suite_install() { tests/deploy/install.sh; }
+
 # bench/run with a one-second duration: keeps the harness alive; no timing
 # assertions.
 suite_bench_smoke() { bench/run --smoke; }
@@ -178,7 +182,7 @@ suite_examples() { tests/with-stack.sh tests/examples/run.sh; }
 suite_browser() { tests/with-stack.sh tests/browser/run.sh; }
 
 SUITES=(structure unit unit_asan lua fuzz cgi signals e2e e2e_apache e2e_apache_cgi e2e_nginx tsan
-	deploy examples browser bench_smoke)
+	deploy install examples browser bench_smoke)
 [ $# -gt 0 ] && SUITES=("$@")
 
 install_packages || { echo "0 passed, 1 failed"; exit 1; }

@@ -1,5 +1,5 @@
 /*
- * app.c - the worker and the routes: /charge, /healthz, /metrics.
+ * app.c - the routes: /charge, /healthz, /metrics, by exact path.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -52,7 +52,7 @@ health_handle(struct worker *w, struct response *resp)
 	    redis_ok ? "ok" : "unreachable", spill);
 	(void)response_copy_body(resp, redis_ok && spill_ok ? 200 : 503,
 	    "application/json", body, (size_t)n);
-	resp->outcome = "ok";
+	resp->outcome = OUTCOME_OK;
 }
 
 static void
@@ -67,28 +67,63 @@ metrics_handle(struct response *resp)
 	}
 	response_set_body(resp, 200, "text/plain; version=0.0.4; charset=utf-8",
 	    text, len);
-	resp->outcome = "ok";
+	resp->outcome = OUTCOME_OK;
 }
+
+/* /charge checks its method itself (POST only, 405 with Allow: POST). */
+static void
+charge_route(struct worker *w, const struct request *req,
+    struct response *resp)
+{
+	charge_handle(w, req, resp);
+}
+
+static void
+health_route(struct worker *w, const struct request *req,
+    struct response *resp)
+{
+	(void)req;
+	health_handle(w, resp);
+}
+
+static void
+metrics_route(struct worker *w, const struct request *req,
+    struct response *resp)
+{
+	(void)w;
+	(void)req;
+	metrics_handle(resp);
+}
+
+/* Exact paths; a route with methods set answers 405 to any other method. */
+static const struct route {
+	const char *path;
+	const char *methods;    /* the Allow header; NULL: the handler checks */
+	void (*handle)(struct worker *, const struct request *,
+	    struct response *);
+} routes[] = {
+	{ "/charge", NULL, charge_route },
+	{ "/healthz", "GET, HEAD", health_route },
+	{ "/metrics", "GET, HEAD", metrics_route },
+};
 
 void
 app_handle(struct worker *w, const struct request *req, struct response *resp)
 {
-	if (strcmp(req->path, "/charge") == 0) {
-		charge_handle(w, req, resp);
-		return;
-	}
-	if (strcmp(req->path, "/healthz") == 0 ||
-	    strcmp(req->path, "/metrics") == 0) {
-		if (!method_is_get(req->method)) {
+	const struct route *r;
+	size_t i;
+
+	for (i = 0; i < sizeof(routes) / sizeof(routes[0]); i++) {
+		r = &routes[i];
+		if (strcmp(req->path, r->path) != 0)
+			continue;
+		if (r->methods != NULL && !method_is_get(req->method)) {
 			response_problem(resp, PROB_METHOD_NOT_ALLOWED,
 			    "Use GET or HEAD on this path.", NULL);
-			(void)response_header(resp, "Allow", "GET, HEAD");
+			(void)response_header(resp, "Allow", "%s", r->methods);
 			return;
 		}
-		if (req->path[1] == 'h')
-			health_handle(w, resp);
-		else
-			metrics_handle(resp);
+		r->handle(w, req, resp);
 		return;
 	}
 	response_problem(resp, PROB_NOT_FOUND,

@@ -20,12 +20,6 @@
 #define AUTH_HASH_LEN     32                  /* SHA-256 */
 
 static int
-auth_is_space(char ch)
-{
-	return ch == ' ' || ch == '\t' || ch == '\r';
-}
-
-static int
 auth_is_principal_char(char ch)
 {
 	return (ch >= 'A' && ch <= 'Z') || (ch >= 'a' && ch <= 'z') ||
@@ -51,7 +45,7 @@ auth_parse_line(const char *p, size_t n, struct auth_entry *e, char *why,
 {
 	size_t i = 0, plen, h;
 
-	for (plen = 0; i < n && !auth_is_space(p[i]); i++)
+	for (plen = 0; i < n && !util_is_space(p[i]); i++)
 		plen++;
 	if (plen == 0 || plen > PRINCIPAL_MAX) {
 		util_err(why, whylen, "principal must be 1 to %d characters",
@@ -67,7 +61,7 @@ auth_parse_line(const char *p, size_t n, struct auth_entry *e, char *why,
 	memcpy(e->principal, p, plen);
 	e->principal[plen] = '\0';
 
-	for (; i < n && auth_is_space(p[i]); i++)
+	for (; i < n && util_is_space(p[i]); i++)
 		;
 	for (h = 0; h < AUTH_HASH_LEN && n - i >= 2; h++) {
 		int hi = auth_hex_value(p[i]), lo = auth_hex_value(p[i + 1]);
@@ -77,12 +71,12 @@ auth_parse_line(const char *p, size_t n, struct auth_entry *e, char *why,
 		e->hash[h] = (unsigned char)(hi << 4 | lo);
 		i += 2;
 	}
-	if (h < AUTH_HASH_LEN || (i < n && !auth_is_space(p[i]))) {
+	if (h < AUTH_HASH_LEN || (i < n && !util_is_space(p[i]))) {
 		util_err(why, whylen, "expected %d hex digits (the SHA-256 of "
 		    "the API key) after the principal", 2 * AUTH_HASH_LEN);
 		return -1;
 	}
-	for (; i < n && auth_is_space(p[i]); i++)
+	for (; i < n && util_is_space(p[i]); i++)
 		;
 	if (i < n && p[i] != '#') {
 		util_err(why, whylen, "unexpected text after the hash");
@@ -98,8 +92,10 @@ auth_parse_named(struct auth_table *t, const char *name, const char *text,
 {
 	char why[192];
 	struct auth_entry *entries = NULL;
-	size_t pos = 0, lineno = 0, nlines = 1, n = 0, i, j;
-	int rc = -1;
+	struct util_lines it;
+	const char *line;
+	size_t nlines = 1, n = 0, ll, i, j;
+	int rc = -1, got;
 
 	t->entries = NULL;
 	t->n = 0;
@@ -112,23 +108,12 @@ auth_parse_named(struct auth_table *t, const char *name, const char *text,
 		    name != NULL ? name : "keys");
 		goto fail;
 	}
-	while (pos < len) {
-		const char *line = text + pos, *nl;
-		size_t ll;
-
-		nl = memchr(line, '\n', len - pos);
-		ll = nl != NULL ? (size_t)(nl - line) : len - pos;
-		pos += ll + (nl != NULL);
-		lineno++;
-
-		for (i = 0; i < ll && auth_is_space(line[i]); i++)
-			;
-		if (i == ll || line[i] == '#')
-			continue;
+	util_lines_init(&it, text, len);
+	while ((got = util_lines_next(&it, &line, &ll)) != 0) {
 		why[0] = '\0';
-		if (memchr(line, '\0', ll) != NULL)
+		if (got < 0)
 			util_err(why, sizeof(why), "NUL byte");
-		else if (auth_parse_line(line + i, ll - i, &entries[n], why,
+		else if (auth_parse_line(line, ll, &entries[n], why,
 		    sizeof(why)) == 0) {
 			for (j = 0; j < n; j++) {
 				if (strcmp(entries[j].principal,
@@ -150,10 +135,10 @@ auth_parse_named(struct auth_table *t, const char *name, const char *text,
 		if (why[0] != '\0') {
 			if (name != NULL)
 				util_err(err, errlen, "%s:%zu: %s", name,
-				    lineno, why);
+				    it.lineno, why);
 			else
-				util_err(err, errlen, "line %zu: %s", lineno,
-				    why);
+				util_err(err, errlen, "line %zu: %s",
+				    it.lineno, why);
 			goto fail;
 		}
 		n++;

@@ -193,7 +193,7 @@ answer_replay(struct charge_ctx *cx, struct idem_record *rec)
 	} else
 		rec->body = NULL;     /* ownership moves to the response */
 	response_set_body(cx->resp, rec->status, rec->content_type, body, len);
-	cx->resp->outcome = "replayed";
+	cx->resp->outcome = OUTCOME_REPLAYED;
 	metrics_inc(MC_REPLAYS);
 	(void)response_header(cx->resp, "Idempotent-Replayed", "true");
 	if (rec->retry_after[0] != '\0')
@@ -219,7 +219,7 @@ render_outcome(struct charge_ctx *cx, const struct provider_result *pr,
 		(void)snprintf(out->state, sizeof(out->state), "completed");
 		(void)snprintf(out->content_type, sizeof(out->content_type),
 		    JSON_CTYPE);
-		*prob = PROB_COUNT;
+		*prob = PROB_NONE;
 	} else {
 		switch (pr->outcome) {
 		case PROV_DECLINED:
@@ -273,7 +273,7 @@ charge_execute(struct charge_ctx *cx)
 	const char *rid = cx->req->request_id;
 	struct provider_result pr;
 	struct idem_record out, existing;
-	enum problem prob = PROB_COUNT;
+	enum problem prob = PROB_NONE;
 	enum idem_status st;
 	char err[160];
 	long long ttl_ms;
@@ -315,7 +315,7 @@ charge_execute(struct charge_ctx *cx)
 		} else
 			metrics_inc(MC_SPILLS);
 	}
-	ttl_ms = 1000LL * (prob == PROB_COUNT ? cfg->completed_ttl_s :
+	ttl_ms = 1000LL * (prob == PROB_NONE ? cfg->completed_ttl_s :
 	    cfg->failed_ttl_s);
 	st = idem_record(&cx->w->redis, cx->rkey, cx->owner, cx->fingerprint,
 	    &out, ttl_ms, now_wall_ms(), &existing);
@@ -333,7 +333,7 @@ charge_execute(struct charge_ctx *cx)
 		response_set_body(cx->resp, out.status, out.content_type,
 		    out.body, out.body_len);
 		out.body = NULL;
-		cx->resp->outcome = prob == PROB_COUNT ? "created" :
+		cx->resp->outcome = prob == PROB_NONE ? OUTCOME_CREATED :
 		    problem_info(prob)->slug;
 		(void)response_header(cx->resp, "Idempotent-Replayed", "false");
 		if (out.retry_after[0] != '\0')

@@ -103,12 +103,6 @@ static const struct cfg_row cfg_rows[] = {
 
 #define CFG_NROWS (sizeof(cfg_rows) / sizeof(cfg_rows[0]))
 
-static int
-cfg_is_space(char ch)
-{
-	return ch == ' ' || ch == '\t' || ch == '\r';
-}
-
 static int *
 cfg_int(struct config *c, const struct cfg_row *r)
 {
@@ -456,51 +450,44 @@ cfg_parse(struct config *c, const char *name, const char *text, size_t len,
 	char why[CONF_WHY_MAX], key[CONF_NAME_MAX];
 	char where[PATH_MAX_LEN + 32];
 	const struct cfg_row *r;
-	size_t pos = 0, lineno = 0;
+	struct util_lines it;
+	const char *line, *k, *v;
+	size_t ll, i, klen, vstart, vend;
+	int got;
 
-	while (pos < len) {
-		const char *line = text + pos, *nl, *k, *v;
-		size_t ll, i, klen, vstart, vend;
-
-		nl = memchr(line, '\n', len - pos);
-		ll = nl != NULL ? (size_t)(nl - line) : len - pos;
-		pos += ll + (nl != NULL);
-		lineno++;
+	util_lines_init(&it, text, len);
+	while ((got = util_lines_next(&it, &line, &ll)) != 0) {
 		if (name != NULL)
 			(void)snprintf(where, sizeof(where), "%s:%zu", name,
-			    lineno);
+			    it.lineno);
 		else
 			(void)snprintf(where, sizeof(where), "line %zu",
-			    lineno);
-
-		if (memchr(line, '\0', ll) != NULL) {
+			    it.lineno);
+		if (got < 0) {
 			util_err(err, errlen, "%s: NUL byte", where);
 			return -1;
 		}
-		for (i = 0; i < ll && cfg_is_space(line[i]); i++)
-			;
-		if (i == ll || line[i] == '#')
-			continue;
-		k = line + i;
-		for (klen = 0; i < ll && !cfg_is_space(line[i]) &&
+		i = 0;
+		k = line;
+		for (klen = 0; i < ll && !util_is_space(line[i]) &&
 		    line[i] != '=' && line[i] != '#'; i++)
 			klen++;
-		for (; i < ll && cfg_is_space(line[i]); i++)
+		for (; i < ll && util_is_space(line[i]); i++)
 			;
 		if (klen == 0 || i == ll || line[i] != '=') {
 			util_err(err, errlen, "%s: expected 'key = value'",
 			    where);
 			return -1;
 		}
-		for (i++; i < ll && cfg_is_space(line[i]); i++)
+		for (i++; i < ll && util_is_space(line[i]); i++)
 			;
 		vstart = i;
 		/* A '#' after whitespace starts a comment; "a#b" is a value. */
 		for (vend = vstart; vend < ll; vend++)
 			if (line[vend] == '#' && (vend == vstart ||
-			    cfg_is_space(line[vend - 1])))
+			    util_is_space(line[vend - 1])))
 				break;
-		while (vend > vstart && cfg_is_space(line[vend - 1]))
+		while (vend > vstart && util_is_space(line[vend - 1]))
 			vend--;
 		v = line + vstart;
 
@@ -704,9 +691,7 @@ config_print(const struct config *c, FILE *f)
 			break;
 		case CFG_LOG_LEVEL:
 			lvl = (int)cfg_num(c, r);
-			if (fprintf(f, "%s", lvl == LL_ERROR ? "error" :
-			    lvl == LL_WARN ? "warn" : lvl == LL_INFO ? "info" :
-			    lvl == LL_DEBUG ? "debug" : "?") < 0)
+			if (fprintf(f, "%s", log_level_name(lvl)) < 0)
 				return;
 			break;
 		case CFG_URL:

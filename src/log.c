@@ -35,6 +35,14 @@ log_level_parse(const char *s)
 	return -1;
 }
 
+const char *
+log_level_name(int level)
+{
+	if (level < 0 || (size_t)level >= sizeof(log_names) / sizeof(log_names[0]))
+		return "?";
+	return log_names[level];
+}
+
 void
 log_set_level(int level)
 {

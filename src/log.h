@@ -11,6 +11,9 @@ enum log_level { LL_ERROR = 0, LL_WARN = 1, LL_INFO = 2, LL_DEBUG = 3 };
 
 /* Returns the level named by s ("error", "warn", "info", "debug") or -1. */
 int log_level_parse(const char *s);
+
+/* The name of a level ("warn"), or "?" for none. */
+const char *log_level_name(int level);
 /* Sets the process-wide threshold; called once at start-up. */
 void log_set_level(int level);
 int log_enabled(int level);

@@ -360,11 +360,28 @@ static void
 usage(FILE *f)
 {
 	fprintf(f, "usage: charge [--listen HOST:PORT|/path.sock] "
-	    "[--check-config] [--version]\n"
-	    "  FastCGI responder for POST /charge. Without --listen it serves\n"
-	    "  the FastCGI socket on fd 0, or one CGI request when fd 0 is no\n"
-	    "  socket. Configuration: $CHARGE_CONF (default %s) and CHARGE_*\n"
-	    "  environment variables.\n", config_default_path(environ));
+	    "[--check-config]\n"
+	    "       charge --help | --version\n"
+	    "\n"
+	    "FastCGI responder for POST /charge, an idempotent payment "
+	    "endpoint.\n"
+	    "\n"
+	    "Modes:\n"
+	    "  (no option)     serve the FastCGI socket on fd 0 (lighttpd, "
+	    "mod_fcgid,\n"
+	    "                  spawn-fcgi), or one CGI request when fd 0 is "
+	    "no socket\n"
+	    "  --listen ADDR   open and serve ADDR (HOST:PORT or a unix "
+	    "socket path)\n"
+	    "  --check-config  print the effective configuration and exit\n"
+	    "  --help          this text\n"
+	    "  --version       the version\n"
+	    "\n"
+	    "Configuration: $CHARGE_CONF (default %s),\n"
+	    "each key overridable by CHARGE_<KEY>. SIGTERM, SIGINT, SIGUSR1 "
+	    "or SIGHUP\n"
+	    "finish the requests in hand, then exit. See charge(8).\n",
+	    config_default_path(environ));
 }
 
 int
@@ -382,7 +399,7 @@ main(int argc, char **argv)
 		else if (strcmp(argv[i], "--check-config") == 0)
 			check_only = 1;
 		else if (strcmp(argv[i], "--version") == 0) {
-			printf("charge 0.1.0\n");
+			printf("charge %s\n", CHARGE_VERSION);
 			return 0;
 		} else if (strcmp(argv[i], "--help") == 0) {
 			usage(stdout);

@@ -15,21 +15,14 @@
 #include <unistd.h>
 
 #include "metrics.h"
+#include "response.h"
 
 #define METRICS_MAGIC 0x6368726732ULL   /* "chrg2": bump when the layout changes */
 #define METRICS_FILE_MODE 0600
 #define RENDER_MAX 8192                 /* bytes of exposition text */
 
-static const char *const outcome_names[] = {
-	"created", "replayed", "not-found", "method-not-allowed",
-	"unauthorized", "missing-idempotency-key", "invalid-idempotency-key",
-	"unsupported-media-type", "content-too-large", "request-timeout",
-	"invalid-request",
-	"payment-declined", "provider-error", "provider-timeout",
-	"request-in-progress", "idempotency-key-reused", "service-unavailable",
-	"stored-response-unavailable", "internal-error", "ok", "other",
-};
-#define OUTCOMES (sizeof(outcome_names) / sizeof(outcome_names[0]))
+#define OUTCOMES OUTCOME_COUNT
+
 
 static const char *const counter_names[MC_COUNT][2] = {
 	[MC_REPLAYS] = { "charge_replays_total",
@@ -122,9 +115,14 @@ metrics_request(const char *outcome, long long duration_us)
 {
 	size_t i;
 
+	/* the labels are the table's own strings: pointers match first */
 	for (i = 0; i < OUTCOMES - 1; i++)
-		if (outcome != NULL && strcmp(outcome, outcome_names[i]) == 0)
+		if (outcome == outcome_label(i))
 			break;
+	if (i == OUTCOMES - 1 && outcome != NULL)
+		for (i = 0; i < OUTCOMES - 1; i++)
+			if (strcmp(outcome, outcome_label(i)) == 0)
+				break;
 	add(&m->outcomes[i], 1);
 	if (duration_us < 0)
 		duration_us = 0;
@@ -174,7 +172,7 @@ metrics_render(size_t *len)
 	    "# TYPE charge_requests_total counter\n");
 	for (i = 0; i < OUTCOMES; i++)
 		rc |= emit(buf, &off, "charge_requests_total{outcome=\"%s\"} %llu\n",
-		    outcome_names[i], (unsigned long long)get(&m->outcomes[i]));
+		    outcome_label(i), (unsigned long long)get(&m->outcomes[i]));
 	for (i = 0; i < MC_COUNT; i++)
 		rc |= emit(buf, &off, "# HELP %s %s\n# TYPE %s counter\n%s %llu\n",
 		    counter_names[i][0], counter_names[i][1], counter_names[i][0],

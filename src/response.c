@@ -43,6 +43,25 @@ static const struct problem_info problems[PROB_COUNT] = {
 	[PROB_INTERNAL] = { "internal-error", 500, "Internal Server Error" },
 };
 
+const char OUTCOME_CREATED[] = "created";
+const char OUTCOME_REPLAYED[] = "replayed";
+const char OUTCOME_OK[] = "ok";
+const char OUTCOME_OTHER[] = "other";
+
+const char *
+outcome_label(size_t i)
+{
+	static const char *const successes[] = {
+		OUTCOME_CREATED, OUTCOME_REPLAYED, OUTCOME_OK, OUTCOME_OTHER,
+	};
+
+	if (i < PROB_COUNT)
+		return problems[i].slug;
+	i -= PROB_COUNT;
+	return i < sizeof(successes) / sizeof(successes[0]) ?
+	    successes[i] : NULL;
+}
+
 /* Used when even rendering a problem fails for lack of memory. */
 static const char fallback_body[] =
     "{\"type\":\"/problems/internal-error\",\"title\":\"Internal Server "

@@ -10,6 +10,7 @@
 #include <cJSON.h>
 
 enum problem {
+	PROB_NONE = -1,       /* success: no problem to report */
 	PROB_NOT_FOUND,
 	PROB_METHOD_NOT_ALLOWED,
 	PROB_UNAUTHORIZED,
@@ -36,8 +37,22 @@ struct problem_info {
 	const char *title;
 };
 
-/* Never NULL for p < PROB_COUNT. */
+/* Never NULL; p outside the table gives the internal-error row. */
 const struct problem_info *problem_info(enum problem p);
+
+/*
+ * The labels of a request's outcome (charge_requests_total{outcome=...}):
+ * every problem's slug, then these successes, then OUTCOME_OTHER. One
+ * table, in response.c.
+ */
+extern const char OUTCOME_CREATED[];     /* "created" */
+extern const char OUTCOME_REPLAYED[];    /* "replayed" */
+extern const char OUTCOME_OK[];          /* "ok": /healthz, /metrics */
+extern const char OUTCOME_OTHER[];       /* "other": anything unlabelled */
+#define OUTCOME_COUNT (PROB_COUNT + 4)
+
+/* The i-th label (i < OUTCOME_COUNT), or NULL. */
+const char *outcome_label(size_t i);
 
 /*
  * Renders {"type","title","status","detail",...extras} as compact JSON.

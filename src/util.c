@@ -96,6 +96,45 @@ util_write_all(int fd, const char *p, size_t n)
 	return 0;
 }
 
+int
+util_is_space(char ch)
+{
+	return ch == ' ' || ch == '\t' || ch == '\r';
+}
+
+void
+util_lines_init(struct util_lines *it, const char *text, size_t len)
+{
+	it->text = text;
+	it->len = len;
+	it->pos = 0;
+	it->lineno = 0;
+}
+
+int
+util_lines_next(struct util_lines *it, const char **line, size_t *n)
+{
+	while (it->pos < it->len) {
+		const char *p = it->text + it->pos, *nl;
+		size_t ll, i;
+
+		nl = memchr(p, '\n', it->len - it->pos);
+		ll = nl != NULL ? (size_t)(nl - p) : it->len - it->pos;
+		it->pos += ll + (nl != NULL);
+		it->lineno++;
+		if (memchr(p, '\0', ll) != NULL)
+			return -1;
+		for (i = 0; i < ll && util_is_space(p[i]); i++)
+			;
+		if (i == ll || p[i] == '#')
+			continue;
+		*line = p + i;
+		*n = ll - i;
+		return 1;
+	}
+	return 0;
+}
+
 enum util_dec
 util_decimal(const char *s, size_t n, unsigned long long max,
     unsigned long long *out)

@@ -28,6 +28,28 @@ int util_write_all(int fd, const char *p, size_t n);
  */
 size_t util_utf8_prefix(const char *s, size_t max);
 
+/* Space inside a line of a text file: blank, tab, CR. */
+int util_is_space(char ch);
+
+/*
+ * The one reader of line-oriented files (charge.conf, api-keys): yields
+ * each line that is neither blank nor a '#' comment, with its leading
+ * space skipped. Lines end at '\n'; the last one needs none.
+ */
+struct util_lines {
+	const char *text;
+	size_t len, pos;
+	size_t lineno;          /* of the line last returned */
+};
+
+void util_lines_init(struct util_lines *it, const char *text, size_t len);
+
+/*
+ * 1 with the next content line in *line / *n, 0 at the end, -1 when the
+ * line holds a NUL byte (it->lineno names it).
+ */
+int util_lines_next(struct util_lines *it, const char **line, size_t *n);
+
 enum util_dec { UTIL_DEC_OK, UTIL_DEC_OVER, UTIL_DEC_BAD };
 
 /*
