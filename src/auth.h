@@ -18,6 +18,7 @@ struct auth_entry {
 struct auth_table {
 	struct auth_entry *entries;
 	size_t n;
+	unsigned long gen;      /* unique per loaded table (auth.c's cache) */
 };
 
 /* Parses the file's text. 0, or -1 with errstr naming the line. */

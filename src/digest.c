@@ -4,31 +4,33 @@
  * implicit fetch on every call costs a lock and a lookup.
  */
 #include <errno.h>
-#include <pthread.h>
 #include <string.h>
 #include <sys/random.h>
 
-#include <openssl/core_names.h>
+#include <openssl/crypto.h>
 #include <openssl/evp.h>
-#include <openssl/params.h>
 
 #include "digest.h"
 
 #define HMAC_KEY_MAX 256        /* bytes; provider_secret is at most 255 */
+#define SHA256_BLOCK 64         /* bytes: the HMAC block size */
 
 static EVP_MD *md_sha256;
 static EVP_MD *md_sha1;
-static EVP_MAC *mac_hmac;
-
 /*
- * One keyed HMAC context, copied for each use: keying HMAC through
- * EVP_Q_mac looks up two algorithms by name on every call, which cost more
- * than the hashing itself. The lock only guards the copy.
+ * Each thread keeps its own digest contexts: one to work in, and HMAC's
+ * inner and outer states with the key already absorbed, so an HMAC costs
+ * two context copies and no key schedule, and nothing is shared between
+ * threads (no lock). digest_thread_done() frees them.
  */
-static pthread_mutex_t hmac_lock = PTHREAD_MUTEX_INITIALIZER;
-static EVP_MAC_CTX *hmac_template;
-static unsigned char hmac_key[HMAC_KEY_MAX];
-static size_t hmac_keylen;
+struct digest_tls {
+	EVP_MD_CTX *work, *inner, *outer;
+	unsigned char key[HMAC_KEY_MAX];
+	size_t keylen;
+	int keyed;
+};
+
+static _Thread_local struct digest_tls tls;
 
 int
 digest_init(void)
@@ -37,10 +39,7 @@ digest_init(void)
 		md_sha256 = EVP_MD_fetch(NULL, "SHA256", NULL);
 	if (md_sha1 == NULL)
 		md_sha1 = EVP_MD_fetch(NULL, "SHA1", NULL);
-	if (mac_hmac == NULL)
-		mac_hmac = EVP_MAC_fetch(NULL, "HMAC", NULL);
-	return (md_sha256 != NULL && md_sha1 != NULL && mac_hmac != NULL) ?
-	    0 : -1;
+	return (md_sha256 != NULL && md_sha1 != NULL) ? 0 : -1;
 }
 
 static const EVP_MD *
@@ -62,39 +61,49 @@ digest_hex(const unsigned char *in, size_t n, char *out)
 	out[2 * n] = '\0';
 }
 
+/* This thread's work context, created on first use; NULL on ENOMEM. */
+static EVP_MD_CTX *
+work_ctx(void)
+{
+	if (tls.work == NULL)
+		tls.work = EVP_MD_CTX_new();
+	return tls.work;
+}
+
+void
+digest_thread_done(void)
+{
+	EVP_MD_CTX_free(tls.work);
+	EVP_MD_CTX_free(tls.inner);
+	EVP_MD_CTX_free(tls.outer);
+	OPENSSL_cleanse(&tls, sizeof(tls));
+	memset(&tls, 0, sizeof(tls));
+}
+
 int
 digest_sha256_parts(const struct digest_part *parts, size_t nparts,
     unsigned char out[SHA256_LEN])
 {
-	EVP_MD_CTX *ctx = NULL;
+	EVP_MD_CTX *ctx = work_ctx();
 	unsigned int outlen = 0;
 	size_t i;
-	int rc = -1;
 
-	if ((ctx = EVP_MD_CTX_new()) == NULL)
-		goto fail;
-	if (EVP_DigestInit_ex2(ctx, sha256(), NULL) != 1)
-		goto fail;
+	if (ctx == NULL || EVP_DigestInit_ex2(ctx, sha256(), NULL) != 1)
+		return -1;
 	for (i = 0; i < nparts; i++)
 		if (EVP_DigestUpdate(ctx, parts[i].p, parts[i].n) != 1)
-			goto fail;
+			return -1;
 	if (EVP_DigestFinal_ex(ctx, out, &outlen) != 1 || outlen != SHA256_LEN)
-		goto fail;
-	rc = 0;
-fail:
-	EVP_MD_CTX_free(ctx);
-	return rc;
+		return -1;
+	return 0;
 }
 
 int
 digest_sha256(const void *p, size_t n, unsigned char out[SHA256_LEN])
 {
-	unsigned int outlen = 0;
+	struct digest_part part = { p, n };
 
-	if (EVP_Digest(p, n, out, &outlen, sha256(), NULL) != 1 ||
-	    outlen != SHA256_LEN)
-		return -1;
-	return 0;
+	return digest_sha256_parts(&part, 1, out);
 }
 
 int
@@ -121,53 +130,75 @@ digest_sha1_hex(const void *p, size_t n, char out[41])
 	return 0;
 }
 
-/* Returns a fresh copy of the context keyed with key; NULL on failure. */
-static EVP_MAC_CTX *
-hmac_ctx_for(const void *key, size_t keylen)
+/* Absorbs the key padded with pad (0x36 or 0x5c) into a fresh *ctx. */
+static int
+hmac_half(EVP_MD_CTX **ctx, const unsigned char k0[SHA256_BLOCK],
+    unsigned char pad)
 {
-	OSSL_PARAM params[2];
-	EVP_MAC_CTX *ctx = NULL, *t;
+	unsigned char block[SHA256_BLOCK];
+	size_t i;
+	int rc;
 
-	if (keylen > HMAC_KEY_MAX || pthread_mutex_lock(&hmac_lock) != 0)
-		return NULL;
-	if (mac_hmac == NULL && (mac_hmac = EVP_MAC_fetch(NULL, "HMAC",
-	    NULL)) == NULL)
-		goto done;
-	if (hmac_template == NULL || keylen != hmac_keylen ||
-	    memcmp(key, hmac_key, keylen) != 0) {
-		params[0] = OSSL_PARAM_construct_utf8_string(
-		    OSSL_MAC_PARAM_DIGEST, (char *)"SHA256", 0);
-		params[1] = OSSL_PARAM_construct_end();
-		if ((t = EVP_MAC_CTX_new(mac_hmac)) == NULL ||
-		    EVP_MAC_init(t, key, keylen, params) != 1) {
-			EVP_MAC_CTX_free(t);
+	if (*ctx == NULL && (*ctx = EVP_MD_CTX_new()) == NULL)
+		return -1;
+	for (i = 0; i < SHA256_BLOCK; i++)
+		block[i] = k0[i] ^ pad;
+	rc = EVP_DigestInit_ex2(*ctx, sha256(), NULL) == 1 &&
+	    EVP_DigestUpdate(*ctx, block, sizeof(block)) == 1 ? 0 : -1;
+	OPENSSL_cleanse(block, sizeof(block));
+	return rc;
+}
+
+/* Keys this thread's HMAC states with key (RFC 2104), once per key. */
+static int
+hmac_key(const void *key, size_t keylen)
+{
+	unsigned char k0[SHA256_BLOCK];
+	int rc = -1;
+
+	if (keylen > HMAC_KEY_MAX)
+		return -1;
+	if (tls.keyed && keylen == tls.keylen &&
+	    memcmp(key, tls.key, keylen) == 0)
+		return 0;
+	tls.keyed = 0;
+	memset(k0, 0, sizeof(k0));
+	if (keylen > SHA256_BLOCK) {
+		if (digest_sha256(key, keylen, k0) != 0)
 			goto done;
-		}
-		EVP_MAC_CTX_free(hmac_template);
-		hmac_template = t;
-		memcpy(hmac_key, key, keylen);
-		hmac_keylen = keylen;
-	}
-	ctx = EVP_MAC_CTX_dup(hmac_template);
+	} else
+		memcpy(k0, key, keylen);
+	if (hmac_half(&tls.inner, k0, 0x36) != 0 ||
+	    hmac_half(&tls.outer, k0, 0x5c) != 0)
+		goto done;
+	memcpy(tls.key, key, keylen);
+	tls.keylen = keylen;
+	tls.keyed = 1;
+	rc = 0;
 done:
-	(void)pthread_mutex_unlock(&hmac_lock);
-	return ctx;
+	OPENSSL_cleanse(k0, sizeof(k0));
+	return rc;
 }
 
 int
 digest_hmac_sha256(const void *key, size_t keylen, const void *data, size_t n,
     unsigned char out[SHA256_LEN])
 {
-	EVP_MAC_CTX *ctx;
-	size_t macl = 0;
+	EVP_MD_CTX *ctx = work_ctx();
+	unsigned char in[SHA256_LEN];
+	unsigned int l1 = 0, l2 = 0;
 	int rc = -1;
 
-	if ((ctx = hmac_ctx_for(key, keylen)) == NULL)
+	if (ctx == NULL || hmac_key(key, keylen) != 0)
 		return -1;
-	if (EVP_MAC_update(ctx, data, n) == 1 &&
-	    EVP_MAC_final(ctx, out, &macl, SHA256_LEN) == 1 && macl == SHA256_LEN)
+	if (EVP_MD_CTX_copy_ex(ctx, tls.inner) == 1 &&
+	    EVP_DigestUpdate(ctx, data, n) == 1 &&
+	    EVP_DigestFinal_ex(ctx, in, &l1) == 1 && l1 == SHA256_LEN &&
+	    EVP_MD_CTX_copy_ex(ctx, tls.outer) == 1 &&
+	    EVP_DigestUpdate(ctx, in, sizeof(in)) == 1 &&
+	    EVP_DigestFinal_ex(ctx, out, &l2) == 1 && l2 == SHA256_LEN)
 		rc = 0;
-	EVP_MAC_CTX_free(ctx);
+	OPENSSL_cleanse(in, sizeof(in));
 	return rc;
 }
 

@@ -11,6 +11,12 @@
 /* Fetches the digest implementations once per process. 0 or -1. */
 int digest_init(void);
 
+/*
+ * Frees the calling thread's digest contexts (created on first use); every
+ * thread that hashed calls it before it ends.
+ */
+void digest_thread_done(void);
+
 /* out receives 32 bytes. Returns 0 or -1. */
 int digest_sha256(const void *p, size_t n, unsigned char out[SHA256_LEN]);
 /* SHA-256 over several pieces, as if concatenated. */

@@ -253,6 +253,7 @@ worker_main(void *arg)
 	}
 	FCGX_Free(&req, 0);
 out:
+	digest_thread_done();           /* this thread's contexts */
 	__atomic_store_n(&t->done, 1, __ATOMIC_SEQ_CST);
 	return NULL;
 }

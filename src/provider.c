@@ -15,6 +15,7 @@
 #include "clock.h"
 #include "digest.h"
 #include "provider.h"
+#include "util.h"
 
 #define LEDGER_LINE_MAX 512      /* bytes; key <= 255, principal <= 64 */
 #define LEDGER_MODE 0644
@@ -61,8 +62,9 @@ provider_charge_id(const char *secret, const char *principal, const char *key,
 	if (digest_hmac_sha256(secret, strlen(secret), msg, n, mac) != 0)
 		return -1;
 	digest_hex(mac, sizeof(mac), hex);
-	(void)snprintf(out, 4 + CHARGE_ID_HEX_LEN, "ch_%.*s", CHARGE_ID_HEX_LEN,
-	    hex);
+	memcpy(out, "ch_", 3);
+	memcpy(out + 3, hex, CHARGE_ID_HEX_LEN);
+	out[3 + CHARGE_ID_HEX_LEN] = '\0';
 	return 0;
 }
 
@@ -89,13 +91,27 @@ ledger_append(const char *path, int *fd, const char *principal,
     long long amount, const char *currency)
 {
 	char line[LEDGER_LINE_MAX];
+	struct util_buf b;
 	ssize_t w;
-	int n;
+	long n;
 
-	n = snprintf(line, sizeof(line), "%lld\t%s\t%.*s\t%s\t%s\t%lld\t%s\n",
-	    now_wall_ms(), principal, (int)keylen, key, res->charge_id,
-	    outcome_name(res->outcome), amount, currency);
-	if (n < 0 || (size_t)n >= sizeof(line))
+	/* ms \t principal \t key \t charge id \t outcome \t amount \t currency */
+	util_buf_init(&b, line, sizeof(line));
+	util_buf_ll(&b, now_wall_ms());
+	util_buf_put(&b, "\t", 1);
+	util_buf_str(&b, principal);
+	util_buf_put(&b, "\t", 1);
+	util_buf_put(&b, key, keylen);
+	util_buf_put(&b, "\t", 1);
+	util_buf_str(&b, res->charge_id);
+	util_buf_put(&b, "\t", 1);
+	util_buf_str(&b, outcome_name(res->outcome));
+	util_buf_put(&b, "\t", 1);
+	util_buf_ll(&b, amount);
+	util_buf_put(&b, "\t", 1);
+	util_buf_str(&b, currency);
+	util_buf_put(&b, "\n", 1);
+	if ((n = util_buf_len(&b)) < 0)
 		return -1;
 	if (provider_open(path, fd) != 0)
 		return -1;

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "response.h"
+#include "util.h"
 
 #define PROBLEM_CTYPE "application/problem+json"
 
@@ -234,7 +235,9 @@ response_send(const struct response *r, const char *request_id,
 	const char *ctype = r->content_type[0] != '\0' ? r->content_type :
 	    PROBLEM_CTYPE;
 	size_t body_len = r->body_len;
-	int status = r->status, n;
+	int status = r->status;
+	struct util_buf b;
+	long n;
 
 	if (body == NULL) {
 		/* a response without a body here is a bare 500 (ENOMEM) */
@@ -243,16 +246,21 @@ response_send(const struct response *r, const char *request_id,
 		status = 500;
 		ctype = PROBLEM_CTYPE;
 	}
-	n = snprintf(head, sizeof(head),
-	    "Status: %d %s\r\n"
-	    "Content-Type: %s\r\n"
-	    "Content-Length: %zu\r\n"
-	    "Cache-Control: no-store\r\n"
-	    "X-Request-Id: %s\r\n"
-	    "%.*s"
-	    "\r\n",
-	    status, http_reason(status), ctype, body_len, request_id, (int)r->headers_len, r->headers);
-	if (n < 0 || (size_t)n >= sizeof(head))
+	util_buf_init(&b, head, sizeof(head));
+	util_buf_str(&b, "Status: ");
+	util_buf_ll(&b, status);
+	util_buf_str(&b, " ");
+	util_buf_str(&b, http_reason(status));
+	util_buf_str(&b, "\r\nContent-Type: ");
+	util_buf_str(&b, ctype);
+	util_buf_str(&b, "\r\nContent-Length: ");
+	util_buf_ull(&b, body_len);
+	util_buf_str(&b, "\r\nCache-Control: no-store\r\nX-Request-Id: ");
+	util_buf_str(&b, request_id);
+	util_buf_str(&b, "\r\n");
+	util_buf_put(&b, r->headers, r->headers_len);
+	util_buf_str(&b, "\r\n");
+	if ((n = util_buf_len(&b)) < 0)
 		return -1;
 	if (sink->write(sink->ctx, head, (size_t)n) != 0)
 		return -1;

@@ -96,6 +96,64 @@ util_write_all(int fd, const char *p, size_t n)
 	return 0;
 }
 
+void
+util_buf_init(struct util_buf *b, char *mem, size_t cap)
+{
+	b->p = mem;
+	b->len = 0;
+	b->cap = cap;
+	b->overflow = cap == 0;
+	if (cap > 0)
+		mem[0] = '\0';
+}
+
+void
+util_buf_put(struct util_buf *b, const char *s, size_t n)
+{
+	if (b->overflow || n >= b->cap - b->len) {
+		b->overflow = 1;
+		return;
+	}
+	memcpy(b->p + b->len, s, n);
+	b->len += n;
+	b->p[b->len] = '\0';
+}
+
+void
+util_buf_str(struct util_buf *b, const char *s)
+{
+	util_buf_put(b, s, strlen(s));
+}
+
+void
+util_buf_ull(struct util_buf *b, unsigned long long v)
+{
+	char tmp[24];
+	size_t i = sizeof(tmp);
+
+	do
+		tmp[--i] = (char)('0' + v % 10);
+	while ((v /= 10) != 0);
+	util_buf_put(b, tmp + i, sizeof(tmp) - i);
+}
+
+void
+util_buf_ll(struct util_buf *b, long long v)
+{
+	if (v < 0) {
+		util_buf_put(b, "-", 1);
+		/* -(v + 1) + 1: no overflow at LLONG_MIN */
+		util_buf_ull(b, (unsigned long long)(-(v + 1)) + 1);
+	} else
+		util_buf_ull(b, (unsigned long long)v);
+}
+
+long
+util_buf_len(const struct util_buf *b)
+{
+	return b->overflow ? -1 : (long)b->len;
+}
+
 int
 util_is_space(char ch)
 {

@@ -28,6 +28,28 @@ int util_write_all(int fd, const char *p, size_t n);
  */
 size_t util_utf8_prefix(const char *s, size_t max);
 
+/*
+ * A bounded text builder over the caller's buffer, for the lines written on
+ * every request (response head, ledger line, Redis arguments): snprintf
+ * parses its format each time, which measured at about 15 000 instructions
+ * of a 100 000-instruction request. Once the text no longer fits, the
+ * builder stops writing and util_buf_len() reports -1.
+ */
+struct util_buf {
+	char *p;
+	size_t len, cap;
+	int overflow;
+};
+
+/* mem[cap] receives the text, always NUL-terminated when cap > 0. */
+void util_buf_init(struct util_buf *b, char *mem, size_t cap);
+void util_buf_put(struct util_buf *b, const char *s, size_t n);
+void util_buf_str(struct util_buf *b, const char *s);
+void util_buf_ull(struct util_buf *b, unsigned long long v);
+void util_buf_ll(struct util_buf *b, long long v);
+/* The length written, or -1 when the text did not fit. */
+long util_buf_len(const struct util_buf *b);
+
 /* Space inside a line of a text file: blank, tab, CR. */
 int util_is_space(char ch);
 

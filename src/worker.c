@@ -4,6 +4,7 @@
 #include <errno.h>
 #include <string.h>
 
+#include "digest.h"
 #include "log.h"
 #include "provider.h"
 #include "worker.h"
@@ -27,6 +28,7 @@ worker_close(struct worker *w)
 		return;
 	redis_conn_close(&w->redis);
 	provider_close(&w->ledger_fd);
+	digest_thread_done();
 }
 
 void

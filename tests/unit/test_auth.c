@@ -347,6 +347,43 @@ test_lookup_long_keys(void **state)
 }
 
 /* The shipped conf/api-keys holds the demo keys and nothing else. */
+/*
+ * A key authenticated once is remembered per thread for speed; the memory
+ * must never answer for another table (a reloaded file with other keys),
+ * nor for a key that differs in its last byte or its length.
+ */
+static void
+test_lookup_remembered(void **state)
+{
+	struct auth_table a, b;
+	char text[256], ha[65], hb[65], err[128];
+
+	(void)state;
+	sha_hex(KEY_ALICE, strlen(KEY_ALICE), ha);
+	sha_hex(KEY_BOB, strlen(KEY_BOB), hb);
+	(void)snprintf(text, sizeof(text), "alice %s\nbob %s\n", ha, hb);
+	assert_int_equal(parse(&a, text, err, sizeof(err)), 0);
+	assert_string_equal(auth_principal(&a, "Bearer " KEY_ALICE), "alice");
+	assert_string_equal(auth_principal(&a, "Bearer " KEY_ALICE), "alice");
+	assert_null(auth_principal(&a, "Bearer sk_live_alicf"));
+	assert_null(auth_principal(&a, "Bearer sk_live_alic"));
+	assert_null(auth_principal(&a, "Bearer " KEY_ALICE "x"));
+	assert_string_equal(auth_principal(&a, "Bearer " KEY_BOB), "bob");
+	assert_string_equal(auth_principal(&a, "Bearer " KEY_ALICE), "alice");
+	auth_free(&a);
+	/* the same memory, another file: alice's key now names carol */
+	(void)snprintf(text, sizeof(text), "carol %s\n", ha);
+	assert_int_equal(parse(&b, text, err, sizeof(err)), 0);
+	assert_string_equal(auth_principal(&b, "Bearer " KEY_ALICE), "carol");
+	assert_null(auth_principal(&b, "Bearer " KEY_BOB));
+	auth_free(&b);
+	/* a file without alice: her remembered key is not accepted */
+	(void)snprintf(text, sizeof(text), "bob %s\n", hb);
+	assert_int_equal(parse(&b, text, err, sizeof(err)), 0);
+	assert_null(auth_principal(&b, "Bearer " KEY_ALICE));
+	auth_free(&b);
+}
+
 static void
 test_shipped_keys(void **state)
 {
@@ -381,6 +418,7 @@ main(void)
 		cmocka_unit_test(test_load),
 		cmocka_unit_test(test_lookup),
 		cmocka_unit_test(test_lookup_long_keys),
+		cmocka_unit_test(test_lookup_remembered),
 		cmocka_unit_test(test_shipped_keys),
 	};
 
