@@ -54,13 +54,15 @@ cgi_vars_collect(char **envp, struct cgi_vars *v)
 	for (; envp != NULL && *envp != NULL; envp++) {
 		const char *e = *envp;
 
-		/* every name we read starts with C, H, P, R or S */
-		if (e[0] != 'C' && e[0] != 'H' && e[0] != 'P' && e[0] != 'R' &&
-		    e[0] != 'S')
+		if (e[0] == '\0')
 			continue;
 		for (i = 0; i < sizeof(cgi_var_table) / sizeof(cgi_var_table[0]); i++) {
-			if (strncmp(e, cgi_var_table[i].prefix,
-			    cgi_var_table[i].len) != 0)
+			const char *p = cgi_var_table[i].prefix;
+
+			/* two bytes first: most names differ there (e[1]
+			 * exists: e[0] is not NUL) */
+			if (e[0] != p[0] || e[1] != p[1] ||
+			    strncmp(e, p, cgi_var_table[i].len) != 0)
 				continue;
 			slot = (const char **)((char *)v + cgi_var_table[i].off);
 			if (*slot == NULL)
