@@ -11,7 +11,7 @@ set -uo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 UNIT=${CHARGE_UNIT:-$ROOT/conf/charge.service}
 BIN=${CHARGE_BIN:-$ROOT/build/charge}
-INSTALLED_BIN=/usr/local/bin/charge
+INSTALLED_BIN=/usr/local/sbin/charge
 MAX_EXPOSURE=2.0          # systemd-analyze security: <= 2.0 is rated "OK"
 
 N=0

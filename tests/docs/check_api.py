@@ -216,14 +216,18 @@ def tracked_files():
     try:
         out = subprocess.run(["git", "-C", ROOT, "ls-files", "-z"], check=True,
                              capture_output=True).stdout
-        return [p for p in out.decode().split("\0") if p]
+        files = [p for p in out.decode().split("\0") if p]
+        if files:
+            return files
     except (OSError, subprocess.CalledProcessError):
-        files = []
-        for d, dirs, names in os.walk(ROOT):
-            dirs[:] = [x for x in dirs if x != ".git" and not x.startswith("build")
-                       and x not in ("var", "node_modules")]
-            files += [os.path.relpath(os.path.join(d, n), ROOT) for n in names]
-        return files
+        pass
+    # not a git checkout (an exported tree): every file but build output
+    files = []
+    for d, dirs, names in os.walk(ROOT):
+        dirs[:] = [x for x in dirs if x not in (".git", "var", "node_modules", "__pycache__")
+                   and not x.startswith("build")]
+        files += [os.path.relpath(os.path.join(d, n), ROOT) for n in names]
+    return files
 
 
 def main():
