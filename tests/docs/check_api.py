@@ -130,9 +130,14 @@ def code_emitted_headers():
         text = strip_c_comments(read(os.path.join(src, name)))
         found = set(re.findall(r'response_header\s*\(\s*[^,]+?,\s*"([^"]+)"', text))
         for lit in c_literals(text):
-            m = re.match(r"([A-Za-z][A-Za-z0-9-]*): (?:.*\\r\\n)?$", lit)
-            if m:
-                found.add(m.group(1))
+            # header framing: "Name: " at the start of the literal or after a
+            # CRLF, in a literal that has a CRLF or ends in ": "
+            if "\\r\\n" not in lit and not lit.endswith(": "):
+                continue
+            for seg in lit.split("\\r\\n"):
+                m = re.match(r"([A-Za-z][A-Za-z0-9-]*): ", seg)
+                if m:
+                    found.add(m.group(1))
         for h in found - CGI_PSEUDO_HEADERS:
             out.setdefault(h, []).append("src/" + name)
     return out
