@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # run.sh - install what is missing, build, and serve the charge responder on
 # http://127.0.0.1:${PORT:-8080} behind lighttpd, with a private Redis, until
-# Ctrl-C or SIGTERM; then stop everything this script started (SPEC 7).
+# Ctrl-C or SIGTERM; then stop everything this script started.
 #
 #   ./run.sh                      private Redis on var/run/redis.sock
 #   PORT=18080 ./run.sh           another port

@@ -198,7 +198,7 @@
 
 	function addItem() {
 		if (state.items.length >= LARGE_ORDER_ITEMS)
-			return;     /* SPEC: at most 1000 line items */
+			return;     /* docs/API.md §5: at most 1000 line items */
 		const n = state.items.length + 1;
 		state.items.push({description: 'Item ' + n, quantity: 1,
 		    unit_amount: 500 * n});

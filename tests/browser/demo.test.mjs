@@ -16,7 +16,7 @@ const BASE_URL = (process.env.BASE_URL || 'http://127.0.0.1:8080').replace(/\/+$
 const SCREENSHOT = resolve(process.env.SCREENSHOT || join(HERE, 'artifacts', 'demo.png'));
 const CHROMIUM = process.env.CHROMIUM || '/usr/bin/chromium';
 const WAIT_MS = 20000;          // per response; tok_providerTimeout is not used
-const SPILL_THRESHOLD = 16384;  // SPEC 5: bodies above it are spilled
+const SPILL_THRESHOLD = 16384;  // docs/API.md §18.3: bodies above it are spilled
 const UUID_RE = /^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/;
 
 let n = 0;

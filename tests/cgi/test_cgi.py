@@ -185,7 +185,7 @@ def cgi(method, uri="/charge", headers=None, body=b"", clen=AUTO, env=None,
 
 def std(r, what, status=None):
     """The raw CGI response is well formed and has the headers every
-    response carries (SPEC 3)."""
+    response carries (docs/API.md §9)."""
     check(r.parse_error is None, "%s: malformed CGI output (%s): %r" % (what, r.parse_error, r.raw[:300]))
     check(r.rc == 0, "%s: exit status %s: %r" % (what, r.rc, r))
     if status is not None:

@@ -1,0 +1,191 @@
+#!/usr/bin/env bash
+# systemd.sh - checks conf/charge.service, printing TAP: systemd-analyze
+# verify accepts it (on a copy whose ExecStart names the built binary,
+# build/charge, and with the man page of Documentation= reachable), its
+# hardening and lifecycle directives are present, TimeoutStopSec covers the
+# longest request in hand, every CHARGE_<KEY> it sets is a configuration key,
+# and systemd-analyze security rates its exposure "OK" or better.
+# No service is started. Exit status 1 when any check fails.
+set -uo pipefail
+
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+UNIT=${CHARGE_UNIT:-$ROOT/conf/charge.service}
+BIN=${CHARGE_BIN:-$ROOT/build/charge}
+INSTALLED_BIN=/usr/local/sbin/charge
+MAX_EXPOSURE=2.0          # systemd-analyze security: <= 2.0 is rated "OK"
+
+N=0
+FAILED=0
+ok() { N=$((N + 1)); echo "ok $N - $1"; }
+not_ok() {
+	N=$((N + 1)); FAILED=$((FAILED + 1))
+	echo "not ok $N - $1"
+	shift
+	local line
+	for line in "$@"; do echo "#   $line"; done
+}
+skip() { N=$((N + 1)); echo "ok $N - $1 # SKIP $2"; }
+
+TMP=$(mktemp -d /tmp/charge-systemd.XXXXXX)
+trap 'rm -rf "$TMP"' EXIT
+
+if [ ! -f "$UNIT" ]; then
+	not_ok "conf/charge.service exists"
+	echo "1..$N"
+	exit 1
+fi
+ok "conf/charge.service exists"
+
+# The unit's directives, "Key=value" per line, comments and blanks dropped.
+directives() { grep -vE '^[[:space:]]*(#|;|$)' "$UNIT"; }
+
+# --- systemd-analyze verify ---------------------------------------------
+if [ ! -x "$BIN" ]; then
+	not_ok "the responder is built" "$BIN is missing: build first (./test.sh unit)"
+else
+	ok "the responder is built ($BIN)"
+fi
+if ! command -v systemd-analyze >/dev/null 2>&1; then
+	skip "systemd-analyze verify accepts the unit" "systemd-analyze not installed"
+elif [ ! -x "$BIN" ]; then
+	not_ok "systemd-analyze verify accepts the unit" "no binary to substitute for $INSTALLED_BIN"
+else
+	# verify checks that ExecStart's binary exists and runs man(1) for
+	# Documentation=man:charge(8): give it the build and the page.
+	sed "s#$INSTALLED_BIN#$BIN#g" "$UNIT" >"$TMP/charge.service"
+	mkdir -p "$TMP/man/man8"
+	cp "$ROOT/docs/charge.8" "$TMP/man/man8/" 2>/dev/null
+	out=$(cd "$TMP" && MANPATH="$TMP/man" systemd-analyze verify "$TMP/charge.service" 2>&1)
+	rc=$?
+	if [ "$rc" -eq 0 ] && [ -z "$out" ]; then
+		ok "systemd-analyze verify accepts the unit (no warnings)"
+	else
+		mapfile -t lines <<<"$out"
+		not_ok "systemd-analyze verify accepts the unit (no warnings)" \
+			"exit status $rc" "${lines[@]}"
+	fi
+fi
+
+# --- required directives ----------------------------------------------------
+# "Key=regex": the unit must have a line Key=<value matching regex>.
+REQUIRED=(
+	"Type=exec"
+	"ExecStart=$INSTALLED_BIN --listen /run/charge/charge\\.sock"
+	"Environment=CHARGE_CONF=/usr/local/etc/charge/charge\\.conf"
+	"Restart=always"
+	"User=charge"
+	"UMask=0007"
+	"RuntimeDirectory=charge"
+	"StateDirectory=charge"
+	"ReadWritePaths=.*/var/lib/charge.*"
+	"KillSignal=SIGTERM"
+	"TimeoutStopSec=[0-9]+s?"
+	"LimitCORE=0"
+	"NoNewPrivileges=yes"
+	"ProtectSystem=strict"
+	"ProtectHome=yes"
+	"PrivateTmp=yes"
+	"PrivateDevices=yes"
+	"PrivateMounts=yes"
+	"ProtectKernelTunables=yes"
+	"ProtectKernelModules=yes"
+	"ProtectKernelLogs=yes"
+	"ProtectControlGroups=yes"
+	"ProtectClock=yes"
+	"ProtectHostname=yes"
+	"RestrictAddressFamilies=AF_UNIX AF_INET AF_INET6"
+	"RestrictNamespaces=yes"
+	"RestrictRealtime=yes"
+	"RestrictSUIDSGID=yes"
+	"MemoryDenyWriteExecute=yes"
+	"LockPersonality=yes"
+	"CapabilityBoundingSet="
+	"SystemCallArchitectures=native"
+	"SystemCallFilter=@system-service"
+)
+for req in "${REQUIRED[@]}"; do
+	key=${req%%=*}
+	re=${req#*=}
+	shown=${re//\\/}
+	line=$(directives | grep -E "^${key}=${re}\$" | head -1)
+	if [ -n "$line" ] || { [ -z "$re" ] && directives | grep -qx "${key}="; }; then
+		ok "${line:-$key=}"
+	else
+		have=$(directives | grep -E "^${key}=" | tr '\n' ' ')
+		not_ok "$key=$shown" "found: ${have:-nothing}"
+	fi
+done
+
+# --- TimeoutStopSec covers the longest request in hand --------------------
+# Defaults from src/defaults.h: reading the body, Prefer: wait, the provider
+# timeout and two Redis round trips.
+def() { sed -nE "s/^#define[[:space:]]+$1[[:space:]]+([0-9]+).*/\\1/p" "$ROOT/src/defaults.h"; }
+req_ms=$(def DEF_REQUEST_TIMEOUT_MS)
+wait_s=$(def DEF_MAX_WAIT_S)
+prov_ms=$(def DEF_PROVIDER_TIMEOUT_MS)
+redis_ms=$(def DEF_REDIS_TIMEOUT_MS)
+stop=$(directives | sed -nE 's/^TimeoutStopSec=([0-9]+)s?$/\1/p' | tail -1)
+if [ -z "$req_ms" ] || [ -z "$wait_s" ] || [ -z "$prov_ms" ] || [ -z "$redis_ms" ]; then
+	not_ok "TimeoutStopSec covers the longest request in hand" \
+		"cannot read the defaults from src/defaults.h"
+else
+	need_ms=$((req_ms + wait_s * 1000 + prov_ms + 2 * redis_ms))
+	if [ -n "$stop" ] && [ $((stop * 1000)) -gt "$need_ms" ] &&
+	    [ $((stop * 1000)) -gt "$prov_ms" ]; then
+		ok "TimeoutStopSec=${stop}s exceeds request_timeout_ms + max_wait_s + provider_timeout_ms + 2 x redis_timeout_ms (${need_ms} ms)"
+	else
+		not_ok "TimeoutStopSec covers the longest request in hand" \
+			"TimeoutStopSec=${stop:-unset} s, need more than $need_ms ms"
+	fi
+fi
+
+# --- every CHARGE_<KEY> is a configuration key ------------------------------
+keys=$(sed -nE 's/^[[:space:]]*\{ "([a-z0-9_]+)", CFG_.*/\1/p' "$ROOT/src/config.c")
+bad=()
+for var in $(directives | sed -nE 's/^Environment=(CHARGE_[A-Z0-9_]+)=.*/\1/p'); do
+	[ "$var" = CHARGE_CONF ] && continue
+	key=$(printf '%s' "${var#CHARGE_}" | tr 'A-Z' 'a-z')
+	grep -qx "$key" <<<"$keys" || bad+=("$var: no configuration key $key in src/config.c")
+done
+if [ ${#bad[@]} -eq 0 ]; then
+	ok "every CHARGE_<KEY> set by Environment= is a configuration key"
+else
+	not_ok "every CHARGE_<KEY> set by Environment= is a configuration key" "${bad[@]}"
+fi
+
+# --- writable paths are where the sandbox lets the service write -----------
+bad=()
+for var in CHARGE_SPILL_DIR CHARGE_PROVIDER_LEDGER CHARGE_METRICS_FILE; do
+	path=$(directives | sed -nE "s/^Environment=$var=(.*)/\\1/p" | tail -1)
+	case $path in
+	/var/lib/charge/* | /run/charge/*) ;;
+	*) bad+=("$var=${path:-unset} is outside /var/lib/charge and /run/charge") ;;
+	esac
+done
+if [ ${#bad[@]} -eq 0 ]; then
+	ok "spill_dir, provider_ledger and metrics_file are under StateDirectory/RuntimeDirectory"
+else
+	not_ok "spill_dir, provider_ledger and metrics_file are under StateDirectory/RuntimeDirectory" "${bad[@]}"
+fi
+
+# --- systemd-analyze security -----------------------------------------------
+if ! command -v systemd-analyze >/dev/null 2>&1 || [ ! -f "$TMP/charge.service" ]; then
+	skip "systemd-analyze security rates the unit OK" "no systemd-analyze or no verified copy"
+elif ! out=$(cd "$TMP" && systemd-analyze security --offline=true "$TMP/charge.service" 2>&1); then
+	if grep -q "offline" <<<"$out"; then
+		skip "systemd-analyze security rates the unit OK" "this systemd has no --offline"
+	else
+		mapfile -t lines <<<"$out"
+		not_ok "systemd-analyze security rates the unit OK" "${lines[@]: -5}"
+	fi
+else
+	level=$(sed -nE 's/.*Overall exposure level for [^:]*: ([0-9.]+).*/\1/p' <<<"$out")
+	if [ -n "$level" ] && awk -v l="$level" -v m="$MAX_EXPOSURE" 'BEGIN { exit !(l <= m) }'; then
+		ok "systemd-analyze security: exposure $level (at most $MAX_EXPOSURE)"
+	else
+		not_ok "systemd-analyze security: exposure at most $MAX_EXPOSURE" "got ${level:-no rating}"
+	fi
+fi
+
+echo "1..$N"
+[ "$FAILED" -eq 0 ]
