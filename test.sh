@@ -15,7 +15,7 @@ PACKAGES=(gcc pkg-config meson ninja-build python3
 	libfcgi-dev libfcgi-bin libhiredis-dev libcjson-dev libssl-dev libcmocka-dev
 	redis-server redis-tools lighttpd curl valgrind clang-14 libclang-rt-14-dev procps
 	chromium apache2 libapache2-mod-fcgid nginx-light spawn-fcgi
-	wrk gnuplot-nox groff-base)
+	wrk gnuplot-nox groff-base systemd)
 
 install_packages() {
 	local missing=() p
@@ -173,6 +173,13 @@ suite_deploy() { tests/cgi/deploy.sh; }
 # configuration templates; --help, --version and the installed conf.
 suite_install() { tests/deploy/install.sh; }
 
+# conf/charge.service through systemd-analyze verify (nothing is started).
+suite_systemd() { tests/deploy/systemd.sh; }
+
+# docs/API.md against the code: problem types, configuration keys and
+# response headers agree both ways; nothing points outside the repository.
+suite_docs() { python3 tests/docs/check_api.py; }
+
 # bench/run with a one-second duration: keeps the harness alive; no timing
 # assertions.
 suite_bench_smoke() { bench/run --smoke; }
@@ -181,8 +188,8 @@ suite_bench_smoke() { bench/run --smoke; }
 suite_examples() { tests/with-stack.sh tests/examples/run.sh; }
 suite_browser() { tests/with-stack.sh tests/browser/run.sh; }
 
-SUITES=(structure unit unit_asan lua fuzz cgi signals e2e e2e_apache e2e_apache_cgi e2e_nginx tsan
-	deploy install examples browser bench_smoke)
+SUITES=(structure docs unit unit_asan lua fuzz cgi signals e2e e2e_apache e2e_apache_cgi e2e_nginx tsan
+	deploy install systemd examples browser bench_smoke)
 [ $# -gt 0 ] && SUITES=("$@")
 
 install_packages || { echo "0 passed, 1 failed"; exit 1; }

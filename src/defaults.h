@@ -5,7 +5,7 @@
 #ifndef CHARGE_DEFAULTS_H
 #define CHARGE_DEFAULTS_H
 
-/* Request limits (SPEC section 2). */
+/* Request limits (docs/API.md §4, §5). */
 #define IDEM_KEY_MAX              255        /* bytes, visible ASCII */
 #define AMOUNT_MIN                1          /* minor units */
 #define AMOUNT_MAX                99999999   /* minor units */
@@ -24,7 +24,7 @@
 #define JSON_DEPTH_MAX            8          /* our schema needs 4 */
 #define VALIDATION_ERRORS_MAX     16         /* listed in a 400 */
 
-/* Configuration defaults (SPEC section 7). */
+/* Configuration defaults (docs/API.md §19). */
 #define DEF_REDIS_URL             "unix://../var/run/redis.sock"
 #define DEF_REDIS_TIMEOUT_MS      1000
 #define DEF_KEY_PREFIX            "charge:"

@@ -1,5 +1,5 @@
 /*
- * headers.c - pure parsers for the request headers of SPEC section 2:
+ * headers.c - pure parsers for the request headers of docs/API.md §4:
  * Idempotency-Key, Content-Type, CONTENT_LENGTH, Prefer and Authorization.
  * No I/O, no allocation: header value in, result out.
  */

@@ -1,5 +1,5 @@
 /*
- * headers.h - pure parsers for the request headers of SPEC section 2.
+ * headers.h - pure parsers for the request headers of docs/API.md §4.
  * They take the header value as the web server passed it (NULL = absent).
  */
 #ifndef CHARGE_HEADERS_H

@@ -1,6 +1,6 @@
 /*
  * test_headers.c - Idempotency-Key, Content-Type, CONTENT_LENGTH, Prefer
- * and Authorization parsing at every edge of SPEC section 2.
+ * and Authorization parsing at every edge of docs/API.md §4.
  */
 #include <stdarg.h>
 #include <stddef.h>
