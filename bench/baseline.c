@@ -4,22 +4,17 @@
  * object of the size of a charge, with the same response headers as the
  * real responder. No Redis, no parsing.
  *
+ * Environment: BASELINE_THREADS (worker threads accepting on the one
+ * socket, 1..64, default 1: the responder's `threads`).
  * Runs on the listening socket that the web server hands over on fd 0
  * (lighttpd bin-path), or on its own socket: baseline --listen ADDR.
  */
-#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
-#include <string.h>
 
 #include <fcgiapp.h>
 
-#include "bench_body.h"
-
-#define BASELINE_BODY_MAX	(1024 * 1024)	/* bytes, like max_request_bytes */
-#define BASELINE_BACKLOG	128
-
-static char body_buf[BASELINE_BODY_MAX];
+#include "bench_fcgi.h"
 
 static const char reply_created[] =
     "Status: 201 Created\r\n"
@@ -40,39 +35,29 @@ static const char reply_too_large[] =
     "\r\n"
     "too large\n";
 
+static void
+baseline_handle(FCGX_Request *req, void *state, char *body)
+{
+	(void)state;
+	if (bench_read_body(req, body, BENCH_BODY_MAX) < 0) {
+		if (FCGX_PutStr(reply_too_large,
+		    (int)sizeof(reply_too_large) - 1, req->out) < 0)
+			fprintf(stderr, "baseline: write failed\n");
+	} else if (FCGX_PutStr(reply_created,
+	    (int)sizeof(reply_created) - 1, req->out) < 0)
+		fprintf(stderr, "baseline: write failed\n");
+}
+
 int
 main(int argc, char *argv[])
 {
-	FCGX_Request req;
-	int sock = 0;
+	static char no_state[BENCH_THREADS_MAX];
+	int sock, threads;
 
-	if (FCGX_Init() != 0) {
-		fprintf(stderr, "baseline: FCGX_Init failed\n");
+	if ((threads = bench_threads("baseline", "BASELINE_THREADS")) < 0)
 		return 1;
-	}
-	if (argc == 3 && strcmp(argv[1], "--listen") == 0) {
-		sock = FCGX_OpenSocket(argv[2], BASELINE_BACKLOG);
-		if (sock < 0) {
-			fprintf(stderr, "baseline: cannot listen on %s\n", argv[2]);
-			return 1;
-		}
-	} else if (argc != 1) {
-		fprintf(stderr, "usage: baseline [--listen ADDR]\n");
-		return 2;
-	}
-	if (FCGX_InitRequest(&req, sock, 0) != 0) {
-		fprintf(stderr, "baseline: FCGX_InitRequest failed\n");
-		return 1;
-	}
-	while (FCGX_Accept_r(&req) >= 0) {
-		if (bench_read_body(&req, body_buf, sizeof(body_buf)) < 0) {
-			if (FCGX_PutStr(reply_too_large,
-			    (int)sizeof(reply_too_large) - 1, req.out) < 0)
-				fprintf(stderr, "baseline: write failed\n");
-		} else if (FCGX_PutStr(reply_created,
-		    (int)sizeof(reply_created) - 1, req.out) < 0)
-			fprintf(stderr, "baseline: write failed\n");
-		FCGX_Finish_r(&req);
-	}
-	return 0;
+	if ((sock = bench_listen("baseline", argc, argv)) < 0)
+		return sock == -2 ? 2 : 1;
+	return bench_serve("baseline", sock, threads, baseline_handle,
+	    no_state, 1);
 }

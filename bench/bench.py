@@ -5,7 +5,9 @@ Builds with optimisation (the responder with meson --buildtype=release into
 bench/build/meson, the baseline and floor responders with gcc -O3 into
 bench/build/bin), starts a private Redis (unix socket, no persistence,
 noeviction) and one lighttpd on loopback with every responder behind
-mod_fastcgi bin-path (same max-procs each), then measures with wrk:
+mod_fastcgi bin-path (the same processes x threads each: --procs, --threads,
+by default those of the deployment in conf/ and run.sh), then measures with
+wrk:
 
   fresh     POST /charge, a new Idempotency-Key on every request
   replay    POST /charge, one key, primed once
@@ -15,11 +17,14 @@ mod_fastcgi bin-path (same max-procs each), then measures with wrk:
 
 Runs are interleaved (fresh replay baseline floor1 floor2, repeated for
 --rounds) for each connection count. Around every run it reads CPU time of
-the responder processes, Redis and lighttpd from /proc, INFO commandstats,
-the provider ledger and the responders' RSS. It also measures Redis memory
-per completed record (inline and spilled) and, with valgrind --tool=callgrind,
-instructions per request inside the responder. Results go to
-<out>/<date>.json and report.py turns them into <date>.md and <date>.svg.
+the responder processes, Redis and lighttpd from /proc, the machine's busy
+time from /proc/stat, INFO commandstats and INFO cpu, the provider ledger and
+the responders' RSS. It also measures Redis memory per completed record
+(inline and spilled) and, with valgrind --tool=callgrind, instructions per
+request inside the responder (per function, compared with an earlier result
+with --compare). --sweep measures fresh and replay for several processes x
+threads instead. Results go to <out>/<date>.json (<date>-sweep.json) and
+report.py turns them into .md and .svg.
 
 Python standard library only. Every child process is started here, tracked
 by PID and stopped by PID; every run is bounded in time.
@@ -41,6 +46,8 @@ import sys
 import tempfile
 import time
 import uuid
+
+sys.dont_write_bytecode = True     # no __pycache__ in the tree
 
 BENCH = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(BENCH)
@@ -71,6 +78,52 @@ FLOOR_SCRIPT_DOC = ("redis.call('HSET', KEYS[1], 'state', ARGV[1]); "
 
 class BenchError(Exception):
     """Something failed to run (not a missed target)."""
+
+
+def deployment_defaults():
+    """Processes and threads of the default deployment, read from the tree.
+
+    threads: the `threads` key of conf/charge.conf (the responder's built-in
+    default when the key is absent: 1). procs: the MAX_PROCS default of
+    run.sh (`${MAX_PROCS:-N}`), else the max-procs default of
+    tools/stack.sh (`procs=${5:-N}`), else 2.
+    """
+    out = {'threads': 1, 'threads_from': 'built-in default',
+           'procs': 2, 'procs_from': 'built-in default'}
+    try:
+        with open(os.path.join(ROOT, 'conf', 'charge.conf')) as f:
+            for line in f:
+                m = re.match(r'^\s*threads\s*=\s*(\d+)\s*(?:#.*)?$', line)
+                if m:
+                    out['threads'] = int(m.group(1))
+                    out['threads_from'] = 'conf/charge.conf'
+    except OSError:
+        pass
+    for rel, pat in (('run.sh', r'\$\{MAX_PROCS:-(\d+)\}'),
+                     (os.path.join('tools', 'stack.sh'), r'procs=\$\{5:-(\d+)\}')):
+        try:
+            with open(os.path.join(ROOT, rel)) as f:
+                m = re.search(pat, f.read())
+        except OSError:
+            m = None
+        if m:
+            out['procs'] = int(m.group(1))
+            out['procs_from'] = rel
+            break
+    return out
+
+
+def parse_sweep(spec):
+    """"1x1 2x1 2x2" -> [(1, 1), (2, 1), (2, 2)] (processes x threads)."""
+    out = []
+    for item in spec.replace(',', ' ').split():
+        m = re.match(r'^(\d+)[xX](\d+)$', item)
+        if not m or not 1 <= int(m.group(1)) <= 64 or not 1 <= int(m.group(2)) <= 64:
+            raise ValueError(item)
+        out.append((int(m.group(1)), int(m.group(2))))
+    if not out:
+        raise ValueError(spec)
+    return out
 
 
 def log(msg):
@@ -171,6 +224,13 @@ def wait_quiet(limit_s, threshold_pct=10.0):
             return busy
         log('machine busy %.0f %% (other processes); waiting to start' % busy)
         time.sleep(3.0)
+
+
+def proc_threads(pid):
+    try:
+        return len(os.listdir(f'/proc/{pid}/task'))
+    except OSError:
+        return 0
 
 
 def proc_rss_kb(pid):
@@ -276,6 +336,11 @@ class Redis:
                                             int(u.group(1)) if u else 0)
         return out
 
+    def cpu_s(self):
+        """used_cpu_user + used_cpu_sys from INFO cpu (getrusage), seconds."""
+        i = self.info('cpu')
+        return float(i.get('used_cpu_user', 0)) + float(i.get('used_cpu_sys', 0))
+
 
 # ----------------------------------------------------------------- fastcgi
 
@@ -380,8 +445,8 @@ def run_checked(argv, what, **kw):
 def build(args, need_charge):
     bindir = os.path.join(BUILD, 'bin')
     os.makedirs(bindir, exist_ok=True)
-    cflags = ['-std=c11', '-D_GNU_SOURCE', '-O3', '-DNDEBUG', '-Wall',
-              '-Wextra', '-Wpedantic', '-Werror']
+    cflags = ['-std=c11', '-D_GNU_SOURCE', '-O3', '-DNDEBUG', '-pthread',
+              '-Wall', '-Wextra', '-Wpedantic', '-Werror']
     hi = run_checked(['pkg-config', '--cflags', 'hiredis'], 'pkg-config').split()
     bins = {}
     for name, libs in (('baseline', ['-lfcgi']),
@@ -424,6 +489,9 @@ class Bench:
         self.redis_sock = os.path.join(run, 'redis.sock')
         self.rc = None
         self.charge_requests = 0    # served by the responder, cumulative
+        self.replay_key = None
+        self.procs_n = args.procs   # processes x threads of every backend
+        self.threads_n = args.threads
 
     # -- redis
     def start_redis(self):
@@ -450,6 +518,7 @@ class Bench:
 
     # -- responder configuration
     def write_charge_conf(self):
+        """The responder's configuration for the current threads_n."""
         keys = os.path.join(self.run, 'api-keys')
         with open(keys, 'w') as f:
             f.write('# bench: the demo key\n%s %s\n' % (
@@ -464,7 +533,7 @@ class Bench:
             'CHARGE_PROVIDER_LATENCY_MS': '0',
             'CHARGE_METRICS_FILE': 'none',
             'CHARGE_LOG_LEVEL': 'warn',
-            'CHARGE_THREADS': '1',
+            'CHARGE_THREADS': str(self.threads_n),
         }
         with open(self.charge_env['CHARGE_CONF'], 'w') as f:
             f.write('# bench/run: written per run; CHARGE_* env repeats it\n')
@@ -477,7 +546,11 @@ class Bench:
                 'LANG': 'C'}
 
     # -- lighttpd
-    def start_lighttpd(self, backends):
+    def start_lighttpd(self, backends, procs=None, threads=None):
+        """lighttpd with every backend at procs processes x threads each."""
+        if procs is not None:
+            self.procs_n, self.threads_n = procs, threads
+        self.write_charge_conf()
         bindir = os.path.join(self.run, 'bin')
         os.makedirs(bindir, exist_ok=True)
         os.makedirs(os.path.join(self.run, 'www'), exist_ok=True)
@@ -493,7 +566,10 @@ class Bench:
                 env = dict(self.charge_env)
             elif b.startswith('floor'):
                 env = {'FLOOR_REDIS_SOCKET': self.redis_sock,
-                       'FLOOR_ROUNDTRIPS': b[len('floor'):]}
+                       'FLOOR_ROUNDTRIPS': b[len('floor'):],
+                       'FLOOR_THREADS': str(self.threads_n)}
+            elif b == 'baseline':
+                env = {'BASELINE_THREADS': str(self.threads_n)}
             env['BENCH_BACKEND'] = b     # never empty: lighttpd needs one
             envs = ', '.join('"%s" => "%s"' % kv for kv in env.items())
             entries.append(
@@ -503,7 +579,7 @@ class Bench:
                 '    "bin-copy-environment" => ( "PATH" ) ))' % (
                     'charge' if b == 'charge' else b, link,
                     os.path.join(self.run, 'sock', b + '.sock'),
-                    self.args.procs, envs))
+                    self.procs_n, envs))
         with open(os.path.join(BENCH, 'lighttpd.conf')) as f:
             tpl = ''.join(x for x in f if not x.startswith('#'))
         self.port = self.args.port or port_free()
@@ -519,7 +595,7 @@ class Bench:
             'lighttpd', ['lighttpd', '-D', '-f', path], stdout=out,
             stderr=subprocess.STDOUT, env=self.base_env(),
             cwd=self.run)
-        want = len(backends) * self.args.procs
+        want = len(backends) * self.procs_n
         wait_for(lambda: tcp_listening(self.port) and
                  len(proc_children(self.lighttpd.pid)) >= want or
                  self.lighttpd.poll() is not None, 20, 'lighttpd and responders')
@@ -528,9 +604,14 @@ class Bench:
         time.sleep(0.3)
         self.backends = self.scan_backends()
         for b in backends:
-            if len(self.backends.get(b, [])) != self.args.procs:
+            if len(self.backends.get(b, [])) != self.procs_n:
                 raise BenchError('backend %s: %d processes running, want %d' % (
-                    b, len(self.backends.get(b, [])), self.args.procs))
+                    b, len(self.backends.get(b, [])), self.procs_n))
+        # every worker thread up: a thread count short of T means a backend
+        # that failed to start a worker (or to connect to Redis)
+        wait_for(lambda: all(proc_threads(p) >= self.threads_n
+                             for pids in self.backends.values() for p in pids),
+                 10, 'worker threads of every backend')
 
     def scan_backends(self):
         bindir = os.path.join(self.run, 'bin')
@@ -581,6 +662,7 @@ class Bench:
         s['children_s'] = ru.ru_utime + ru.ru_stime     # reaped: wrk
         s['machine'] = machine_busy_ticks()
         s['cmds'] = self.rc.commandstats()
+        s['redis_info_cpu_s'] = self.rc.cpu_s()
         s['ledger'] = self.read_ledger()
         return s
 
@@ -603,13 +685,16 @@ class Bench:
             env['BENCH_KEY'] = self.replay_key
         threads = max(1, min(self.args.wrk_threads, conns))
         argv = ['wrk', '-t', str(threads), '-c', str(conns),
-                '-d', '%gs' % duration, '--timeout', '10s',
+                '-d', '%gs' % duration, '--timeout', '10s', '--latency',
                 '-s', os.path.join(BENCH, 'charge.lua'),
                 'http://127.0.0.1:%d/' % self.port]
+        # the machine's busy share is taken over wrk's lifetime only
+        m0 = machine_busy_ticks()
         p = self.procs.start('wrk', argv, stdout=subprocess.PIPE,
                              stderr=subprocess.STDOUT, text=True, env=env)
         try:
             out, _ = p.communicate(timeout=duration + 30)
+            m1 = machine_busy_ticks()
         except subprocess.TimeoutExpired:
             self.procs.stop(p, signal.SIGKILL)
             raise BenchError('wrk did not finish in time')
@@ -620,7 +705,10 @@ class Bench:
         m = re.search(r'^BENCH (\{.*\})$', out, re.M)
         if not m:
             raise BenchError('wrk printed no result: ' + out.strip()[-400:])
-        return json.loads(m.group(1)), argv
+        w = json.loads(m.group(1))
+        w['latency_distribution_us'] = wrk_latency_distribution(out)
+        w['machine_window'] = (m0, m1)
+        return w, argv
 
     def measure(self, scenario, conns, rnd, duration):
         _, backend = SCENARIOS[scenario]
@@ -633,7 +721,9 @@ class Bench:
         n = w['requests']
         if backend == 'charge':
             self.charge_requests += n
+        m0, m1 = w.pop('machine_window')
         res = {'scenario': scenario, 'conns': conns, 'round': rnd,
+               'procs': self.procs_n, 'threads': self.threads_n,
                'duration_s': duration, 'wrk': w, 'wrk_argv': argv,
                'rps': n / (w['duration_us'] / 1e6) if w['duration_us'] else 0}
         cpu = {}
@@ -644,14 +734,21 @@ class Bench:
             cpu[key] = ticks * 1e6 / CLK_TCK / n if n else None
             cpu[key + '_sched'] = ns / 1e3 / n if n else None
         cpu['wrk'] = (after['children_s'] - before['children_s']) * 1e6 / n if n else None
+        # Redis once more, from its own getrusage (INFO cpu) ...
+        cpu['redis_info'] = (after['redis_info_cpu_s'] -
+                             before['redis_info_cpu_s']) * 1e6 / n if n else None
         res['cpu_us_per_req'] = cpu
         # Noise: machine CPU not used by the processes measured above.
         busy = after['machine'][0] - before['machine'][0]
         total = after['machine'][2] - before['machine'][2]
         ours = sum(after['cpu'][k] - before['cpu'][k] for k in after['cpu'])
         ours += (after['children_s'] - before['children_s']) * CLK_TCK
+        wt = m1[2] - m0[2]
         res['machine'] = {
-            'busy_pct': 100.0 * busy / total if total else None,
+            # share of all cores busy while wrk ran (the target's measure)
+            'busy_pct': 100.0 * (m1[0] - m0[0]) / wt if wt else None,
+            # the same over the whole measurement window (+0.3 s tail)
+            'busy_window_pct': 100.0 * busy / total if total else None,
             'other_pct': 100.0 * max(0, busy - ours) / total if total else None,
             'steal_pct': 100.0 * (after['machine'][1] - before['machine'][1]) / total
             if total else None,
@@ -664,16 +761,23 @@ class Bench:
                 usec[k] = us - u0
         res['cmd_deltas'] = deltas
         res['cmd_usec'] = usec      # time Redis spent executing them
+        # ... and from commandstats: usec (= usec_per_call x calls) of the
+        # top-level script calls (the commands inside scripts are in them)
+        top = sum(usec.get(k, 0) for k in ('evalsha', 'eval'))
+        cpu['redis_cmdstat'] = top / n if n else None
         res['ledger_delta'] = after['ledger'] - before['ledger']
         res['rss_kb'] = self.rss(backend)
         res['charge_requests_so_far'] = self.charge_requests
         e = w
         res['errors'] = (e['err_connect'] + e['err_read'] + e['err_write'] +
                          e['err_status'] + e['err_timeout'])
-        log('%-8s c=%-3d round %d: %8.0f req/s  p50 %.2f ms  p99 %.2f ms  '
-            'resp %.1f us  redis %.1f us  evalsha/req %.3f  errors %d' % (
-                scenario, conns, rnd, res['rps'], w['p50_us'] / 1e3,
-                w['p99_us'] / 1e3, cpu['responder'] or 0, cpu['redis'] or 0,
+        log('%-8s c=%-3d %dx%d round %d: %7.0f req/s  p50 %.2f ms  p99 %.2f ms  '
+            'cpu us resp %.1f lt %.1f redis %.1f  busy %.0f%%  evalsha/req %.3f  '
+            'errors %d' % (
+                scenario, conns, self.procs_n, self.threads_n, rnd, res['rps'],
+                w['p50_us'] / 1e3, w['p99_us'] / 1e3, cpu['responder'] or 0,
+                cpu['lighttpd'] or 0, cpu['redis'] or 0,
+                res['machine']['busy_pct'] or 0,
                 deltas.get('evalsha', 0) / n if n else 0, res['errors']))
         if w['err_status'] or w['err_connect']:
             raise BenchError('%s: %d non-2xx responses, %d connect errors' % (
@@ -777,8 +881,10 @@ class Bench:
                          'ir_n2': totals[n2][0], 'ir_per_request': per}
             log('callgrind %-8s %.0f instructions per request' % (case, per))
             if case in ('fresh', 'replay'):
+                # every function (not a top list): --compare needs them all
                 out[case]['profile'] = profile_per_request(
-                    totals[n1][1], totals[n2][1], n1, n2, 30)
+                    totals[n1][1], totals[n2][1], n1, n2, None)
+                out[case]['profile_complete'] = True
                 if self.args.keep_callgrind:
                     for n in (n1, n2):
                         shutil.copy(totals[n][1], self.args.keep_callgrind)
@@ -788,11 +894,14 @@ class Bench:
         port = port_free()
         outfile = os.path.join(cgdir, '%s-%d.out' % (case, n))
         env = self.base_env()
+        # one worker thread: instructions per request do not depend on it
         if binname == 'charge':
-            env.update(self.charge_env)
+            env.update(self.charge_env, CHARGE_THREADS='1')
         elif binname == 'floor':
             env.update(FLOOR_REDIS_SOCKET=self.redis_sock,
-                       FLOOR_ROUNDTRIPS=case[len('floor'):])
+                       FLOOR_ROUNDTRIPS=case[len('floor'):], FLOOR_THREADS='1')
+        else:
+            env.update(BASELINE_THREADS='1')
         argv = ['valgrind', '--tool=callgrind', '--callgrind-out-file=' + outfile,
                 self.bins[binname], '--listen', '127.0.0.1:%d' % port]
         logf = open(os.path.join(cgdir, '%s-%d.log' % (case, n)), 'w')
@@ -862,6 +971,24 @@ class Bench:
         self.procs.stop_all()
 
 
+def wrk_latency_distribution(out):
+    """{"50": µs, "75": ..., "90": ..., "99": ...} from wrk --latency."""
+    dist = {}
+    block = out.split('Latency Distribution', 1)
+    if len(block) < 2:
+        return dist
+    for line in block[1].splitlines()[1:]:
+        m = re.match(r'^\s*([\d.]+)%\s+([\d.]+)(us|ms|s|m)\s*$', line)
+        if not m:
+            break
+        scale = {'us': 1, 'ms': 1e3, 's': 1e6, 'm': 60e6}[m.group(3)]
+        pct = m.group(1)
+        if '.' in pct:
+            pct = pct.rstrip('0').rstrip('.')
+        dist[pct] = float(m.group(2)) * scale
+    return dist
+
+
 def dir_bytes(path):
     total = 0
     for dp, _, files in os.walk(path):
@@ -903,14 +1030,17 @@ def annotate(path, inclusive):
 
 
 def profile_per_request(file1, file2, n1, n2, top):
-    """Per-request instructions per function: (N2 run - N1 run) / (N2 - N1)."""
+    """Per-request instructions per function: (N2 run - N1 run) / (N2 - N1).
+
+    top: keep that many functions (None: every function with >= 0.5)."""
     prof = {}
     for inclusive in (False, True):
         a, b = annotate(file1, inclusive), annotate(file2, inclusive)
-        rows = [{'fn': fn, 'ir': (b.get(fn, 0) - a.get(fn, 0)) / (n2 - n1)}
+        rows = [{'fn': fn, 'ir': round((b.get(fn, 0) - a.get(fn, 0)) / (n2 - n1), 1)}
                 for fn in set(a) | set(b)]
-        rows.sort(key=lambda x: -x['ir'])
-        prof['inclusive' if inclusive else 'exclusive'] = rows[:top]
+        rows = [r for r in rows if abs(r['ir']) >= 0.5]
+        rows.sort(key=lambda x: (-x['ir'], x['fn']))
+        prof['inclusive' if inclusive else 'exclusive'] = rows[:top] if top else rows
     return prof
 
 
@@ -944,28 +1074,56 @@ def machine_info():
 
 
 def parse_args(argv):
-    ap = argparse.ArgumentParser(prog='bench/run', description=__doc__.split('\n')[0])
-    ap.add_argument('--duration', type=float, default=5.0, help='seconds per run (5)')
-    ap.add_argument('--rounds', type=int, default=3, help='interleaved rounds (3)')
-    ap.add_argument('--connections', default='1 8 32 64',
-                    help='wrk connection counts ("1 8 32 64")')
-    ap.add_argument('--scenarios', default=','.join(SCENARIOS),
-                    help='comma list, in interleaving order (all)')
-    ap.add_argument('--procs', type=int, default=2,
-                    help='lighttpd max-procs of every responder (2)')
+    dep = deployment_defaults()
+    ap = argparse.ArgumentParser(
+        prog='bench/run', description=__doc__.split('\n')[0],
+        epilog='Modes: the default full run (throughput at every connection '
+               'count, Redis memory, callgrind); --sweep (fresh and replay at '
+               '32 connections for each processes x threads, short rounds); '
+               '--callgrind-only; --smoke (every code path, ~1 s per scenario). '
+               'See bench/README.md.')
+    ap.add_argument('--duration', type=float,
+                    help='seconds per run (5; --sweep 3; --smoke 1)')
+    ap.add_argument('--rounds', type=int,
+                    help='interleaved rounds (3; --sweep 2; --smoke 1)')
+    ap.add_argument('--connections',
+                    help='wrk connection counts ("1 8 32 64"; --sweep "32")')
+    ap.add_argument('--scenarios',
+                    help='comma list, in interleaving order (%s; --sweep '
+                         'fresh,replay)' % ','.join(SCENARIOS))
+    ap.add_argument('--procs', type=int, default=dep['procs'],
+                    help='responder processes (lighttpd max-procs) of every '
+                         'backend (%d, from %s)' % (dep['procs'], dep['procs_from']))
+    ap.add_argument('--threads', type=int, default=dep['threads'],
+                    help='worker threads per process of every backend: the '
+                         'responder\'s threads, FLOOR_THREADS, BASELINE_THREADS '
+                         '(%d, from %s)' % (dep['threads'], dep['threads_from']))
+    ap.add_argument('--sweep', metavar='"PxT ..."',
+                    help='measure each processes x threads combination, e.g. '
+                         '"1x1 2x1 2x2 2x4 4x2 4x4", instead of the full run')
     ap.add_argument('--wrk-threads', type=int, default=2,
                     help='wrk threads, at most the connections (2)')
-    ap.add_argument('--warmup', type=float, default=2.0,
-                    help='seconds of unrecorded warm-up per scenario (2)')
-    ap.add_argument('--mem-records', default='10000 1000',
-                    help='records for the Redis memory phase: "INLINE SPILLED"')
-    ap.add_argument('--callgrind-n', default='200 1200',
-                    help='request counts N1 N2 for callgrind ("200 1200")')
+    ap.add_argument('--warmup', type=float,
+                    help='seconds of unrecorded warm-up per scenario (2; '
+                         '--sweep 1; --smoke 0)')
+    ap.add_argument('--mem-records', default=None,
+                    help='records for the Redis memory phase: "INLINE SPILLED" '
+                         '("10000 1000"; --smoke "200 20"; "0 0" skips it)')
+    ap.add_argument('--callgrind-n', default=None,
+                    help='request counts N1 N2 for callgrind ("200 1200"; '
+                         '--smoke "3 8")')
     ap.add_argument('--no-callgrind', action='store_true')
+    ap.add_argument('--callgrind-only', action='store_true',
+                    help='only the instruction counts (no lighttpd, no wrk)')
     ap.add_argument('--keep-callgrind', metavar='DIR',
                     help='copy the callgrind output files of fresh/replay to DIR')
+    ap.add_argument('--compare', metavar='OLD.json',
+                    help='show instruction counts per function against this '
+                         'earlier result (--smoke: the newest in bench/results)')
     ap.add_argument('--smoke', action='store_true',
-                    help='1 s, 1 round, 8 connections, no callgrind, report '
+                    help='every code path in ~1 s per scenario: 1 round, 8 '
+                         'and 32 connections, a one-point sweep (1x2, every '
+                         'scenario), callgrind with 3 and 8 requests, report '
                          'in a temporary directory; fails only if something '
                          'failed to run')
     ap.add_argument('--wait-quiet', type=float, default=0, metavar='S',
@@ -977,29 +1135,131 @@ def parse_args(argv):
     ap.add_argument('--out', help='report directory (bench/results)')
     ap.add_argument('--keep', action='store_true', help='keep the run directory')
     a = ap.parse_args(argv)
+    a.deployment = dep
+    if a.sweep and a.callgrind_only:
+        ap.error('--sweep and --callgrind-only are separate modes')
     if a.smoke:
-        a.duration, a.rounds, a.connections = 1.0, 1, '8'
-        a.no_callgrind, a.warmup = True, 0.0
-        a.mem_records = '200 20'
+        dflt = dict(duration=1.0, rounds=1, connections='8 32', warmup=0.0,
+                    mem_records='200 20', callgrind_n='3 8',
+                    scenarios=','.join(SCENARIOS))
+        a.sweep_spec = a.sweep or '1x2'
+        a.sweep_scen = list(SCENARIOS)
+        a.sweep_conns = [32]
+        a.main_runs = not a.callgrind_only
+    elif a.sweep:
+        dflt = dict(duration=3.0, rounds=2, connections='32', warmup=1.0,
+                    mem_records='0 0', callgrind_n='200 1200',
+                    scenarios='fresh,replay')
+        a.sweep_spec = a.sweep
+        a.main_runs = False
+    else:
+        dflt = dict(duration=5.0, rounds=3, connections='1 8 32 64', warmup=2.0,
+                    mem_records='10000 1000', callgrind_n='200 1200',
+                    scenarios=','.join(SCENARIOS))
+        a.sweep_spec = None
+        a.main_runs = not a.callgrind_only
+    for k, v in dflt.items():
+        if getattr(a, k) is None:
+            setattr(a, k, v)
+    if a.sweep and not a.smoke:
+        a.no_callgrind = True
+    if a.callgrind_only:
+        a.no_callgrind = False
+        a.mem_records = '0 0'
+    if a.smoke and not a.compare:
+        a.compare = newest_result()
+    try:
+        a.sweep_points = parse_sweep(a.sweep_spec) if a.sweep_spec else []
+    except ValueError as e:
+        ap.error('--sweep takes PROCSxTHREADS items (1..64 each), not %s' % e)
     a.conns = [int(x) for x in a.connections.split()]
-    a.scen = [s for s in a.scenarios.split(',') if s]
-    for s in a.scen:
-        if s not in SCENARIOS:
-            ap.error('unknown scenario ' + s)
+    a.scen = [x for x in a.scenarios.split(',') if x]
+    for x in a.scen:
+        if x not in SCENARIOS:
+            ap.error('unknown scenario ' + x)
+    if a.sweep and not a.smoke:
+        a.sweep_scen, a.sweep_conns = a.scen, a.conns
     a.mem = [int(x) for x in a.mem_records.split()]
     a.cgn = [int(x) for x in a.callgrind_n.split()]
     if len(a.mem) != 2 or len(a.cgn) != 2 or a.cgn[1] <= a.cgn[0]:
         ap.error('--mem-records and --callgrind-n take two numbers (N2 > N1)')
-    if a.duration <= 0 or a.rounds < 1 or not a.conns or a.procs < 1:
-        ap.error('duration, rounds, connections and procs must be positive')
+    if a.duration <= 0 or a.rounds < 1 or not a.conns or a.procs < 1 or \
+            not 1 <= a.threads <= 64:
+        ap.error('duration, rounds, connections, procs and threads (1..64) '
+                 'must be positive')
+    if a.duration != int(a.duration) or a.warmup != int(a.warmup) or a.warmup < 0:
+        ap.error('--duration and --warmup are whole seconds (wrk -d)')
+    if a.compare and not os.path.exists(a.compare):
+        ap.error('--compare: no such file ' + a.compare)
     return a
+
+
+def newest_result():
+    """The newest bench/results/<date>.json (a full run), or None."""
+    d = os.path.join(BENCH, 'results')
+    try:
+        names = sorted(x for x in os.listdir(d)
+                       if re.match(r'^\d{4}-\d{2}-\d{2}\.json$', x))
+    except OSError:
+        return None
+    return os.path.join(d, names[-1]) if names else None
+
+
+def compare_data(path):
+    """What the report compares against: the callgrind part of OLD.json."""
+    with open(path) as f:
+        old = json.load(f)
+    return {'path': os.path.relpath(os.path.abspath(path), ROOT)
+            if os.path.abspath(path).startswith(ROOT + os.sep) else path,
+            'date': old.get('date'),
+            'commit': (old.get('machine') or {}).get('commit'),
+            'cpu': (old.get('machine') or {}).get('cpu'),
+            'callgrind': old.get('callgrind') or {}}
+
+
+def backends_of(scenarios):
+    out = []
+    for x in scenarios:
+        if SCENARIOS[x][1] not in out:
+            out.append(SCENARIOS[x][1])
+    return out
+
+
+def rounds(bench, args, scenarios, conns, rss, label):
+    """Warm-up, then interleaved rounds of scenarios at each connection
+    count; appends the responder's RSS to rss after each step."""
+    def note(when):
+        if 'charge' in bench.backends:
+            rss.append({'when': when, 'procs': bench.procs_n,
+                        'threads': bench.threads_n,
+                        'charge_requests': bench.charge_requests,
+                        'rss_kb': bench.rss('charge')})
+    runs = []
+    if args.warmup > 0:
+        for x in scenarios:
+            log('warm-up %s (%s)' % (x, label))
+            bench.measure(x, max(conns), 0, args.warmup)
+    note('after warm-up')
+    for c in conns:
+        for r in range(1, args.rounds + 1):
+            if args.wait_quiet > 0:
+                wait_quiet(args.wait_quiet)
+            for x in scenarios:
+                runs.append(bench.measure(x, c, r, args.duration))
+        note('after c=%d' % c)
+    return runs
 
 
 def main(argv):
     args = parse_args(argv)
     t_start = time.time()
     date = time.strftime('%Y-%m-%d')
-    need_charge = any(SCENARIOS[s][1] == 'charge' for s in args.scen)
+    stem = date + ('-sweep' if args.sweep and not args.smoke else
+                   '-callgrind' if args.callgrind_only else '')
+    all_scen = list(dict.fromkeys((args.scen if args.main_runs else []) +
+                                  (args.sweep_scen if args.sweep_points else [])))
+    need_charge = args.callgrind_only or \
+        any(SCENARIOS[x][1] == 'charge' for x in all_scen)
     out_dir = args.out or (tempfile.mkdtemp(prefix='charge-bench-report-')
                            if args.smoke else os.path.join(BENCH, 'results'))
     os.makedirs(out_dir, exist_ok=True)
@@ -1019,60 +1279,74 @@ def main(argv):
         log('run directory ' + run)
         bench.start_redis()
         bench.write_charge_conf()
-        backends = []
-        for s in args.scen:
-            if SCENARIOS[s][1] not in backends:
-                backends.append(SCENARIOS[s][1])
-        bench.start_lighttpd(backends)
-        log('lighttpd on 127.0.0.1:%d, backends %s' % (
-            bench.port, {b: p for b, p in bench.backends.items()}))
-        bench.sanity(args.scen)
-        results = {'date': date, 'smoke': args.smoke, 'machine': machine_info(),
+        phases = {}
+        results = {'date': date, 'stem': stem, 'smoke': args.smoke,
+                   'mode': 'sweep' if args.sweep and not args.smoke else
+                   'callgrind' if args.callgrind_only else 'full',
+                   'machine': machine_info(),
                    'busy_before_pct': busy_before,
                    'config': {'duration_s': args.duration, 'rounds': args.rounds,
-                              'connections': args.conns, 'scenarios': args.scen,
-                              'procs': args.procs, 'wrk_threads': args.wrk_threads,
+                              'connections': args.conns if args.main_runs else [],
+                              'scenarios': args.scen if args.main_runs else [],
+                              'procs': args.procs, 'threads': args.threads,
+                              'deployment': args.deployment,
+                              'wrk_threads': args.wrk_threads,
                               'warmup_s': args.warmup,
                               'charge_body': DEFAULT_BODY,
                               'spill_items': SPILL_ITEMS,
                               'floor_script': FLOOR_SCRIPT_DOC,
                               'charge_env': bench.charge_env},
                    'runs': [], 'rss': []}
-        if need_charge:
-            results['memory'] = bench.memory(*args.mem)
-            bench.prime_replay()
-            results['rss'].append({'when': 'start',
-                                   'charge_requests': bench.charge_requests,
-                                   'rss_kb': bench.rss('charge')})
-        if args.warmup > 0:
-            for s in args.scen:
-                log('warm-up ' + s)
-                bench.measure(s, max(args.conns), 0, args.warmup)
-            if need_charge:
-                results['rss'].append({'when': 'after warm-up',
+        if args.main_runs:
+            t0 = time.time()
+            bench.start_lighttpd(backends_of(args.scen), args.procs, args.threads)
+            log('lighttpd on 127.0.0.1:%d, %dx%d, backends %s' % (
+                bench.port, args.procs, args.threads, bench.backends))
+            bench.sanity(args.scen)
+            if 'charge' in bench.backends:
+                if args.mem[0] > 0 or args.mem[1] > 0:
+                    results['memory'] = bench.memory(*args.mem)
+                bench.prime_replay()
+                results['rss'].append({'when': 'start',
                                        'charge_requests': bench.charge_requests,
                                        'rss_kb': bench.rss('charge')})
-        for c in args.conns:
-            for r in range(1, args.rounds + 1):
-                if args.wait_quiet > 0:
-                    wait_quiet(args.wait_quiet)
-                for s in args.scen:
-                    results['runs'].append(bench.measure(s, c, r, args.duration))
-            if need_charge:
-                results['rss'].append({'when': 'after c=%d' % c,
-                                       'charge_requests': bench.charge_requests,
-                                       'rss_kb': bench.rss('charge')})
-        results['backend_pids'] = bench.backends
-        bench.stop_lighttpd()
+            results['runs'] = rounds(bench, args, args.scen, args.conns,
+                                     results['rss'], 'main')
+            results['backend_pids'] = bench.backends
+            bench.stop_lighttpd()
+            phases['runs'] = round(time.time() - t0, 1)
+        if args.sweep_points:
+            t0 = time.time()
+            results['sweep'] = {'points': ['%dx%d' % pt for pt in args.sweep_points],
+                                'scenarios': args.sweep_scen,
+                                'connections': args.sweep_conns, 'runs': [],
+                                'rss': []}
+            for procs, threads in args.sweep_points:
+                bench.start_lighttpd(backends_of(args.sweep_scen), procs, threads)
+                log('sweep %dx%d: lighttpd on 127.0.0.1:%d, backends %s' % (
+                    procs, threads, bench.port, bench.backends))
+                bench.sanity(args.sweep_scen)
+                if 'charge' in bench.backends and bench.replay_key is None:
+                    bench.prime_replay()
+                results['sweep']['runs'] += rounds(
+                    bench, args, args.sweep_scen, args.sweep_conns,
+                    results['sweep']['rss'], '%dx%d' % (procs, threads))
+                bench.stop_lighttpd()
+            phases['sweep'] = round(time.time() - t0, 1)
         failed = None
         if not args.no_callgrind:
+            t0 = time.time()
             try:
                 results['callgrind'] = bench.callgrind(*args.cgn)
             except BenchError as e:
                 failed = 'callgrind: %s' % e
                 results['callgrind_error'] = failed
+            phases['callgrind'] = round(time.time() - t0, 1)
+        if args.compare:
+            results['compare'] = compare_data(args.compare)
         results['elapsed_s'] = round(time.time() - t_start, 1)
-        jpath = os.path.join(out_dir, date + '.json')
+        results['phases_s'] = phases
+        jpath = os.path.join(out_dir, stem + '.json')
         with open(jpath, 'w') as f:
             json.dump(results, f, indent=1)
         sys.path.insert(0, BENCH)

@@ -2,11 +2,14 @@
  * floor.c - the cheapest any Redis-backed design can be, for bench/run:
  * the baseline responder (read the body, answer 201 with a charge-sized
  * JSON) plus FLOOR_ROUNDTRIPS blocking EVALSHA round trips through hiredis
- * of a script as small as a claim (FLOOR_SCRIPT below), all on one new
- * key per request, bench:floor:<pid>:<sequence>.
+ * of a script as small as a claim (floor_script below), all on one new
+ * key per request, bench:floor:<pid>:<thread>:<sequence>. Deliberately
+ * naive: hiredis' generic command formatting and reply objects.
  *
  * Environment: FLOOR_REDIS_SOCKET (unix socket path, required),
- * FLOOR_ROUNDTRIPS (1..FLOOR_ROUNDTRIPS_MAX, default 1).
+ * FLOOR_ROUNDTRIPS (1..FLOOR_ROUNDTRIPS_MAX, default 1), FLOOR_THREADS
+ * (worker threads, 1..64, default 1: the responder's `threads`; each
+ * thread has its own Redis connection, opened before the first accept).
  * Runs on fd 0 (lighttpd bin-path) or on its own socket: floor --listen ADDR.
  */
 #include <errno.h>
@@ -19,10 +22,8 @@
 #include <fcgiapp.h>
 #include <hiredis.h>
 
-#include "bench_body.h"
+#include "bench_fcgi.h"
 
-#define FLOOR_BODY_MAX		(1024 * 1024)	/* bytes, like max_request_bytes */
-#define FLOOR_BACKLOG		128
 #define FLOOR_ROUNDTRIPS_MAX	4
 #define FLOOR_TIMEOUT_MS	1000		/* connect and command timeout */
 #define FLOOR_TTL_MS		"86400000"	/* like completed_ttl_s: no expiry during a run */
@@ -34,8 +35,6 @@ static const char floor_script[] =
     "redis.call('HSET', KEYS[1], 'state', ARGV[1])\n"
     "redis.call('PEXPIRE', KEYS[1], ARGV[2])\n"
     "return 1\n";
-
-static char body_buf[FLOOR_BODY_MAX];
 
 static const char reply_created[] =
     "Status: 201 Created\r\n"
@@ -68,6 +67,7 @@ struct floor_state {
 	char sha[FLOOR_SHA_MAX];
 	int roundtrips;
 	long pid;
+	int thread;
 	unsigned long seq;
 };
 
@@ -115,8 +115,8 @@ floor_run_script(struct floor_state *st)
 	redisReply *r;
 	int i, n;
 
-	n = snprintf(key, sizeof(key), "bench:floor:%ld:%lu", st->pid,
-	    st->seq++);
+	n = snprintf(key, sizeof(key), "bench:floor:%ld:%d:%lu", st->pid,
+	    st->thread, st->seq++);
 	if (n < 0 || (size_t)n >= sizeof(key))
 		return -1;
 	for (i = 0; i < st->roundtrips; i++) {
@@ -146,20 +146,36 @@ floor_run_script(struct floor_state *st)
 	return 0;
 }
 
+static void
+floor_handle(FCGX_Request *req, void *state, char *body)
+{
+	struct floor_state *st = state;
+	const char *reply;
+	int len;
+
+	if (bench_read_body(req, body, BENCH_BODY_MAX) < 0) {
+		reply = reply_bad_request;
+		len = (int)sizeof(reply_bad_request) - 1;
+	} else if (floor_run_script(st) != 0) {
+		reply = reply_unavailable;
+		len = (int)sizeof(reply_unavailable) - 1;
+	} else {
+		reply = reply_created;
+		len = (int)sizeof(reply_created) - 1;
+	}
+	if (FCGX_PutStr(reply, len, req->out) < 0)
+		fprintf(stderr, "floor: write failed\n");
+}
+
 int
 main(int argc, char *argv[])
 {
-	struct floor_state st;
-	FCGX_Request req;
+	struct floor_state *st;
 	const char *path, *rt;
-	const char *reply;
 	char *end;
 	long v;
-	int sock = 0, len;
+	int i, sock, threads, roundtrips = 1;
 
-	memset(&st, 0, sizeof(st));
-	st.pid = (long)getpid();
-	st.roundtrips = 1;
 	path = getenv("FLOOR_REDIS_SOCKET");
 	if (path == NULL || *path == '\0') {
 		fprintf(stderr, "floor: FLOOR_REDIS_SOCKET is not set\n");
@@ -175,43 +191,23 @@ main(int argc, char *argv[])
 			    FLOOR_ROUNDTRIPS_MAX);
 			return 1;
 		}
-		st.roundtrips = (int)v;
+		roundtrips = (int)v;
 	}
-	if (floor_connect_redis(&st, path) != 0)
+	if ((threads = bench_threads("floor", "FLOOR_THREADS")) < 0)
 		return 1;
-	if (FCGX_Init() != 0) {
-		fprintf(stderr, "floor: FCGX_Init failed\n");
+	if ((st = calloc((size_t)threads, sizeof(*st))) == NULL) {
+		fprintf(stderr, "floor: out of memory\n");
 		return 1;
 	}
-	if (argc == 3 && strcmp(argv[1], "--listen") == 0) {
-		sock = FCGX_OpenSocket(argv[2], FLOOR_BACKLOG);
-		if (sock < 0) {
-			fprintf(stderr, "floor: cannot listen on %s\n", argv[2]);
+	for (i = 0; i < threads; i++) {
+		st[i].pid = (long)getpid();
+		st[i].thread = i;
+		st[i].roundtrips = roundtrips;
+		if (floor_connect_redis(&st[i], path) != 0)
 			return 1;
-		}
-	} else if (argc != 1) {
-		fprintf(stderr, "usage: floor [--listen ADDR]\n");
-		return 2;
 	}
-	if (FCGX_InitRequest(&req, sock, 0) != 0) {
-		fprintf(stderr, "floor: FCGX_InitRequest failed\n");
-		return 1;
-	}
-	while (FCGX_Accept_r(&req) >= 0) {
-		if (bench_read_body(&req, body_buf, sizeof(body_buf)) < 0) {
-			reply = reply_bad_request;
-			len = (int)sizeof(reply_bad_request) - 1;
-		} else if (floor_run_script(&st) != 0) {
-			reply = reply_unavailable;
-			len = (int)sizeof(reply_unavailable) - 1;
-		} else {
-			reply = reply_created;
-			len = (int)sizeof(reply_created) - 1;
-		}
-		if (FCGX_PutStr(reply, len, req.out) < 0)
-			fprintf(stderr, "floor: write failed\n");
-		FCGX_Finish_r(&req);
-	}
-	redisFree(st.redis);
-	return 0;
+	if ((sock = bench_listen("floor", argc, argv)) < 0)
+		return sock == -2 ? 2 : 1;
+	return bench_serve("floor", sock, threads, floor_handle, st,
+	    sizeof(*st));
 }

@@ -1,11 +1,15 @@
 #!/usr/bin/env python3
-"""report.py - turn a bench/run result (<date>.json) into <date>.md and
-<date>.svg (gnuplot) next to it.
+"""report.py - turn a bench/run result (<stem>.json) into <stem>.md and
+<stem>.svg (gnuplot) next to it.
 
     python3 bench/report.py bench/results/2026-11-22.json [--notes FILE]
+                            [--compare OLD.json]
 
 --notes FILE inserts FILE (markdown) as the "Analysis" section; without it
-an existing <date>.notes.md next to the JSON is used. Python stdlib only.
+an existing <stem>.notes.md next to the JSON is used. --compare OLD.json
+shows instruction counts per function against that earlier result (the
+JSON's own "compare" part, written by bench/run --compare, otherwise).
+Python stdlib only.
 """
 import argparse
 import json
@@ -15,16 +19,30 @@ import statistics
 import subprocess
 import sys
 
+sys.dont_write_bytecode = True     # no __pycache__ in the tree
+
 ORDER = ['fresh', 'replay', 'baseline', 'floor1', 'floor2']
 LABEL = {'fresh': 'fresh', 'replay': 'replay', 'baseline': 'baseline',
          'floor1': 'floor(1)', 'floor2': 'floor(2)'}
-TARGET_RATIO = 0.90
+# The floor each scenario of the responder is held against.
+FLOOR_OF = {'fresh': 'floor2', 'replay': 'floor1'}
+
+# Targets (issue 8). Ratios are medians of per-round ratios of neighbouring
+# runs in the same bench/run, the floors at the same processes x threads and
+# connections.
+TARGET_BUSY_PCT = 90.0              # machine busy at TARGET_BUSY_CONNS ...
+TARGET_BUSY_CONNS = 32              # ... in the default deployment
+TARGET_CPU_RATIO = 0.90             # CPU/request <= 0.90 x the floor's
+TARGET_RPS_RATIO = 1.0              # req/s >= 1.0 x the floor's ...
+TARGET_RPS_CONNS = (8, 32, 64)      # ... at these connection counts
+TARGET_REDIS_RATIO = 1.10           # Redis CPU/request <= 1.10 x the floor's
+TARGET_P99_FACTOR = 1.5             # p99 fresh <= 1.5 x p99 floor(2) ...
+TARGET_P99_CONNS = 32               # ... at 32 connections
 TARGET_RSS_KB = 8 * 1024
 TARGET_RSS_REQUESTS = 100000
 TARGET_RSS_GROWTH_KB = 64           # "no growth": allocator noise only
 TARGET_RECORD_BYTES = 1024
-TARGET_P99_FACTOR = 2.0
-TARGET_P99_CONNS = 32
+TARGET_IR = {'fresh': 65000, 'replay': 50000}   # callgrind, per request
 
 
 def med(xs):
@@ -57,20 +75,48 @@ def f_us(x):
     return 'n/a' if x is None else '%.1f' % x
 
 
+def f_pct(x):
+    return 'n/a' if x is None else '%.0f' % x
+
+
 def f_int(x):
     return '{:,.0f}'.format(x).replace(',', ' ')
 
 
+def f_signed(x):
+    x = round(x)
+    return ('+' if x > 0 else '−' if x < 0 else '±') + f_int(abs(x))
+
+
+def f_signed_pct(x):
+    return ('%+.1f %%' % x).replace('-', '−')
+
+
+def cpu_sum(r):
+    """responder + lighttpd + Redis CPU µs per request of one run."""
+    u = r['cpu_us_per_req']
+    if u.get('responder') is None:
+        return None
+    return (u['responder'] or 0) + (u['redis'] or 0) + (u['lighttpd'] or 0)
+
+
+def redis_cpu(r):
+    return r['cpu_us_per_req'].get('redis')
+
+
 class Data:
-    def __init__(self, res):
-        self.res = res
-        self.conns = res['config']['connections']
-        self.scen = [s for s in ORDER if s in res['config']['scenarios']]
+    """The runs of one sequence (the main runs, or one sweep point)."""
+
+    def __init__(self, runs, conns, scenarios, cfg):
+        self.conns = conns
+        self.scen = [s for s in ORDER if s in scenarios]
         self.by = {}
-        for r in res['runs']:
+        for r in runs:
             self.by.setdefault((r['scenario'], r['conns']), []).append(r)
         for v in self.by.values():
             v.sort(key=lambda r: r['round'])
+        self.procs = cfg.get('procs', 2)
+        self.threads = cfg.get('threads', 1)
 
     def runs(self, s, c):
         return self.by.get((s, c), [])
@@ -84,15 +130,9 @@ class Data:
         out = []
         for r in self.runs(a, c):
             o = rb.get(r['round'])
-            if o is not None and f(o):
+            if o is not None and f(o) and f(r) is not None:
                 out.append(f(r) / f(o))
         return out
-
-    def cpu_total(self, s, c):
-        def tot(r):
-            u = r['cpu_us_per_req']
-            return (u['responder'] or 0) + (u['redis'] or 0) + (u['lighttpd'] or 0)
-        return med(self.vals(s, c, tot))
 
 
 def table(head, rows, left=1):
@@ -101,6 +141,13 @@ def table(head, rows, left=1):
            '|' + '|'.join('---' if i < left else '---:' for i in range(len(head))) + '|']
     out += ['| ' + ' | '.join(str(x) for x in row) + ' |' for row in rows]
     return '\n'.join(out)
+
+
+def script_usec(d, s, c):
+    return med(d.vals(s, c, lambda r: r['cpu_us_per_req'].get('redis_cmdstat')
+                      if 'redis_cmdstat' in r['cpu_us_per_req'] else
+                      r.get('cmd_usec', {}).get('evalsha', 0) / r['wrk']['requests']
+                      if r['wrk']['requests'] else None))
 
 
 def cpu_why(d, a, b, c):
@@ -113,28 +160,22 @@ def cpu_why(d, a, b, c):
     if None in pa or None in pb:
         return ''
     ta, tb = sum(pa), sum(pb)
-    procs = min(d.res['config']['procs'], c)     # requests in flight at most
-    wa = procs * 1e6 / med(d.vals(a, c, lambda r: r['rps']))
-    wb = procs * 1e6 / med(d.vals(b, c, lambda r: r['rps']))
+    workers = min(d.procs * d.threads, c)    # requests in flight at most
+    wa = workers * 1e6 / med(d.vals(a, c, lambda r: r['rps']))
+    wb = workers * 1e6 / med(d.vals(b, c, lambda r: r['rps']))
     ea, eb = script_usec(d, a, c), script_usec(d, b, c)
-    return ('Wall time per request in a responder process (%d / req/s): '
+    return ('Wall time per request in a worker (%d / req/s): '
             '%.0f µs against %.0f µs (%+.0f µs). CPU per request: %s %.1f µs '
             '(responder %.1f, Redis %.1f, lighttpd %.1f) against %.1f µs for %s '
             '(%.1f, %.1f, %.1f): %+.1f µs on the responder, %+.1f µs in Redis%s.' % (
-                procs, wa, wb, wa - wb, LABEL[a], ta, pa[0], pa[1], pa[2], tb,
+                workers, wa, wb, wa - wb, LABEL[a], ta, pa[0], pa[1], pa[2], tb,
                 LABEL[b], pb[0], pb[1], pb[2], pa[0] - pb[0], pa[1] - pb[1],
                 '' if ea is None or eb is None else
                 ' (script execution %.1f against %.1f µs)' % (ea, eb)))
 
 
-def script_usec(d, s, c):
-    xs = [r.get('cmd_usec', {}).get('evalsha', 0) / r['wrk']['requests']
-          for r in d.runs(s, c) if r['wrk']['requests'] and 'cmd_usec' in r]
-    return med(xs) if xs else None
-
-
 def cmd_totals(d, s):
-    n = evalsha = ledger = 0
+    n = ledger = 0
     deltas = {}
     exact = True
     for c in d.conns:
@@ -157,57 +198,147 @@ def cmd_totals(d, s):
     return n, evalsha, ledger, deltas, exact
 
 
-def targets(d, lines):
-    res = d.res
-    rows = []
-    why = []
+def verdict(ok, short=None):
+    if ok is None:
+        return '—'
+    if ok:
+        return 'met'
+    return '**missed**' + (' by %.0f %%' % short if short is not None else '')
 
-    def ratio_target(a, b, label):
+
+def ratio_rows(d, rows, why, detail, what, f, target, higher, conns_in_target):
+    """One row per responder scenario: a per-round ratio against its floor.
+
+    f(run) -> value; ratio = f(scenario) / f(floor); met when ratio >= target
+    (higher) or <= target (not higher) at every connection count in
+    conns_in_target (None: every measured one). A miss adds a line to why
+    and (scenario, floor, connections) to detail."""
+    for a, b in FLOOR_OF.items():
+        label = '%s: %s %s %.2f × %s' % (what, LABEL[a], '≥' if higher else '≤',
+                                         target, LABEL[b])
         if a not in d.scen or b not in d.scen:
             rows.append((label, 'n/a (scenario not run)', '—'))
-            return
-        parts, ok = [], True
+            continue
+        parts, ok, worst = [], True, 0.0
+        counted, missed = 0, []
         for c in d.conns:
-            r = med(d.ratios(a, b, c))
+            xs = d.ratios(a, b, c, f)
+            r = med(xs)
             if r is None:
                 continue
-            good = r >= TARGET_RATIO
-            ok &= good
-            parts.append('c=%d: %.2f%s' % (c, r, '' if good else ' (short by %.0f %%)'
-                                          % (100 * (TARGET_RATIO - r) / TARGET_RATIO)))
-            if not good:
-                why.append('- %s at c=%d: %.2f × %s, %.0f %% below the %.2f target. %s' % (
-                    LABEL[a], c, r, LABEL[b], 100 * (TARGET_RATIO - r) / TARGET_RATIO,
-                    TARGET_RATIO, cpu_why(d, a, b, c)))
-        rows.append((label, '; '.join(parts), 'met' if ok else '**missed**'))
+            inside = conns_in_target is None or c in conns_in_target
+            good = r >= target if higher else r <= target
+            short = 100 * abs(r - target) / target
+            parts.append('c=%d: %s%s' % (c, spread(xs, f_ratio),
+                                         '' if inside else ' (not in the target)'))
+            if inside:
+                counted += 1
+                ok &= good
+                if not good:
+                    worst = max(worst, short)
+                    missed.append('%.2f (c=%d)' % (r, c))
+                    detail.append((a, b, c))
+        if missed:
+            why.append('- %s: %s / %s = %s; target %s %.2f.' % (
+                what, LABEL[a], LABEL[b], ', '.join(missed),
+                '≥' if higher else '≤', target))
+        if counted == 0:
+            rows.append((label, '; '.join(parts) + ' (connections of the target '
+                         'not measured)' if parts else 'n/a', '—'))
+        else:
+            rows.append((label, '; '.join(parts), verdict(ok, worst if not ok else None)))
 
-    ratio_target('fresh', 'floor2', 'fresh ≥ 0.90 × floor(2) (req/s, median of per-round ratios)')
-    ratio_target('replay', 'floor1', 'replay ≥ 0.90 × floor(1)')
 
-    for s, k in (('fresh', 2), ('replay', 1)):
-        if s not in d.scen:
-            continue
-        n, evalsha, ledger, deltas, exact = cmd_totals(d, s)
-        ev = deltas.get('eval', 0)
-        sl = sum(v for kk, v in deltas.items() if kk.startswith('script'))
-        per = evalsha / ledger if s == 'fresh' and ledger else evalsha / n if n else 0
-        ok = exact and ev == 0 and sl == 0
-        what = ('%d evalsha for %d provider calls = %.3f per fresh charge' % (
-            evalsha, ledger, per) if s == 'fresh' else
-            '%d evalsha for %d requests = %.4f per replay, %d provider calls' % (
-                evalsha, n, per, ledger))
-        rows.append(('exactly %d EVALSHA per %s, 0 EVAL / SCRIPT LOAD' % (k, s),
-                     '%s; EVAL %d, SCRIPT %d%s' % (what, ev, sl,
-                                                     '' if exact else ' (not exact per run)'),
-                     'met' if ok else '**missed**'))
+def targets(res, d, lines):
+    rows = []
+    why = []
+    detail = []
+    cfg = res['config']
+    dep = cfg.get('deployment') or {}
+    default_dep = (not dep or (dep.get('procs'), dep.get('threads')) ==
+                   (cfg.get('procs'), cfg.get('threads', 1)))
+
+    # machine busy at 32 connections (fresh and replay runs)
+    c = TARGET_BUSY_CONNS
+    busy_label = 'machine busy ≥ %.0f %% at %d connections, default deployment' % (
+        TARGET_BUSY_PCT, c)
+    if d is None:
+        pass        # no throughput runs (a sweep, instruction counts only)
+    elif not any(d.runs(s, c) for s in FLOOR_OF):
+        rows.append((busy_label, 'n/a (%d connections not measured)' % c, '—'))
+    else:
+        parts, ok = [], True
+        for s in FLOOR_OF:
+            xs = d.vals(s, c, lambda r: (r.get('machine') or {}).get('busy_pct'))
+            if not xs:
+                continue
+            m = med(xs)
+            ok &= m is not None and m >= TARGET_BUSY_PCT
+            parts.append('%s %s %%' % (LABEL[s], spread(xs, f_pct)))
+        note = '' if default_dep else (
+            ' (run at %d×%d; the default deployment is %d×%d)' % (
+                cfg['procs'], cfg.get('threads', 1), dep['procs'], dep['threads']))
+        rows.append((busy_label, '; '.join(parts) + note,
+                     verdict(ok) if default_dep else
+                     ('met' if ok else 'missed') + ', not the default deployment'))
         if not ok:
-            why.append('- %s: commands per run deviate: %s' % (s, deltas))
+            why.append('- machine busy at c=%d: %s. Less than %.0f %% busy means '
+                       'the responders wait (on Redis, on lighttpd) instead of '
+                       'working; more processes or threads fill the cores.' % (
+                           c, '; '.join(parts), TARGET_BUSY_PCT))
+
+    if d is not None:
+        ratio_rows(d, rows, why, detail,
+                   'CPU per request (responder + lighttpd + Redis)',
+                   cpu_sum, TARGET_CPU_RATIO, False, None)
+        ratio_rows(d, rows, why, detail, 'throughput (req/s)', lambda r: r['rps'],
+                   TARGET_RPS_RATIO, True, TARGET_RPS_CONNS)
+        ratio_rows(d, rows, why, detail, 'Redis CPU per request', redis_cpu,
+                   TARGET_REDIS_RATIO, False, None)
+
+        c = TARGET_P99_CONNS
+        label = 'p99 latency: fresh ≤ %.1f × floor(2) at %d connections' % (
+            TARGET_P99_FACTOR, c)
+        if 'fresh' in d.scen and 'floor2' in d.scen and d.runs('fresh', c):
+            xs = d.ratios('fresh', 'floor2', c, f=lambda x: x['wrk']['p99_us'])
+            r = med(xs)
+            pf = med(d.vals('fresh', c, lambda x: x['wrk']['p99_us']))
+            pl = med(d.vals('floor2', c, lambda x: x['wrk']['p99_us']))
+            ok = r <= TARGET_P99_FACTOR
+            rows.append((label, '%s (%.2f ms against %.2f ms)' % (
+                spread(xs, f_ratio), pf / 1e3, pl / 1e3),
+                verdict(ok, 100 * (r - TARGET_P99_FACTOR) / TARGET_P99_FACTOR)))
+            if not ok:
+                why.append('- p99 at c=%d: fresh %.2f ms is %.2f × floor(2) %.2f ms.' % (
+                    c, pf / 1e3, r, pl / 1e3))
+        else:
+            rows.append((label, 'n/a (%d connections not measured)' % c, '—'))
+
+        for s, k in (('fresh', 2), ('replay', 1)):
+            if s not in d.scen:
+                continue
+            n, evalsha, ledger, deltas, exact = cmd_totals(d, s)
+            ev = deltas.get('eval', 0)
+            sl = sum(v for kk, v in deltas.items() if kk.startswith('script'))
+            per = evalsha / ledger if s == 'fresh' and ledger else evalsha / n if n else 0
+            ok = exact and ev == 0 and sl == 0
+            what = ('%d evalsha for %d provider calls = %.3f per fresh charge' % (
+                evalsha, ledger, per) if s == 'fresh' else
+                '%d evalsha for %d requests = %.4f per replay, %d provider calls' % (
+                    evalsha, n, per, ledger))
+            rows.append(('exactly %d EVALSHA per %s, 0 EVAL / SCRIPT LOAD' % (k, s),
+                         '%s; EVAL %d, SCRIPT %d%s' % (what, ev, sl,
+                                                         '' if exact else ' (not exact per run)'),
+                         verdict(ok)))
+            if not ok:
+                why.append('- %s: commands per run deviate: %s' % (s, deltas))
 
     rss = res.get('rss') or []
     if rss:
         base = next((x for x in rss if x['when'] == 'after warm-up'), rss[0])
         last = rss[-1]
-        maxkb = max(last['rss_kb']) if last['rss_kb'] else 0
+        maxkb = max(max(x['rss_kb']) for x in rss if x['rss_kb']) \
+            if any(x['rss_kb'] for x in rss) else 0
         growth = max(b - a for a, b in zip(base['rss_kb'], last['rss_kb'])) \
             if base['rss_kb'] and len(base['rss_kb']) == len(last['rss_kb']) else 0
         enough = last['charge_requests'] >= TARGET_RSS_REQUESTS
@@ -218,9 +349,9 @@ def targets(d, lines):
                          maxkb / 1024, f_int(last['charge_requests']),
                          'enough' if enough else 'fewer than 100 000: not conclusive',
                          base['when'], growth),
-                     ('met' if ok else '**missed**') if enough else
-                     ('not reached' if ok else '**missed**')))
-        if not ok:
+                     verdict(ok) if enough else
+                     ('**missed**' if maxkb >= TARGET_RSS_KB else 'not conclusive')))
+        if not ok and (enough or maxkb >= TARGET_RSS_KB):
             why.append('- RSS: %.2f MiB per process, growth %+d KiB (limit %d KiB).' % (
                 maxkb / 1024, growth, TARGET_RSS_GROWTH_KB))
 
@@ -235,34 +366,43 @@ def targets(d, lines):
             why.append('- Redis memory: %.0f B per record, fields %s; the response body '
                        'alone is %d B.' % (b, mem['fields'], mem['response_bytes']))
 
-    c = TARGET_P99_CONNS
-    if 'fresh' in d.scen and 'floor2' in d.scen and d.runs('fresh', c):
-        r = med(d.ratios('fresh', 'floor2', c, f=lambda x: x['wrk']['p99_us']))
-        pf = med(d.vals('fresh', c, lambda x: x['wrk']['p99_us']))
-        pl = med(d.vals('floor2', c, lambda x: x['wrk']['p99_us']))
-        ok = r <= TARGET_P99_FACTOR
-        rows.append(('p99 fresh ≤ 2 × p99 floor(2) at 32 connections',
-                     '%.2f ms vs %.2f ms: %.2f ×' % (pf / 1e3, pl / 1e3, r),
-                     'met' if ok else '**missed** by %.0f %%' % (
-                         100 * (r - TARGET_P99_FACTOR) / TARGET_P99_FACTOR)))
+    cg = res.get('callgrind') or {}
+    for s, limit in TARGET_IR.items():
+        x = cg.get(s)
+        if not x:
+            continue
+        per = x['ir_per_request']
+        ok = per <= limit
+        rows.append(('responder instructions per %s request ≤ %s (callgrind)' % (
+            s, f_int(limit)), '%s (N = %d and %d)' % (f_int(per), x['n1'], x['n2']),
+            verdict(ok, 100 * (per - limit) / limit)))
         if not ok:
-            why.append('- p99 at c=32: fresh %.2f ms is %.2f × floor(2) %.2f ms.' % (
-                pf / 1e3, r, pl / 1e3))
-    else:
-        rows.append(('p99 fresh ≤ 2 × p99 floor(2) at 32 connections',
-                     'n/a (32 connections not measured)', '—'))
+            why.append('- instructions per %s request: %s, %s above %s.' % (
+                s, f_int(per), f_int(per - limit), f_int(limit)))
 
+    if not rows:
+        return
     lines.append('## Targets\n')
+    if d is not None:
+        lines.append('Ratios are per-round ratios of neighbouring runs in this run, '
+                     'the floor at the same processes × threads (%d × %d) and '
+                     'connections: median [min–max].\n' % (
+                         cfg.get('procs', 2), cfg.get('threads', 1)))
     lines.append(table(['target', 'measured', 'verdict'], rows, left=3))
     if why:
         lines.append('\nWhere a target is missed:\n')
         lines += why
+    if detail:
+        lines.append('\nWhere the time goes, at each connection count where a ratio '
+                     'misses (medians over rounds):\n')
+        for a, b, c in sorted(set(detail), key=lambda x: (ORDER.index(x[0]), x[2])):
+            lines.append('- %s at c=%d: %s' % (LABEL[a], c, cpu_why(d, a, b, c)))
     lines.append('')
 
 
-def plot(d, out_svg):
+def plot(d, res, out_svg):
     gp = shutil.which('gnuplot')
-    if gp is None:
+    if gp is None or d is None or not d.conns:
         return False
     base = os.path.splitext(out_svg)[0]
     dat = base + '.plot.dat'
@@ -283,8 +423,9 @@ def plot(d, out_svg):
     script = '\n'.join([
         'set terminal svg size 820,520 dynamic font "sans,12" background "white"',
         'set output "%s"' % out_svg,
-        'set title "requests/s against connections (median, min–max of %d rounds, '
-        '%g s each)"' % (d.res['config']['rounds'], d.res['config']['duration_s']),
+        'set title "requests/s against connections, %d×%d (median, min–max of %d '
+        'rounds, %g s each)"' % (d.procs, d.threads, res['config']['rounds'],
+                                 res['config']['duration_s']),
         'set xlabel "wrk connections"',
         'set ylabel "requests/s"',
         'set logscale x 2',
@@ -304,111 +445,7 @@ def plot(d, out_svg):
     return True
 
 
-def write_report(json_path, out_dir=None, notes=None):
-    with open(json_path) as f:
-        res = json.load(f)
-    d = Data(res)
-    out_dir = out_dir or os.path.dirname(os.path.abspath(json_path))
-    stem = os.path.join(out_dir, res['date'])
-    cfg, m = res['config'], res['machine']
-    L = []
-    L.append('# Benchmark of `/charge` — %s%s\n' % (res['date'], ' (smoke run)' if res['smoke'] else ''))
-    L.append('Produced by `bench/run` (%s rounds × %g s per run, connections %s, '
-             'took %s s). Raw data: [`%s.json`](%s.json).\n' % (
-                 cfg['rounds'], cfg['duration_s'], ' '.join(map(str, d.conns)),
-                 res.get('elapsed_s', '?'), res['date'], res['date']))
-    L.append('## Set-up\n')
-    L += ['- Machine: %s, %d cores, Linux %s; commit %s.' % (
-              m['cpu'], m['cores'], m['kernel'], m['commit']),
-          '- %s; %s; %s; %s.' % (m['lighttpd'], m['redis'].split(' sha=')[0],
-                                  m['wrk'].split(' Copyright')[0], m['gcc']),
-          '- One lighttpd on 127.0.0.1 (single worker, no access log) serves every '
-          'scenario through mod_fastcgi `bin-path` with **max-procs = %d for each '
-          'responder**; the responder runs with threads = 1, provider_latency_ms = 0, '
-          'metrics_file = none, log_level = warn, built with meson --buildtype=release; '
-          'baseline and floor with gcc -O3.' % cfg['procs'],
-          '- Redis: private, started from the project\'s `conf/redis.conf` with '
-          'overrides: unix socket in the run directory, no persistence '
-          '(`save ""`, `appendonly no`), `maxmemory-policy noeviction`.',
-          '- wrk: `-t min(%d, c) -c c -d %gs`, script `bench/charge.lua`; every '
-          'scenario sends the same request: `POST`, `Authorization: Bearer sk_test_demo`, '
-          '`Content-Type: application/json`, an `Idempotency-Key`, body `%s`.' % (
-              cfg['wrk_threads'], cfg['duration_s'], cfg['charge_body']),
-          '- Runs are interleaved (%s) for %d rounds at each connection count, after '
-          '%g s of unrecorded warm-up per scenario; ratios are computed per round '
-          'between neighbouring runs and then summarised as median [min–max].' % (
-              ' → '.join(LABEL[s] for s in d.scen), cfg['rounds'], cfg['warmup_s']),
-          '']
-    L.append('Scenarios:\n')
-    L += ['- **fresh**: `POST /charge` with a new Idempotency-Key on every request '
-          '(claim + provider + record).',
-          '- **replay**: `POST /charge` with one key, primed once before the runs.',
-          '- **baseline**: `bench/baseline.c`, a minimal libfcgi responder that reads '
-          'the body and answers 201 with a charge-sized JSON (241 B) and the same '
-          'headers: the transport\'s ceiling.',
-          '- **floor(1)**, **floor(2)**: `bench/floor.c`, the baseline plus one or two '
-          'blocking hiredis `EVALSHA` round trips of `%s` on a new key '
-          '`bench:floor:<pid>:<n>` per request (ARGV = `r1`/`r2`, TTL 86 400 000 ms), '
-          'loaded once with SCRIPT LOAD: the cheapest any Redis-backed design can be.'
-          % cfg['floor_script'], '']
-
-    others = [(r.get('machine') or {}).get('other_pct') for r in res['runs']]
-    others = [x for x in others if x is not None]
-    if others and statistics.median(others) > 10:
-        L.append('> **Noisy machine:** other processes used %.0f %% of all cores '
-                 'during the median run (max %.0f %%; %.0f %% just before the runs). '
-                 'Throughput and latency are depressed and the spread is wide; CPU time '
-                 'per request, command counts, memory and instruction counts are much '
-                 'less affected.\n' % (statistics.median(others), max(others),
-                                       res.get('busy_before_pct', 0)))
-    elif others and max(others) > 25:
-        L.append('> Other processes used %.0f %% of all cores during the median run, '
-                 'but up to %.0f %% during single runs (column "other processes %%" of '
-                 'the CPU table): the max of a spread may come from those.\n' % (
-                     statistics.median(others), max(others)))
-
-    targets(d, L)
-
-    notes_path = notes or stem + '.notes.md'
-    if os.path.exists(notes_path):
-        with open(notes_path) as f:
-            L.append('## Analysis\n')
-            L.append(f.read().strip() + '\n')
-
-    svg = stem + '.svg'
-    if plot(d, svg):
-        L.append('## Requests/s against connections\n')
-        L.append('![requests/s against connections](%s.svg)\n' % res['date'])
-
-    L.append('## Requests/s (median [min–max] over rounds)\n')
-    L.append(table(['connections'] + [LABEL[s] for s in d.scen],
-                   [[c] + [spread(d.vals(s, c, lambda r: r['rps']), f_rps) for s in d.scen]
-                    for c in d.conns]))
-    L.append('')
-
-    pairs = [(a, b) for a, b in (('fresh', 'baseline'), ('fresh', 'floor2'),
-                                 ('replay', 'baseline'), ('replay', 'floor1'),
-                                 ('floor1', 'baseline'), ('floor2', 'baseline'))
-             if a in d.scen and b in d.scen]
-    if pairs:
-        L.append('## Throughput ratios (per-round ratio of neighbouring runs, median [min–max])\n')
-        L.append(table(['connections'] + ['%s / %s' % (LABEL[a], LABEL[b]) for a, b in pairs],
-                       [[c] + [spread(d.ratios(a, b, c), f_ratio) for a, b in pairs]
-                        for c in d.conns]))
-        L.append('')
-
-    for name, key in (('p50', 'p50_us'), ('p99', 'p99_us')):
-        L.append('## Latency %s in ms (wrk; median [min–max] over rounds)\n' % name)
-        L.append(table(['connections'] + [LABEL[s] for s in d.scen],
-                       [[c] + [spread(d.vals(s, c, lambda r, k=key: r['wrk'][k]), f_ms)
-                               for s in d.scen] for c in d.conns]))
-        L.append('')
-
-    L.append('## CPU time per request in µs (utime + stime from /proc/<pid>/stat, '
-             'median over rounds)\n')
-    L.append('"responder" is the sum over the %d processes of the scenario\'s backend. '
-             'On 2 cores, 2 000 000 / (sum) bounds the requests/s that the server side '
-             'alone allows (wrk runs on the same cores).\n' % cfg['procs'])
+def cpu_table(d, with_point=None):
     rows = []
     for c in d.conns:
         for s in d.scen:
@@ -417,46 +454,394 @@ def write_report(json_path, out_dir=None, notes=None):
             u = [r['cpu_us_per_req'] for r in d.runs(s, c)]
             rp, rd, lt = (med([x['responder'] for x in u]), med([x['redis'] for x in u]),
                           med([x['lighttpd'] for x in u]))
+            ri = med([x.get('redis_info') for x in u])
+            rc = med(d.vals(s, c, lambda r: r['cpu_us_per_req'].get('redis_cmdstat')))
             wk = med([x.get('wrk') for x in u])
             mach = [r.get('machine') or {} for r in d.runs(s, c)]
             busy = med([x.get('busy_pct') for x in mach])
             other = med([x.get('other_pct') for x in mach])
-            rows.append([c, LABEL[s], f_us(rp), f_us(rd), f_us(lt),
-                         f_us((rp or 0) + (rd or 0) + (lt or 0)), f_us(wk),
-                         'n/a' if busy is None else '%.0f' % busy,
-                         'n/a' if other is None else '%.1f' % other])
-    L.append(table(['connections', 'scenario', 'responder', 'Redis', 'lighttpd', 'sum',
-                    'wrk', 'machine busy %', 'other processes %'], rows))
-    L.append('\n"machine busy %" is the share of all cores busy during the run (/proc/stat); '
-             '"other processes %" is the part of it not used by the processes above '
-             '(the noise of a shared machine; kernel work on their behalf outside their '
-             'own accounting lands here too).')
-    L.append('')
+            rows.append(([with_point] if with_point else []) + [
+                c, LABEL[s], f_us(rp), f_us(lt), f_us(rd),
+                f_us((rp or 0) + (rd or 0) + (lt or 0)), f_us(ri), f_us(rc), f_us(wk),
+                f_pct(busy), 'n/a' if other is None else '%.1f' % other])
+    return rows
 
-    L.append('## Redis commands per request (INFO commandstats deltas, all runs)\n')
-    L.append('Commands run inside the Lua scripts are counted too. "Provider calls" are '
-             'ledger lines written during the runs. "Redis command µs" is the time Redis '
-             'spent executing the EVALSHA calls (commandstats `usec`, scripts included, '
-             'network I/O excluded), median over runs.\n')
+
+CPU_HEAD = ['connections', 'scenario', 'responder', 'lighttpd', 'Redis',
+            'sum', 'Redis (INFO cpu)', 'Redis scripts (commandstats)', 'wrk',
+            'machine busy %', 'other processes %']
+
+CPU_NOTE = ('"responder", "lighttpd" and "Redis" are utime + stime deltas of their '
+            'processes (/proc/<pid>/stat; "responder" sums the scenario\'s processes) '
+            'divided by the requests wrk completed; "sum" is their total, the CPU per '
+            'request of the targets. "Redis (INFO cpu)" is the same for Redis from its '
+            'own `used_cpu_user + used_cpu_sys`; "Redis scripts (commandstats)" is the '
+            'time Redis spent executing the EVALSHA calls (`usec_per_call × calls`, '
+            'scripts included, network I/O and event loop excluded). "machine busy %" '
+            'is the share of all cores busy while wrk ran (/proc/stat, wrk included); '
+            '"other processes %" is the part of the whole measurement window not used '
+            'by the processes above (the noise of a shared machine; kernel work on '
+            'their behalf outside their own accounting lands here too).')
+
+
+def sweep_section(res, L):
+    sw = res.get('sweep')
+    if not sw or not sw.get('runs'):
+        return
+    cfg = res['config']
+    dep = cfg.get('deployment') or {}
+    by_point = {}
+    for r in sw['runs']:
+        by_point.setdefault((r['procs'], r['threads']), []).append(r)
+    conns = sw['connections']
+    L.append('## Processes × threads sweep\n')
+    L.append('Every backend (the responder and the floors alike) runs at P processes '
+             '(lighttpd max-procs) × T worker threads per process, each thread with '
+             'its own Redis connection. %d round(s) × %g s at %s connections per point, '
+             'interleaved %s, after %g s of warm-up per scenario. req/s, machine busy %% '
+             'and CPU µs per request (utime + stime of the processes / requests): '
+             'median [min–max] over rounds.%s\n' % (
+                 cfg['rounds'], cfg['duration_s'], ' · '.join(map(str, conns)),
+                 ' → '.join(LABEL[s] for s in ORDER if s in sw['scenarios']),
+                 cfg['warmup_s'],
+                 ' The default deployment is %d×%d (%s, %s).' % (
+                     dep['procs'], dep['threads'], dep.get('procs_from'),
+                     dep.get('threads_from')) if dep else ''))
     rows = []
-    for s in d.scen:
-        n, evalsha, ledger, deltas, exact = cmd_totals(d, s)
-        if not n:
+    best = {}
+    datas = {}
+    for pt in sorted(by_point):
+        d = Data(by_point[pt], conns, sw['scenarios'],
+                 {'procs': pt[0], 'threads': pt[1]})
+        datas[pt] = d
+        for c in conns:
+            for s in d.scen:
+                if not d.runs(s, c):
+                    continue
+                rps = med(d.vals(s, c, lambda r: r['rps']))
+                if rps and rps > best.get((s, c), (0, None))[0]:
+                    best[(s, c)] = (rps, pt)
+    has_floor = any(FLOOR_OF[s] in sw['scenarios'] for s in FLOOR_OF
+                    if s in sw['scenarios'])
+    for pt, d in datas.items():
+        name = '%d×%d%s' % (pt[0], pt[1], ' (default)' if dep and
+                             (dep['procs'], dep['threads']) == pt else '')
+        for c in conns:
+            for s in d.scen:
+                if not d.runs(s, c):
+                    continue
+                u = lambda k: med(d.vals(s, c, lambda r: r['cpu_us_per_req'].get(k)))
+                rps = d.vals(s, c, lambda r: r['rps'])
+                row = [name, c, LABEL[s],
+                       spread(rps, f_rps) + (' **best**' if best.get((s, c), (0, None))[1] == pt
+                                             and len(datas) > 1 else ''),
+                       spread(d.vals(s, c, lambda r: (r.get('machine') or {}).get('busy_pct')), f_pct),
+                       f_us(u('responder')), f_us(u('lighttpd')), f_us(u('redis')),
+                       spread(d.vals(s, c, cpu_sum), f_us),
+                       f_ms(med(d.vals(s, c, lambda r: r['wrk']['p50_us'])))
+                       + ' / ' + f_ms(med(d.vals(s, c, lambda r: r['wrk']['p99_us'])))]
+                if has_floor:
+                    fl = FLOOR_OF.get(s)
+                    if fl and fl in d.scen:
+                        row += [spread(d.ratios(s, fl, c), f_ratio),
+                                spread(d.ratios(s, fl, c, cpu_sum), f_ratio)]
+                    else:
+                        row += ['', '']
+                rows.append(row)
+    for (s, c), (rps, pt) in sorted(best.items(), key=lambda x: (ORDER.index(x[0][0]), x[0][1])):
+        if s in FLOOR_OF and len(datas) > 1:
+            d = datas[pt]
+            L.append('- %s at %d connections: most req/s at **%d×%d** (%s req/s, machine '
+                     '%s %% busy, %s µs CPU per request).' % (
+                         LABEL[s], c, pt[0], pt[1], f_rps(rps),
+                         f_pct(med(d.vals(s, c, lambda r: (r.get('machine') or {}).get('busy_pct')))),
+                         f_us(med(d.vals(s, c, cpu_sum)))))
+    if len(datas) > 1 and any(s in FLOOR_OF for s, _ in best):
+        L.append('')
+    head = ['P×T', 'connections', 'scenario', 'req/s', 'machine busy %',
+            'responder µs', 'lighttpd µs', 'Redis µs', 'sum µs', 'p50 / p99 ms']
+    if has_floor:
+        head += ['req/s ÷ floor', 'CPU ÷ floor']
+    L.append(table(head, rows, left=3))
+    if has_floor:
+        L.append('\n"÷ floor": fresh against floor(2), replay against floor(1) at the '
+                 'same P×T (targets: req/s ≥ %.2f, CPU ≤ %.2f).' % (
+                     TARGET_RPS_RATIO, TARGET_CPU_RATIO))
+    L.append('')
+    rows = []
+    for pt, d in datas.items():
+        rows += cpu_table(d, with_point='%d×%d' % pt)
+    L.append('<details><summary>Sweep: CPU per request in µs, every measure</summary>\n')
+    L.append(table(['P×T'] + CPU_HEAD, rows, left=3))
+    L.append('\n' + CPU_NOTE)
+    L.append('\n</details>\n')
+    rss = sw.get('rss') or []
+    if rss:
+        L.append('Responder RSS per process after each point (KiB): ' + '; '.join(
+            '%d×%d %s' % (x['procs'], x['threads'], ' · '.join(map(str, x['rss_kb'])))
+            for x in rss if x['when'].startswith('after c=')) + '.\n')
+
+
+def unnamed(fn):
+    """'0x000000000029c680 [libcrypto.so.3]' (a stripped library's function)."""
+    return fn.startswith('0x')
+
+
+def profile_map(x, kind):
+    """{function: Ir/request}. Stripped functions have no stable name (their
+    address depends on the library build and on the code path the CPU
+    selects): exclusive counts of them are summed per library, inclusive
+    ones (nested in each other) are left out, and so are all of them in a
+    profile that lists its top functions only (the sum would be partial)."""
+    out = {}
+    for r in (x.get('profile') or {}).get(kind, []):
+        fn = r['fn']
+        if unnamed(fn):
+            if kind == 'inclusive' or not x.get('profile_complete'):
+                continue
+            fn = 'unnamed functions ' + fn.split(' ', 1)[1] if ' ' in fn else \
+                'unnamed functions'
+        out[fn] = out.get(fn, 0) + r['ir']
+    return out
+
+
+def compare_section(res, L, top=30, min_delta=20):
+    cmp = res.get('compare')
+    cg = res.get('callgrind') or {}
+    if not cmp or not cg:
+        return
+    old = cmp.get('callgrind') or {}
+    L.append('## Instructions per request against %s (commit %s)\n' % (
+        cmp.get('date') or '?', cmp.get('commit') or '?'))
+    L.append('callgrind, one worker thread, differential (N2 run − N1 run); the '
+             'earlier result is `%s`. A saving shows as a negative delta. Functions of '
+             'stripped libraries have no name: their exclusive counts are summed per '
+             'library ("unnamed functions"), their inclusive counts left out.\n' % cmp['path'])
+    if cmp.get('cpu') and cmp['cpu'] != res['machine']['cpu']:
+        L.append('> The earlier result comes from another CPU (%s, now %s): libraries '
+                 'pick code paths by CPU features (SHA-256, memcpy, strcmp), so '
+                 'library counts can differ by a few thousand without any change in '
+                 'the responder.\n' % (cmp['cpu'], res['machine']['cpu']))
+    rows = []
+    for case in ORDER:
+        a, b = old.get(case), cg.get(case)
+        if not a or not b:
             continue
-        other = ', '.join('%s %.2f' % (k, v / n) for k, v in sorted(deltas.items())
-                          if k not in ('evalsha', 'eval') and not k.startswith('script'))
-        rows.append([LABEL[s], f_int(n), '%.4f' % (evalsha / n),
-                     deltas.get('eval', 0),
-                     sum(v for k, v in deltas.items() if k.startswith('script')),
-                     '%.4f' % (ledger / n) if is_charge(s) else '—',
-                     other or '—', redis_usec(d, s)])
-    L.append(table(['scenario', 'requests', 'EVALSHA / req', 'EVAL (total)',
-                    'SCRIPT * (total)', 'provider calls / req', 'other commands / req',
-                    'Redis command µs / req'], rows))
-    L.append('\nRequests still in flight when wrk stops are served but not counted by wrk, '
-             'so per-request ratios can exceed the exact value by at most '
-             'connections / requests; the per-run check "evalsha = 2 × provider calls" '
-             '(fresh) and "evalsha − requests ≤ connections" (replay) is exact.\n')
+        d = b['ir_per_request'] - a['ir_per_request']
+        rows.append([LABEL[case], f_int(a['ir_per_request']), f_int(b['ir_per_request']),
+                     f_signed(d), f_signed_pct(100.0 * d / a['ir_per_request'])])
+    L.append(table(['binary / scenario', 'before', 'now', 'delta', 'delta %'], rows))
+    L.append('')
+    for case in ('fresh', 'replay'):
+        a, b = old.get(case), cg.get(case)
+        if not a or not b or not b.get('profile'):
+            continue
+        # a profile written before they were complete lists its top 30 only:
+        # a function missing there has an unknown count, not 0
+        complete = (a.get('profile_complete', False), b.get('profile_complete', False))
+        for kind in ('exclusive', 'inclusive'):
+            pa, pb = profile_map(a, kind), profile_map(b, kind)
+            rows, unknown = [], 0
+            for fn in set(pa) | set(pb):
+                va = pa.get(fn, 0 if complete[0] else None)
+                vb = pb.get(fn, 0 if complete[1] else None)
+                if va is None or vb is None:
+                    unknown += 1
+                    continue
+                d = vb - va
+                rows.append((d, fn, f_int(va), f_int(vb), f_signed(d)))
+            rows = [r for r in rows if abs(r[0]) >= min_delta]
+            rows.sort(key=lambda r: (-abs(r[0]), r[1]))
+            L.append('<details><summary>%s: instructions per request by function, %s, '
+                     'before → now (largest changes first)</summary>\n' % (case, kind))
+            if rows:
+                L.append(table(['function', 'before', 'now', 'delta'],
+                               [['`%s`' % r[1].replace('|', '\\|'), r[2], r[3], r[4]]
+                                for r in rows[:top]], left=1))
+            else:
+                L.append('No function changed by %d instructions or more.' % min_delta)
+            if unknown:
+                L.append('\n%d functions have no delta: a profile written before '
+                         'profiles were complete lists its top 30 functions only, and '
+                         'they are missing from one of the two lists.' % unknown)
+            L.append('\n</details>\n')
+
+
+def write_report(json_path, out_dir=None, notes=None, compare=None):
+    with open(json_path) as f:
+        res = json.load(f)
+    if compare:
+        sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+        from bench import compare_data
+        res['compare'] = compare_data(compare)
+    cfg, m = res['config'], res['machine']
+    cfg.setdefault('threads', 1)
+    d = Data(res['runs'], cfg['connections'], cfg['scenarios'], cfg) \
+        if res.get('runs') else None
+    out_dir = out_dir or os.path.dirname(os.path.abspath(json_path))
+    stem_name = res.get('stem', res['date'])
+    stem = os.path.join(out_dir, stem_name)
+    mode = res.get('mode', 'full')
+    L = []
+    L.append('# Benchmark of `/charge` — %s%s%s\n' % (
+        res['date'], {'sweep': ', processes × threads sweep',
+                      'callgrind': ', instruction counts only'}.get(mode, ''),
+        ' (smoke run)' if res['smoke'] else ''))
+    phases = res.get('phases_s') or {}
+    L.append('Produced by `bench/run` (took %s s%s). Raw data: [`%s.json`](%s.json).\n' % (
+        res.get('elapsed_s', '?'),
+        (': ' + ', '.join('%s %s s' % kv for kv in phases.items())) if phases else '',
+        stem_name, stem_name))
+    L.append('## Set-up\n')
+    dep = cfg.get('deployment') or {}
+    L += ['- Machine: %s, %d cores, Linux %s; commit %s.' % (
+              m['cpu'], m['cores'], m['kernel'], m['commit']),
+          '- %s; %s; %s; %s.' % (m['lighttpd'], m['redis'].split(' sha=')[0],
+                                  m['wrk'].split(' Copyright')[0], m['gcc'])]
+    if d is not None:
+        L += ['- One lighttpd on 127.0.0.1 (single worker, no access log) serves every '
+              'scenario through mod_fastcgi `bin-path` with **%d × %d (processes × '
+              'threads) for each responder** (max-procs; the responder\'s `threads`, '
+              '`FLOOR_THREADS`, `BASELINE_THREADS`: every thread accepts on the '
+              'process\'s socket with `FCGX_Accept_r` and has its own Redis '
+              'connection)%s; the responder runs with provider_latency_ms = 0, '
+              'metrics_file = none, log_level = warn, built with meson '
+              '--buildtype=release; baseline and floor with gcc -O3.' % (
+                  cfg['procs'], cfg['threads'],
+                  '' if not dep else ' — the default deployment is %d × %d (%s, %s)' % (
+                      dep['procs'], dep['threads'], dep.get('procs_from'),
+                      dep.get('threads_from'))),
+              '- Runs are interleaved (%s) for %d rounds at each connection count, after '
+              '%g s of unrecorded warm-up per scenario; ratios are computed per round '
+              'between neighbouring runs and then summarised as median [min–max].' % (
+                  ' → '.join(LABEL[s] for s in d.scen), cfg['rounds'], cfg['warmup_s'])]
+    if d is not None or res.get('sweep'):
+        L.append('- wrk: `-t min(%d, c) -c c -d %gs --latency`, script `bench/charge.lua`; '
+                 'every scenario sends the same request: `POST`, `Authorization: Bearer '
+                 'sk_test_demo`, `Content-Type: application/json`, an `Idempotency-Key`, '
+                 'body `%s`.' % (cfg['wrk_threads'], cfg['duration_s'], cfg['charge_body']))
+    L += ['- Redis: private, started from the project\'s `conf/redis.conf` with '
+          'overrides: unix socket in the run directory, no persistence '
+          '(`save ""`, `appendonly no`), `maxmemory-policy noeviction`.', '']
+    if d is not None or res.get('sweep'):
+        L.append('Scenarios:\n')
+        L += ['- **fresh**: `POST /charge` with a new Idempotency-Key on every request '
+              '(claim + provider + record).',
+              '- **replay**: `POST /charge` with one key, primed once before the runs.',
+              '- **baseline**: `bench/baseline.c`, a minimal libfcgi responder that reads '
+              'the body and answers 201 with a charge-sized JSON (241 B) and the same '
+              'headers: the transport\'s ceiling.',
+              '- **floor(1)**, **floor(2)**: `bench/floor.c`, the baseline plus one or two '
+              'blocking hiredis `EVALSHA` round trips of `%s` on a new key '
+              '`bench:floor:<pid>:<thread>:<n>` per request (ARGV = `r1`/`r2`, TTL '
+              '86 400 000 ms), loaded once with SCRIPT LOAD: the cheapest any '
+              'Redis-backed design can be.' % cfg['floor_script'], '']
+
+    all_runs = list(res.get('runs') or []) + list((res.get('sweep') or {}).get('runs') or [])
+    others = [(r.get('machine') or {}).get('other_pct') for r in all_runs]
+    others = [x for x in others if x is not None]
+    if others and statistics.median(others) > 10:
+        L.append('> **Noisy machine:** other processes used %.0f %% of all cores '
+                 'during the median run (max %.0f %%; %.0f %% just before the runs). '
+                 'Throughput, latency and machine busy %% are unreliable and the spread '
+                 'is wide; CPU time per request, command counts, memory and instruction '
+                 'counts are much less affected.\n' % (
+                     statistics.median(others), max(others),
+                     res.get('busy_before_pct', 0)))
+    elif others and max(others) > 25:
+        L.append('> Other processes used %.0f %% of all cores during the median run, '
+                 'but up to %.0f %% during single runs (column "other processes %%" of '
+                 'the CPU table): the max of a spread may come from those.\n' % (
+                     statistics.median(others), max(others)))
+
+    targets(res, d, L)
+
+    notes_path = notes or stem + '.notes.md'
+    if os.path.exists(notes_path):
+        with open(notes_path) as f:
+            L.append('## Analysis\n')
+            L.append(f.read().strip() + '\n')
+
+    compare_section(res, L)
+    sweep_section(res, L)
+
+    if d is not None:
+        svg = stem + '.svg'
+        if plot(d, res, svg):
+            L.append('## Requests/s against connections\n')
+            L.append('![requests/s against connections](%s.svg)\n' % stem_name)
+
+        L.append('## Requests/s (median [min–max] over rounds)\n')
+        L.append(table(['connections'] + [LABEL[s] for s in d.scen],
+                       [[c] + [spread(d.vals(s, c, lambda r: r['rps']), f_rps)
+                               for s in d.scen] for c in d.conns]))
+        L.append('')
+
+        pairs = [(a, b) for a, b in (('fresh', 'baseline'), ('fresh', 'floor2'),
+                                     ('replay', 'baseline'), ('replay', 'floor1'),
+                                     ('floor1', 'baseline'), ('floor2', 'baseline'))
+                 if a in d.scen and b in d.scen]
+        if pairs:
+            L.append('## Throughput ratios (per-round ratio of neighbouring runs, '
+                     'median [min–max])\n')
+            L.append(table(['connections'] + ['%s / %s' % (LABEL[a], LABEL[b])
+                                              for a, b in pairs],
+                           [[c] + [spread(d.ratios(a, b, c), f_ratio) for a, b in pairs]
+                            for c in d.conns]))
+            L.append('')
+            cpairs = [(a, b) for a, b in pairs if b != 'baseline']
+            if cpairs:
+                L.append('## CPU per request ratios (responder + lighttpd + Redis, '
+                         'per-round, median [min–max])\n')
+                L.append(table(['connections'] + ['%s / %s' % (LABEL[a], LABEL[b])
+                                                  for a, b in cpairs] +
+                               ['Redis: %s / %s' % (LABEL[a], LABEL[b]) for a, b in cpairs],
+                               [[c] + [spread(d.ratios(a, b, c, cpu_sum), f_ratio)
+                                       for a, b in cpairs] +
+                                [spread(d.ratios(a, b, c, redis_cpu), f_ratio)
+                                 for a, b in cpairs] for c in d.conns]))
+                L.append('')
+
+        for name, key in (('p50', 'p50_us'), ('p99', 'p99_us')):
+            L.append('## Latency %s in ms (wrk --latency; median [min–max] over rounds)\n'
+                     % name)
+            L.append(table(['connections'] + [LABEL[s] for s in d.scen],
+                           [[c] + [spread(d.vals(s, c, lambda r, k=key: r['wrk'][k]), f_ms)
+                                   for s in d.scen] for c in d.conns]))
+            L.append('')
+
+        L.append('## CPU time per request in µs (median over rounds)\n')
+        L.append('On %d cores, %d 000 000 / (sum) bounds the requests/s that the server '
+                 'side alone allows (wrk runs on the same cores).\n' % (
+                     m['cores'], m['cores']))
+        L.append(table(CPU_HEAD, cpu_table(d)))
+        L.append('\n' + CPU_NOTE)
+        L.append('')
+
+        L.append('## Redis commands per request (INFO commandstats deltas, all runs)\n')
+        L.append('Commands run inside the Lua scripts are counted too. "Provider calls" '
+                 'are ledger lines written during the runs. "Redis command µs" is the '
+                 'time Redis spent executing the EVALSHA calls (commandstats `usec`, '
+                 'scripts included, network I/O excluded), median over runs.\n')
+        rows = []
+        for s in d.scen:
+            n, evalsha, ledger, deltas, exact = cmd_totals(d, s)
+            if not n:
+                continue
+            other = ', '.join('%s %.2f' % (k, v / n) for k, v in sorted(deltas.items())
+                              if k not in ('evalsha', 'eval') and not k.startswith('script'))
+            rows.append([LABEL[s], f_int(n), '%.4f' % (evalsha / n),
+                         deltas.get('eval', 0),
+                         sum(v for k, v in deltas.items() if k.startswith('script')),
+                         '%.4f' % (ledger / n) if s in FLOOR_OF else '—',
+                         other or '—', redis_usec(d, s)])
+        L.append(table(['scenario', 'requests', 'EVALSHA / req', 'EVAL (total)',
+                        'SCRIPT * (total)', 'provider calls / req',
+                        'other commands / req', 'Redis command µs / req'], rows))
+        L.append('\nRequests still in flight when wrk stops are served but not counted by '
+                 'wrk, so per-request ratios can exceed the exact value by at most '
+                 'connections / requests; the per-run check "evalsha = 2 × provider calls" '
+                 '(fresh) and "evalsha − requests ≤ connections" (replay) is exact.\n')
 
     rss = res.get('rss') or []
     if rss:
@@ -494,12 +879,13 @@ def write_report(json_path, out_dir=None, notes=None):
     cg = res.get('callgrind')
     if cg:
         L.append('## Instructions per request (valgrind --tool=callgrind)\n')
-        L.append('Each binary runs standalone (`--listen 127.0.0.1:PORT`, one thread) under '
-                 'callgrind and serves N requests over FastCGI from a Python client, one '
-                 'connection per request; instructions per request = (total(N2) − total(N1)) '
-                 '/ (N2 − N1), which removes start-up and shutdown. Redis is not included.\n')
+        L.append('Each binary runs standalone (`--listen 127.0.0.1:PORT`, one worker '
+                 'thread) under callgrind and serves N requests over FastCGI from a '
+                 'Python client, one connection per request; instructions per request = '
+                 '(total(N2) − total(N1)) / (N2 − N1), which removes start-up and '
+                 'shutdown. Redis is not included.\n')
         rows = []
-        for case in ('fresh', 'replay', 'baseline', 'floor1', 'floor2'):
+        for case in ORDER:
             x = cg.get(case)
             if x:
                 rows.append([LABEL[case], x['n1'], x['n2'], f_int(x['ir_n1']),
@@ -538,16 +924,15 @@ def redis_usec(d, s):
     return '%.1f' % med(xs) if xs else '—'
 
 
-def is_charge(s):
-    return s in ('fresh', 'replay')
-
-
 def main(argv):
     ap = argparse.ArgumentParser(description='bench/run report generator')
     ap.add_argument('json')
     ap.add_argument('--notes', help='markdown file for the Analysis section')
+    ap.add_argument('--compare', metavar='OLD.json',
+                    help='instruction counts per function against this result')
+    ap.add_argument('--out', help='directory for the .md and .svg (next to the JSON)')
     a = ap.parse_args(argv)
-    print(write_report(a.json, notes=a.notes))
+    print(write_report(a.json, out_dir=a.out, notes=a.notes, compare=a.compare))
     return 0
 
 
