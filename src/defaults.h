@@ -42,7 +42,7 @@
 #define DEF_PROVIDER_SECRET       "demo-provider-secret-change-me"
 #define DEF_METRICS_FILE          "../var/metrics.shm"
 #define DEF_LOG_LEVEL             "info"
-#define DEF_THREADS               1
+#define DEF_THREADS               4          /* measured: bench/run --sweep */
 #define DEF_REQUEST_TIMEOUT_MS    10000      /* reading params and body */
 
 /* Hard bounds for configuration values. */

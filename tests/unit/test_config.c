@@ -662,7 +662,7 @@ test_print(void **state)
 		"max_wait_s = 10\n", "spill_dir = ", "spill_threshold_bytes = ",
 		"provider_latency_ms = 200\n", "provider_timeout_ms = 5000\n",
 		"api_keys_file = ", "provider_ledger = ", "provider_secret = ",
-		"metrics_file = ", "log_level = warn\n", "threads = 1\n",
+		"metrics_file = ", "log_level = warn\n", "threads = 4\n",
 	};
 	struct config c, back;
 	char err[256], *out, *out2;
