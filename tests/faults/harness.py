@@ -38,7 +38,8 @@ REDIS_SOCK = os.path.join(RUN, "redis.sock")
 LEDGER = os.environ.get("CHARGE_PROVIDER_LEDGER", "")
 SPILL_DIR = os.environ.get("CHARGE_SPILL_DIR", "")
 KEY_PREFIX = os.environ.get("CHARGE_KEY_PREFIX", "charge:")
-SPILL_MODE = os.environ.get("FAULTS_SPILL_MODE", "none")   # tmpfs | none
+SPILL_MODE = os.environ.get("FAULTS_SPILL_MODE", "none")   # tmpfs | fiu | none
+PLAIN_BIN = os.environ.get("FAULTS_PLAIN_BIN", "")
 
 
 def env_int(name, default):
@@ -134,11 +135,22 @@ class Stack:
     """lighttpd + `procs` responder processes, started by stack.sh with this
     stack's CHARGE_* overrides (on top of run.sh's)."""
 
-    def __init__(self, name, procs=3, **cfg):
+    def __init__(self, name, procs=3, fiu=False, **cfg):
+        """fiu: the responders run the plain build under fiu-run (libfiu's
+        POSIX preload, remote control through fiu-ctrl); the ASan build
+        crashes under that preload."""
         self.name = name
         self.dir = os.path.join(RUN, "lt-" + name)
         os.makedirs(self.dir, exist_ok=True)
         self.cfg = cfg
+        self.fiu = fiu
+        bin_path = BIN
+        if fiu:
+            bin_path = os.path.join(self.dir, "charge-under-fiu")
+            with open(bin_path, "w") as f:
+                f.write("#!/bin/sh\n# lighttpd's bin-path for this stack: the responder under fiu-run\n"
+                        "exec fiu-run -x -f '%s' '%s' \"$@\"\n" % (os.path.join(self.dir, "fiu"), PLAIN_BIN))
+            os.chmod(bin_path, 0o755)
         env = dict(os.environ)
         for k, v in cfg.items():
             env["CHARGE_" + k.upper()] = str(v)
@@ -150,7 +162,7 @@ class Stack:
         for _ in range(3):
             try:
                 out = sh('port=$(stack_port_pick) && stack_lighttpd_start "$1" "$1" "$port" "$2" "$3" '
-                         '&& echo "$STACK_LIGHTTPD_PID $port"', self.dir, BIN, procs, env=env)
+                         '&& echo "$STACK_LIGHTTPD_PID $port"', self.dir, bin_path, procs, env=env)
                 pid, port = out.split()
                 break
             except Fail as e:
@@ -164,8 +176,8 @@ class Stack:
         while len(self.workers()) < procs and time.monotonic() < end:
             time.sleep(0.05)
         self.check_sanitizer_env()
-        log("stack %s: lighttpd %d on 127.0.0.1:%d, %d responder(s) %s, %s" % (
-            name, self.pid, self.port, procs, self.workers(),
+        log("stack %s: lighttpd %d on 127.0.0.1:%d, %d responder(s) %s%s, %s" % (
+            name, self.pid, self.port, procs, self.workers(), " (plain build under fiu-run)" if fiu else "",
             " ".join("%s=%s" % kv for kv in sorted(cfg.items())) or "base configuration"))
 
     def check_sanitizer_env(self):
@@ -186,6 +198,15 @@ class Stack:
         w = children(self.pid, "charge")
         self.seen_workers.update(w)
         return w
+
+    def fiu_ctrl(self, command):
+        """A libfiu remote control command to every responder of a fiu stack."""
+        ws = self.workers()
+        check(ws, "stack %s has no responder" % self.name)
+        p = subprocess.run(["fiu-ctrl", "-f", os.path.join(self.dir, "fiu"), "-c", command] + [str(w) for w in ws],
+                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=10)
+        out = p.stdout.decode(errors="replace")
+        check(p.returncode == 0 and "rror" not in out, "fiu-ctrl %r: %s" % (command, out))
 
     def sockets(self):
         return sorted(os.path.join(self.dir, f) for f in os.listdir(self.dir)
