@@ -885,15 +885,18 @@ class Chaos:
             return False
         free = min(set(range(len(fds) + 1)) - fds)
         d = self.rng.uniform(0.5, 1.0)
-        w = H.Window("fd-exhaust", allow=d + 0.5)
         try:
+            soft = subprocess.run(["prlimit", "--pid", str(pid), "--nofile", "--output", "SOFT", "--noheadings"],
+                                  stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, check=True).stdout.split()[0]
             subprocess.run(["prlimit", "--pid", str(pid), "--nofile=%d:" % free], check=True,
                            stderr=subprocess.DEVNULL)
+        except (subprocess.CalledProcessError, IndexError):
+            return False                # the responder just went away
+        w = H.Window("fd-exhaust", allow=d + 0.5)
+        try:
             time.sleep(d)
-        except subprocess.CalledProcessError:
-            return False
         finally:
-            subprocess.run(["prlimit", "--pid", str(pid), "--nofile=1024:"], stderr=subprocess.DEVNULL)
+            subprocess.run(["prlimit", "--pid", str(pid), "--nofile=%s:" % soft.decode()], stderr=subprocess.DEVNULL)
             w.end()
 
     def reply_lost(self):
