@@ -15,7 +15,7 @@ PACKAGES=(gcc pkg-config meson ninja-build python3
 	libfcgi-dev libfcgi-bin libhiredis-dev libcjson-dev libssl-dev libcmocka-dev
 	redis-server redis-tools lighttpd curl valgrind clang-14 libclang-rt-14-dev procps
 	chromium apache2 libapache2-mod-fcgid nginx-light spawn-fcgi
-	wrk gnuplot-nox groff-base systemd)
+	wrk gnuplot-nox groff-base systemd fiu-utils)
 
 install_packages() {
 	local missing=() p
@@ -145,6 +145,11 @@ suite_e2e_apache() { E2E_SERVER=apache E2E_MAX_PROCS=4 with_asan e2e_apache test
 suite_e2e_apache_cgi() { E2E_SERVER=apache-cgi with_asan e2e_apache_cgi tests/e2e/run.sh; }
 suite_e2e_nginx() { E2E_SERVER=nginx with_asan e2e_nginx tests/e2e/run.sh; }
 
+# The fault matrix (Redis killed, frozen, out of memory; spill dir full;
+# lost Redis replies; responders stopped, killed, out of descriptors; bad
+# and stalled clients; a soak) and one gate over everything it sent.
+suite_faults() { with_asan faults tests/faults/run.sh; }
+
 # The binary as a plain CGI program, without a web server.
 suite_cgi() { with_asan cgi tests/cgi/run.sh; }
 
@@ -188,8 +193,8 @@ suite_bench_smoke() { bench/run --smoke; }
 suite_examples() { tests/with-stack.sh tests/examples/run.sh; }
 suite_browser() { tests/with-stack.sh tests/browser/run.sh; }
 
-SUITES=(structure docs unit unit_asan lua fuzz cgi signals e2e e2e_apache e2e_apache_cgi e2e_nginx tsan
-	deploy install systemd examples browser bench_smoke)
+SUITES=(structure docs unit unit_asan lua fuzz cgi signals e2e e2e_apache e2e_apache_cgi e2e_nginx
+	faults tsan deploy install systemd examples browser bench_smoke)
 [ $# -gt 0 ] && SUITES=("$@")
 
 install_packages || { echo "0 passed, 1 failed"; exit 1; }
