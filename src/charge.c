@@ -125,7 +125,10 @@ answer_redis_error(struct charge_ctx *cx, const char *detail,
  * The claim failed. When it may have been written (its reply was lost), the
  * key would stay in_progress under an owner nobody uses again: since the
  * provider was not called, give it back on a fresh connection. If that
- * fails too, the retry has to wait until the claim lapses.
+ * fails too, the retry has to wait until the claim lapses. Only a claim that
+ * failed fast (a reset, a closed connection) is worth the try: after a
+ * timeout Redis is not answering, and a release would make the client wait
+ * another redis_timeout_ms for nothing.
  */
 static void
 answer_claim_error(struct charge_ctx *cx)
@@ -136,7 +139,8 @@ answer_claim_error(struct charge_ctx *cx)
 	metrics_inc(MC_REDIS_ERRORS);
 	log_warn(cx->req->request_id, "idempotency store unavailable: %s",
 	    cx->w->redis.errstr);
-	if (cx->w->redis.outcome_unknown) {
+	if (cx->w->redis.outcome_unknown && now_mono_us() - cx->claim_us <
+	    500LL * cx->w->cfg->redis_timeout_ms) {
 		st = idem_release(&cx->w->redis, cx->rkey, cx->owner);
 		if (st == IDEM_ERR_REDIS) {
 			retry_s = claim_left_s(cx);
@@ -144,7 +148,8 @@ answer_claim_error(struct charge_ctx *cx)
 			    "%lld s: release failed: %s", cx->rkey, retry_s,
 			    cx->w->redis.errstr);
 		}
-	}
+	} else if (cx->w->redis.outcome_unknown)
+		retry_s = claim_left_s(cx);
 	answer_unavailable(cx, "The idempotency store is unavailable. "
 	    "Nothing was charged; retry with the same key.", retry_s);
 }
@@ -265,6 +270,66 @@ enomem:
 	return -1;
 }
 
+/*
+ * This attempt was stopped past its claim's life before the provider
+ * charged: nothing was charged, and another attempt may own the key now.
+ * Answer what a retry would get: the key's state, read with the claim
+ * script once more (the replay, 409 or 422); if the key came back to us,
+ * give it up and ask for a retry.
+ */
+static void
+answer_lapsed(struct charge_ctx *cx)
+{
+	const struct config *cfg = cx->w->cfg;
+	struct idem_record rec;
+
+	memset(&rec, 0, sizeof(rec));
+	cx->claim_us = now_mono_us();
+	switch (idem_claim(&cx->w->redis, cx->rkey, cx->fingerprint, cx->owner,
+	    now_wall_ms(), 1000LL * cfg->lock_ttl_s, &rec)) {
+	case IDEM_REPLAY:
+		answer_replay(cx, &rec);
+		break;
+	case IDEM_IN_PROGRESS:
+		answer_in_progress(cx);
+		break;
+	case IDEM_MISMATCH:
+		answer_mismatch(cx);
+		break;
+	case IDEM_CLAIMED:
+		(void)idem_release(&cx->w->redis, cx->rkey, cx->owner);
+		answer_unavailable(cx, "This request was held up past its claim "
+		    "on the key before the payment provider charged; nothing "
+		    "was charged. Retry with the same key.",
+		    RETRY_AFTER_UNAVAILABLE_S);
+		break;
+	default:
+		answer_claim_error(cx);
+		break;
+	}
+	idem_record_free(&rec);
+}
+
+/*
+ * The charge must be recorded while the claim still holds the key, so the
+ * provider refuses to charge past the claim's life less the time a record
+ * may take: redis_timeout_ms, or less where the configuration leaves less
+ * room (lock_ttl_s only has to exceed the provider's own time).
+ */
+static long long
+charge_deadline_us(const struct charge_ctx *cx)
+{
+	const struct config *cfg = cx->w->cfg;
+	long long lock_ms = 1000LL * cfg->lock_ttl_s, margin_ms;
+
+	margin_ms = lock_ms - cfg->provider_timeout_ms - cfg->provider_latency_ms;
+	if (margin_ms > cfg->redis_timeout_ms)
+		margin_ms = cfg->redis_timeout_ms;
+	if (margin_ms < 0)
+		margin_ms = 0;
+	return cx->claim_us + 1000LL * (lock_ms - margin_ms);
+}
+
 /* The key is ours: call the provider, record, answer. */
 static void
 charge_execute(struct charge_ctx *cx)
@@ -283,10 +348,16 @@ charge_execute(struct charge_ctx *cx)
 	metrics_inc(MC_PROVIDER_CALLS);
 	if (provider_charge(cfg, &cx->w->ledger_fd, cx->principal, cx->key,
 	    cx->keylen, cx->fingerprint, cx->params.amount, cx->params.currency,
-	    cx->params.source, &pr) != 0) {
+	    cx->params.source, charge_deadline_us(cx), &pr) != 0) {
 		log_error(rid, "provider ledger %s: write failed",
 		    cfg->provider_ledger);
 		pr.outcome = PROV_ERROR;
+	}
+	if (pr.outcome == PROV_LAPSED) {
+		log_warn(rid, "claim of %s lapsed before the provider charged",
+		    cx->rkey);
+		answer_lapsed(cx);
+		goto done;
 	}
 	if (render_outcome(cx, &pr, &out, &prob) != 0) {
 		/*

@@ -76,6 +76,7 @@ outcome_name(enum provider_outcome o)
 	case PROV_DECLINED: return "declined";
 	case PROV_ERROR: return "error";
 	case PROV_TIMEOUT: return "timeout";
+	case PROV_LAPSED: return "lapsed";
 	}
 	return "error";
 }
@@ -144,7 +145,8 @@ provider_close(int *ledger_fd)
 int
 provider_charge(const struct config *cfg, int *ledger_fd, const char *principal,
     const char *key, size_t keylen, const char *fingerprint, long long amount,
-    const char *currency, const char *source, struct provider_result *out)
+    const char *currency, const char *source, long long deadline_us,
+    struct provider_result *out)
 {
 	memset(out, 0, sizeof(*out));
 	out->outcome = provider_outcome_for(source, &out->decline_code);
@@ -155,6 +157,12 @@ provider_charge(const struct config *cfg, int *ledger_fd, const char *principal,
 		sleep_ms(cfg->provider_timeout_ms);
 	else
 		sleep_ms(cfg->provider_latency_ms);
+	/* a worker stopped for longer than its claim lives charges nothing */
+	if (deadline_us != 0 && now_mono_us() >= deadline_us) {
+		out->outcome = PROV_LAPSED;
+		out->decline_code = NULL;
+		return 0;
+	}
 	out->created = now_wall_ms() / 1000;
 	return ledger_append(cfg->provider_ledger, ledger_fd, principal, key,
 	    keylen, out, amount, currency);

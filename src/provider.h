@@ -18,6 +18,7 @@ enum provider_outcome {
 	PROV_DECLINED,
 	PROV_ERROR,
 	PROV_TIMEOUT,
+	PROV_LAPSED,        /* not called: the caller's deadline had passed */
 };
 
 struct provider_result {
@@ -43,13 +44,16 @@ int provider_charge_id(const char *secret, const char *principal,
  * Calls the provider: waits provider_latency_ms (or provider_timeout_ms for
  * tok_providerTimeout), appends the ledger line, fills out. *ledger_fd is the
  * caller's ledger descriptor (-1: opened on first use; close it with
- * provider_close). 0, or -1 when the ledger cannot be written (treated as a
- * provider error by the caller).
+ * provider_close). deadline_us (monotonic, 0 for none) is when the caller's
+ * claim on the key stops protecting it: a call that reaches the charge after
+ * it charges nothing and answers PROV_LAPSED, as a real provider drops a
+ * request past its deadline. 0, or -1 when the ledger cannot be written
+ * (treated as a provider error by the caller).
  */
 int provider_charge(const struct config *cfg, int *ledger_fd,
     const char *principal, const char *key, size_t keylen,
     const char *fingerprint, long long amount, const char *currency,
-    const char *source, struct provider_result *out);
+    const char *source, long long deadline_us, struct provider_result *out);
 
 /* Opens the ledger into *ledger_fd unless already open. 0 or -1 (errno). */
 int provider_open(const char *path, int *ledger_fd);

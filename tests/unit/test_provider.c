@@ -275,7 +275,7 @@ test_charge_succeeded(void **state)
 
 	t0 = now_wall_ms();
 	assert_int_equal(provider_charge(&fx->cfg, &fx->ledger_fd, "demo", "order-1", 7, FP, 1999,
-	    "usd", "tok_visa", &r1), 0);
+	    "usd", "tok_visa", 0, &r1), 0);
 	t1 = now_wall_ms();
 	assert_int_equal(r1.outcome, PROV_SUCCEEDED);
 	assert_null(r1.decline_code);
@@ -289,7 +289,7 @@ test_charge_succeeded(void **state)
 
 	/* the same key again: the same charge, and a second ledger line */
 	assert_int_equal(provider_charge(&fx->cfg, &fx->ledger_fd, "demo", "order-1", 7, FP, 1999,
-	    "usd", "tok_visa", &r2), 0);
+	    "usd", "tok_visa", 0, &r2), 0);
 	t1 = now_wall_ms();
 	assert_string_equal(r2.charge_id, r1.charge_id);
 	assert_int_equal(ledger_lines(fx->ledger, lines, 4), 2);
@@ -298,7 +298,7 @@ test_charge_succeeded(void **state)
 
 	/* another principal with the same key: another charge */
 	assert_int_equal(provider_charge(&fx->cfg, &fx->ledger_fd, "acme", "order-1", 7, FP, 5,
-	    "eur", "tok_visa", &r2), 0);
+	    "eur", "tok_visa", 0, &r2), 0);
 	assert_string_not_equal(r2.charge_id, r1.charge_id);
 	assert_int_equal(ledger_lines(fx->ledger, lines, 4), 3);
 	assert_ledger_line(lines[2], "acme", "order-1", r2.charge_id,
@@ -314,16 +314,16 @@ test_charge_declined_and_error(void **state)
 	long long t0 = now_wall_ms();
 
 	assert_int_equal(provider_charge(&fx->cfg, &fx->ledger_fd, "demo", "d1", 2, FP, 100, "usd",
-	    "tok_chargeDeclined", &r), 0);
+	    "tok_chargeDeclined", 0, &r), 0);
 	assert_int_equal(r.outcome, PROV_DECLINED);
 	assert_string_equal(r.decline_code, "card_declined");
 	assert_charge_id_format(r.charge_id);
 	assert_int_equal(provider_charge(&fx->cfg, &fx->ledger_fd, "demo", "d2", 2, FP, 200, "usd",
-	    "tok_insufficientFunds", &r), 0);
+	    "tok_insufficientFunds", 0, &r), 0);
 	assert_int_equal(r.outcome, PROV_DECLINED);
 	assert_string_equal(r.decline_code, "insufficient_funds");
 	assert_int_equal(provider_charge(&fx->cfg, &fx->ledger_fd, "demo", "e1", 2, FP, 300, "gbp",
-	    "tok_providerError", &r), 0);
+	    "tok_providerError", 0, &r), 0);
 	assert_int_equal(r.outcome, PROV_ERROR);
 	assert_null(r.decline_code);
 	assert_int_equal(ledger_lines(fx->ledger, lines, 4), 3);
@@ -356,7 +356,7 @@ test_charge_timeout(void **state)
 	t0 = now_wall_ms();
 	m0 = mono_ms();
 	assert_int_equal(provider_charge(&fx->cfg, &fx->ledger_fd, "demo", "t1", 2, FP, 1999, "usd",
-	    "tok_providerTimeout", &r), 0);
+	    "tok_providerTimeout", 0, &r), 0);
 	m1 = mono_ms();
 	assert_true(m1 - m0 >= 60);
 	assert_true(m1 - m0 < 5000);
@@ -372,7 +372,7 @@ test_charge_timeout(void **state)
 	fx->cfg.provider_timeout_ms = 10;
 	m0 = mono_ms();
 	assert_int_equal(provider_charge(&fx->cfg, &fx->ledger_fd, "demo", "t2", 2, FP, 1, "usd",
-	    "tok_providerTimeout", &r), 0);
+	    "tok_providerTimeout", 0, &r), 0);
 	assert_true(mono_ms() - m0 >= 10);
 }
 
@@ -387,9 +387,37 @@ test_charge_latency(void **state)
 	fx->cfg.provider_timeout_ms = 5000;
 	m0 = mono_ms();
 	assert_int_equal(provider_charge(&fx->cfg, &fx->ledger_fd, "demo", "l1", 2, FP, 1, "usd",
-	    "tok_visa", &r), 0);
+	    "tok_visa", 0, &r), 0);
 	assert_true(mono_ms() - m0 >= 40);
 	assert_true(mono_ms() - m0 < 5000);     /* not the timeout */
+}
+
+/*
+ * A call that reaches the charge after the caller's deadline (its claim on
+ * the key has lapsed: the worker was stopped) charges nothing: no ledger
+ * line, PROV_LAPSED.
+ */
+static void
+test_charge_deadline(void **state)
+{
+	struct fixture *fx = *state;
+	struct provider_result r;
+	char lines[2][1024];
+	long long now_us;
+
+	fx->cfg.provider_latency_ms = 30;
+	now_us = now_mono_us();
+	/* the deadline passes during the provider's latency */
+	assert_int_equal(provider_charge(&fx->cfg, &fx->ledger_fd, "demo",
+	    "dl1", 3, FP, 1, "usd", "tok_visa", now_us + 10000, &r), 0);
+	assert_int_equal(r.outcome, PROV_LAPSED);
+	assert_int_equal(ledger_lines(fx->ledger, lines, 2), 0);
+	/* well within it: charged as usual */
+	now_us = now_mono_us();
+	assert_int_equal(provider_charge(&fx->cfg, &fx->ledger_fd, "demo",
+	    "dl2", 3, FP, 1, "usd", "tok_visa", now_us + 5000000, &r), 0);
+	assert_int_equal(r.outcome, PROV_SUCCEEDED);
+	assert_int_equal(ledger_lines(fx->ledger, lines, 2), 1);
 }
 
 static void
@@ -406,7 +434,7 @@ test_charge_long_fields(void **state)
 	memset(key, '~', IDEM_KEY_MAX);
 	key[IDEM_KEY_MAX] = '\0';
 	assert_int_equal(provider_charge(&fx->cfg, &fx->ledger_fd, principal, key, IDEM_KEY_MAX, FP,
-	    99999999, "usd", "tok_visa", &r), 0);
+	    99999999, "usd", "tok_visa", 0, &r), 0);
 	assert_int_equal(ledger_lines(fx->ledger, lines, 2), 1);
 	assert_ledger_line(lines[0], principal, key, r.charge_id, "succeeded",
 	    "99999999", "usd", t0, now_wall_ms());
@@ -422,12 +450,12 @@ test_charge_unwritable_ledger(void **state)
 	(void)snprintf(fx->cfg.provider_ledger, sizeof(fx->cfg.provider_ledger),
 	    "%s", fx->dir);
 	assert_int_equal(provider_charge(&fx->cfg, &fx->ledger_fd, "demo", "k", 1, FP, 1, "usd",
-	    "tok_visa", &r), -1);
+	    "tok_visa", 0, &r), -1);
 	/* a missing directory */
 	(void)snprintf(fx->cfg.provider_ledger, sizeof(fx->cfg.provider_ledger),
 	    "%s/missing/ledger.log", fx->dir);
 	assert_int_equal(provider_charge(&fx->cfg, &fx->ledger_fd, "demo", "k", 1, FP, 1, "usd",
-	    "tok_visa", &r), -1);
+	    "tok_visa", 0, &r), -1);
 	assert_int_equal(access(fx->ledger, F_OK), -1);
 }
 
@@ -452,6 +480,7 @@ main(void)
 		T(test_charge_declined_and_error),
 		T(test_charge_timeout),
 		T(test_charge_latency),
+		T(test_charge_deadline),
 		T(test_charge_long_fields),
 		T(test_charge_unwritable_ledger),
 	};
