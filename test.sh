@@ -104,7 +104,15 @@ suite_unit_asan() {
 }
 
 # The shape of the code: includes follow the module map of src/LAYERS.
-suite_structure() { python3 tools/check-layers.py src; }
+suite_structure() {
+	python3 tools/check-layers.py src
+	if git grep -nE '^(<<<<<<<|>>>>>>>) ' -- . >/dev/null 2>&1; then
+		echo "not ok - no merge conflict markers in tracked files"
+		git grep -nE '^(<<<<<<<|>>>>>>>) ' -- . | sed 's/^/# /'
+	else
+		echo "ok - no merge conflict markers in tracked files"
+	fi
+}
 
 suite_lua() { tests/lua/run.sh; }
 
