@@ -19,6 +19,7 @@
 
 #include <cJSON.h>
 
+#include "json.h"
 #include "validate.h"
 
 #define SOURCE_PREFIX     "tok_"
@@ -98,49 +99,6 @@ verror(struct validation *v, const char *field, const char *fmt, ...)
 	if (vsnprintf(e->message, sizeof(e->message), fmt, ap) < 0)
 		e->message[0] = '\0';
 	va_end(ap);
-}
-
-int
-utf8_valid(const char *s, size_t n)
-{
-	const unsigned char *p = (const unsigned char *)s;
-	size_t i = 0;
-
-	while (i < n) {
-		unsigned char c = p[i];
-		unsigned char lo = 0x80, hi = 0xbf;
-		size_t more;
-
-		if (c < 0x80) {
-			i++;
-			continue;
-		}
-		if (c >= 0xc2 && c <= 0xdf)
-			more = 1;
-		else if (c >= 0xe0 && c <= 0xef) {
-			more = 2;
-			if (c == 0xe0)
-				lo = 0xa0;      /* overlong */
-			else if (c == 0xed)
-				hi = 0x9f;      /* surrogates */
-		} else if (c >= 0xf0 && c <= 0xf4) {
-			more = 3;
-			if (c == 0xf0)
-				lo = 0x90;      /* overlong */
-			else if (c == 0xf4)
-				hi = 0x8f;      /* > U+10FFFF */
-		} else
-			return 0;       /* continuation, overlong C0/C1, F5+ */
-		if (n - i - 1 < more)
-			return 0;
-		if (p[i + 1] < lo || p[i + 1] > hi)
-			return 0;
-		for (size_t k = 2; k <= more; k++)
-			if ((p[i + k] & 0xc0) != 0x80)
-				return 0;
-		i += more + 1;
-	}
-	return 1;
 }
 
 static int

@@ -11,6 +11,7 @@
 #include <cJSON.h>
 
 #include "defaults.h"
+#include "json.h"
 
 struct charge_params {
 	long long amount;
@@ -52,8 +53,5 @@ char *validate_canonical_text(const struct charge_params *p, size_t *len);
 
 /* NULL-safe. */
 void charge_params_free(struct charge_params *p);
-
-/* 1 when s[0..n) is well-formed UTF-8 (no overlongs, no surrogates). */
-int utf8_valid(const char *s, size_t n);
 
 #endif

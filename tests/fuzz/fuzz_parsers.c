@@ -1,18 +1,103 @@
 /*
  * fuzz_parsers.c - libFuzzer target over every parser that takes bytes from
- * outside: the charge body (with a canonical-form round trip), the request
- * headers, a stored record, a Redis URL and configuration text.
+ * outside: the JSON layer (against cJSON's own parser), the charge body
+ * (with a canonical-form round trip), the request headers, a stored record,
+ * a Redis URL and configuration text.
  * Build and run: tests/fuzz/run.sh (clang-14, ASan + UBSan).
  */
+#include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include <cJSON.h>
+
 #include "config.h"
 #include "headers.h"
 #include "idem.h"
+#include "json.h"
 #include "redis_url.h"
 #include "validate.h"
+
+#define JSON_INT_EXACT 1e15     /* json.c's plain integers saturate here */
+
+/* 1 when json.c's tree a reads as cJSON's tree b of the same text. */
+static int
+same_tree(const cJSON *a, const cJSON *b)
+{
+	double d;
+
+	if ((a->string == NULL) != (b->string == NULL) ||
+	    (a->string != NULL && strcmp(a->string, b->string) != 0))
+		return 0;
+	if (cJSON_IsRaw(a)) {
+		/* a number not written as a plain integer keeps its text */
+		d = strtod(a->valuestring, NULL);
+		return cJSON_IsNumber(b) && d == b->valuedouble;
+	}
+	if ((a->type & 0xff) != (b->type & 0xff))
+		return 0;
+	if (cJSON_IsNumber(a))
+		return fabs(b->valuedouble) >= JSON_INT_EXACT ?
+		    fabs(a->valuedouble) == JSON_INT_EXACT :
+		    a->valuedouble == b->valuedouble &&
+		    signbit(a->valuedouble) == signbit(b->valuedouble);
+	if (cJSON_IsString(a))
+		return strcmp(a->valuestring, b->valuestring) == 0;
+	for (a = a->child, b = b->child; a != NULL && b != NULL;
+	    a = a->next, b = b->next)
+		if (!same_tree(a, b))
+			return 0;
+	return a == NULL && b == NULL;
+}
+
+static void
+problem_field_utf8(void *ctx, const char *field, const char *message)
+{
+	(void)ctx;
+	if (!utf8_valid(field, strlen(field)) || *message == '\0')
+		abort();
+}
+
+/*
+ * json_parse() accepts what cJSON's parser accepts, reads the same tree
+ * and names the byte cJSON names; only its own checks come on top.
+ */
+static void
+fuzz_json(const char *buf, size_t size)
+{
+	struct json_doc doc;
+	enum json_status st = json_parse(buf, size, &doc);
+	const char *end = NULL;
+	cJSON *ref = NULL;
+
+	if (st != JSON_EMPTY && st != JSON_TOO_DEEP && st != JSON_NOMEM)
+		ref = cJSON_ParseWithLengthOpts(buf, size, &end, 0);
+	switch (st) {
+	case JSON_SYNTAX:
+		if (ref != NULL || end != buf + doc.at)
+			abort();
+		break;
+	case JSON_NOT_UTF8:
+		if (ref != NULL || utf8_valid(buf, size))
+			abort();
+		break;
+	case JSON_BAD_BYTE:
+	case JSON_TRAILING:
+		if (ref == NULL || doc.at >= size)
+			abort();
+		break;
+	case JSON_OK:
+		if (ref == NULL || !same_tree(doc.root, ref) ||
+		    json_problems(&doc, problem_field_utf8, NULL) != 0)
+			abort();
+		break;
+	default:
+		break;
+	}
+	cJSON_Delete(ref);
+	json_doc_free(&doc);
+}
 
 static void
 fuzz_body(const char *buf, size_t size)
@@ -102,6 +187,7 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		return 0;
 	memcpy(buf, data, size);
 	buf[size] = '\0';
+	fuzz_json(buf, size);
 	fuzz_body(buf, size);
 	fuzz_headers(buf);
 	fuzz_record(buf, size);

@@ -1,6 +1,7 @@
 /*
  * test_validate.c - the /charge body rules of SPEC section 2 at every edge,
- * the error field names, and the canonical form.
+ * the error field names, and the canonical form, through validate_charge().
+ * UTF-8 itself is tested in test_json.c.
  */
 #include <stdarg.h>
 #include <stddef.h>
@@ -12,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "json.h"
 #include "validate.h"
 
 #define BASE_MEMBERS "\"amount\":1999,\"currency\":\"usd\",\"source\":\"tok_visa\""
@@ -780,45 +782,6 @@ test_unknown(void **state)
 }
 
 static void
-test_utf8_valid(void **state)
-{
-	(void)state;
-	assert_int_equal(utf8_valid("", 0), 1);
-	assert_int_equal(utf8_valid("abc", 3), 1);
-	assert_int_equal(utf8_valid("a\0b", 3), 1);
-	assert_int_equal(utf8_valid("\xc2\x80", 2), 1);          /* U+0080 */
-	assert_int_equal(utf8_valid("\xdf\xbf", 2), 1);          /* U+07FF */
-	assert_int_equal(utf8_valid("\xe0\xa0\x80", 3), 1);      /* U+0800 */
-	assert_int_equal(utf8_valid("\xed\x9f\xbf", 3), 1);      /* U+D7FF */
-	assert_int_equal(utf8_valid("\xee\x80\x80", 3), 1);      /* U+E000 */
-	assert_int_equal(utf8_valid("\xef\xbf\xbf", 3), 1);      /* U+FFFF */
-	assert_int_equal(utf8_valid("\xf0\x90\x80\x80", 4), 1);  /* U+10000 */
-	assert_int_equal(utf8_valid("\xf4\x8f\xbf\xbf", 4), 1);  /* U+10FFFF */
-
-	assert_int_equal(utf8_valid("\xc0\xaf", 2), 0);          /* overlong / */
-	assert_int_equal(utf8_valid("\xc1\xbf", 2), 0);
-	assert_int_equal(utf8_valid("\xe0\x80\xaf", 3), 0);
-	assert_int_equal(utf8_valid("\xe0\x9f\xbf", 3), 0);
-	assert_int_equal(utf8_valid("\xf0\x80\x80\xaf", 4), 0);
-	assert_int_equal(utf8_valid("\xf0\x8f\xbf\xbf", 4), 0);
-	assert_int_equal(utf8_valid("\xed\xa0\x80", 3), 0);      /* U+D800 */
-	assert_int_equal(utf8_valid("\xed\xbf\xbf", 3), 0);      /* U+DFFF */
-	assert_int_equal(utf8_valid("\xf4\x90\x80\x80", 4), 0);  /* U+110000 */
-	assert_int_equal(utf8_valid("\xf5\x80\x80\x80", 4), 0);
-	assert_int_equal(utf8_valid("\xff", 1), 0);
-	assert_int_equal(utf8_valid("\xfe", 1), 0);
-	assert_int_equal(utf8_valid("\x80", 1), 0);              /* lone continuation */
-	assert_int_equal(utf8_valid("a\xbf", 2), 0);
-	assert_int_equal(utf8_valid("\xc3", 1), 0);              /* truncated */
-	assert_int_equal(utf8_valid("\xe2\x82", 2), 0);
-	assert_int_equal(utf8_valid("\xf0\x9f\x92", 3), 0);
-	assert_int_equal(utf8_valid("\xe2\x82\xac", 2), 0);      /* cut by n */
-	assert_int_equal(utf8_valid("\xc3\x28", 2), 0);
-	assert_int_equal(utf8_valid("\xe2\x28\xa1", 3), 0);
-	assert_int_equal(utf8_valid("\xf0\x9f\x28\xb3", 4), 0);
-}
-
-static void
 test_invalid_utf8(void **state)
 {
 	static const char *const bad[] = {
@@ -1167,7 +1130,6 @@ main(void)
 		cmocka_unit_test(test_line_items),
 		cmocka_unit_test(test_duplicates),
 		cmocka_unit_test(test_unknown),
-		cmocka_unit_test(test_utf8_valid),
 		cmocka_unit_test(test_invalid_utf8),
 		cmocka_unit_test(test_control_and_nul),
 		cmocka_unit_test(test_whitespace_and_garbage),
