@@ -11,7 +11,7 @@
 #include <cJSON.h>
 
 #include "defaults.h"
-#include "json.h"
+#include "schema.h"
 
 struct charge_params {
 	long long amount;
@@ -25,16 +25,6 @@ struct charge_params {
 	 * absent). Owned; freed by charge_params_free().
 	 */
 	cJSON *canonical;
-};
-
-struct validation_error {
-	char field[96];     /* "amount", "metadata.k", "line_items[3].quantity", "body" */
-	char message[160];
-};
-
-struct validation {
-	struct validation_error errors[VALIDATION_ERRORS_MAX];
-	int n;              /* errors recorded (at most VALIDATION_ERRORS_MAX) */
 };
 
 /*

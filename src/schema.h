@@ -1,0 +1,48 @@
+/*
+ * schema.h - the /charge body schema (SPEC section 2): which members, their
+ * types and limits, the line_items sum; and the list of errors, each naming
+ * the field it is about. Reads the tree json.c builds. Pure.
+ */
+#ifndef CHARGE_SCHEMA_H
+#define CHARGE_SCHEMA_H
+
+#include <cJSON.h>
+
+#include "defaults.h"
+#include "json.h"
+
+struct validation_error {
+	/* "amount", "metadata.k", "line_items[3].quantity", "body" */
+	char field[JSON_FIELD_SIZE];
+	char message[160];
+};
+
+struct validation {
+	struct validation_error errors[VALIDATION_ERRORS_MAX];
+	int n;              /* errors recorded (at most VALIDATION_ERRORS_MAX) */
+};
+
+/* The members of a body as schema_check() found them. */
+struct charge_fields {
+	long long amount;
+	char currency[4];                           /* lower case */
+	char source[4 + SOURCE_TOKEN_MAX + 1];      /* "tok_..." */
+	/* each NULL when absent or null */
+	const cJSON *customer, *description, *metadata, *line_items;
+};
+
+/* Appends an error on field to v; once v is full, does nothing. */
+void schema_error(struct validation *v, const char *field, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+/*
+ * Checks the object root (from json_parse()) against the schema and appends
+ * an error to v for each violation: unknown members in document order, then
+ * amount, currency, source, customer, description, metadata, line_items.
+ * When it added none, f holds the body's parameters (its nodes point into
+ * root).
+ */
+void schema_check(const cJSON *root, struct charge_fields *f,
+    struct validation *v);
+
+#endif
