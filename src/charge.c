@@ -30,7 +30,7 @@ struct charge_ctx {
 	char key[IDEM_KEY_MAX + 1];
 	size_t keylen;
 	struct charge_params params;
-	char *canon;                    /* canonical text of params (cJSON_free) */
+	char *canon;                    /* canonical text of params (free) */
 	size_t canonlen;
 	char fingerprint[65];
 	char owner[TOKEN_HEX_LEN + 1];
@@ -601,6 +601,6 @@ charge_handle(struct worker *w, const struct request *req,
 	}
 done:
 	idem_record_free(&rec);
-	cJSON_free(cx.canon);
+	free(cx.canon);
 	charge_params_free(&cx.params);
 }

@@ -1,14 +1,13 @@
 /*
  * validate.h - the /charge body: validation against SPEC section 2 and the
  * canonical form that the fingerprint is computed over. Pure: bytes in,
- * result out.
+ * result out. The work is json.c's (syntax), schema.c's (rules, the error
+ * list) and canon.c's (canonical text).
  */
 #ifndef CHARGE_VALIDATE_H
 #define CHARGE_VALIDATE_H
 
 #include <stddef.h>
-
-#include <cJSON.h>
 
 #include "defaults.h"
 #include "schema.h"
@@ -18,13 +17,12 @@ struct charge_params {
 	char currency[4];                           /* lower case */
 	char source[4 + SOURCE_TOKEN_MAX + 1];      /* "tok_..." */
 	/*
-	 * The validated parameters in canonical order: amount, currency,
-	 * source, customer (string or null), description (string or null),
-	 * metadata (object, keys sorted bytewise; {} when absent),
-	 * line_items (array of {description, quantity, unit_amount}; [] when
-	 * absent). Owned; freed by charge_params_free().
+	 * The canonical text of the validated parameters (canon.h): amount,
+	 * currency, source, customer, description, metadata (keys sorted),
+	 * line_items. Malloc'd, NUL-terminated; freed by charge_params_free().
 	 */
-	cJSON *canonical;
+	char *canonical;
+	size_t canonical_len;
 };
 
 /*
@@ -35,9 +33,9 @@ int validate_charge(const char *body, size_t len, struct charge_params *p,
     struct validation *v);
 
 /*
- * The canonical text: compact JSON of p->canonical. Malloc'd, NUL-terminated,
- * length in *len; NULL on allocation failure. Equal parameters give equal
- * text whatever their formatting or member order.
+ * A copy of the canonical text of p. Malloc'd (free() it), NUL-terminated,
+ * length in *len; NULL on allocation failure or when p holds none. Equal
+ * parameters give equal text whatever their formatting or member order.
  */
 char *validate_canonical_text(const struct charge_params *p, size_t *len);
 
