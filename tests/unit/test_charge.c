@@ -46,7 +46,7 @@ fp(const char *body, const char *principal, char out[65])
 	canon = validate_canonical_text(&p, &n);
 	assert_non_null(canon);
 	assert_int_equal(charge_fingerprint(canon, n, principal, out), 0);
-	cJSON_free(canon);
+	free(canon);
 	charge_params_free(&p);
 }
 
@@ -111,7 +111,7 @@ test_fingerprint_construction(void **state)
 	assert_int_equal(digest_sha256_hex(msg, n, want), 0);
 	assert_string_equal(f, want);
 	free(msg);
-	cJSON_free(canon);
+	free(canon);
 	charge_params_free(&p);
 }
 
@@ -258,7 +258,7 @@ render(const char *body, const char *id, long long created, const char *key,
 	assert_non_null(canon);
 	*len = 0;
 	out = charge_object_render(canon, n, id, created, key, keylen, len);
-	cJSON_free(canon);
+	free(canon);
 	charge_params_free(&p);
 	return out;
 }
