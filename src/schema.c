@@ -82,7 +82,7 @@ name_index(const char *name, const char *const *names, size_t n)
  * many members have other names.
  */
 static size_t
-members_sort(const cJSON *obj, const char *const *names, size_t n,
+slot_members(const cJSON *obj, const char *const *names, size_t n,
     const cJSON **slot)
 {
 	const cJSON *c;
@@ -113,7 +113,7 @@ report_unknown(struct validation *v, const cJSON *obj, const char *parent,
 	}
 }
 
-/* 0 and *out when node is an integer in [min, max]. */
+/* PROBLEM_NONE, and *out, when node is an integer in [min, max]. */
 static enum problem
 integer_problem(const cJSON *node, long long min, long long max,
     long long *out)
@@ -325,7 +325,7 @@ check_line_item(struct validation *v, const cJSON *item, size_t i,
 		schema_error(v, field, "must be an object");
 		return -1;
 	}
-	if (members_sort(item, item_names, ITEM_COUNT, slot) > 0) {
+	if (slot_members(item, item_names, ITEM_COUNT, slot) > 0) {
 		item_path(field, i, NULL);
 		report_unknown(v, item, field, item_names, ITEM_COUNT);
 		bad = 1;
@@ -399,7 +399,7 @@ schema_check(const cJSON *root, struct charge_fields *f, struct validation *v)
 	int amount_ok = 0;
 
 	memset(f, 0, sizeof(*f));
-	if (members_sort(root, top_names, TOP_COUNT, slot) > 0)
+	if (slot_members(root, top_names, TOP_COUNT, slot) > 0)
 		report_unknown(v, root, "", top_names, TOP_COUNT);
 
 	if (slot[TOP_AMOUNT] == NULL)

@@ -357,6 +357,47 @@ test_paths(void **state)
 	free(name);
 }
 
+static int fail_after = -1;     /* allocations before one fails; -1: none */
+
+static void *
+failing_malloc(size_t n)
+{
+	if (fail_after == 0)
+		return NULL;
+	if (fail_after > 0)
+		fail_after--;
+	return malloc(n);
+}
+
+/* Every cJSON allocation failing in turn: JSON_NOMEM, nothing leaked. */
+static void
+test_out_of_memory(void **state)
+{
+	static const char b[] = "{\"a\":[1,2.5,\"x\\u00e9\"],\"a\":{\"k\":null,"
+	    "\"l\":true,\"m\":false},\"n\":\"\\u0000\"}";
+	cJSON_Hooks hooks = { failing_malloc, free };
+	struct json_doc doc;
+	enum json_status st;
+	int n;
+
+	(void)state;
+	cJSON_InitHooks(&hooks);
+	for (n = 0;; n++) {
+		fail_after = n;
+		st = json_parse(b, sizeof(b) - 1, &doc);
+		if (st == JSON_OK)
+			break;
+		assert_int_equal(st, JSON_NOMEM);
+		assert_null(doc.root);
+		json_doc_free(&doc);
+	}
+	assert_true(n > 10);
+	assert_int_equal(doc.nmarks, 2);
+	json_doc_free(&doc);
+	fail_after = -1;
+	cJSON_InitHooks(NULL);
+}
+
 static void
 test_utf8_valid(void **state)
 {
@@ -406,6 +447,7 @@ main(void)
 		cmocka_unit_test(test_nonhex_unicode_escape),
 		cmocka_unit_test(test_problems),
 		cmocka_unit_test(test_paths),
+		cmocka_unit_test(test_out_of_memory),
 		cmocka_unit_test(test_utf8_valid),
 	};
 
