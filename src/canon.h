@@ -1,6 +1,7 @@
 /*
- * canon.h - the canonical form of a valid /charge body: the text the
- * fingerprint is computed over and the charge object echoes. Pure.
+ * canon.h - the canonical form of a valid /charge body (docs/API.md §7.1):
+ * the text the fingerprint is computed over and the charge object echoes.
+ * Pure.
  */
 #ifndef CHARGE_CANON_H
 #define CHARGE_CANON_H

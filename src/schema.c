@@ -1,5 +1,5 @@
 /*
- * schema.c - the /charge body schema (SPEC section 2) over the tree json.c
+ * schema.c - the /charge body schema (docs/API.md §5) over the tree json.c
  * builds: required and optional members, their types and limits, the
  * line_items sum, and the error list that names each field. A field's path
  * is built only when an error names it.

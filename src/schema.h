@@ -1,5 +1,5 @@
 /*
- * schema.h - the /charge body schema (SPEC section 2): which members, their
+ * schema.h - the /charge body schema (docs/API.md §5): which members, their
  * types and limits, the line_items sum; and the list of errors, each naming
  * the field it is about. Reads the tree json.c builds. Pure.
  */

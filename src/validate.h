@@ -1,5 +1,5 @@
 /*
- * validate.h - the /charge body: validation against SPEC section 2 and the
+ * validate.h - the /charge body: validation against docs/API.md §5 and the
  * canonical form that the fingerprint is computed over. Pure: bytes in,
  * result out. The work is json.c's (syntax), schema.c's (rules, the error
  * list) and canon.c's (canonical text).

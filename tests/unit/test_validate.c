@@ -1,5 +1,5 @@
 /*
- * test_validate.c - the /charge body rules of SPEC section 2 at every edge,
+ * test_validate.c - the /charge body rules of docs/API.md §5 at every edge,
  * the error field names, and the canonical form, through validate_charge().
  * UTF-8 itself is tested in test_json.c.
  */
