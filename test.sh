@@ -13,7 +13,7 @@ cd "$ROOT"
 
 PACKAGES=(gcc pkg-config meson ninja-build python3
 	libfcgi-dev libfcgi-bin libhiredis-dev libcjson-dev libssl-dev libcmocka-dev
-	redis-server redis-tools lighttpd curl valgrind clang-14 libclang-rt-14-dev procps
+	redis-server redis-sentinel redis-tools lighttpd curl valgrind clang-14 libclang-rt-14-dev procps
 	chromium apache2 libapache2-mod-fcgid nginx-light spawn-fcgi
 	wrk gnuplot-nox groff-base systemd fiu-utils)
 
