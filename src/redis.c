@@ -666,7 +666,7 @@ cluster_exec(struct redis_conn *c, struct exec *x)
 			if ((idx = cluster_slot_node(cl, slot)) < 0) {
 				if (!cl->stale)
 					(void)snprintf(c->errstr,
-					    sizeof(c->errstr), "cluster: no "
+					    sizeof(c->errstr), "no cluster "
 					    "node serves slot %u", slot);
 				cl->stale = 1;
 				if (retry_pause(deadline_us))
@@ -875,8 +875,8 @@ cluster_ping(struct redis_conn *c)
 		return -1;
 	for (s = 0; s < CLUSTER_SLOTS; s++)
 		if (cluster_slot_node(cl, s) < 0) {
-			(void)snprintf(c->errstr, sizeof(c->errstr), "cluster: "
-			    "no node serves slot %u", s);
+			(void)snprintf(c->errstr, sizeof(c->errstr), "no cluster "
+			    "node serves slot %u", s);
 			cl->stale = 1;
 			return -1;
 		}
