@@ -300,7 +300,7 @@ ha_main() {
 		--sentinel) mode=sentinel ;;
 		--dir) dir=${2:?--dir needs a directory}; shift ;;
 		-h|--help)
-			sed -n '2,/^$/s/^# \{0,1\}//p' "${BASH_SOURCE[0]}"
+			sed -n '3,/^[^#]/{/^#/s/^# \{0,1\}//p}' "${BASH_SOURCE[0]}"
 			return 0 ;;
 		*) ha_log "unknown argument $1 (try --help)"; return 2 ;;
 		esac

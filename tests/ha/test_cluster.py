@@ -180,18 +180,45 @@ def t_ask_moved():
     check(all(len(ids.get(k, [])) == 1 for k in (ka, kb, kc)), "ledger %r" % [ids.get(k) for k in (ka, kb, kc)])
 
 
+def crc16(b):
+    crc = 0
+    for x in b:
+        crc ^= x << 8
+        for _ in range(8):
+            crc = ((crc << 1) ^ 0x1021) if crc & 0x8000 else crc << 1
+            crc &= 0xFFFF
+    return crc
+
+
+def tag_for_slot(slot, prefix):
+    """A hash tag whose keys all fall into slot."""
+    for i in range(1000000):
+        t = "%s%d" % (prefix, i)
+        if crc16(t.encode()) % 16384 == slot:
+            return t
+    raise Fail("no tag for slot %d" % slot)
+
+
 @test("redis-cli --cluster reshard of slots holding live keys, under load: only 201/409/503+Retry-After, replays byte-identical")
 def t_reshard_under_load():
     ids = node_ids()
-    pre = [h.new_key("pre%03d" % i) for i in range(150)]
+    slots = resp_pipeline(NODES[0], [[b"CLUSTER", b"SLOTS"]])[0]
+    src = min(slots, key=lambda r: r[0])[2][1]       # owner of the lowest slot
+    dst = [p for p in NODES if p != src][0]
+    # the reshard moves src's lowest slots first: load one of them heavily
+    # (every key with this hash tag falls into it) so that requests meet it
+    # while it migrates, and pad it so that its migration takes a while
+    low = min(r[0] for r in slots if r[2][1] == src)
+    tag = tag_for_slot(low, "hot-%s-" % h.RUN_ID)
+    filler = [[b"SET", ("{%s}:filler:%d" % (tag, i)).encode(), b"x" * 64] for i in range(15000)]
+    check(all(r == b"OK" for r in resp_pipeline(src, filler)), "filler keys")
+    hot = ["{%s}-pre%03d" % (tag, i) for i in range(100)]
+    spread = [h.new_key("pre%03d" % i) for i in range(100)]
+    pre = hot + spread
     body = h.charge_body(amount=1234)
     first = dict(zip(pre, h.run_parallel(lambda k: h.post(BASE, k, body), pre, 8)))
     check(all(r.status == 201 for r in first.values()), "pre-charges: %s" % h.statuses(first.values()))
-    counts = {p: 0 for p in NODES}
-    for k in pre:
-        counts[slot_owner(keyslot(h.rkey(k)))] += 1
-    src = max(counts, key=counts.get)
-    dst = [p for p in NODES if p != src][0]
+    check(keyslot(h.rkey(hot[0])) == low, "the hash tag misses slot %d" % low)
     a0 = asking_calls()
     stop = threading.Event()
     answers = []          # (kind, key, response)
@@ -204,25 +231,36 @@ def t_reshard_under_load():
         while not stop.is_set():
             i += 1
             if i % 2:
-                k = h.new_key("rs%d-%d" % (n, i))
+                k = ("{%s}-rs%d-%d" % (tag, n, i)) if i % 4 == 1 else h.new_key("rs%d-%d" % (n, i))
                 r = h.post(BASE, k, body)
                 with lock:
                     answers.append(("fresh", k, r))
                     fresh.setdefault(k, r)
             else:
-                k = rnd.choice(pre)
+                k = rnd.choice(hot if i % 4 == 2 else spread)
                 r = h.post(BASE, k, body)
                 with lock:
                     answers.append(("replay", k, r))
 
-    threads = [threading.Thread(target=worker, args=(n,)) for n in range(12)]
+    probe_seen = []      # when a key of the hot slot got ASK: it migrates
+
+    def probe():
+        n = 0
+        while not stop.is_set():
+            n += 1
+            r = resp_pipeline(src, [[b"EXISTS", ("{%s}:nokey%d" % (tag, n)).encode()]])[0]
+            if isinstance(r, bytes) and r.startswith(b"ASK"):
+                probe_seen.append(time.monotonic())
+            time.sleep(0.002)
+    threads = [threading.Thread(target=worker, args=(n,)) for n in range(12)] + [threading.Thread(target=probe)]
     for t in threads:
         t.start()
     t0 = time.monotonic()
     try:
+        time.sleep(0.3)
         p = subprocess.run(["redis-cli", "--cluster", "reshard", "127.0.0.1:%d" % src,
                             "--cluster-from", ids[src], "--cluster-to", ids[dst],
-                            "--cluster-slots", "2000", "--cluster-yes"],
+                            "--cluster-slots", "2000", "--cluster-pipeline", "5", "--cluster-yes"],
                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=150)
         took = time.monotonic() - t0
         time.sleep(0.5)
@@ -231,12 +269,18 @@ def t_reshard_under_load():
         for t in threads:
             t.join()
     check(p.returncode == 0, "reshard failed: %s" % p.stdout.decode(errors="replace")[-800:])
-    moved = [k for k in pre if slot_owner(keyslot(h.rkey(k))) == dst and
-             h.cli(dst, "EXISTS", h.rkey(k)).strip() == "1"]
+    check(slot_owner(low) == dst, "slot %d did not move to %d" % (low, dst))
+    moved = [k for k in pre if slot_owner(keyslot(h.rkey(k))) == dst]
+    asks = asking_calls() - a0
+    check(probe_seen, "slot %d was never seen migrating" % low)
+    w0, w1 = min(probe_seen), max(probe_seen)
+    during = [r for _, k, r in answers if tag in k and r.t_end - r.elapsed <= w1 and r.t_end >= w0]
+    diag("slot %d migrated (ASK to a probe) for %.2fs; %d requests for its keys overlapped" % (low, w1 - w0, len(during)))
     diag("reshard: 2000 slots %d -> %d in %.1fs, %d pre-charged records moved with them" % (src, dst, took, len(moved)))
     diag("%d requests during the reshard: %s; ASKING calls %d" % (
-        len(answers), h.statuses(r for _, _, r in answers), asking_calls() - a0))
-    check(moved, "no live key was in the moved slots")
+        len(answers), h.statuses(r for _, _, r in answers), asks))
+    check(len(moved) >= len(hot), "only %d live records were in the moved slots" % len(moved))
+    check(asks > 0, "no request met the migration (no ASKING)")
     for kind, k, r in answers:
         h.check_documented(r, "%s %s" % (kind, k), allow=(201, 409, 503))
         if kind == "replay" and r.status == 201:
