@@ -13,7 +13,7 @@ cd "$ROOT"
 
 PACKAGES=(gcc pkg-config meson ninja-build python3
 	libfcgi-dev libfcgi-bin libhiredis-dev libcjson-dev libssl-dev libcmocka-dev
-	redis-server redis-tools lighttpd curl valgrind clang-14 libclang-rt-14-dev procps
+	redis-server redis-sentinel redis-tools lighttpd curl valgrind clang-14 libclang-rt-14-dev procps
 	chromium apache2 libapache2-mod-fcgid nginx-light spawn-fcgi
 	wrk gnuplot-nox groff-base systemd fiu-utils)
 
@@ -158,6 +158,15 @@ suite_e2e_nginx() { E2E_SERVER=nginx with_asan e2e_nginx tests/e2e/run.sh; }
 # and stalled clients; a soak) and one gate over everything it sent.
 suite_faults() { with_asan faults tests/faults/run.sh; }
 
+# Scale-out: the e2e suite against a Redis Cluster; the responders behind
+# Redis Sentinel (failover under load, WAIT), on a Redis Cluster (routing,
+# ASK/MOVED, reshard under load), and two web nodes sharing Redis and
+# spill_dir.
+suite_e2e_cluster() { E2E_SERVER=lighttpd E2E_REDIS=cluster with_asan e2e_cluster tests/e2e/run.sh; }
+suite_ha_sentinel() { with_asan ha_sentinel tests/ha/sentinel.sh; }
+suite_ha_cluster() { with_asan ha_cluster tests/ha/cluster.sh; }
+suite_ha_nodes() { with_asan ha_nodes tests/ha/nodes.sh; }
+
 # The binary as a plain CGI program, without a web server.
 suite_cgi() { with_asan cgi tests/cgi/run.sh; }
 
@@ -202,7 +211,8 @@ suite_examples() { tests/with-stack.sh tests/examples/run.sh; }
 suite_browser() { tests/with-stack.sh tests/browser/run.sh; }
 
 SUITES=(structure docs unit unit_asan lua fuzz cgi signals e2e e2e_apache e2e_apache_cgi e2e_nginx
-	faults tsan deploy install systemd examples browser bench_smoke)
+	e2e_cluster ha_sentinel ha_cluster ha_nodes faults tsan deploy install systemd examples browser
+	bench_smoke)
 [ $# -gt 0 ] && SUITES=("$@")
 
 install_packages || { echo "0 passed, 1 failed"; exit 1; }

@@ -411,6 +411,20 @@ charge_execute(struct charge_ctx *cx)
 			(void)response_header(cx->resp, "Retry-After", "%s",
 			    out.retry_after);
 		break;
+	case IDEM_NOT_DURABLE:
+		/*
+		 * Recorded, but a failover may still lose it: the retry replays
+		 * it, or executes again and gets the same charge from the
+		 * idempotent provider. The spill file stays: the record names it.
+		 */
+		metrics_inc(MC_NOT_DURABLE);
+		log_warn(rid, "record of %s: %s", cx->rkey, cx->w->redis.errstr);
+		response_problem(cx->resp, PROB_NOT_DURABLE, "The outcome was "
+		    "recorded, but not acknowledged by enough Redis replicas. "
+		    "Retry with the same key.", NULL);
+		(void)response_header(cx->resp, "Retry-After", "%d",
+		    RETRY_AFTER_UNAVAILABLE_S);
+		break;
 	case IDEM_REPLAY:
 		/* another attempt recorded first: first recording wins */
 		answer_replay(cx, &existing);

@@ -17,6 +17,8 @@ struct config {
 	char redis_url[URL_MAX_LEN];         /* as given; relative socket resolved */
 	struct redis_target redis;           /* redis_url, parsed when it is set */
 	int redis_timeout_ms;
+	int redis_min_replicas;              /* WAIT after a record; 0: none */
+	int redis_replica_timeout_ms;
 	char key_prefix[KEY_PREFIX_MAX + 1];
 	int lock_ttl_s;
 	int completed_ttl_s;

@@ -27,6 +27,8 @@
 /* Configuration defaults (docs/API.md §19). */
 #define DEF_REDIS_URL             "unix://../var/run/redis.sock"
 #define DEF_REDIS_TIMEOUT_MS      1000
+#define DEF_REDIS_MIN_REPLICAS    0          /* no WAIT after a record */
+#define DEF_REDIS_REPLICA_TIMEOUT_MS 100     /* WAIT's timeout */
 #define DEF_KEY_PREFIX            "charge:"
 #define DEF_LOCK_TTL_S            30
 #define DEF_COMPLETED_TTL_S       86400      /* 24 h */
@@ -47,6 +49,8 @@
 
 /* Hard bounds for configuration values. */
 #define REDIS_TIMEOUT_MS_MAX      60000
+#define REDIS_MIN_REPLICAS_MAX    16
+#define REDIS_REPLICA_TIMEOUT_MS_MAX 60000
 #define TTL_S_MAX                 31536000   /* one year */
 #define MAX_REQUEST_BYTES_MAX     67108864   /* 64 MiB */
 #define MAX_WAIT_S_MAX            300

@@ -258,7 +258,7 @@ idem_record(struct redis_conn *c, const char *rkey, const char *owner,
 	size_t argvlen[12];
 	redisReply *r;
 	enum idem_status st = IDEM_ERR_REDIS;
-	int file = out->body_file[0] != '\0', i;
+	int file = out->body_file[0] != '\0', i, durable = 1;
 
 	(void)snprintf(status, sizeof(status), "%d", out->status);
 	(void)snprintf(ttl, sizeof(ttl), "%lld", ttl_ms);
@@ -280,11 +280,12 @@ idem_record(struct redis_conn *c, const char *rkey, const char *owner,
 		argvlen[i] = strlen(argv[i]);
 	if (!file)
 		argvlen[9] = out->body_len;     /* binary-safe inline body */
-	r = redis_eval(c, &script_record, rkey, strlen(rkey), 12, argv, argvlen);
+	r = redis_eval_durable(c, &script_record, rkey, strlen(rkey), 12, argv,
+	    argvlen, &durable);
 	if (r == NULL)
 		return IDEM_ERR_REDIS;
 	if (reply_tag_is(r, "ok"))
-		st = IDEM_RECORDED;
+		st = durable ? IDEM_RECORDED : IDEM_NOT_DURABLE;
 	else if (reply_tag_is(r, "mismatch"))
 		st = IDEM_MISMATCH;
 	else if (reply_tag_is(r, "fenced"))

@@ -17,6 +17,7 @@ enum idem_status {
 	IDEM_IN_PROGRESS,   /* another attempt holds the claim */
 	IDEM_MISMATCH,      /* same key, other fingerprint */
 	IDEM_RECORDED,      /* record: written */
+	IDEM_NOT_DURABLE,   /* record: written, fewer replicas acknowledged it */
 	IDEM_FENCED,        /* record: another attempt owns the claim now */
 	IDEM_RELEASED,      /* release: deleted */
 	IDEM_NOT_OWNER,     /* release: not ours (any more) */
@@ -68,8 +69,10 @@ enum idem_status idem_claim(struct redis_conn *c, const char *rkey,
 /*
  * Records out (inline when out->body_file is "", else the file reference).
  * RECORDED (also when this owner's outcome was already written: a re-sent
- * record is idempotent), REPLAY (another attempt recorded first; existing
- * filled), MISMATCH (the key now holds another request), FENCED, ERR_REDIS.
+ * record is idempotent), NOT_DURABLE (recorded, but fewer than
+ * redis_min_replicas replicas acknowledged it in time: c->errstr), REPLAY
+ * (another attempt recorded first; existing filled), MISMATCH (the key now
+ * holds another request), FENCED, ERR_REDIS.
  */
 enum idem_status idem_record(struct redis_conn *c, const char *rkey,
     const char *owner, const char *fingerprint, const struct idem_record *out,

@@ -17,7 +17,7 @@
 #include "metrics.h"
 #include "response.h"
 
-#define METRICS_MAGIC 0x6368726732ULL   /* "chrg2": bump when the layout changes */
+#define METRICS_MAGIC 0x6368726733ULL   /* "chrg3": bump when the layout changes */
 #define METRICS_FILE_MODE 0600
 #define RENDER_MAX 8192                 /* bytes of exposition text */
 
@@ -39,6 +39,8 @@ static const char *const counter_names[MC_COUNT][2] = {
 	    "Redis calls that failed (connection, timeout, error reply)" },
 	[MC_PROVIDER_CALLS] = { "charge_provider_calls_total",
 	    "Calls to the payment provider" },
+	[MC_NOT_DURABLE] = { "charge_not_durable_total",
+	    "Records fewer than redis_min_replicas replicas acknowledged (503)" },
 };
 
 /* Upper bounds of the latency buckets, microseconds. */

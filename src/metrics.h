@@ -16,6 +16,7 @@ enum metric_counter {
 	MC_SPILL_FAILURES,
 	MC_REDIS_ERRORS,
 	MC_PROVIDER_CALLS,
+	MC_NOT_DURABLE,
 	MC_COUNT
 };
 

@@ -9,20 +9,46 @@
 
 #include "defaults.h"
 
+#define REDIS_HOST_MAX        255   /* bytes of a host name (DNS limit) */
+#define REDIS_URL_HOSTS_MAX   16    /* sentinels, or cluster seed nodes */
+#define REDIS_MASTER_NAME_MAX 64    /* bytes, [A-Za-z0-9._-] */
+
+enum redis_mode {
+	REDIS_MODE_SINGLE,          /* redis:// or unix:// */
+	REDIS_MODE_SENTINEL,        /* redis-sentinel:// */
+	REDIS_MODE_CLUSTER,         /* redis-cluster:// */
+};
+
+struct redis_addr {
+	char host[REDIS_HOST_MAX + 1];
+	int port;
+};
+
 struct redis_target {
 	int is_unix;
-	char host[256];
+	char host[REDIS_HOST_MAX + 1];
 	int port;
 	char path[PATH_MAX_LEN];
 	char user[128];
 	char password[256];
 	int db;
+	enum redis_mode mode;
+	/* sentinel and cluster: the sentinels or the seed nodes */
+	struct redis_addr hosts[REDIS_URL_HOSTS_MAX];
+	int nhosts;
+	char master_name[REDIS_MASTER_NAME_MAX + 1];   /* sentinel */
 };
 
 /*
- * Parses redis://[user:password@]host:port[/db] or unix:///path (a relative
- * path is kept as given: the configuration resolves it first). Pure. 0, or
- * -1 with errstr.
+ * Parses, pure:
+ *   redis://[[user]:password@]host:port[/db]
+ *   unix:///path (a relative path is kept as given: the configuration
+ *     resolves it first)
+ *   redis-sentinel://[[user]:password@]host:port[,host:port...]/master[?db=N]
+ *     (the sentinels; the password is the primary's)
+ *   redis-cluster://[[user]:password@]host:port[,host:port...]
+ *     (seed nodes; database 0 only)
+ * At most REDIS_URL_HOSTS_MAX hosts. 0, or -1 with errstr.
  */
 int redis_url_parse(const char *url, struct redis_target *t, char *errstr,
     size_t errlen);

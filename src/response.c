@@ -42,6 +42,8 @@ static const struct problem_info problems[PROB_COUNT] = {
 	[PROB_STORED_UNAVAILABLE] = { "stored-response-unavailable", 500,
 	    "The stored response could not be read" },
 	[PROB_INTERNAL] = { "internal-error", 500, "Internal Server Error" },
+	[PROB_NOT_DURABLE] = { "outcome-not-durable", 503,
+	    "The outcome could not be made durable" },
 };
 
 const char OUTCOME_CREATED[] = "created";

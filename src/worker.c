@@ -19,6 +19,8 @@ worker_init(struct worker *w, const struct config *cfg,
 	w->id = id;
 	w->ledger_fd = -1;
 	redis_conn_init(&w->redis, &cfg->redis, cfg->redis_timeout_ms);
+	redis_conn_set_wait(&w->redis, cfg->redis_min_replicas,
+	    cfg->redis_replica_timeout_ms);
 }
 
 void

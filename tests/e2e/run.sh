@@ -12,6 +12,8 @@
 #   CHARGE_BIN=/tmp/build-x/charge tests/e2e/run.sh
 #   E2E_ONLY='spill|crash' tests/e2e/run.sh   a subset (regex on names)
 #   E2E_KEEP=1 tests/e2e/run.sh               keep the run directory
+#   E2E_REDIS=cluster tests/e2e/run.sh        a Redis Cluster of 3 primaries
+#                                             (tools/ha.sh) instead of one Redis
 #
 # The python suite is server-agnostic: everything specific to the web
 # server is here, and it gets the stack's details through E2E_* variables.
@@ -27,6 +29,12 @@ case $SERVER in lighttpd|apache|apache-cgi|nginx) ;; *)
 	echo "not ok 1 - e2e: E2E_SERVER=$SERVER: want lighttpd, apache, apache-cgi or nginx"
 	exit 1 ;;
 esac
+# single (default): a private Redis on a unix socket; cluster: 3 primaries
+REDIS_KIND=${E2E_REDIS:-single}
+case $REDIS_KIND in single|cluster) ;; *)
+	echo "not ok 1 - e2e: E2E_REDIS=$REDIS_KIND: want single or cluster"
+	exit 1 ;;
+esac
 
 # A clean configuration: only the CHARGE_* variables set below reach the
 # responder (CHARGE_BIN is ours, not a configuration key).
@@ -38,6 +46,8 @@ done
 . "$REPO/tools/stack.sh"
 # shellcheck source=tools/servers.sh
 . "$REPO/tools/servers.sh"
+# shellcheck source=tools/ha.sh
+. "$REPO/tools/ha.sh"
 
 bail() {
 	echo "not ok 1 - e2e ($SERVER): $*"
@@ -54,6 +64,7 @@ cleanup() {
 	trap - EXIT INT TERM
 	servers_stop_all "$RUN"
 	stack_stop_all "$RUN"
+	ha_stop_all "$RUN/cluster"
 	if [ "${E2E_KEEP:-0}" = 1 ]; then
 		echo "# run directory kept: $RUN"
 	else
@@ -117,8 +128,15 @@ if [ "$SERVER" != lighttpd ]; then
 	BIN=$SERVERS_BIN
 	REDIS_START=servers_redis_start
 fi
-$REDIS_START "$RUN" "$RUN/redis" "$RUN" 2>"$RUN/stack.err" ||
-	{ sed 's/^/# /' "$RUN/stack.err"; bail "redis-server did not start"; }
+if [ "$REDIS_KIND" = cluster ]; then
+	# loopback TCP: nothing to share with the server's user
+	ha_cluster_start "$RUN/cluster" 3 2>"$RUN/stack.err" ||
+		{ sed 's/^/# /' "$RUN/stack.err"; bail "the Redis Cluster did not start"; }
+	export CHARGE_REDIS_URL=$HA_URL
+else
+	$REDIS_START "$RUN" "$RUN/redis" "$RUN" 2>"$RUN/stack.err" ||
+		{ sed 's/^/# /' "$RUN/stack.err"; bail "redis-server did not start"; }
+fi
 
 PORT=$(stack_port_pick) || bail "no free port"
 started=0
@@ -149,15 +167,25 @@ export E2E_WWW_DIR="$REPO/www"
 export E2E_REDIS_KILL=". '$STACK' && stack_redis_stop '$RUN' KILL"
 # (SERVERS_ROOT: the checkout, or the staged copy when nobody cannot read it)
 export E2E_REDIS_START=". '$STACK' && . '$REPO/tools/servers.sh' && SERVERS_ROOT='$SERVERS_ROOT' STACK_ROOT='$SERVERS_ROOT' && $REDIS_START '$RUN' '$RUN/redis' '$RUN'"
+if [ "$REDIS_KIND" = cluster ]; then
+	# every node crashes and comes back (AOF, nodes.conf) together
+	export E2E_REDIS_NODES="${HA_URL#redis-cluster://}"
+	E2E_REDIS_NODES=${E2E_REDIS_NODES//,/ }
+	export E2E_REDIS_KILL=". '$REPO/tools/ha.sh' && for p in ${HA_NODE_PORTS[*]}; do ha_node_kill '$RUN/cluster' \$p KILL || exit 1; done"
+	export E2E_REDIS_START=". '$REPO/tools/ha.sh' && for p in ${HA_NODE_PORTS[*]}; do ha_node_start '$RUN/cluster' \$p || exit 1; done && ha_cluster_wait_ok '$RUN/cluster' 20"
+	unset E2E_REDIS_SOCKET
+fi
 # the responders below the server: lighttpd's children, mod_fcgid's
 # processes, the CGI processes running right now, the process behind nginx
 export E2E_WORKER_PIDS=". '$REPO/tools/servers.sh' && servers_descendants $TOP_PID charge"
 
-echo "# e2e ($SERVER): $BASE_URL, responder $BIN, run dir $RUN"
+echo "# e2e ($SERVER, Redis $REDIS_KIND): $BASE_URL, responder $BIN, run dir $RUN"
 
 # each result line names the server: "ok 3 - [nginx] ..."
+LABEL=$SERVER
+[ "$REDIS_KIND" = cluster ] && LABEL="$SERVER, cluster"
 timeout --foreground -k 10 300 python3 "$REPO/tests/e2e/test_charge.py" |
-	sed -u -E "s/^((not )?ok [0-9]+ - )/\1[$SERVER] /" | tee "$RUN/tap.txt"
+	sed -u -E "s/^((not )?ok [0-9]+ - )/\1[$LABEL] /" | tee "$RUN/tap.txt"
 rc=${PIPESTATUS[0]}
 if [ $rc -eq 124 ] || [ $rc -eq 137 ]; then
 	echo "not ok - e2e ($SERVER): suite timed out after 300 s"

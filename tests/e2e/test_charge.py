@@ -9,6 +9,9 @@ environment:
   E2E_LEDGER          the provider ledger file (CHARGE_PROVIDER_LEDGER)
   E2E_SPILL_DIR       the spill directory (CHARGE_SPILL_DIR)
   E2E_REDIS_SOCKET    unix socket of the stack's private Redis
+  E2E_REDIS_NODES     instead: a Redis Cluster, "host:port host:port ..."
+                      (commands with a key go to the node owning it; the
+                      others to every node)
   E2E_PRINCIPAL_A / E2E_API_KEY_A, E2E_PRINCIPAL_B / E2E_API_KEY_B
   E2E_REDIS_KILL      shell command: crash Redis (kill -9)
   E2E_REDIS_START     shell command: start Redis again (same socket and AOF)
@@ -51,6 +54,8 @@ HOST, PORT = _u.hostname or "127.0.0.1", _u.port or 80
 LEDGER = os.environ.get("E2E_LEDGER", "")
 SPILL_DIR = os.environ.get("E2E_SPILL_DIR", "")
 REDIS_SOCKET = os.environ.get("E2E_REDIS_SOCKET", "")
+REDIS_NODES = [(h, int(p)) for h, p in
+               (n.rsplit(":", 1) for n in os.environ.get("E2E_REDIS_NODES", "").split())]
 PRINCIPAL_A = os.environ.get("E2E_PRINCIPAL_A", "alice")
 KEY_A = os.environ.get("E2E_API_KEY_A", "sk_test_alice")
 PRINCIPAL_B = os.environ.get("E2E_PRINCIPAL_B", "bob")
@@ -259,12 +264,15 @@ def _resp_read(f):
     raise RedisError("bad reply %r" % line)
 
 
-def redis(*args):
-    """One command on the stack's Redis (binary safe; bulk replies are bytes)."""
-    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+def _redis_at(addr, args):
+    """One command on the Redis at addr: a unix socket path or (host, port)."""
+    if isinstance(addr, str):
+        s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    else:
+        s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     s.settimeout(5)
     try:
-        s.connect(REDIS_SOCKET)
+        s.connect(addr)
         parts = [a if isinstance(a, bytes) else str(a).encode() for a in args]
         out = b"*%d\r\n" % len(parts)
         for p in parts:
@@ -273,6 +281,60 @@ def redis(*args):
         return _resp_read(s.makefile("rb"))
     finally:
         s.close()
+
+
+# Commands whose second argument is the one key they touch.
+KEY_COMMANDS = {"HGETALL", "HGET", "HSET", "PEXPIRE", "PTTL", "EXISTS", "DEL"}
+
+
+def _cluster_key_command(args):
+    """A one-key command on the node serving the key (MOVED followed)."""
+    addr = REDIS_NODES[0]
+    for _ in range(5):
+        try:
+            return _redis_at(addr, args)
+        except RedisError as e:
+            m = re.match(r"(MOVED|ASK) \d+ (.*):(\d+)$", str(e))
+            if not m:
+                raise
+            addr = (m.group(2) or addr[0], int(m.group(3)))
+            if m.group(1) == "ASK":
+                return _redis_pipeline_ask(addr, args)
+    raise RedisError("too many redirections for %r" % (args,))
+
+
+def _redis_pipeline_ask(addr, args):
+    s = socket.create_connection(addr, timeout=5)
+    try:
+        out = b"*1\r\n$6\r\nASKING\r\n"
+        parts = [a if isinstance(a, bytes) else str(a).encode() for a in args]
+        out += b"*%d\r\n" % len(parts)
+        for p in parts:
+            out += b"$%d\r\n%s\r\n" % (len(p), p)
+        s.sendall(out)
+        f = s.makefile("rb")
+        _resp_read(f)
+        return _resp_read(f)
+    finally:
+        s.close()
+
+
+def redis(*args):
+    """One command on the stack's Redis (binary safe; bulk replies are bytes).
+    Against a cluster: a command with keys goes to each key's node (EXISTS
+    adds up), KEYS gathers every node's, and anything else runs on every
+    node (the first node's answer is returned)."""
+    if not REDIS_NODES:
+        return _redis_at(REDIS_SOCKET, args)
+    cmd = str(args[0]).upper()
+    if cmd == "EXISTS":
+        return sum(_cluster_key_command(("EXISTS", k)) for k in args[1:])
+    if cmd in KEY_COMMANDS:
+        return _cluster_key_command(args)
+    if cmd == "KEYS":
+        return [k for n in REDIS_NODES for k in (_redis_at(n, args) or [])]
+    answers = [_redis_at(n, args) for n in REDIS_NODES]
+    return answers[0]
 
 
 def rkey(principal, key):
@@ -310,13 +372,15 @@ def run_cmd(envname, timeout=30):
 
 
 def redis_client_ids():
-    """Ids of the other clients connected to Redis (not this CLIENT LIST)."""
-    out = redis("CLIENT", "LIST").decode()
+    """Ids of the other clients connected to Redis (not this CLIENT LIST);
+    in a cluster (node, id) of every node."""
     ids = set()
-    for line in out.splitlines():
-        f = dict(kv.split("=", 1) for kv in line.split() if "=" in kv)
-        if f.get("cmd") != "client|list":
-            ids.add(f.get("id"))
+    for node in REDIS_NODES or [REDIS_SOCKET]:
+        out = _redis_at(node, ("CLIENT", "LIST")).decode()
+        for line in out.splitlines():
+            f = dict(kv.split("=", 1) for kv in line.split() if "=" in kv)
+            if f.get("cmd") != "client|list":
+                ids.add((node, f.get("id")) if REDIS_NODES else f.get("id"))
     return ids
 
 

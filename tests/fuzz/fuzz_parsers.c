@@ -2,7 +2,8 @@
  * fuzz_parsers.c - libFuzzer target over every parser that takes bytes from
  * outside: the JSON layer (against cJSON's own parser), the charge body
  * (with a canonical-form round trip), the request headers, a stored record,
- * a Redis URL and configuration text.
+ * a Redis URL, configuration text, and a Redis Cluster redirection and key
+ * slot.
  * Build and run: tests/fuzz/run.sh (clang-14, ASan + UBSan).
  */
 #include <math.h>
@@ -12,6 +13,7 @@
 
 #include <cJSON.h>
 
+#include "cluster.h"
 #include "config.h"
 #include "headers.h"
 #include "idem.h"
@@ -173,6 +175,25 @@ fuzz_record(const char *buf, size_t size)
 		idem_record_free(&rec);
 }
 
+static void
+fuzz_cluster(const char *buf, size_t size)
+{
+	struct cluster_redirect r;
+
+	switch (cluster_redirect_parse(buf, size, &r)) {
+	case CLUSTER_REDIRECT_MOVED:
+	case CLUSTER_REDIRECT_ASK:
+		if (r.slot >= CLUSTER_SLOTS || r.port < 1 || r.port > 65535 ||
+		    strlen(r.host) > REDIS_HOST_MAX)
+			abort();
+		break;
+	default:
+		break;
+	}
+	if (cluster_keyslot(buf, size) >= CLUSTER_SLOTS)
+		abort();
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 int
@@ -192,6 +213,7 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	fuzz_headers(buf);
 	fuzz_record(buf, size);
 	(void)redis_url_parse(buf, &t, err, sizeof(err));
+	fuzz_cluster(buf, size);
 	config_defaults(&c, "/base");
 	(void)config_parse_text(&c, buf, size, err, sizeof(err));
 	free(buf);

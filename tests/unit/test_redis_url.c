@@ -1,6 +1,7 @@
 /*
  * test_redis_url.c - redis_url_parse(): redis://[user:password@]host:port[/db]
- * and unix:// paths (absolute, or relative to the configuration directory).
+ * and unix:// paths (absolute, or relative to the configuration directory);
+ * redis-sentinel:// and redis-cluster:// host lists at every edge.
  */
 #include <stdarg.h>
 #include <stddef.h>
@@ -232,6 +233,261 @@ test_too_long(void **state)
 	assert_int_equal(strlen(err), 7);
 }
 
+
+static void
+test_single_mode(void **state)
+{
+	struct redis_target t;
+
+	(void)state;
+	parse_ok("redis://h:1", &t);
+	assert_int_equal(t.mode, REDIS_MODE_SINGLE);
+	assert_int_equal(t.nhosts, 0);
+	parse_ok("unix:///s", &t);
+	assert_int_equal(t.mode, REDIS_MODE_SINGLE);
+	assert_int_equal(t.nhosts, 0);
+}
+
+static void
+test_sentinel(void **state)
+{
+	struct redis_target t;
+
+	(void)state;
+	parse_ok("redis-sentinel://127.0.0.1:26379,127.0.0.1:26380,"
+	    "sentinel-3.example:26381/mymaster", &t);
+	assert_int_equal(t.mode, REDIS_MODE_SENTINEL);
+	assert_int_equal(t.nhosts, 3);
+	assert_string_equal(t.hosts[0].host, "127.0.0.1");
+	assert_int_equal(t.hosts[0].port, 26379);
+	assert_int_equal(t.hosts[1].port, 26380);
+	assert_string_equal(t.hosts[2].host, "sentinel-3.example");
+	assert_int_equal(t.hosts[2].port, 26381);
+	assert_string_equal(t.master_name, "mymaster");
+	assert_int_equal(t.db, 0);
+	assert_string_equal(t.password, "");
+	assert_string_equal(t.user, "");
+	/* the single-Redis fields stay empty */
+	assert_string_equal(t.host, "");
+	assert_int_equal(t.port, 0);
+	assert_int_equal(t.is_unix, 0);
+
+	parse_ok("redis-sentinel://h:1/m", &t);
+	assert_int_equal(t.nhosts, 1);
+	assert_string_equal(t.master_name, "m");
+	parse_ok("redis-sentinel://h:1/charge-primary_2.eu", &t);
+	assert_string_equal(t.master_name, "charge-primary_2.eu");
+}
+
+static void
+test_sentinel_db(void **state)
+{
+	struct redis_target t;
+
+	(void)state;
+	parse_ok("redis-sentinel://h:1/m?db=0", &t);
+	assert_int_equal(t.db, 0);
+	assert_string_equal(t.master_name, "m");
+	parse_ok("redis-sentinel://h:1,h:2/m?db=3", &t);
+	assert_int_equal(t.db, 3);
+	assert_int_equal(t.nhosts, 2);
+	parse_ok("redis-sentinel://h:1/m?db=65535", &t);
+	assert_int_equal(t.db, 65535);
+	parse_fails("redis-sentinel://h:1/m?db=65536");
+	parse_fails("redis-sentinel://h:1/m?db=99999999999999999999");
+	parse_fails("redis-sentinel://h:1/m?db=");
+	parse_fails("redis-sentinel://h:1/m?db=-1");
+	parse_fails("redis-sentinel://h:1/m?db=+1");
+	parse_fails("redis-sentinel://h:1/m?db=1x");
+	parse_fails("redis-sentinel://h:1/m?db= 1");
+	parse_fails("redis-sentinel://h:1/m?db=1&db=2");
+	parse_fails("redis-sentinel://h:1/m?");
+	parse_fails("redis-sentinel://h:1/m?DB=1");
+	parse_fails("redis-sentinel://h:1/m?timeout=1");
+	parse_fails("redis-sentinel://h:1/m/1");
+}
+
+static void
+test_sentinel_credentials(void **state)
+{
+	struct redis_target t;
+
+	(void)state;
+	/* the form of the issue: an empty user, then the password */
+	parse_ok("redis-sentinel://:s3cr3t@h:1,h:2/m", &t);
+	assert_string_equal(t.user, "");
+	assert_string_equal(t.password, "s3cr3t");
+	assert_int_equal(t.nhosts, 2);
+	assert_string_equal(t.hosts[0].host, "h");
+	/* the other forms redis:// accepts */
+	parse_ok("redis-sentinel://onlypass@h:1/m", &t);
+	assert_string_equal(t.user, "");
+	assert_string_equal(t.password, "onlypass");
+	parse_ok("redis-sentinel://alice:pw@h:1/m?db=2", &t);
+	assert_string_equal(t.user, "alice");
+	assert_string_equal(t.password, "pw");
+	assert_int_equal(t.db, 2);
+	/* a colon or a comma inside the password belongs to it */
+	parse_ok("redis-sentinel://u:a:b,c@h:1/m", &t);
+	assert_string_equal(t.user, "u");
+	assert_string_equal(t.password, "a:b,c");
+	assert_int_equal(t.nhosts, 1);
+	/* an empty password is allowed (no AUTH is sent) */
+	parse_ok("redis-sentinel://:@h:1/m", &t);
+	assert_string_equal(t.password, "");
+	parse_fails("redis-sentinel://:pw@/m");
+	parse_fails("redis-sentinel://:pw@h/m");
+}
+
+static void
+test_sentinel_errors(void **state)
+{
+	(void)state;
+	/* missing master name */
+	parse_fails("redis-sentinel://h:1");
+	parse_fails("redis-sentinel://h:1/");
+	parse_fails("redis-sentinel://h:1/?db=1");
+	parse_fails("redis-sentinel://h:1,h:2");
+	/* empty host list, empty entries */
+	parse_fails("redis-sentinel://");
+	parse_fails("redis-sentinel:///m");
+	parse_fails("redis-sentinel://,/m");
+	parse_fails("redis-sentinel://h:1,,h:2/m");
+	parse_fails("redis-sentinel://,h:1/m");
+	parse_fails("redis-sentinel://h:1,/m");
+	/* bad ports, anywhere in the list */
+	parse_fails("redis-sentinel://h/m");
+	parse_fails("redis-sentinel://h:/m");
+	parse_fails("redis-sentinel://:1/m");
+	parse_fails("redis-sentinel://h:0/m");
+	parse_fails("redis-sentinel://h:65536/m");
+	parse_fails("redis-sentinel://h:1,h:0/m");
+	parse_fails("redis-sentinel://h:1,h:x/m");
+	parse_fails("redis-sentinel://h:1,h:+2/m");
+	parse_fails("redis-sentinel://h:1,h: 2/m");
+	parse_fails("redis-sentinel://h:1,h/m");
+	parse_fails("redis-sentinel://h:1?db=1/m");
+	/* bad master names */
+	parse_fails("redis-sentinel://h:1/my master");
+	parse_fails("redis-sentinel://h:1/m@x");
+	parse_fails("redis-sentinel://h:1/m:1");
+	parse_fails("redis-sentinel://h:1/m\xc3\xa9");
+	/* the scheme is exact */
+	parse_fails("redis-sentinels://h:1/m");
+	parse_fails("REDIS-SENTINEL://h:1/m");
+	parse_fails("redis-sentinel:/h:1/m");
+	parse_fails("sentinel://h:1/m");
+}
+
+/* REDIS_URL_HOSTS_MAX hosts fit; one more does not. */
+static void
+test_host_count(void **state)
+{
+	struct redis_target t;
+	char url[1024];
+	size_t n;
+	int i;
+
+	(void)state;
+	n = (size_t)snprintf(url, sizeof(url), "redis-sentinel://");
+	for (i = 0; i < REDIS_URL_HOSTS_MAX; i++)
+		n += (size_t)snprintf(url + n, sizeof(url) - n, "%s10.0.0.%d:%d",
+		    i ? "," : "", i, 26379 + i);
+	(void)snprintf(url + n, sizeof(url) - n, "/m");
+	parse_ok(url, &t);
+	assert_int_equal(t.nhosts, REDIS_URL_HOSTS_MAX);
+	assert_string_equal(t.hosts[REDIS_URL_HOSTS_MAX - 1].host, "10.0.0.15");
+	assert_int_equal(t.hosts[REDIS_URL_HOSTS_MAX - 1].port,
+	    26379 + REDIS_URL_HOSTS_MAX - 1);
+	(void)snprintf(url + n, sizeof(url) - n, ",h:1/m");
+	parse_fails(url);
+
+	n = (size_t)snprintf(url, sizeof(url), "redis-cluster://");
+	for (i = 0; i < REDIS_URL_HOSTS_MAX; i++)
+		n += (size_t)snprintf(url + n, sizeof(url) - n, "%sh%d:%d",
+		    i ? "," : "", i, 7000 + i);
+	parse_ok(url, &t);
+	assert_int_equal(t.nhosts, REDIS_URL_HOSTS_MAX);
+	(void)snprintf(url + n, sizeof(url) - n, ",h:1");
+	parse_fails(url);
+}
+
+static void
+test_sentinel_too_long(void **state)
+{
+	struct redis_target t;
+	char url[4096];
+
+	(void)state;
+	/* master name: REDIS_MASTER_NAME_MAX fits, one more does not */
+	(void)snprintf(url, sizeof(url), "redis-sentinel://h:1/%0*d",
+	    REDIS_MASTER_NAME_MAX, 0);
+	parse_ok(url, &t);
+	assert_int_equal(strlen(t.master_name), REDIS_MASTER_NAME_MAX);
+	(void)snprintf(url, sizeof(url), "redis-sentinel://h:1/%0*d?db=1",
+	    REDIS_MASTER_NAME_MAX, 0);
+	parse_ok(url, &t);
+	assert_int_equal(t.db, 1);
+	(void)snprintf(url, sizeof(url), "redis-sentinel://h:1/%0*d",
+	    REDIS_MASTER_NAME_MAX + 1, 0);
+	parse_fails(url);
+	/* a host in the list: 255 bytes fit, 256 do not */
+	(void)snprintf(url, sizeof(url), "redis-sentinel://h:1,%0255d:2/m", 0);
+	parse_ok(url, &t);
+	assert_int_equal(strlen(t.hosts[1].host), 255);
+	(void)snprintf(url, sizeof(url), "redis-sentinel://h:1,%0256d:2/m", 0);
+	parse_fails(url);
+	/* password: 255 / 256 */
+	(void)snprintf(url, sizeof(url), "redis-sentinel://:%0255d@h:1/m", 0);
+	parse_ok(url, &t);
+	(void)snprintf(url, sizeof(url), "redis-sentinel://:%0256d@h:1/m", 0);
+	parse_fails(url);
+}
+
+static void
+test_cluster(void **state)
+{
+	struct redis_target t;
+
+	(void)state;
+	parse_ok("redis-cluster://127.0.0.1:7000,127.0.0.1:7001,127.0.0.1:7002",
+	    &t);
+	assert_int_equal(t.mode, REDIS_MODE_CLUSTER);
+	assert_int_equal(t.nhosts, 3);
+	assert_int_equal(t.hosts[0].port, 7000);
+	assert_int_equal(t.hosts[2].port, 7002);
+	assert_string_equal(t.hosts[1].host, "127.0.0.1");
+	assert_string_equal(t.master_name, "");
+	assert_int_equal(t.db, 0);
+	assert_string_equal(t.host, "");
+	parse_ok("redis-cluster://seed.example:6379", &t);
+	assert_int_equal(t.nhosts, 1);
+	/* a trailing slash names nothing */
+	parse_ok("redis-cluster://h:1,h:2/", &t);
+	assert_int_equal(t.nhosts, 2);
+	parse_ok("redis-cluster://:pw@h:1,h:2", &t);
+	assert_string_equal(t.password, "pw");
+	assert_string_equal(t.user, "");
+	parse_ok("redis-cluster://u:pw@h:1", &t);
+	assert_string_equal(t.user, "u");
+	parse_ok("redis-cluster://pw@h:1", &t);
+	assert_string_equal(t.password, "pw");
+	/* a cluster has database 0 only and no master name */
+	parse_fails("redis-cluster://h:1/0");
+	parse_fails("redis-cluster://h:1/m");
+	parse_fails("redis-cluster://h:1?db=1");
+	parse_fails("redis-cluster://h:1/?db=1");
+	parse_fails("redis-cluster://");
+	parse_fails("redis-cluster:///");
+	parse_fails("redis-cluster://h:1,,h:2");
+	parse_fails("redis-cluster://h:1,");
+	parse_fails("redis-cluster://h:1,h");
+	parse_fails("redis-cluster://h:1,h:65536");
+	parse_fails("redis-cluster://h:1,:2");
+	parse_fails("redis-cluster://:pw@");
+	parse_fails("rediscluster://h:1");
+}
+
 int
 main(void)
 {
@@ -243,6 +499,14 @@ main(void)
 		cmocka_unit_test(test_errors),
 		cmocka_unit_test(test_port_digits_only),
 		cmocka_unit_test(test_too_long),
+		cmocka_unit_test(test_single_mode),
+		cmocka_unit_test(test_sentinel),
+		cmocka_unit_test(test_sentinel_db),
+		cmocka_unit_test(test_sentinel_credentials),
+		cmocka_unit_test(test_sentinel_errors),
+		cmocka_unit_test(test_host_count),
+		cmocka_unit_test(test_sentinel_too_long),
+		cmocka_unit_test(test_cluster),
 	};
 
 	return cmocka_run_group_tests_name("redis_url", tests, NULL, NULL);

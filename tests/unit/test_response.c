@@ -77,6 +77,7 @@ static const struct {
 	{ PROB_UNAVAILABLE, "service-unavailable", 503 },
 	{ PROB_STORED_UNAVAILABLE, "stored-response-unavailable", 500 },
 	{ PROB_INTERNAL, "internal-error", 500 },
+	{ PROB_NOT_DURABLE, "outcome-not-durable", 503 },
 };
 #define NWANT (sizeof(want_problems) / sizeof(want_problems[0]))
 
