@@ -2,85 +2,100 @@
 -- KEYS[1]  the record
 -- ARGV[1]  owner token of this attempt
 -- ARGV[2]  fingerprint
--- ARGV[3]  state: 'completed' or 'failed'
--- ARGV[4]  HTTP status
--- ARGV[5]  content type
--- ARGV[6]  Retry-After value, or '' for none
--- ARGV[7]  TTL in milliseconds
--- ARGV[8]  now, Unix milliseconds
--- ARGV[9]  'inline' or 'file'
--- ARGV[10] inline: the body; file: the file name relative to spill_dir
--- ARGV[11] file: body length in bytes   (inline: ignored, may be omitted)
--- ARGV[12] file: hex SHA-256 of the body (inline: ignored, may be omitted)
+-- ARGV[3]  per-parameter digests (written only if the claim has vanished)
+-- ARGV[4]  state: 'completed' or 'failed'
+-- ARGV[5]  HTTP status
+-- ARGV[6]  content type
+-- ARGV[7]  Retry-After value, or '' for none
+-- ARGV[8]  TTL in milliseconds
+-- ARGV[9]  now, Unix milliseconds
+-- ARGV[10] expires_ms: now + TTL (stored, so every replay names the same
+--          expiry; passed in because formatting a Lua number costs more)
+-- ARGV[11] 'inline' or 'file'
+-- ARGV[12] inline: the body; file: the file name relative to spill_dir
+-- ARGV[13] file: body length in bytes   (inline: ignored, may be omitted)
+-- ARGV[14] file: hex SHA-256 of the body (inline: ignored, may be omitted)
 -- Writes only when the caller still owns the claim or the key has vanished
 -- (its claim expired and nobody took it). Returns one of
 --   {'ok'}         written; also when this owner's outcome was already
 --                  written (a record re-sent after a lost reply)
---   {'mismatch'}   the key now holds another request's fingerprint (the
---                  claim expired and a different request took the key)
+--   {'mismatch', params}
+--                  the key now holds another request's fingerprint (the
+--                  claim expired and a different request took the key);
+--                  params are its stored digests (nil if none)
 --   {'recorded', state, status, content_type, retry_after,
---    body, body_file, body_len, body_sha256}
+--    body, body_file, body_len, body_sha256, expires_ms}
 --                  another attempt recorded first: first recording wins
---   {'fenced'}     another attempt holds the claim now; nothing written
+--   {'fenced', created_ms}
+--                  another attempt holds the claim (made then); nothing
+--                  written
 -- Arguments are checked before any write, numbers within bounds too: Redis
 -- does not roll back a script that fails half-way, and a record without body
 -- or TTL could never replay or would never expire.
-local MAX_NOW_MS = 1e14        -- year 5138: any sane wall clock
+local MAX_NOW_MS = 9e13        -- year 4821
 local MAX_TTL_MS = 31536000000 -- one year
 local MAX_RETRY_AFTER_S = 1e9
 local MAX_BODY_LEN = 1e13
-local function bounded_int(s, max)
-  return s ~= nil and #s <= 15 and string.match(s, '^[1-9][0-9]*$') ~= nil
-    and tonumber(s) <= max
+-- A decimal integer in [1, max] (digits only, no leading zero), or nil.
+local function int(s, max)
+  if s and #s <= 15 and string.find(s, '^[1-9]%d*$') then
+    local n = tonumber(s)
+    if n <= max then
+      return n
+    end
+  end
 end
-local mode = ARGV[9]
-if #KEYS ~= 1 or #ARGV < 10 or #ARGV > 12 or ARGV[1] == '' or ARGV[2] == ''
-    or (ARGV[3] ~= 'completed' and ARGV[3] ~= 'failed')
-    or not string.match(ARGV[4], '^[1-5][0-9][0-9]$') or ARGV[5] == ''
-    or (ARGV[6] ~= '' and not bounded_int(ARGV[6], MAX_RETRY_AFTER_S))
-    or not bounded_int(ARGV[7], MAX_TTL_MS)
-    or not bounded_int(ARGV[8], MAX_NOW_MS)
+local mode, status = ARGV[11], int(ARGV[5], 599)
+local ttl, now = int(ARGV[8], MAX_TTL_MS), int(ARGV[9], MAX_NOW_MS)
+if #KEYS ~= 1 or #ARGV < 12 or #ARGV > 14 or ARGV[1] == '' or ARGV[2] == ''
+    or ARGV[3] == '' or (ARGV[4] ~= 'completed' and ARGV[4] ~= 'failed')
+    or not status or status < 100 or ARGV[6] == ''
+    or (ARGV[7] ~= '' and not int(ARGV[7], MAX_RETRY_AFTER_S))
+    or not ttl or not now or tonumber(ARGV[10]) ~= now + ttl
     or (mode ~= 'inline' and mode ~= 'file')
-    or (mode == 'file' and (#ARGV ~= 12 or ARGV[10] == '' or
-        not bounded_int(ARGV[11], MAX_BODY_LEN) or
-        not string.match(ARGV[12], '^' .. string.rep('[0-9a-f]', 64) .. '$'))) then
+    or (mode == 'file' and (#ARGV ~= 14 or ARGV[12] == '' or
+        not int(ARGV[13], MAX_BODY_LEN) or #ARGV[14] ~= 64 or
+        string.find(ARGV[14], '[^0-9a-f]'))) then
   return redis.error_reply('ERR record: bad arguments')
 end
 local key = KEYS[1]
-local cur = redis.call('HMGET', key, 'state', 'owner', 'created_ms',
-                       'fingerprint')
+local cur = redis.call('HMGET', key, 'state', 'fingerprint', 'owner')
+-- The claim's fingerprint, owner, created_ms and params stay as they are;
+-- a vanished claim is written whole, created now.
+local f = {'state', ARGV[4], 'updated_ms', ARGV[9], 'expires_ms', ARGV[10],
+           'status', ARGV[5], 'content_type', ARGV[6]}
 if cur[1] then
-  if cur[4] ~= ARGV[2] then
-    return {'mismatch'}
+  if cur[2] ~= ARGV[2] then
+    return {'mismatch', redis.call('HGET', key, 'params')}
   end
   if cur[1] ~= 'in_progress' then
-    if cur[2] == ARGV[1] then
+    if cur[3] == ARGV[1] then
       return {'ok'}
     end
     local r = redis.call('HMGET', key, 'state', 'status', 'content_type',
                          'retry_after', 'body', 'body_file', 'body_len',
-                         'body_sha256')
-    return {'recorded', r[1], r[2], r[3], r[4], r[5], r[6], r[7], r[8]}
+                         'body_sha256', 'expires_ms')
+    return {'recorded', r[1], r[2], r[3], r[4], r[5], r[6], r[7], r[8], r[9]}
   end
-  if cur[2] ~= ARGV[1] then
-    return {'fenced'}
+  if cur[3] ~= ARGV[1] then
+    return {'fenced', redis.call('HGET', key, 'created_ms')}
   end
+else
+  f[#f + 1] = 'fingerprint'; f[#f + 1] = ARGV[2]
+  f[#f + 1] = 'owner'; f[#f + 1] = ARGV[1]
+  f[#f + 1] = 'created_ms'; f[#f + 1] = ARGV[9]
+  f[#f + 1] = 'params'; f[#f + 1] = ARGV[3]
 end
--- One HSET writes every field: the claim's fields (state, fingerprint,
--- owner, created_ms, updated_ms) are all overwritten, so nothing is deleted.
-local f = {'state', ARGV[3], 'fingerprint', ARGV[2], 'owner', ARGV[1],
-           'created_ms', cur[3] or ARGV[8], 'updated_ms', ARGV[8],
-           'status', ARGV[4], 'content_type', ARGV[5]}
-if ARGV[6] ~= '' then
-  f[#f + 1] = 'retry_after'; f[#f + 1] = ARGV[6]
+if ARGV[7] ~= '' then
+  f[#f + 1] = 'retry_after'; f[#f + 1] = ARGV[7]
 end
 if mode == 'file' then
-  f[#f + 1] = 'body_file'; f[#f + 1] = ARGV[10]
-  f[#f + 1] = 'body_len'; f[#f + 1] = ARGV[11]
-  f[#f + 1] = 'body_sha256'; f[#f + 1] = ARGV[12]
+  f[#f + 1] = 'body_file'; f[#f + 1] = ARGV[12]
+  f[#f + 1] = 'body_len'; f[#f + 1] = ARGV[13]
+  f[#f + 1] = 'body_sha256'; f[#f + 1] = ARGV[14]
 else
-  f[#f + 1] = 'body'; f[#f + 1] = ARGV[10]
+  f[#f + 1] = 'body'; f[#f + 1] = ARGV[12]
 end
 redis.call('HSET', key, unpack(f))
-redis.call('PEXPIRE', key, ARGV[7])
+redis.call('PEXPIRE', key, ttl)
 return {'ok'}

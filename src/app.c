@@ -1,5 +1,6 @@
 /*
- * app.c - the routes: /charge, /healthz, /metrics, by exact path.
+ * app.c - the routes: /charge, /charge/keys/<key>, /healthz, /metrics, by
+ * exact path or (the keys) by exact prefix.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -7,6 +8,7 @@
 
 #include "app.h"
 #include "charge.h"
+#include "introspect.h"
 #include "log.h"
 #include "metrics.h"
 #include "spill.h"
@@ -78,6 +80,14 @@ charge_route(struct worker *w, const struct request *req,
 	charge_handle(w, req, resp);
 }
 
+/* GET /charge/keys/<key>: the key is the rest of the path. */
+static void
+keys_route(struct worker *w, const struct request *req,
+    struct response *resp)
+{
+	introspect_handle(w, req, req->path + strlen(INTROSPECT_PREFIX), resp);
+}
+
 static void
 health_route(struct worker *w, const struct request *req,
     struct response *resp)
@@ -95,16 +105,21 @@ metrics_route(struct worker *w, const struct request *req,
 	metrics_handle(resp);
 }
 
-/* Exact paths; a route with methods set answers 405 to any other method. */
+/*
+ * Exact paths, or with prefix set every path that starts with it; a route
+ * with methods set answers 405 to any other method.
+ */
 static const struct route {
 	const char *path;
+	int prefix;
 	const char *methods;    /* the Allow header; NULL: the handler checks */
 	void (*handle)(struct worker *, const struct request *,
 	    struct response *);
 } routes[] = {
-	{ "/charge", NULL, charge_route },
-	{ "/healthz", "GET, HEAD", health_route },
-	{ "/metrics", "GET, HEAD", metrics_route },
+	{ "/charge", 0, NULL, charge_route },
+	{ INTROSPECT_PREFIX, 1, "GET, HEAD", keys_route },
+	{ "/healthz", 0, "GET, HEAD", health_route },
+	{ "/metrics", 0, "GET, HEAD", metrics_route },
 };
 
 void
@@ -115,7 +130,8 @@ app_handle(struct worker *w, const struct request *req, struct response *resp)
 
 	for (i = 0; i < sizeof(routes) / sizeof(routes[0]); i++) {
 		r = &routes[i];
-		if (strcmp(req->path, r->path) != 0)
+		if (r->prefix ? strncmp(req->path, r->path,
+		    strlen(r->path)) != 0 : strcmp(req->path, r->path) != 0)
 			continue;
 		if (r->methods != NULL && !method_is_get(req->method)) {
 			response_problem(resp, PROB_METHOD_NOT_ALLOWED,
@@ -127,6 +143,7 @@ app_handle(struct worker *w, const struct request *req, struct response *resp)
 		return;
 	}
 	response_problem(resp, PROB_NOT_FOUND,
-	    "No such resource. The API serves POST /charge, GET /healthz and "
-	    "GET /metrics.", NULL);
+	    "No such resource. The API serves POST /charge, "
+	    "GET /charge/keys/<idempotency-key>, GET /healthz and GET /metrics.",
+	    NULL);
 }

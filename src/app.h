@@ -1,5 +1,5 @@
 /*
- * app.h - routing: /charge, /healthz, /metrics.
+ * app.h - routing: /charge, /charge/keys/<key>, /healthz, /metrics.
  */
 #ifndef CHARGE_APP_H
 #define CHARGE_APP_H

@@ -16,10 +16,10 @@
 #include "metrics.h"
 #include "provider.h"
 #include "spill.h"
+#include "timefmt.h"
 #include "util.h"
 
 #define JSON_CTYPE "application/json"
-#define RKEY_MAX (KEY_PREFIX_MAX + 8 + PRINCIPAL_MAX + IDEM_KEY_MAX + 8)
 
 /* Everything one /charge request carries between its steps. */
 struct charge_ctx {
@@ -33,8 +33,9 @@ struct charge_ctx {
 	char *canon;                    /* canonical text of params (free) */
 	size_t canonlen;
 	char fingerprint[65];
+	char params_hex[CHARGE_PARAMS_HEX_LEN + 1];     /* per-parameter digests */
 	char owner[TOKEN_HEX_LEN + 1];
-	char rkey[RKEY_MAX];
+	char rkey[IDEM_RKEY_MAX];
 	long long claim_us;             /* monotonic time the last claim was sent */
 };
 
@@ -54,6 +55,114 @@ charge_fingerprint(const char *canon, size_t canonlen, const char *principal,
 		return -1;
 	digest_hex(md, sizeof(md), out);
 	return 0;
+}
+
+static const char *const param_names[CHARGE_PARAM_COUNT] = {
+	"amount", "currency", "source", "customer", "description", "metadata",
+	"line_items",
+};
+
+const char *
+charge_param_name(int i)
+{
+	return i >= 0 && i < CHARGE_PARAM_COUNT ? param_names[i] : NULL;
+}
+
+/*
+ * The end of the JSON value that starts at p (compact, as cJSON prints it):
+ * the first ',' or '}' outside strings at nesting depth 0. NULL if the text
+ * ends first.
+ */
+static const char *
+json_value_end(const char *p, const char *end)
+{
+	int depth = 0, in_str = 0;
+
+	for (; p < end; p++) {
+		if (in_str) {
+			if (*p == '\\')
+				p++;            /* the escaped byte cannot end it */
+			else if (*p == '"')
+				in_str = 0;
+			continue;
+		}
+		switch (*p) {
+		case '"':
+			in_str = 1;
+			break;
+		case '{':
+		case '[':
+			depth++;
+			break;
+		case ']':
+			depth--;
+			break;
+		case '}':
+			if (depth == 0)
+				return p;
+			depth--;
+			break;
+		case ',':
+			if (depth == 0)
+				return p;
+			break;
+		default:
+			break;
+		}
+	}
+	return NULL;
+}
+
+int
+charge_param_digests(const char *canon, size_t canonlen,
+    char out[CHARGE_PARAMS_HEX_LEN + 1])
+{
+	const char *p = canon, *end = canon + canonlen, *v;
+	unsigned char md[SHA256_LEN];
+	size_t namelen;
+	int i;
+
+	if (canonlen < 2 || *p++ != '{')
+		return -1;
+	for (i = 0; i < CHARGE_PARAM_COUNT; i++) {
+		/* "name": then the value, up to the next member or the end */
+		namelen = strlen(param_names[i]);
+		if ((size_t)(end - p) < namelen + 3 || p[0] != '"' ||
+		    memcmp(p + 1, param_names[i], namelen) != 0 ||
+		    p[namelen + 1] != '"' || p[namelen + 2] != ':')
+			return -1;
+		if ((v = json_value_end(p + namelen + 3, end)) == NULL ||
+		    v == p + namelen + 3 ||
+		    *v != (i == CHARGE_PARAM_COUNT - 1 ? '}' : ','))
+			return -1;
+		if (digest_sha256(p, (size_t)(v - p), md) != 0)
+			return -1;
+		digest_hex(md, CHARGE_PARAM_DIGEST_BYTES,
+		    out + i * CHARGE_PARAM_DIGEST_HEX);
+		p = v + 1;
+	}
+	if (p != end)
+		return -1;
+	out[CHARGE_PARAMS_HEX_LEN] = '\0';
+	return 0;
+}
+
+int
+charge_params_diff(const char *stored, const char *ours,
+    int differ[CHARGE_PARAM_COUNT])
+{
+	int i, n = 0;
+
+	if (strlen(stored) != CHARGE_PARAMS_HEX_LEN ||
+	    !util_is_hex(stored, CHARGE_PARAMS_HEX_LEN))
+		return -1;
+	for (i = 0; i < CHARGE_PARAM_COUNT; i++) {
+		differ[i] = memcmp(stored + i * CHARGE_PARAM_DIGEST_HEX,
+		    ours + i * CHARGE_PARAM_DIGEST_HEX,
+		    CHARGE_PARAM_DIGEST_HEX) != 0;
+		n += differ[i];
+	}
+	return n;
 }
 
 char *
@@ -154,8 +263,24 @@ answer_claim_error(struct charge_ctx *cx)
 	    "Nothing was charged; retry with the same key.", retry_s);
 }
 
+/*
+ * Idempotency-Key-Expires: when the record (or the claim) the answer comes
+ * from expires, as an HTTP-date. Left out when that is unknown (0).
+ */
 static void
-answer_in_progress(struct charge_ctx *cx)
+header_expires(struct charge_ctx *cx, long long expires_ms)
+{
+	char date[HTTP_DATE_LEN + 1];
+
+	if (expires_ms > 0 &&
+	    timefmt_http_date(expires_ms, date, sizeof(date)) == 0)
+		(void)response_header(cx->resp, "Idempotency-Key-Expires", "%s",
+		    date);
+}
+
+/* claim_created_ms: when the holder's claim was made (0: unknown). */
+static void
+answer_in_progress(struct charge_ctx *cx, long long claim_created_ms)
 {
 	metrics_inc(MC_CONFLICTS);
 	response_problem(cx->resp, PROB_IN_PROGRESS,
@@ -164,15 +289,46 @@ answer_in_progress(struct charge_ctx *cx)
 	    "Prefer: wait=N to wait for its outcome.", NULL);
 	(void)response_header(cx->resp, "Retry-After", "%d",
 	    RETRY_AFTER_IN_PROGRESS_S);
+	if (claim_created_ms > 0)
+		header_expires(cx, claim_created_ms +
+		    1000LL * cx->w->cfg->lock_ttl_s);
 }
 
+/*
+ * 422 with "mismatched_params": the parameters whose stored digests differ
+ * from this request's, in the fixed order; left out when the record holds
+ * no digests of this layout.
+ */
 static void
-answer_mismatch(struct charge_ctx *cx)
+answer_mismatch(struct charge_ctx *cx, const char *stored_params)
 {
+	int differ[CHARGE_PARAM_COUNT], n, i;
+	char detail[256], names[128] = "";
+	cJSON *extras = NULL, *list;
+	size_t len = 0;
+
 	metrics_inc(MC_MISMATCHES);
-	response_problem(cx->resp, PROB_KEY_REUSED,
-	    "This Idempotency-Key was already used with different request "
-	    "parameters. Use a new key for a new payment.", NULL);
+	n = charge_params_diff(stored_params, cx->params_hex, differ);
+	if (n >= 0 && (extras = cJSON_CreateObject()) != NULL &&
+	    (list = cJSON_AddArrayToObject(extras, "mismatched_params")) != NULL) {
+		for (i = 0; i < CHARGE_PARAM_COUNT; i++) {
+			if (!differ[i])
+				continue;
+			cJSON_AddItemToArray(list,
+			    cJSON_CreateString(param_names[i]));
+			len += (size_t)snprintf(names + len, sizeof(names) - len,
+			    "%s%s", len > 0 ? ", " : "", param_names[i]);
+		}
+	}
+	if (n > 0)
+		(void)snprintf(detail, sizeof(detail), "This Idempotency-Key was "
+		    "already used with different request parameters (%s). Use a "
+		    "new key for a new payment.", names);
+	else
+		(void)snprintf(detail, sizeof(detail), "This Idempotency-Key was "
+		    "already used with different request parameters. Use a new "
+		    "key for a new payment.");
+	response_problem(cx->resp, PROB_KEY_REUSED, detail, extras);
 }
 
 /* Answers with a recorded outcome, reading and verifying a spilled body. */
@@ -204,6 +360,7 @@ answer_replay(struct charge_ctx *cx, struct idem_record *rec)
 	if (rec->retry_after[0] != '\0')
 		(void)response_header(cx->resp, "Retry-After", "%s",
 		    rec->retry_after);
+	header_expires(cx, rec->expires_ms);
 }
 
 /* Renders the provider's answer into out (status, content type, body). */
@@ -282,19 +439,21 @@ answer_lapsed(struct charge_ctx *cx)
 {
 	const struct config *cfg = cx->w->cfg;
 	struct idem_record rec;
+	struct idem_conflict cf;
 
 	memset(&rec, 0, sizeof(rec));
 	cx->claim_us = now_mono_us();
-	switch (idem_claim(&cx->w->redis, cx->rkey, cx->fingerprint, cx->owner,
-	    now_wall_ms(), 1000LL * cfg->lock_ttl_s, &rec)) {
+	switch (idem_claim(&cx->w->redis, cx->rkey, cx->fingerprint,
+	    cx->params_hex, cx->owner, now_wall_ms(), 1000LL * cfg->lock_ttl_s,
+	    &rec, &cf)) {
 	case IDEM_REPLAY:
 		answer_replay(cx, &rec);
 		break;
 	case IDEM_IN_PROGRESS:
-		answer_in_progress(cx);
+		answer_in_progress(cx, cf.claim_created_ms);
 		break;
 	case IDEM_MISMATCH:
-		answer_mismatch(cx);
+		answer_mismatch(cx, cf.params);
 		break;
 	case IDEM_CLAIMED:
 		(void)idem_release(&cx->w->redis, cx->rkey, cx->owner);
@@ -338,10 +497,11 @@ charge_execute(struct charge_ctx *cx)
 	const char *rid = cx->req->request_id;
 	struct provider_result pr;
 	struct idem_record out, existing;
+	struct idem_conflict cf;
 	enum problem prob = PROB_NONE;
 	enum idem_status st;
 	char err[160];
-	long long ttl_ms;
+	long long ttl_ms, now_ms;
 
 	memset(&out, 0, sizeof(out));
 	memset(&existing, 0, sizeof(existing));
@@ -388,8 +548,9 @@ charge_execute(struct charge_ctx *cx)
 	}
 	ttl_ms = 1000LL * (prob == PROB_NONE ? cfg->completed_ttl_s :
 	    cfg->failed_ttl_s);
+	now_ms = now_wall_ms();
 	st = idem_record(&cx->w->redis, cx->rkey, cx->owner, cx->fingerprint,
-	    &out, ttl_ms, now_wall_ms(), &existing);
+	    cx->params_hex, &out, ttl_ms, now_ms, &existing, &cf);
 	/*
 	 * Our spill file is named by no record unless ours was written (a
 	 * record re-sent after a lost reply answers RECORDED too, so a file
@@ -410,6 +571,8 @@ charge_execute(struct charge_ctx *cx)
 		if (out.retry_after[0] != '\0')
 			(void)response_header(cx->resp, "Retry-After", "%s",
 			    out.retry_after);
+		/* the expires_ms record.lua stored: now + TTL */
+		header_expires(cx, now_ms + ttl_ms);
 		break;
 	case IDEM_NOT_DURABLE:
 		/*
@@ -432,13 +595,13 @@ charge_execute(struct charge_ctx *cx)
 	case IDEM_FENCED:
 		log_warn(rid, "claim of %s taken over while the provider ran",
 		    cx->rkey);
-		answer_in_progress(cx);
+		answer_in_progress(cx, cf.claim_created_ms);
 		break;
 	case IDEM_MISMATCH:
 		/* our claim lapsed and a different request took the key */
 		log_warn(rid, "claim of %s lapsed; the key now holds another "
 		    "request", cx->rkey);
-		answer_mismatch(cx);
+		answer_mismatch(cx, cf.params);
 		break;
 	default:
 		/*
@@ -557,6 +720,7 @@ charge_handle(struct worker *w, const struct request *req,
 	const struct config *cfg = w->cfg;
 	struct charge_ctx cx;
 	struct idem_record rec;
+	struct idem_conflict cf;
 	enum idem_status st;
 	long long deadline_us = 0, pause_ms = WAIT_POLL_FIRST_MS, left_ms;
 	int wait_s;
@@ -572,6 +736,7 @@ charge_handle(struct worker *w, const struct request *req,
 	if (cx.canon == NULL ||
 	    charge_fingerprint(cx.canon, cx.canonlen, cx.principal,
 	    cx.fingerprint) != 0 ||
+	    charge_param_digests(cx.canon, cx.canonlen, cx.params_hex) != 0 ||
 	    digest_random_hex(cx.owner, TOKEN_HEX_LEN / 2) != 0 ||
 	    idem_key_name(cx.rkey, sizeof(cx.rkey), cfg->key_prefix,
 	    cx.principal, cx.key, cx.keylen) < 0) {
@@ -585,8 +750,9 @@ charge_handle(struct worker *w, const struct request *req,
 		deadline_us = now_mono_us() + 1000000LL * wait_s;
 	for (;;) {
 		cx.claim_us = now_mono_us();
-		st = idem_claim(&w->redis, cx.rkey, cx.fingerprint, cx.owner,
-		    now_wall_ms(), 1000LL * cfg->lock_ttl_s, &rec);
+		st = idem_claim(&w->redis, cx.rkey, cx.fingerprint,
+		    cx.params_hex, cx.owner, now_wall_ms(),
+		    1000LL * cfg->lock_ttl_s, &rec, &cf);
 		if (st != IDEM_IN_PROGRESS)
 			break;
 		left_ms = (deadline_us - now_mono_us()) / 1000;
@@ -604,10 +770,10 @@ charge_handle(struct worker *w, const struct request *req,
 		answer_replay(&cx, &rec);
 		break;
 	case IDEM_IN_PROGRESS:
-		answer_in_progress(&cx);
+		answer_in_progress(&cx, cf.claim_created_ms);
 		break;
 	case IDEM_MISMATCH:
-		answer_mismatch(&cx);
+		answer_mismatch(&cx, cf.params);
 		break;
 	default:
 		answer_claim_error(&cx);

@@ -113,6 +113,21 @@ sf_string_unquote(const char *s, char *out, size_t *outlen)
  * A field value that is empty (or only spaces/tabs) is treated like an
  * absent one: web servers differ on whether they forward empty headers.
  */
+/* The bare form: 1-255 visible ASCII (0x21-0x7E), copied to out. */
+static enum key_status
+key_bare(const char *s, size_t n, char out[IDEM_KEY_MAX + 1], size_t *outlen)
+{
+	if (n == 0 || n > IDEM_KEY_MAX)
+		return KEY_INVALID;
+	for (size_t i = 0; i < n; i++)
+		if (!is_vchar((unsigned char)s[i]))
+			return KEY_INVALID;
+	memcpy(out, s, n);
+	out[n] = '\0';
+	*outlen = n;
+	return KEY_OK;
+}
+
 enum key_status
 idem_key_parse(const char *value, char out[IDEM_KEY_MAX + 1], size_t *outlen)
 {
@@ -136,16 +151,44 @@ idem_key_parse(const char *value, char out[IDEM_KEY_MAX + 1], size_t *outlen)
 		return KEY_OK;
 	}
 
-	n = (size_t)(end - s);
-	if (n > IDEM_KEY_MAX)
-		return KEY_INVALID;
-	for (size_t i = 0; i < n; i++)
-		if (!is_vchar((unsigned char)s[i]))
-			return KEY_INVALID;
-	memcpy(out, s, n);
-	out[n] = '\0';
-	*outlen = n;
-	return KEY_OK;
+	return key_bare(s, (size_t)(end - s), out, outlen);
+}
+
+static int
+hex_value(char c)
+{
+	if (c >= '0' && c <= '9')
+		return c - '0';
+	if (c >= 'a' && c <= 'f')
+		return c - 'a' + 10;
+	if (c >= 'A' && c <= 'F')
+		return c - 'A' + 10;
+	return -1;
+}
+
+enum key_status
+idem_key_from_path(const char *seg, char out[IDEM_KEY_MAX + 1],
+    size_t *outlen)
+{
+	char buf[IDEM_KEY_MAX + 1];
+	size_t n = 0;
+	int hi, lo;
+
+	if (seg == NULL || *seg == '\0')
+		return KEY_MISSING;
+	for (; *seg != '\0'; seg++) {
+		if (n == sizeof(buf))
+			return KEY_INVALID;     /* longer than any key */
+		if (*seg != '%') {
+			buf[n++] = *seg;
+			continue;
+		}
+		if ((hi = hex_value(seg[1])) < 0 || (lo = hex_value(seg[2])) < 0)
+			return KEY_INVALID;     /* "%", "%4", "%zz" */
+		buf[n++] = (char)(hi << 4 | lo);
+		seg += 2;
+	}
+	return key_bare(buf, n, out, outlen);
 }
 
 /*

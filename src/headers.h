@@ -19,6 +19,16 @@ enum key_status { KEY_OK, KEY_MISSING, KEY_INVALID };
 enum key_status idem_key_parse(const char *value, char out[IDEM_KEY_MAX + 1],
     size_t *outlen);
 
+/*
+ * The key of GET /charge/keys/<key>: seg (the path after the prefix,
+ * percent-encoded) decoded, then checked like a bare Idempotency-Key (no
+ * quoted form, no surrounding space). KEY_MISSING when seg is empty;
+ * KEY_INVALID for a malformed %-escape or a decoded value that is not a
+ * key. On KEY_OK out holds the key.
+ */
+enum key_status idem_key_from_path(const char *seg,
+    char out[IDEM_KEY_MAX + 1], size_t *outlen);
+
 /* 1 when the media type is application/json (any parameters), else 0. */
 int content_type_is_json(const char *value);
 

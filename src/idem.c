@@ -1,7 +1,7 @@
 /*
  * idem.c - the idempotency store. Each operation is one EVALSHA of a script
  * in lua/ touching exactly one key, so a fresh charge costs two round trips
- * (claim, record) and a replay one (claim returns the record).
+ * (claim, record), a replay one (claim returns the record) and a lookup one.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -13,11 +13,17 @@
 #include "lua_scripts.h"
 #include "util.h"
 
-#define RECORD_FIELDS 8   /* state status content_type retry_after body body_file body_len body_sha256 */
+/* state status content_type retry_after body body_file body_len body_sha256 expires_ms */
+#define RECORD_FIELDS 9
+/* state created_ms updated_ms expires_ms status (then the PTTL) */
+#define INFO_FIELDS 5
+/* Unix milliseconds the scripts accept (below 1e14: year 5138) */
+#define STORED_MS_MAX 99999999999999LL
 
 static struct lua_script script_claim = { "claim", lua_claim, 0, "" };
 static struct lua_script script_record = { "record", lua_record, 0, "" };
 static struct lua_script script_release = { "release", lua_release, 0, "" };
+static struct lua_script script_lookup = { "lookup", lua_lookup, 0, "" };
 
 int
 idem_init(void)
@@ -25,9 +31,11 @@ idem_init(void)
 	script_claim.len = lua_claim_len;
 	script_record.len = lua_record_len;
 	script_release.len = lua_release_len;
+	script_lookup.len = lua_lookup_len;
 	if (redis_script_init(&script_claim) != 0 ||
 	    redis_script_init(&script_record) != 0 ||
-	    redis_script_init(&script_release) != 0)
+	    redis_script_init(&script_release) != 0 ||
+	    redis_script_init(&script_lookup) != 0)
 		return -1;
 	return 0;
 }
@@ -122,6 +130,12 @@ idem_record_decode(const struct idem_field *f, size_t n,
 		why = "bad retry_after";
 		goto fail;
 	}
+	if (f[8].p == NULL)
+		rec->expires_ms = 0;    /* written before records carried it */
+	else if ((rec->expires_ms = field_number(&f[8], STORED_MS_MAX)) < 1) {
+		why = "bad expires_ms";
+		goto fail;
+	}
 	if (f[4].p != NULL) {
 		if (f[5].p != NULL) {
 			why = "both body and body_file";
@@ -164,6 +178,60 @@ fail:
 	return -1;
 }
 
+int
+idem_info_decode(const struct idem_field *f, size_t n, long long pttl_ms,
+    struct idem_info *info, char *errstr, size_t errlen)
+{
+	const char *why = NULL;
+	long long v;
+
+	memset(info, 0, sizeof(*info));
+	if (n != INFO_FIELDS) {
+		why = "wrong number of fields";
+		goto fail;
+	}
+	if (f[0].p == NULL)
+		return 0;
+	if (field_copy(info->state, sizeof(info->state), &f[0]) != 0 ||
+	    (strcmp(info->state, "in_progress") != 0 &&
+	    strcmp(info->state, "completed") != 0 &&
+	    strcmp(info->state, "failed") != 0)) {
+		why = "bad state";
+		goto fail;
+	}
+	if ((info->created_ms = field_number(&f[1], STORED_MS_MAX)) < 1) {
+		why = "bad created_ms";
+		goto fail;
+	}
+	if (strcmp(info->state, "in_progress") == 0) {
+		info->updated_ms = info->expires_ms = 0;
+		info->status = 0;
+	} else {
+		if ((info->updated_ms = field_number(&f[2], STORED_MS_MAX)) < 1) {
+			why = "bad updated_ms";
+			goto fail;
+		}
+		if (f[3].p == NULL)
+			info->expires_ms = 0;   /* predates the field */
+		else if ((info->expires_ms = field_number(&f[3],
+		    STORED_MS_MAX)) < 1) {
+			why = "bad expires_ms";
+			goto fail;
+		}
+		if ((v = field_number(&f[4], 599)) < 100) {
+			why = "bad status";
+			goto fail;
+		}
+		info->status = (int)v;
+	}
+	info->pttl_ms = pttl_ms;
+	return 1;
+fail:
+	(void)snprintf(errstr, errlen, "stored record: %s", why);
+	memset(info, 0, sizeof(*info));
+	return -1;
+}
+
 void
 idem_record_free(struct idem_record *rec)
 {
@@ -181,7 +249,7 @@ reply_tag_is(const redisReply *r, const char *tag)
 	    strcmp(r->element[0]->str, tag) == 0;
 }
 
-/* Decodes {'recorded', 8 fields} into rec. */
+/* Decodes {'recorded', 9 fields} into rec. */
 static enum idem_status
 reply_decode_recorded(const redisReply *r, struct idem_record *rec)
 {
@@ -213,32 +281,64 @@ bad:
 	return IDEM_ERR_REDIS;
 }
 
+/*
+ * The optional second element of {'in_progress'|'fenced', created_ms} and
+ * {'mismatch', params}: what is known of the key's holder. Nothing known
+ * (nil, absent, malformed) leaves cf zeroed: the answer is still given,
+ * only without the detail.
+ */
+static void
+reply_conflict(const redisReply *r, int with_params, struct idem_conflict *cf)
+{
+	const redisReply *e;
+	struct idem_field f;
+
+	memset(cf, 0, sizeof(*cf));
+	if (r->elements < 2 || (e = r->element[1])->type != REDIS_REPLY_STRING)
+		return;
+	f.p = e->str;
+	f.n = e->len;
+	if (with_params) {
+		if (header_value_safe(&f))
+			(void)field_copy(cf->params, sizeof(cf->params), &f);
+	} else if ((cf->claim_created_ms = field_number(&f, STORED_MS_MAX)) < 0)
+		cf->claim_created_ms = 0;
+}
+
 enum idem_status
 idem_claim(struct redis_conn *c, const char *rkey, const char *fingerprint,
-    const char *owner, long long now_ms, long long lock_ttl_ms,
-    struct idem_record *rec)
+    const char *params, const char *owner, long long now_ms,
+    long long lock_ttl_ms, struct idem_record *rec, struct idem_conflict *cf)
 {
 	char now[24], ttl[24];
-	const char *argv[4];
-	size_t argvlen[4];
+	const char *argv[5];
+	size_t argvlen[5];
 	redisReply *r;
 	enum idem_status st = IDEM_ERR_REDIS;
+	int i;
 
+	memset(cf, 0, sizeof(*cf));
 	(void)snprintf(now, sizeof(now), "%lld", now_ms);
 	(void)snprintf(ttl, sizeof(ttl), "%lld", lock_ttl_ms);
-	argv[0] = fingerprint; argvlen[0] = strlen(fingerprint);
-	argv[1] = owner; argvlen[1] = strlen(owner);
-	argv[2] = now; argvlen[2] = strlen(now);
-	argv[3] = ttl; argvlen[3] = strlen(ttl);
-	r = redis_eval(c, &script_claim, rkey, strlen(rkey), 4, argv, argvlen);
+	argv[0] = fingerprint;
+	argv[1] = owner;
+	argv[2] = now;
+	argv[3] = ttl;
+	argv[4] = params;
+	for (i = 0; i < 5; i++)
+		argvlen[i] = strlen(argv[i]);
+	r = redis_eval(c, &script_claim, rkey, strlen(rkey), 5, argv, argvlen);
 	if (r == NULL)
 		return IDEM_ERR_REDIS;
 	if (reply_tag_is(r, "claimed"))
 		st = IDEM_CLAIMED;
-	else if (reply_tag_is(r, "in_progress"))
+	else if (reply_tag_is(r, "in_progress")) {
 		st = IDEM_IN_PROGRESS;
-	else if (reply_tag_is(r, "mismatch"))
+		reply_conflict(r, 0, cf);
+	} else if (reply_tag_is(r, "mismatch")) {
 		st = IDEM_MISMATCH;
+		reply_conflict(r, 1, cf);
+	}
 	else if (reply_tag_is(r, "recorded"))
 		st = reply_decode_recorded(r, rec);
 	else
@@ -250,47 +350,54 @@ idem_claim(struct redis_conn *c, const char *rkey, const char *fingerprint,
 
 enum idem_status
 idem_record(struct redis_conn *c, const char *rkey, const char *owner,
-    const char *fingerprint, const struct idem_record *out, long long ttl_ms,
-    long long now_ms, struct idem_record *existing)
+    const char *fingerprint, const char *params, const struct idem_record *out,
+    long long ttl_ms, long long now_ms, struct idem_record *existing,
+    struct idem_conflict *cf)
 {
-	char status[8], ttl[24], now[24], blen[24];
-	const char *argv[12];
-	size_t argvlen[12];
+	char status[8], ttl[24], now[24], expires[24], blen[24];
+	const char *argv[14];
+	size_t argvlen[14];
 	redisReply *r;
 	enum idem_status st = IDEM_ERR_REDIS;
 	int file = out->body_file[0] != '\0', i, durable = 1;
 
+	memset(cf, 0, sizeof(*cf));
 	(void)snprintf(status, sizeof(status), "%d", out->status);
 	(void)snprintf(ttl, sizeof(ttl), "%lld", ttl_ms);
 	(void)snprintf(now, sizeof(now), "%lld", now_ms);
+	(void)snprintf(expires, sizeof(expires), "%lld", now_ms + ttl_ms);
 	(void)snprintf(blen, sizeof(blen), "%zu", out->body_len);
 	argv[0] = owner;
 	argv[1] = fingerprint;
-	argv[2] = out->state;
-	argv[3] = status;
-	argv[4] = out->content_type;
-	argv[5] = out->retry_after;
-	argv[6] = ttl;
-	argv[7] = now;
-	argv[8] = file ? "file" : "inline";
-	argv[9] = file ? out->body_file : (out->body != NULL ? out->body : "");
-	argv[10] = file ? blen : "";
-	argv[11] = file ? out->body_sha256 : "";
-	for (i = 0; i < 12; i++)
+	argv[2] = params;
+	argv[3] = out->state;
+	argv[4] = status;
+	argv[5] = out->content_type;
+	argv[6] = out->retry_after;
+	argv[7] = ttl;
+	argv[8] = now;
+	argv[9] = expires;
+	argv[10] = file ? "file" : "inline";
+	argv[11] = file ? out->body_file : (out->body != NULL ? out->body : "");
+	argv[12] = file ? blen : "";
+	argv[13] = file ? out->body_sha256 : "";
+	for (i = 0; i < 14; i++)
 		argvlen[i] = strlen(argv[i]);
 	if (!file)
-		argvlen[9] = out->body_len;     /* binary-safe inline body */
-	r = redis_eval_durable(c, &script_record, rkey, strlen(rkey), 12, argv,
+		argvlen[11] = out->body_len;    /* binary-safe inline body */
+	r = redis_eval_durable(c, &script_record, rkey, strlen(rkey), 14, argv,
 	    argvlen, &durable);
 	if (r == NULL)
 		return IDEM_ERR_REDIS;
 	if (reply_tag_is(r, "ok"))
 		st = durable ? IDEM_RECORDED : IDEM_NOT_DURABLE;
-	else if (reply_tag_is(r, "mismatch"))
+	else if (reply_tag_is(r, "mismatch")) {
 		st = IDEM_MISMATCH;
-	else if (reply_tag_is(r, "fenced"))
+		reply_conflict(r, 1, cf);
+	} else if (reply_tag_is(r, "fenced")) {
 		st = IDEM_FENCED;
-	else if (reply_tag_is(r, "recorded"))
+		reply_conflict(r, 0, cf);
+	} else if (reply_tag_is(r, "recorded"))
 		st = reply_decode_recorded(r, existing);
 	else
 		(void)snprintf(c->errstr, sizeof(c->errstr),
@@ -312,6 +419,55 @@ idem_release(struct redis_conn *c, const char *rkey, const char *owner)
 		return IDEM_ERR_REDIS;
 	if (r->type == REDIS_REPLY_INTEGER)
 		st = r->integer == 1 ? IDEM_RELEASED : IDEM_NOT_OWNER;
+	freeReplyObject(r);
+	return st;
+}
+
+enum idem_status
+idem_lookup(struct redis_conn *c, const char *rkey, struct idem_info *info)
+{
+	struct idem_field f[INFO_FIELDS];
+	char err[128];
+	redisReply *r;
+	enum idem_status st = IDEM_ERR_REDIS;
+	size_t i;
+
+	memset(info, 0, sizeof(*info));
+	r = redis_eval(c, &script_lookup, rkey, strlen(rkey), 0, NULL, NULL);
+	if (r == NULL)
+		return IDEM_ERR_REDIS;
+	if (r->type != REDIS_REPLY_ARRAY || r->elements != INFO_FIELDS + 1 ||
+	    r->element[INFO_FIELDS]->type != REDIS_REPLY_INTEGER)
+		goto bad;
+	for (i = 0; i < INFO_FIELDS; i++) {
+		const redisReply *e = r->element[i];
+
+		if (e->type == REDIS_REPLY_NIL) {
+			f[i].p = NULL;
+			f[i].n = 0;
+		} else if (e->type == REDIS_REPLY_STRING) {
+			f[i].p = e->str;
+			f[i].n = e->len;
+		} else
+			goto bad;
+	}
+	switch (idem_info_decode(f, INFO_FIELDS,
+	    r->element[INFO_FIELDS]->integer, info, err, sizeof(err))) {
+	case 1:
+		st = IDEM_FOUND;
+		break;
+	case 0:
+		st = IDEM_ABSENT;
+		break;
+	default:
+		log_error(NULL, "%s", err);
+		(void)snprintf(c->errstr, sizeof(c->errstr), "lookup: %s", err);
+		break;
+	}
+	freeReplyObject(r);
+	return st;
+bad:
+	(void)snprintf(c->errstr, sizeof(c->errstr), "lookup: unexpected reply");
 	freeReplyObject(r);
 	return st;
 }

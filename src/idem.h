@@ -1,5 +1,5 @@
 /*
- * idem.h - the idempotency store: claim, record and release an
+ * idem.h - the idempotency store: claim, record, release and look up an
  * Idempotency-Key through the Lua scripts of lua/, and decode records.
  */
 #ifndef CHARGE_IDEM_H
@@ -21,6 +21,8 @@ enum idem_status {
 	IDEM_FENCED,        /* record: another attempt owns the claim now */
 	IDEM_RELEASED,      /* release: deleted */
 	IDEM_NOT_OWNER,     /* release: not ours (any more) */
+	IDEM_FOUND,         /* lookup: the key holds a record */
+	IDEM_ABSENT,        /* lookup: it holds none */
 	IDEM_ERR_REDIS,     /* Redis failed or answered nonsense: fail closed */
 };
 
@@ -34,6 +36,31 @@ struct idem_record {
 	size_t body_len;                    /* inline or file length */
 	char body_file[SPILL_NAME_MAX];     /* "" when inline */
 	char body_sha256[65];               /* file only */
+	long long expires_ms;               /* when the record expires (Unix
+					       ms); 0 when it predates the
+					       field */
+};
+
+/* Longest per-parameter digest string the store passes on (opaque here). */
+#define IDEM_PARAMS_MAX 128
+
+/*
+ * What the key holds when the caller cannot have it: the claim of another
+ * attempt (IN_PROGRESS, FENCED) or another request's digests (MISMATCH).
+ */
+struct idem_conflict {
+	long long claim_created_ms;         /* the holder's claim; 0: unknown */
+	char params[IDEM_PARAMS_MAX + 1];   /* stored digests; "": none */
+};
+
+/* A record as introspection shows it: no body, no owner, no fingerprint. */
+struct idem_info {
+	char state[16];                     /* in_progress|completed|failed */
+	long long created_ms;
+	long long updated_ms;               /* 0 while in progress */
+	long long expires_ms;               /* 0 while in progress or unknown */
+	int status;                         /* 0 while in progress */
+	long long pttl_ms;                  /* Redis's remaining TTL, -1 none */
 };
 
 struct idem_field {
@@ -42,14 +69,26 @@ struct idem_field {
 };
 
 /*
- * Decodes the 8 fields state, status, content_type, retry_after, body,
- * body_file, body_len, body_sha256 (as returned after 'recorded'). Pure.
- * 0, or -1 with errstr (rec then holds nothing to free).
+ * Decodes the 9 fields state, status, content_type, retry_after, body,
+ * body_file, body_len, body_sha256, expires_ms (as returned after
+ * 'recorded'; a nil expires_ms gives 0). Pure. 0, or -1 with errstr (rec
+ * then holds nothing to free).
  */
 int idem_record_decode(const struct idem_field *f, size_t n,
     struct idem_record *rec, char *errstr, size_t errlen);
 /* NULL-safe; frees the inline body. */
 void idem_record_free(struct idem_record *rec);
+
+/*
+ * Decodes the 5 fields of lua/lookup.lua (state, created_ms, updated_ms,
+ * expires_ms, status) and its PTTL. Pure. 1 when a record exists, 0 when
+ * none (state nil), -1 with errstr when the fields make no sense.
+ */
+int idem_info_decode(const struct idem_field *f, size_t n, long long pttl_ms,
+    struct idem_info *info, char *errstr, size_t errlen);
+
+/* Room for any record's key name, NUL included. */
+#define IDEM_RKEY_MAX (KEY_PREFIX_MAX + 8 + PRINCIPAL_MAX + IDEM_KEY_MAX + 8)
 
 /* Builds <prefix>idem:<principal>:<key> into out. Length, or -1 if too long. */
 int idem_key_name(char *out, size_t outlen, const char *prefix,
@@ -59,27 +98,39 @@ int idem_key_name(char *out, size_t outlen, const char *prefix,
 int idem_init(void);
 
 /*
- * Claims rkey for owner. CLAIMED, REPLAY (rec filled: free it with
- * idem_record_free), IN_PROGRESS, MISMATCH, ERR_REDIS (c->errstr).
+ * Claims rkey for owner, storing params (the request's per-parameter
+ * digests) with the claim. CLAIMED, REPLAY (rec filled: free it with
+ * idem_record_free), IN_PROGRESS (cf->claim_created_ms), MISMATCH
+ * (cf->params), ERR_REDIS (c->errstr).
  */
 enum idem_status idem_claim(struct redis_conn *c, const char *rkey,
-    const char *fingerprint, const char *owner, long long now_ms,
-    long long lock_ttl_ms, struct idem_record *rec);
+    const char *fingerprint, const char *params, const char *owner,
+    long long now_ms, long long lock_ttl_ms, struct idem_record *rec,
+    struct idem_conflict *cf);
 
 /*
- * Records out (inline when out->body_file is "", else the file reference).
- * RECORDED (also when this owner's outcome was already written: a re-sent
- * record is idempotent), NOT_DURABLE (recorded, but fewer than
- * redis_min_replicas replicas acknowledged it in time: c->errstr), REPLAY
- * (another attempt recorded first; existing filled), MISMATCH (the key now
- * holds another request), FENCED, ERR_REDIS.
+ * Records out (inline when out->body_file is "", else the file reference),
+ * to expire at now_ms + ttl_ms (stored as expires_ms). RECORDED (also when
+ * this owner's outcome was already written: a re-sent record is
+ * idempotent), NOT_DURABLE (recorded, but fewer than redis_min_replicas
+ * replicas acknowledged it in time: c->errstr), REPLAY (another attempt
+ * recorded first; existing filled), MISMATCH (the key now holds another
+ * request; cf->params), FENCED (cf->claim_created_ms), ERR_REDIS.
  */
 enum idem_status idem_record(struct redis_conn *c, const char *rkey,
-    const char *owner, const char *fingerprint, const struct idem_record *out,
-    long long ttl_ms, long long now_ms, struct idem_record *existing);
+    const char *owner, const char *fingerprint, const char *params,
+    const struct idem_record *out, long long ttl_ms, long long now_ms,
+    struct idem_record *existing, struct idem_conflict *cf);
 
 /* RELEASED, NOT_OWNER, ERR_REDIS. */
 enum idem_status idem_release(struct redis_conn *c, const char *rkey,
     const char *owner);
+
+/*
+ * Reads what rkey holds without writing anything (no key created, no TTL
+ * touched): FOUND (info filled), ABSENT, ERR_REDIS.
+ */
+enum idem_status idem_lookup(struct redis_conn *c, const char *rkey,
+    struct idem_info *info);
 
 #endif

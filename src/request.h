@@ -37,7 +37,12 @@ struct request {
 	const char *authorization;
 	const char *idem_key;
 	const char *prefer;
-	char path[512];                 /* path part of REQUEST_URI (or SCRIPT_NAME+PATH_INFO) */
+	/*
+	 * The path part of REQUEST_URI (or SCRIPT_NAME+PATH_INFO), still
+	 * percent-encoded; room for /charge/keys/ and a 255-byte key with
+	 * every byte encoded. Longer paths are cut, which no route accepts.
+	 */
+	char path[1024];
 	char *body;                     /* malloc'd, NUL-terminated, may be NULL when empty */
 	size_t body_len;
 	size_t content_length;

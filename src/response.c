@@ -44,18 +44,22 @@ static const struct problem_info problems[PROB_COUNT] = {
 	[PROB_INTERNAL] = { "internal-error", 500, "Internal Server Error" },
 	[PROB_NOT_DURABLE] = { "outcome-not-durable", 503,
 	    "The outcome could not be made durable" },
+	[PROB_KEY_NOT_FOUND] = { "key-not-found", 404,
+	    "No record for this Idempotency-Key" },
 };
 
 const char OUTCOME_CREATED[] = "created";
 const char OUTCOME_REPLAYED[] = "replayed";
 const char OUTCOME_OK[] = "ok";
+const char OUTCOME_KEY_FOUND[] = "key-found";
 const char OUTCOME_OTHER[] = "other";
 
 const char *
 outcome_label(size_t i)
 {
 	static const char *const successes[] = {
-		OUTCOME_CREATED, OUTCOME_REPLAYED, OUTCOME_OK, OUTCOME_OTHER,
+		OUTCOME_CREATED, OUTCOME_REPLAYED, OUTCOME_OK,
+		OUTCOME_KEY_FOUND, OUTCOME_OTHER,
 	};
 
 	if (i < PROB_COUNT)

@@ -29,6 +29,7 @@ enum problem {
 	PROB_STORED_UNAVAILABLE,
 	PROB_INTERNAL,
 	PROB_NOT_DURABLE,
+	PROB_KEY_NOT_FOUND,
 	PROB_COUNT
 };
 
@@ -49,8 +50,9 @@ const struct problem_info *problem_info(enum problem p);
 extern const char OUTCOME_CREATED[];     /* "created" */
 extern const char OUTCOME_REPLAYED[];    /* "replayed" */
 extern const char OUTCOME_OK[];          /* "ok": /healthz, /metrics */
+extern const char OUTCOME_KEY_FOUND[];   /* "key-found": GET /charge/keys/<key> */
 extern const char OUTCOME_OTHER[];       /* "other": anything unlabelled */
-#define OUTCOME_COUNT (PROB_COUNT + 4)
+#define OUTCOME_COUNT (PROB_COUNT + 5)
 
 /* The i-th label (i < OUTCOME_COUNT), or NULL. */
 const char *outcome_label(size_t i);

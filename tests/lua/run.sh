@@ -198,7 +198,7 @@ keyspace_with() {
 for tool in "$REDIS_SERVER" "$REDIS_CLI" od timeout sha1sum; do
 	command -v "$tool" >/dev/null 2>&1 || bail "$tool not found"
 done
-for s in claim record release; do
+for s in claim record release lookup; do
 	[ -f "$LUA/$s.lua" ] || bail "$LUA/$s.lua missing"
 done
 
@@ -209,6 +209,9 @@ T0=$(date +%s%N)
 
 FP=aaaa000000000000000000000000000000000000000000000000000000000001
 FP2=bbbb000000000000000000000000000000000000000000000000000000000002
+# per-parameter digests: 7 x 8 hex, stored with the claim, opaque to the scripts
+PR=00000001000000020000000300000004000000050000000600000007
+PR2=00000001ffffffff0000000300000004000000050000000600000007
 K=charge:idem:demo:key-1
 CLAIM_TTL=30000
 DONE_TTL=86400000
@@ -221,11 +224,11 @@ BODY=$'{"id":"ch_0123","note":"line1\nline2","quote":"say \\"hi\\"","utf8":"cafÃ
 
 echo "# claim on a fresh key"
 fresh
-is "claim on a fresh key -> claimed" "$(ev claim $K , $FP ownerA 1000 $CLAIM_TTL)" '"claimed"'
+is "claim on a fresh key -> claimed" "$(ev claim $K , $FP ownerA 1000 $CLAIM_TTL $PR)" '"claimed"'
 is "claimed hash has exactly the claim fields" "$(fields $K)" \
-	"created_ms fingerprint owner state updated_ms"
-is "claimed hash values" "$(r HMGET $K state fingerprint owner created_ms updated_ms)" \
-	"$(lines '"in_progress"' "\"$FP\"" '"ownerA"' '"1000"' '"1000"')"
+	"created_ms fingerprint owner params state"
+is "claimed hash values" "$(r HMGET $K state fingerprint owner created_ms params)" \
+	"$(lines '"in_progress"' "\"$FP\"" '"ownerA"' '"1000"' "\"$PR\"")"
 in_range "claim PTTL close to claim TTL $CLAIM_TTL" "$(rv PTTL $K)" $((CLAIM_TTL - 1000)) $CLAIM_TTL
 sentinels_intact "claim touched only KEYS[1]" "$K"
 
@@ -233,14 +236,14 @@ echo "# claim again while in_progress"
 r PEXPIRE $K 55555 >/dev/null
 before=$(snap $K)
 is "same fingerprint, same owner -> claimed (retry-safe)" \
-	"$(ev claim $K , $FP ownerA 2000 $CLAIM_TTL)" '"claimed"'
+	"$(ev claim $K , $FP ownerA 2000 $CLAIM_TTL $PR)" '"claimed"'
 is "retried claim leaves the hash unchanged (created_ms kept)" "$(snap $K)" "$before"
-is "same fingerprint, other owner -> in_progress" \
-	"$(ev claim $K , $FP ownerB 2000 $CLAIM_TTL)" '"in_progress"'
-is "other fingerprint, other owner -> mismatch (in_progress)" \
-	"$(ev claim $K , $FP2 ownerB 2000 $CLAIM_TTL)" '"mismatch"'
-is "other fingerprint, same owner -> mismatch (in_progress)" \
-	"$(ev claim $K , $FP2 ownerA 2000 $CLAIM_TTL)" '"mismatch"'
+is "same fingerprint, other owner -> in_progress with the claim's created_ms" \
+	"$(ev claim $K , $FP ownerB 2000 $CLAIM_TTL $PR)" "$(lines '"in_progress"' '"1000"')"
+is "other fingerprint, other owner -> mismatch (in_progress) with the stored digests" \
+	"$(ev claim $K , $FP2 ownerB 2000 $CLAIM_TTL $PR2)" "$(lines '"mismatch"' "\"$PR\"")"
+is "other fingerprint, same owner -> mismatch (in_progress) with the stored digests" \
+	"$(ev claim $K , $FP2 ownerA 2000 $CLAIM_TTL $PR2)" "$(lines '"mismatch"' "\"$PR\"")"
 is "in_progress hash unchanged by in_progress/mismatch answers" "$(snap $K)" "$before"
 in_range "in_progress/mismatch answers do not touch the TTL" "$(rv PTTL $K)" 50000 55555
 sentinels_intact "repeated claims touched only KEYS[1]" "$K"
@@ -249,88 +252,90 @@ sentinels_intact "repeated claims touched only KEYS[1]" "$K"
 
 echo "# record completed inline"
 fresh
-ev claim $K , $FP ownerA 1000 $CLAIM_TTL >/dev/null
+ev claim $K , $FP ownerA 1000 $CLAIM_TTL $PR >/dev/null
 is "owner records completed inline -> ok" \
-	"$(ev record $K , ownerA $FP completed 201 $CT '' $DONE_TTL 1500 inline "$BODY" '' '')" '"ok"'
+	"$(ev record $K , ownerA $FP $PR completed 201 $CT '' $DONE_TTL 1500 $((1500 + DONE_TTL)) inline "$BODY" '' '')" '"ok"'
 is "completed hash fields: body inline, no body_file/len/sha, no retry_after" "$(fields $K)" \
-	"body content_type created_ms fingerprint owner state status updated_ms"
+	"body content_type created_ms expires_ms fingerprint owner params state status updated_ms"
 is "completed hash values (created_ms from claim, updated_ms from record)" \
 	"$(r HMGET $K state fingerprint owner created_ms updated_ms status content_type)" \
 	"$(lines '"completed"' "\"$FP\"" '"ownerA"' '"1000"' '"1500"' '"201"' "\"$CT\"")"
 is "stored body is byte-exact (newline, quotes, UTF-8)" "$(r HGET $K body)" "$(q "$BODY")"
+is "expires_ms = the record's now + its TTL; params kept from the claim" \
+	"$(r HMGET $K expires_ms params)" "$(lines "\"$((1500 + DONE_TTL))\"" "\"$PR\"")"
 in_range "completed PTTL = $DONE_TTL" "$(rv PTTL $K)" $((DONE_TTL - 1000)) $DONE_TTL
 sentinels_intact "record touched only KEYS[1]" "$K"
 
 echo "# claim after completion replays"
-expect=$(lines '"recorded"' '"completed"' '"201"' "\"$CT\"" '(nil)' "$(q "$BODY")" '(nil)' '(nil)' '(nil)')
+expect=$(lines '"recorded"' '"completed"' '"201"' "\"$CT\"" '(nil)' "$(q "$BODY")" '(nil)' '(nil)' '(nil)' "\"$((1500 + DONE_TTL))\"")
 is "same fingerprint, same owner -> recorded with body and nils" \
-	"$(ev claim $K , $FP ownerA 3000 $CLAIM_TTL)" "$expect"
+	"$(ev claim $K , $FP ownerA 3000 $CLAIM_TTL $PR)" "$expect"
 is "same fingerprint, other owner -> recorded (same reply)" \
-	"$(ev claim $K , $FP ownerB 3000 $CLAIM_TTL)" "$expect"
-is "other fingerprint -> mismatch (completed)" \
-	"$(ev claim $K , $FP2 ownerB 3000 $CLAIM_TTL)" '"mismatch"'
+	"$(ev claim $K , $FP ownerB 3000 $CLAIM_TTL $PR)" "$expect"
+is "other fingerprint -> mismatch (completed) with the stored digests" \
+	"$(ev claim $K , $FP2 ownerB 3000 $CLAIM_TTL $PR2)" "$(lines '"mismatch"' "\"$PR\"")"
 is "other fingerprint, original owner -> mismatch (completed)" \
-	"$(ev claim $K , $FP2 ownerA 3000 $CLAIM_TTL)" '"mismatch"'
+	"$(ev claim $K , $FP2 ownerA 3000 $CLAIM_TTL $PR2 | head -1)" '"mismatch"'
 in_range "claims do not change the completed TTL" "$(rv PTTL $K)" $((DONE_TTL - 2000)) $DONE_TTL
 
-echo "# inline ignores ARGV[11], ARGV[12]; empty body is an empty string, not nil"
+echo "# inline ignores ARGV[13], ARGV[14]; empty body is an empty string, not nil"
 fresh
-ev claim $K , $FP ownerA 1000 $CLAIM_TTL >/dev/null
-is "inline record with ARGV[11]/[12] set -> ok" \
-	"$(ev record $K , ownerA $FP completed 204 text/plain '' $DONE_TTL 1500 inline '' 5 deadbeef)" '"ok"'
+ev claim $K , $FP ownerA 1000 $CLAIM_TTL $PR >/dev/null
+is "inline record with ARGV[13]/[14] set -> ok" \
+	"$(ev record $K , ownerA $FP $PR completed 204 text/plain '' $DONE_TTL 1500 $((1500 + DONE_TTL)) inline '' 5 deadbeef)" '"ok"'
 is "inline record stores no body_file/body_len/body_sha256" "$(fields $K)" \
-	"body content_type created_ms fingerprint owner state status updated_ms"
-is "claim replays an empty body as \"\"" "$(ev claim $K , $FP ownerB 2000 $CLAIM_TTL)" \
-	"$(lines '"recorded"' '"completed"' '"204"' '"text/plain"' '(nil)' '""' '(nil)' '(nil)' '(nil)')"
+	"body content_type created_ms expires_ms fingerprint owner params state status updated_ms"
+is "claim replays an empty body as \"\"" "$(ev claim $K , $FP ownerB 2000 $CLAIM_TTL $PR)" \
+	"$(lines '"recorded"' '"completed"' '"204"' '"text/plain"' '(nil)' '""' '(nil)' '(nil)' '(nil)' "\"$((1500 + DONE_TTL))\"")"
 
 # ---------------------------------------------------------------- record failed
 
 echo "# record failed with Retry-After"
 fresh
 FBODY='{"type":"/problems/provider-error","title":"Provider error","status":502}'
-ev claim $K , $FP ownerA 1000 $CLAIM_TTL >/dev/null
+ev claim $K , $FP ownerA 1000 $CLAIM_TTL $PR >/dev/null
 is "owner records failed with retry_after -> ok" \
-	"$(ev record $K , ownerA $FP failed 502 $PT 300 $FAIL_TTL 1700 inline "$FBODY" '' '')" '"ok"'
+	"$(ev record $K , ownerA $FP $PR failed 502 $PT 300 $FAIL_TTL 1700 $((1700 + FAIL_TTL)) inline "$FBODY" '' '')" '"ok"'
 is "failed hash fields include retry_after" "$(fields $K)" \
-	"body content_type created_ms fingerprint owner retry_after state status updated_ms"
+	"body content_type created_ms expires_ms fingerprint owner params retry_after state status updated_ms"
 is "failed hash values" "$(r HMGET $K state status content_type retry_after created_ms updated_ms)" \
 	"$(lines '"failed"' '"502"' "\"$PT\"" '"300"' '"1000"' '"1700"')"
 in_range "failed PTTL = $FAIL_TTL" "$(rv PTTL $K)" $((FAIL_TTL - 1000)) $FAIL_TTL
-fexpect=$(lines '"recorded"' '"failed"' '"502"' "\"$PT\"" '"300"' "$(q "$FBODY")" '(nil)' '(nil)' '(nil)')
+fexpect=$(lines '"recorded"' '"failed"' '"502"' "\"$PT\"" '"300"' "$(q "$FBODY")" '(nil)' '(nil)' '(nil)' "\"$((1700 + FAIL_TTL))\"")
 is "claim after failure, same fingerprint -> recorded with retry_after" \
-	"$(ev claim $K , $FP ownerB 2000 $CLAIM_TTL)" "$fexpect"
+	"$(ev claim $K , $FP ownerB 2000 $CLAIM_TTL $PR)" "$fexpect"
 is "claim after failure, other fingerprint -> mismatch (failed)" \
-	"$(ev claim $K , $FP2 ownerB 2000 $CLAIM_TTL)" '"mismatch"'
+	"$(ev claim $K , $FP2 ownerB 2000 $CLAIM_TTL $PR)" "$(lines '"mismatch"' "\"$PR\"")"
 sentinels_intact "failed record touched only KEYS[1]" "$K"
 
 echo "# completed and failed TTLs differ as passed"
 K2=charge:idem:demo:key-2
-ev claim $K2 , $FP ownerC 1000 $CLAIM_TTL >/dev/null
-ev record $K2 , ownerC $FP completed 201 $CT '' $DONE_TTL 1500 inline '{}' '' '' >/dev/null
+ev claim $K2 , $FP ownerC 1000 $CLAIM_TTL $PR >/dev/null
+ev record $K2 , ownerC $FP $PR completed 201 $CT '' $DONE_TTL 1500 $((1500 + DONE_TTL)) inline '{}' '' '' >/dev/null
 in_range "completed key PTTL ~ 86400000" "$(rv PTTL $K2)" $((DONE_TTL - 1000)) $DONE_TTL
 in_range "failed key PTTL ~ 300000" "$(rv PTTL $K)" $((FAIL_TTL - 2000)) $FAIL_TTL
 
 echo "# retry_after absent when ARGV[6] is ''"
 fresh
-ev claim $K , $FP ownerA 1000 $CLAIM_TTL >/dev/null
-ev record $K , ownerA $FP failed 402 $PT '' $FAIL_TTL 1500 inline '{"decline_code":"card_declined"}' '' '' >/dev/null
+ev claim $K , $FP ownerA 1000 $CLAIM_TTL $PR >/dev/null
+ev record $K , ownerA $FP $PR failed 402 $PT '' $FAIL_TTL 1500 $((1500 + FAIL_TTL)) inline '{"decline_code":"card_declined"}' '' '' >/dev/null
 is "failed without Retry-After has no retry_after field" "$(rv HEXISTS $K retry_after)" 0
-is "claim replays retry_after as nil" "$(ev claim $K , $FP ownerB 2000 $CLAIM_TTL | sed -n 5p)" '(nil)'
+is "claim replays retry_after as nil" "$(ev claim $K , $FP ownerB 2000 $CLAIM_TTL $PR | sed -n 5p)" '(nil)'
 
 # ---------------------------------------------------------------- record file
 
 echo "# record in file mode"
 fresh
 SHA=9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08
-ev claim $K , $FP ownerA 1000 $CLAIM_TTL >/dev/null
+ev claim $K , $FP ownerA 1000 $CLAIM_TTL $PR >/dev/null
 is "owner records completed in file mode -> ok" \
-	"$(ev record $K , ownerA $FP completed 201 $CT '' $DONE_TTL 1500 file 0f3c9a.body 20000 $SHA)" '"ok"'
+	"$(ev record $K , ownerA $FP $PR completed 201 $CT '' $DONE_TTL 1500 $((1500 + DONE_TTL)) file 0f3c9a.body 20000 $SHA)" '"ok"'
 is "file hash has body_file/body_len/body_sha256 and no body" "$(fields $K)" \
-	"body_file body_len body_sha256 content_type created_ms fingerprint owner state status updated_ms"
+	"body_file body_len body_sha256 content_type created_ms expires_ms fingerprint owner params state status updated_ms"
 is "file hash values" "$(r HMGET $K body_file body_len body_sha256 body)" \
 	"$(lines '"0f3c9a.body"' '"20000"' "\"$SHA\"" '(nil)')"
-is "claim replays file reference with body nil" "$(ev claim $K , $FP ownerB 2000 $CLAIM_TTL)" \
-	"$(lines '"recorded"' '"completed"' '"201"' "\"$CT\"" '(nil)' '(nil)' '"0f3c9a.body"' '"20000"' "\"$SHA\"")"
+is "claim replays file reference with body nil" "$(ev claim $K , $FP ownerB 2000 $CLAIM_TTL $PR)" \
+	"$(lines '"recorded"' '"completed"' '"201"' "\"$CT\"" '(nil)' '(nil)' '"0f3c9a.body"' '"20000"' "\"$SHA\"" "\"$((1500 + DONE_TTL))\"")"
 sentinels_intact "file-mode record touched only KEYS[1]" "$K"
 
 # ---------------------------------------------------------------- binary body
@@ -338,87 +343,89 @@ sentinels_intact "file-mode record touched only KEYS[1]" "$K"
 echo "# binary body with NUL (via redis-cli -x: stdin becomes the last argument)"
 fresh
 SHA_RECORD=$(rv SCRIPT LOAD "$(cat "$LUA/record.lua")")
-ev claim $K , $FP ownerA 1000 $CLAIM_TTL >/dev/null
+ev claim $K , $FP ownerA 1000 $CLAIM_TTL $PR >/dev/null
 got=$(printf 'a\0b\n\377\r\t"\\z\0' | timeout 5 "$REDIS_CLI" -s "$SOCK" --no-raw -x \
-	EVALSHA "$SHA_RECORD" 1 $K ownerA $FP completed 201 application/octet-stream '' $DONE_TTL 1500 inline |
+	EVALSHA "$SHA_RECORD" 1 $K ownerA $FP $PR completed 201 application/octet-stream '' $DONE_TTL 1500 $((1500 + DONE_TTL)) inline |
 	sed -E 's/^ *[0-9]+\) //')
 is "EVALSHA record with a NUL-containing body (ARGV[10] from stdin) -> ok" "$got" '"ok"'
 is "stored binary body is byte-exact" "$(r HGET $K body)" "$(qf 'a\0b\n\377\r\t"\\z\0')"
 is "stored binary body, raw bytes (od)" "$(rv HGET $K body | od -An -tx1 | tr -s ' \n' ' ')" \
 	"$(printf 'a\0b\n\377\r\t"\\z\0\n' | od -An -tx1 | tr -s ' \n' ' ')"
-is "claim replays the binary body byte-exact" "$(ev claim $K , $FP ownerB 2000 $CLAIM_TTL | sed -n 6p)" \
+is "claim replays the binary body byte-exact" "$(ev claim $K , $FP ownerB 2000 $CLAIM_TTL $PR | sed -n 6p)" \
 	"$(qf 'a\0b\n\377\r\t"\\z\0')"
 
 # ---------------------------------------------------------------- fencing
 
 echo "# fencing after the claim expired (real 200 ms expiry)"
 fresh
-ev claim $K , $FP ownerA 1000 200 >/dev/null
+ev claim $K , $FP ownerA 1000 200 $PR >/dev/null
 in_range "short claim PTTL <= 200" "$(rv PTTL $K)" 1 200
 sleep 0.3
 is "claim expired: key gone" "$(rv EXISTS $K)" 0
-is "second owner claims the expired key -> claimed" "$(ev claim $K , $FP ownerB 2000 $CLAIM_TTL)" '"claimed"'
+is "second owner claims the expired key -> claimed" "$(ev claim $K , $FP ownerB 2000 $CLAIM_TTL $PR)" '"claimed"'
 before=$(snap $K)
-is "first owner's record -> fenced" \
-	"$(ev record $K , ownerA $FP completed 201 $CT '' $DONE_TTL 2100 inline A-body '' '')" '"fenced"'
+is "first owner's record -> fenced, with the holder's created_ms" \
+	"$(ev record $K , ownerA $FP $PR completed 201 $CT '' $DONE_TTL 2100 $((2100 + DONE_TTL)) inline A-body '' '')" "$(lines '"fenced"' '"2000"')"
 is "fenced record changed nothing" "$(snap $K)" "$before"
 in_range "fenced record left the claim TTL" "$(rv PTTL $K)" $((CLAIM_TTL - 1000)) $CLAIM_TTL
 is "first owner's file-mode record -> fenced too" \
-	"$(ev record $K , ownerA $FP failed 502 $PT 300 $FAIL_TTL 2100 file x.body 1 $SHA)" '"fenced"'
+	"$(ev record $K , ownerA $FP $PR failed 502 $PT 300 $FAIL_TTL 2100 $((2100 + FAIL_TTL)) file x.body 1 $SHA)" "$(lines '"fenced"' '"2000"')"
 is "still unchanged" "$(snap $K)" "$before"
 is "second owner's record -> ok" \
-	"$(ev record $K , ownerB $FP completed 201 $CT '' $DONE_TTL 2200 inline B-body '' '')" '"ok"'
+	"$(ev record $K , ownerB $FP $PR completed 201 $CT '' $DONE_TTL 2200 $((2200 + DONE_TTL)) inline B-body '' '')" '"ok"'
 is "record is the second owner's" "$(r HMGET $K state owner body created_ms updated_ms)" \
 	"$(lines '"completed"' '"ownerB"' '"B-body"' '"2000"' '"2200"')"
 sentinels_intact "fencing touched only KEYS[1]" "$K"
 
 echo "# fencing after DEL and a reclaim with another fingerprint"
 fresh
-ev claim $K , $FP ownerA 1000 $CLAIM_TTL >/dev/null
+ev claim $K , $FP ownerA 1000 $CLAIM_TTL $PR >/dev/null
 r DEL $K >/dev/null
-ev claim $K , $FP2 ownerB 2000 $CLAIM_TTL >/dev/null
+ev claim $K , $FP2 ownerB 2000 $CLAIM_TTL $PR >/dev/null
 before=$(snap $K)
 is "old owner's record on a key reclaimed by another request -> mismatch" \
-	"$(ev record $K , ownerA $FP completed 201 $CT '' $DONE_TTL 2100 inline A '' '')" '"mismatch"'
+	"$(ev record $K , ownerA $FP $PR completed 201 $CT '' $DONE_TTL 2100 $((2100 + DONE_TTL)) inline A '' '')" "$(lines '"mismatch"' "\"$PR\"")"
 is "mismatch: hash unchanged" "$(snap $K)" "$before"
-ev record $K , ownerB $FP2 completed 201 $CT '' $DONE_TTL 2150 inline B '' '' >/dev/null
+ev record $K , ownerB $FP2 $PR completed 201 $CT '' $DONE_TTL 2150 $((2150 + DONE_TTL)) inline B '' '' >/dev/null
 before=$(snap $K)
 is "old owner's late record after the other request recorded -> mismatch" \
-	"$(ev record $K , ownerA $FP completed 201 $CT '' $DONE_TTL 2200 inline A '' '')" '"mismatch"'
+	"$(ev record $K , ownerA $FP $PR completed 201 $CT '' $DONE_TTL 2200 $((2200 + DONE_TTL)) inline A '' '')" "$(lines '"mismatch"' "\"$PR\"")"
 is "late mismatching record: hash unchanged" "$(snap $K)" "$before"
 
 echo "# a lapsed claim retaken by the same request: the old owner is fenced"
 fresh
-ev claim $K , $FP ownerA 1000 $CLAIM_TTL >/dev/null
+ev claim $K , $FP ownerA 1000 $CLAIM_TTL $PR >/dev/null
 r DEL $K >/dev/null
-ev claim $K , $FP ownerB 2000 $CLAIM_TTL >/dev/null
+ev claim $K , $FP ownerB 2000 $CLAIM_TTL $PR >/dev/null
 before=$(snap $K)
 is "old owner's record on a key reclaimed by the same request -> fenced" \
-	"$(ev record $K , ownerA $FP completed 201 $CT '' $DONE_TTL 2100 inline A '' '')" '"fenced"'
+	"$(ev record $K , ownerA $FP $PR completed 201 $CT '' $DONE_TTL 2100 $((2100 + DONE_TTL)) inline A '' '')" "$(lines '"fenced"' '"2000"')"
 is "fenced: hash unchanged" "$(snap $K)" "$before"
 
 echo "# a non-owner cannot record over a live claim"
 fresh
-ev claim $K , $FP ownerA 1000 $CLAIM_TTL >/dev/null
+ev claim $K , $FP ownerA 1000 $CLAIM_TTL $PR >/dev/null
 before=$(snap $K)
 is "record by another owner while in_progress -> fenced" \
-	"$(ev record $K , ownerB $FP completed 201 $CT '' $DONE_TTL 1100 inline B '' '')" '"fenced"'
+	"$(ev record $K , ownerB $FP $PR completed 201 $CT '' $DONE_TTL 1100 $((1100 + DONE_TTL)) inline B '' '')" "$(lines '"fenced"' '"1000"')"
 is "hash unchanged" "$(snap $K)" "$before"
 
 # ---------------------------------------------------------------- vanished key
 
 echo "# vanished key (claim expired, nobody reclaimed)"
 fresh
-ev claim $K , $FP ownerA 1000 200 >/dev/null
+ev claim $K , $FP ownerA 1000 200 $PR >/dev/null
 sleep 0.3
 is "key has expired" "$(rv EXISTS $K)" 0
 is "old owner records on the vanished key -> ok" \
-	"$(ev record $K , ownerA $FP completed 201 $CT '' $DONE_TTL 5000 inline late-body '' '')" '"ok"'
+	"$(ev record $K , ownerA $FP $PR completed 201 $CT '' $DONE_TTL 5000 $((5000 + DONE_TTL)) inline late-body '' '')" '"ok"'
 is "vanished-key record: created_ms = updated_ms = record's now" \
 	"$(r HMGET $K state fingerprint owner created_ms updated_ms status content_type body)" \
 	"$(lines '"completed"' "\"$FP\"" '"ownerA"' '"5000"' '"5000"' '"201"' "\"$CT\"" '"late-body"')"
 is "vanished-key record field set" "$(fields $K)" \
-	"body content_type created_ms fingerprint owner state status updated_ms"
+	"body content_type created_ms expires_ms fingerprint owner params state status updated_ms"
+is "vanished-key record writes the digests and expires_ms too" \
+	"$(r HMGET $K params expires_ms)" "$(lines "\"$PR\"" "\"$((5000 + DONE_TTL))\"")"
 in_range "vanished-key record PTTL = $DONE_TTL" "$(rv PTTL $K)" $((DONE_TTL - 1000)) $DONE_TTL
 sentinels_intact "vanished-key record touched only KEYS[1]" "$K"
 
@@ -426,37 +433,37 @@ sentinels_intact "vanished-key record touched only KEYS[1]" "$K"
 
 echo "# first recording wins"
 fresh
-ev claim $K , $FP ownerA 1000 $CLAIM_TTL >/dev/null
-ev record $K , ownerA $FP completed 201 $CT '' $DONE_TTL 1500 inline "$BODY" '' '' >/dev/null
+ev claim $K , $FP ownerA 1000 $CLAIM_TTL $PR >/dev/null
+ev record $K , ownerA $FP $PR completed 201 $CT '' $DONE_TTL 1500 $((1500 + DONE_TTL)) inline "$BODY" '' '' >/dev/null
 r PEXPIRE $K 77777000 >/dev/null
 before=$(snap $K)
 is "same owner records again (a re-sent record) -> ok" \
-	"$(ev record $K , ownerA $FP completed 201 $CT '' $DONE_TTL 1500 inline "$BODY" '' '')" '"ok"'
+	"$(ev record $K , ownerA $FP $PR completed 201 $CT '' $DONE_TTL 1500 $((1500 + DONE_TTL)) inline "$BODY" '' '')" '"ok"'
 is "re-sent record did not write" "$(snap $K)" "$before"
 is "same owner, whatever it sends again -> ok, nothing written" \
-	"$(ev record $K , ownerA $FP failed 502 $PT 300 $FAIL_TTL 1600 inline second '' '')" '"ok"'
+	"$(ev record $K , ownerA $FP $PR failed 502 $PT 300 $FAIL_TTL 1600 $((1600 + FAIL_TTL)) inline second '' '')" '"ok"'
 is "second recording did not overwrite" "$(snap $K)" "$before"
 is "another owner records -> recorded with the first values" \
-	"$(ev record $K , ownerB $FP completed 200 text/plain '' $DONE_TTL 1700 file y.body 3 $SHA)" "$expect"
+	"$(ev record $K , ownerB $FP $PR completed 200 text/plain '' $DONE_TTL 1700 $((1700 + DONE_TTL)) file y.body 3 $SHA)" "$expect"
 is "still not overwritten" "$(snap $K)" "$before"
 in_range "late recordings did not touch the TTL" "$(rv PTTL $K)" 77000000 77777000
 sentinels_intact "late recordings touched only KEYS[1]" "$K"
 
 echo "# first recording wins over a failed record too"
 fresh
-ev claim $K , $FP ownerA 1000 $CLAIM_TTL >/dev/null
-ev record $K , ownerA $FP failed 502 $PT 300 $FAIL_TTL 1700 inline "$FBODY" '' '' >/dev/null
+ev claim $K , $FP ownerA 1000 $CLAIM_TTL $PR >/dev/null
+ev record $K , ownerA $FP $PR failed 502 $PT 300 $FAIL_TTL 1700 $((1700 + FAIL_TTL)) inline "$FBODY" '' '' >/dev/null
 before=$(snap $K)
 is "record after failed -> recorded (failed values)" \
-	"$(ev record $K , ownerB $FP completed 201 $CT '' $DONE_TTL 1800 inline ok '' '')" \
-	"$(lines '"recorded"' '"failed"' '"502"' "\"$PT\"" '"300"' "$(q "$FBODY")" '(nil)' '(nil)' '(nil)')"
+	"$(ev record $K , ownerB $FP $PR completed 201 $CT '' $DONE_TTL 1800 $((1800 + DONE_TTL)) inline ok '' '')" \
+	"$(lines '"recorded"' '"failed"' '"502"' "\"$PT\"" '"300"' "$(q "$FBODY")" '(nil)' '(nil)' '(nil)' "\"$((1700 + FAIL_TTL))\"")"
 is "failed record not overwritten" "$(snap $K)" "$before"
 
 # ---------------------------------------------------------------- release
 
 echo "# release"
 fresh
-ev claim $K , $FP ownerA 1000 $CLAIM_TTL >/dev/null
+ev claim $K , $FP ownerA 1000 $CLAIM_TTL $PR >/dev/null
 before=$(snap $K)
 is "release by a non-owner -> 0" "$(ev release $K , ownerB)" "(integer) 0"
 is "non-owner release changed nothing" "$(snap $K)" "$before"
@@ -467,22 +474,60 @@ sentinels_intact "release touched only KEYS[1]" ""
 is "release of a missing key -> 0" "$(ev release $K , ownerA)" "(integer) 0"
 is "release of a missing key creates nothing" "$(rv EXISTS $K)" 0
 is "claim after release -> claimed (by anyone, any fingerprint)" \
-	"$(ev claim $K , $FP2 ownerB 2000 $CLAIM_TTL)" '"claimed"'
+	"$(ev claim $K , $FP2 ownerB 2000 $CLAIM_TTL $PR)" '"claimed"'
 
 fresh
-ev claim $K , $FP ownerA 1000 $CLAIM_TTL >/dev/null
-ev record $K , ownerA $FP completed 201 $CT '' $DONE_TTL 1500 inline 'done' '' '' >/dev/null
+ev claim $K , $FP ownerA 1000 $CLAIM_TTL $PR >/dev/null
+ev record $K , ownerA $FP $PR completed 201 $CT '' $DONE_TTL 1500 $((1500 + DONE_TTL)) inline 'done' '' '' >/dev/null
 before=$(snap $K)
 is "release by the owner after completion -> 0" "$(ev release $K , ownerA)" "(integer) 0"
 is "completed record stays after release" "$(snap $K)" "$before"
 in_range "completed TTL kept after release" "$(rv PTTL $K)" $((DONE_TTL - 1000)) $DONE_TTL
 
 fresh
-ev claim $K , $FP ownerA 1000 $CLAIM_TTL >/dev/null
-ev record $K , ownerA $FP failed 504 $PT 300 $FAIL_TTL 1500 inline timeout '' '' >/dev/null
+ev claim $K , $FP ownerA 1000 $CLAIM_TTL $PR >/dev/null
+ev record $K , ownerA $FP $PR failed 504 $PT 300 $FAIL_TTL 1500 $((1500 + FAIL_TTL)) inline timeout '' '' >/dev/null
 before=$(snap $K)
 is "release by the owner after failure -> 0" "$(ev release $K , ownerA)" "(integer) 0"
 is "failed record stays after release" "$(snap $K)" "$before"
+
+# ---------------------------------------------------------------- lookup
+
+echo "# lookup: read-only introspection"
+fresh
+is "lookup of a missing key -> all nil, PTTL -2" "$(ev lookup $K)" \
+	"$(lines '(nil)' '(nil)' '(nil)' '(nil)' '(nil)' '(integer) -2')"
+is "lookup of a missing key creates nothing" "$(rv EXISTS $K)" 0
+ev claim $K , $FP ownerA 1000 $CLAIM_TTL $PR >/dev/null
+r PEXPIRE $K 55555 >/dev/null
+before=$(snap $K)
+got=$(ev lookup $K)
+is "lookup of a claim -> in_progress, created_ms, no updated/expires/status" "$(printf '%s\n' "$got" | head -5)" \
+	"$(lines '"in_progress"' '"1000"' '(nil)' '(nil)' '(nil)')"
+in_range "lookup returns the PTTL" "$(printf '%s\n' "$got" | sed -n 6p | cut -d' ' -f2)" 50000 55555
+is "lookup changed nothing" "$(snap $K)" "$before"
+in_range "lookup did not extend the TTL" "$(rv PTTL $K)" 50000 55555
+ev record $K , ownerA $FP $PR failed 502 $PT 300 $FAIL_TTL 1700 $((1700 + FAIL_TTL)) inline "$FBODY" '' '' >/dev/null
+is "lookup of a failed record -> state, created, updated, expires, status" \
+	"$(ev lookup $K | head -5)" \
+	"$(lines '"failed"' '"1000"' '"1700"' "\"$((1700 + FAIL_TTL))\"" '"502"')"
+got=$(ev lookup $K 2>&1)
+case $(ev lookup $K , extra 2>&1) in
+*"bad arguments"*) ok "lookup with an argument -> error" ;;
+*) notok "lookup with an argument -> error" ;;
+esac
+sentinels_intact "lookup touched only KEYS[1]" "$K"
+
+echo "# record size: a completed inline record stays a listpack under 1 KiB"
+fresh
+r CONFIG SET hash-max-listpack-value 1024 >/dev/null
+CBODY='{"id":"ch_0123456789abcdef01234567","object":"charge","status":"succeeded","amount":1999,"currency":"usd","source":"tok_visa","customer":null,"description":null,"metadata":{},"line_items":[],"created":1763740800,"idempotency_key":"order-1001-2026-11-23"}'
+KK=charge:idem:demo:order-1001-2026-11-23
+ev claim $KK , $FP 0123456789abcdef0123456789abcdef 1763740800123 $CLAIM_TTL $PR >/dev/null
+ev record $KK , 0123456789abcdef0123456789abcdef $FP $PR completed 201 $CT '' $DONE_TTL 1763740800345 $((1763740800345 + DONE_TTL)) inline "$CBODY" >/dev/null
+is "completed record is a listpack" "$(rv OBJECT ENCODING $KK)" listpack
+in_range "MEMORY USAGE of a completed record < 1024 bytes" "$(rv MEMORY USAGE $KK)" 1 1023
+diag "MEMORY USAGE $(rv MEMORY USAGE $KK) bytes, $(rv HLEN $KK) fields"
 
 # ---------------------------------------------------------------- one key only
 
@@ -490,29 +535,30 @@ echo "# each script touches only KEYS[1]: run as an ACL user allowed that key on
 fresh
 AK=charge:idem:acl:only
 r ACL SETUSER lim on nopass resetkeys "~$AK" -@all +eval +evalsha +script\|load \
-	+hmget +hset +hget +pexpire +del +get >/dev/null
+	+exists +hmget +hset +hget +pexpire +pttl +del +get >/dev/null
 la() { r --user lim --pass x "$@" 2>/dev/null; }
 got=$(la EVAL "return redis.call('GET', KEYS[1] .. 'x')" 1 $AK)
 case $got in
 *NOPERM* | *"can't access at least one of the keys"*) ok "control: a script touching another key fails with NOPERM for this user" ;;
 *) notok "control: a script touching another key fails with NOPERM for this user"; diag "got: $got" ;;
 esac
-is "ACL user: claim" "$(la --eval "$LUA/claim.lua" $AK , $FP ownerA 1000 $CLAIM_TTL)" '"claimed"'
-is "ACL user: claim again (other owner)" "$(la --eval "$LUA/claim.lua" $AK , $FP ownerB 1000 $CLAIM_TTL)" '"in_progress"'
-is "ACL user: claim (other fingerprint)" "$(la --eval "$LUA/claim.lua" $AK , $FP2 ownerB 1000 $CLAIM_TTL)" '"mismatch"'
+is "ACL user: claim" "$(la --eval "$LUA/claim.lua" $AK , $FP ownerA 1000 $CLAIM_TTL $PR)" '"claimed"'
+is "ACL user: claim again (other owner)" "$(la --eval "$LUA/claim.lua" $AK , $FP ownerB 1000 $CLAIM_TTL $PR | head -1)" '"in_progress"'
+is "ACL user: claim (other fingerprint)" "$(la --eval "$LUA/claim.lua" $AK , $FP2 ownerB 1000 $CLAIM_TTL $PR | head -1)" '"mismatch"'
 is "ACL user: release by non-owner" "$(la --eval "$LUA/release.lua" $AK , ownerB)" "(integer) 0"
 is "ACL user: record by non-owner" \
-	"$(la --eval "$LUA/record.lua" $AK , ownerB $FP completed 201 $CT '' $DONE_TTL 1500 inline x '' '')" '"fenced"'
+	"$(la --eval "$LUA/record.lua" $AK , ownerB $FP $PR completed 201 $CT '' $DONE_TTL 1500 $((1500 + DONE_TTL)) inline x '' '' | head -1)" '"fenced"'
 is "ACL user: release by owner" "$(la --eval "$LUA/release.lua" $AK , ownerA)" "(integer) 1"
 is "ACL user: record on a vanished key" \
-	"$(la --eval "$LUA/record.lua" $AK , ownerA $FP completed 201 $CT 5 $DONE_TTL 1500 file f.body 3 $SHA)" '"ok"'
+	"$(la --eval "$LUA/record.lua" $AK , ownerA $FP $PR completed 201 $CT 5 $DONE_TTL 1500 $((1500 + DONE_TTL)) file f.body 3 $SHA)" '"ok"'
 is "ACL user: record again by the same owner (idempotent)" \
-	"$(la --eval "$LUA/record.lua" $AK , ownerA $FP completed 201 $CT '' $DONE_TTL 1500 inline x '' '' | head -1)" '"ok"'
+	"$(la --eval "$LUA/record.lua" $AK , ownerA $FP $PR completed 201 $CT '' $DONE_TTL 1500 $((1500 + DONE_TTL)) inline x '' '' | head -1)" '"ok"'
 is "ACL user: record again by another owner (first wins)" \
-	"$(la --eval "$LUA/record.lua" $AK , ownerB $FP completed 201 $CT '' $DONE_TTL 1500 inline x '' '' | head -1)" '"recorded"'
+	"$(la --eval "$LUA/record.lua" $AK , ownerB $FP $PR completed 201 $CT '' $DONE_TTL 1500 $((1500 + DONE_TTL)) inline x '' '' | head -1)" '"recorded"'
 is "ACL user: claim of a recorded key" \
-	"$(la --eval "$LUA/claim.lua" $AK , $FP ownerB 1000 $CLAIM_TTL | head -1)" '"recorded"'
+	"$(la --eval "$LUA/claim.lua" $AK , $FP ownerB 1000 $CLAIM_TTL $PR | head -1)" '"recorded"'
 is "ACL user: release of a recorded key" "$(la --eval "$LUA/release.lua" $AK , ownerA)" "(integer) 0"
+is "ACL user: lookup" "$(la --eval "$LUA/lookup.lua" $AK | head -1)" '"completed"'
 sentinels_intact "after all ACL runs the keyspace is the sentinels plus KEYS[1]" "$AK"
 r ACL DELUSER lim >/dev/null
 
@@ -522,19 +568,19 @@ echo "# EVALSHA and NOSCRIPT"
 fresh
 r SCRIPT FLUSH >/dev/null
 declare -A SHAS
-for s in claim record release; do
+for s in claim record release lookup; do
 	sha=$(timeout 5 "$REDIS_CLI" -s "$SOCK" --raw -x SCRIPT LOAD <"$LUA/$s.lua")
 	is "SCRIPT LOAD $s.lua returns the SHA-1 of the file's bytes" "$sha" \
 		"$(sha1sum <"$LUA/$s.lua" | cut -d' ' -f1)"
 	SHAS[$s]=$sha
 done
-is "EVALSHA claim -> claimed" "$(r EVALSHA "${SHAS[claim]}" 1 $K $FP ownerA 1000 $CLAIM_TTL)" '"claimed"'
+is "EVALSHA claim -> claimed" "$(r EVALSHA "${SHAS[claim]}" 1 $K $FP ownerA 1000 $CLAIM_TTL $PR)" '"claimed"'
 is "EVALSHA record -> ok" \
-	"$(r EVALSHA "${SHAS[record]}" 1 $K ownerA $FP completed 201 $CT '' $DONE_TTL 1500 inline "$BODY" '' '')" '"ok"'
-is "EVALSHA claim -> recorded, byte-exact body" "$(r EVALSHA "${SHAS[claim]}" 1 $K $FP ownerB 2000 $CLAIM_TTL)" "$expect"
+	"$(r EVALSHA "${SHAS[record]}" 1 $K ownerA $FP $PR completed 201 $CT '' $DONE_TTL 1500 $((1500 + DONE_TTL)) inline "$BODY" '' '')" '"ok"'
+is "EVALSHA claim -> recorded, byte-exact body" "$(r EVALSHA "${SHAS[claim]}" 1 $K $FP ownerB 2000 $CLAIM_TTL $PR)" "$expect"
 is "EVALSHA release -> 0" "$(r EVALSHA "${SHAS[release]}" 1 $K ownerA)" "(integer) 0"
 r SCRIPT FLUSH >/dev/null
-got=$(r EVALSHA "${SHAS[claim]}" 1 $K $FP ownerB 2000 $CLAIM_TTL 2>&1)
+got=$(r EVALSHA "${SHAS[claim]}" 1 $K $FP ownerB 2000 $CLAIM_TTL $PR 2>&1)
 case $got in
 "(error) NOSCRIPT"*) ok "EVALSHA after SCRIPT FLUSH -> NOSCRIPT error" ;;
 *) notok "EVALSHA after SCRIPT FLUSH -> NOSCRIPT error"; diag "got: $got" ;;
@@ -542,15 +588,15 @@ esac
 is "SCRIPT EXISTS after flush -> 0" "$(rv SCRIPT EXISTS "${SHAS[record]}")" 0
 sha=$(timeout 5 "$REDIS_CLI" -s "$SOCK" --raw -x SCRIPT LOAD <"$LUA/claim.lua")
 is "reloading gives the same SHA" "$sha" "${SHAS[claim]}"
-is "EVALSHA works again after reload" "$(r EVALSHA "${SHAS[claim]}" 1 $K $FP ownerB 2000 $CLAIM_TTL | head -1)" '"recorded"'
+is "EVALSHA works again after reload" "$(r EVALSHA "${SHAS[claim]}" 1 $K $FP ownerB 2000 $CLAIM_TTL $PR | head -1)" '"recorded"'
 
 # ---------------------------------------------------------------- crash safety
 
 echo "# DEBUG RELOAD keeps records and their TTLs"
 fresh
-ev claim $K , $FP ownerA 1000 $CLAIM_TTL >/dev/null
-ev record $K , ownerA $FP completed 201 $CT '' $DONE_TTL 1500 inline "$BODY" '' '' >/dev/null
-ev claim $K2 , $FP ownerB 1000 $CLAIM_TTL >/dev/null
+ev claim $K , $FP ownerA 1000 $CLAIM_TTL $PR >/dev/null
+ev record $K , ownerA $FP $PR completed 201 $CT '' $DONE_TTL 1500 $((1500 + DONE_TTL)) inline "$BODY" '' '' >/dev/null
+ev claim $K2 , $FP ownerB 1000 $CLAIM_TTL $PR >/dev/null
 b1=$(snap $K)
 b2=$(snap $K2)
 is "DEBUG RELOAD -> OK" "$(r DEBUG RELOAD)" 'OK'
@@ -558,68 +604,80 @@ is "completed record survives DEBUG RELOAD" "$(snap $K)" "$b1"
 in_range "completed TTL survives DEBUG RELOAD" "$(rv PTTL $K)" $((DONE_TTL - 2000)) $DONE_TTL
 is "in_progress claim survives DEBUG RELOAD" "$(snap $K2)" "$b2"
 in_range "claim TTL survives DEBUG RELOAD" "$(rv PTTL $K2)" $((CLAIM_TTL - 2000)) $CLAIM_TTL
-is "replay after DEBUG RELOAD" "$(ev claim $K , $FP ownerC 3000 $CLAIM_TTL)" "$expect"
+is "replay after DEBUG RELOAD" "$(ev claim $K , $FP ownerC 3000 $CLAIM_TTL $PR)" "$expect"
 
 echo "# kill -9 and restart with AOF (appendfsync always) keeps records and TTLs"
 stop_redis -TERM
 rm -f "$DIR"/*.rdb
 start_redis --appendonly yes --appendfsync always
-ev claim $K , $FP ownerA 1000 $CLAIM_TTL >/dev/null
-ev record $K , ownerA $FP failed 502 $PT 300 $FAIL_TTL 1500 inline "$FBODY" '' '' >/dev/null
+ev claim $K , $FP ownerA 1000 $CLAIM_TTL $PR >/dev/null
+ev record $K , ownerA $FP $PR failed 502 $PT 300 $FAIL_TTL 1700 $((1700 + FAIL_TTL)) inline "$FBODY" '' '' >/dev/null
 b1=$(snap $K)
 stop_redis -KILL
 start_redis --appendonly yes --appendfsync always
 is "failed record survives kill -9 + AOF restart" "$(snap $K)" "$b1"
 in_range "failed TTL survives kill -9 + AOF restart" "$(rv PTTL $K)" $((FAIL_TTL - 5000)) $FAIL_TTL
 is "replay after restart (script cache was empty: --eval uses EVAL)" \
-	"$(ev claim $K , $FP ownerB 2000 $CLAIM_TTL)" "$fexpect"
+	"$(ev claim $K , $FP ownerB 2000 $CLAIM_TTL $PR)" "$fexpect"
 
 # ---------------------------------------------------------------- hardening
 
 if [ "${LUA_HARDENING:-1}" = 1 ]; then
 	echo "# hardening (beyond the header contract): bad arguments must not leave partial writes"
 	fresh
-	got=$(ev claim $K , $FP ownerA 1000 30.5 2>&1)
+	got=$(ev claim $K , $FP ownerA 1000 30.5 $PR 2>&1)
 	is "claim with a non-integer TTL leaves no key (else: in_progress forever)" \
 		"$(rv EXISTS $K) $(rv PTTL $K)" "0 -2"
 	diag "claim reply: $got"
 	fresh
-	ev claim $K , $FP ownerA 1000 $CLAIM_TTL >/dev/null
+	ev claim $K , $FP ownerA 1000 $CLAIM_TTL $PR >/dev/null
 	before=$(snap $K)
-	got=$(ev record $K , ownerA $FP completed 201 $CT '' 8.6e7 1500 inline b '' '' 2>&1)
+	got=$(ev record $K , ownerA $FP $PR completed 201 $CT '' 8.6e7 1500 1501 inline b '' '' 2>&1)
 	is "record with a non-integer TTL leaves the claim unchanged" "$(snap $K)" "$before"
 	diag "record reply: $got; PTTL now $(rv PTTL $K)"
 	fresh
-	ev claim $K , $FP ownerA 1000 $CLAIM_TTL >/dev/null
+	ev claim $K , $FP ownerA 1000 $CLAIM_TTL $PR >/dev/null
 	before=$(snap $K)
-	got=$(ev record $K , ownerA $FP completed 201 $CT '' $DONE_TTL 1500 inline 2>&1)
-	is "record with ARGV[10] missing leaves the claim unchanged" "$(snap $K)" "$before"
+	got=$(ev record $K , ownerA $FP $PR completed 201 $CT '' $DONE_TTL 1500 $((1500 + DONE_TTL)) inline 2>&1)
+	is "record with the body (ARGV[12]) missing leaves the claim unchanged" "$(snap $K)" "$before"
+	got=$(ev record $K , ownerA $FP $PR completed 201 $CT '' $DONE_TTL 1500 $((1501 + DONE_TTL)) inline b 2>&1)
+	is "record whose expires_ms is not now + TTL leaves the claim unchanged" "$(snap $K)" "$before"
+	got=$(ev record $K , ownerA $FP '' completed 201 $CT '' $DONE_TTL 1500 $((1500 + DONE_TTL)) inline b 2>&1)
+	is "record without digests leaves the claim unchanged" "$(snap $K)" "$before"
 	diag "record reply: $got; PTTL now $(rv PTTL $K)"
 	# numbers past the bounds: PEXPIRE would fail after HSET, leaving a key
 	# without expiry (Redis does not roll back a script)
 	for big in 99999999999999999999 31536000001 1e20; do
 		fresh
-		got=$(ev claim $K , $FP ownerA 1000 $big 2>&1)
+		got=$(ev claim $K , $FP ownerA 1000 $big $PR 2>&1)
 		is "claim with TTL $big is refused and leaves no key" \
 			"$(rv EXISTS $K) $(rv PTTL $K)" "0 -2"
 		diag "claim reply: $got"
 		fresh
-		ev claim $K , $FP ownerA 1000 $CLAIM_TTL >/dev/null
+		ev claim $K , $FP ownerA 1000 $CLAIM_TTL $PR >/dev/null
 		before=$(snap $K)
-		got=$(ev record $K , ownerA $FP completed 201 $CT '' $big 1500 inline b '' '' 2>&1)
+		got=$(ev record $K , ownerA $FP $PR completed 201 $CT '' $big 1500 1501 inline b '' '' 2>&1)
 		is "record with TTL $big leaves the claim unchanged, TTL kept" \
 			"$(snap $K) $(rv PTTL $K | cut -c1)" "$before $(rv PTTL $K | cut -c1)"
 		in_range "record with TTL $big: claim TTL still set" "$(rv PTTL $K)" 1 $CLAIM_TTL
 	done
 	fresh
-	got=$(ev claim $K , $FP ownerA 999999999999999999999 $CLAIM_TTL 2>&1)
+	got=$(ev claim $K , $FP ownerA 1000 $CLAIM_TTL '' 2>&1)
+	is "claim without digests is refused and leaves no key" "$(rv EXISTS $K)" "0"
+	for bad in 0 -5 0x10 1e3 ' 12' 012 1.5 100000000000000; do
+		fresh
+		got=$(ev claim $K , $FP ownerA "$bad" $CLAIM_TTL $PR 2>&1)
+		is "claim with now '$bad' is refused and leaves no key" "$(rv EXISTS $K)" "0"
+	done
+	fresh
+	got=$(ev claim $K , $FP ownerA 999999999999999999999 $CLAIM_TTL $PR 2>&1)
 	is "claim with an absurd clock is refused and leaves no key" "$(rv EXISTS $K)" "0"
 	fresh
-	ev claim $K , $FP ownerA 1000 $CLAIM_TTL >/dev/null
+	ev claim $K , $FP ownerA 1000 $CLAIM_TTL $PR >/dev/null
 	before=$(snap $K)
-	got=$(ev record $K , ownerA $FP completed 201 $CT 99999999999999999 $DONE_TTL 1500 inline b '' '' 2>&1)
+	got=$(ev record $K , ownerA $FP $PR completed 201 $CT 99999999999999999 $DONE_TTL 1500 $((1500 + DONE_TTL)) inline b '' '' 2>&1)
 	is "record with an absurd Retry-After leaves the claim unchanged" "$(snap $K)" "$before"
-	got=$(ev record $K , ownerA $FP completed 201 $CT '' $DONE_TTL 1500 file f.body 99999999999999999 $SHA 2>&1)
+	got=$(ev record $K , ownerA $FP $PR completed 201 $CT '' $DONE_TTL 1500 $((1500 + DONE_TTL)) file f.body 99999999999999999 $SHA 2>&1)
 	is "record with an absurd body_len leaves the claim unchanged" "$(snap $K)" "$before"
 else
 	echo "# hardening tests not run (set LUA_HARDENING=1)"

@@ -1,6 +1,7 @@
 /*
  * test_charge.c - the request fingerprint (equal for equal parameters,
- * different for any change) and the 201 charge object.
+ * different for any change), the per-parameter digests that name what
+ * changed in a 422, and the 201 charge object.
  */
 #include <stdarg.h>
 #include <stddef.h>
@@ -443,6 +444,152 @@ setup(void **state)
 	return digest_init();
 }
 
+/* The digests of body's canonical form into out. */
+static void
+digests(const char *body, char out[CHARGE_PARAMS_HEX_LEN + 1])
+{
+	struct charge_params p;
+	size_t n = 0;
+	char *canon;
+
+	params_from(body, &p);
+	canon = validate_canonical_text(&p, &n);
+	assert_non_null(canon);
+	memset(out, 'X', CHARGE_PARAMS_HEX_LEN + 1);
+	assert_int_equal(charge_param_digests(canon, n, out), 0);
+	free(canon);
+	charge_params_free(&p);
+}
+
+/* The names whose digests differ between a and b, comma-separated. */
+static void
+assert_diff(const char *a, const char *b, const char *want)
+{
+	char da[CHARGE_PARAMS_HEX_LEN + 1], db[CHARGE_PARAMS_HEX_LEN + 1];
+	char got[256] = "";
+	int differ[CHARGE_PARAM_COUNT], i, n;
+	size_t len = 0;
+
+	digests(a, da);
+	digests(b, db);
+	n = charge_params_diff(da, db, differ);
+	for (i = 0; i < CHARGE_PARAM_COUNT; i++)
+		if (differ[i])
+			len += (size_t)snprintf(got + len, sizeof(got) - len,
+			    "%s%s", len > 0 ? "," : "", charge_param_name(i));
+	if (strcmp(got, want) != 0)
+		fail_msg("%s vs %s: differ in [%s], want [%s]", a, b, got, want);
+	/* the count returned is the number of names */
+	for (i = 0, len = want[0] != '\0'; want[i] != '\0'; i++)
+		len += want[i] == ',';
+	assert_int_equal(n, (int)len);
+}
+
+/* Each digest is the first 4 bytes of SHA-256 of "name":value. */
+static void
+test_param_digests_construction(void **state)
+{
+	static const char *const members[CHARGE_PARAM_COUNT] = {
+		"\"amount\":1999", "\"currency\":\"usd\"",
+		"\"source\":\"tok_visa\"", "\"customer\":null",
+		"\"description\":\"a, \\\"b\\\" {c}\"",
+		"\"metadata\":{\"a\":\"1,2\",\"b\":\"}\"}",
+		"\"line_items\":[{\"description\":\"x\",\"quantity\":1,"
+		"\"unit_amount\":1999}]",
+	};
+	char got[CHARGE_PARAMS_HEX_LEN + 1], hex[65];
+	unsigned char md[SHA256_LEN];
+	int i;
+
+	(void)state;
+	digests("{" BASE ",\"description\":\"a, \\\"b\\\" {c}\","
+	    "\"metadata\":{\"b\":\"}\",\"a\":\"1,2\"},\"line_items\":"
+	    "[{\"description\":\"x\",\"quantity\":1,\"unit_amount\":1999}]}",
+	    got);
+	assert_int_equal(strlen(got), CHARGE_PARAMS_HEX_LEN);
+	for (i = 0; i < CHARGE_PARAM_COUNT; i++) {
+		assert_int_equal(digest_sha256(members[i], strlen(members[i]),
+		    md), 0);
+		digest_hex(md, CHARGE_PARAM_DIGEST_BYTES, hex);
+		if (memcmp(got + i * CHARGE_PARAM_DIGEST_HEX, hex,
+		    CHARGE_PARAM_DIGEST_HEX) != 0)
+			fail_msg("digest of %s: got %.8s, want %s", members[i],
+			    got + i * CHARGE_PARAM_DIGEST_HEX, hex);
+	}
+	assert_string_equal(charge_param_name(0), "amount");
+	assert_string_equal(charge_param_name(6), "line_items");
+	assert_null(charge_param_name(7));
+	assert_null(charge_param_name(-1));
+}
+
+static void
+test_param_digests_name_changes(void **state)
+{
+	(void)state;
+	/* formatting, member order, null vs absent: nothing differs */
+	assert_diff("{" BASE "}", "{\"source\":\"tok_visa\", \"amount\":1999,"
+	    "\"currency\":\"USD\",\"customer\":null,\"metadata\":{}}", "");
+	assert_diff("{" BASE "}", "{\"amount\":2999,\"currency\":\"usd\","
+	    "\"source\":\"tok_visa\"}", "amount");
+	assert_diff("{" BASE "}", "{\"amount\":2999,\"currency\":\"eur\","
+	    "\"source\":\"tok_mastercard\",\"customer\":\"cus_1\"}",
+	    "amount,currency,source,customer");
+	assert_diff("{" BASE ",\"description\":\"a\"}",
+	    "{" BASE ",\"description\":\"b\"}", "description");
+	assert_diff("{" BASE ",\"metadata\":{\"k\":\"1\"}}",
+	    "{" BASE ",\"metadata\":{\"k\":\"2\"}}", "metadata");
+	assert_diff("{" BASE "}", "{" BASE ",\"metadata\":{\"k\":\"\"}}",
+	    "metadata");
+	/* a value that looks like a member boundary stays inside its member */
+	assert_diff("{" BASE ",\"metadata\":{\"k\":\"a\\\",\\\"b\"}}",
+	    "{" BASE ",\"metadata\":{\"k\":\"a\\\",\\\"c\"}}", "metadata");
+	assert_diff("{\"amount\":3,\"currency\":\"usd\",\"source\":\"tok_visa\","
+	    "\"line_items\":[{\"description\":\"x\",\"quantity\":1,"
+	    "\"unit_amount\":3}]}",
+	    "{\"amount\":3,\"currency\":\"usd\",\"source\":\"tok_visa\","
+	    "\"line_items\":[{\"description\":\"y\",\"quantity\":1,"
+	    "\"unit_amount\":3}]}", "line_items");
+}
+
+static void
+test_param_digests_refuse(void **state)
+{
+	static const char *const bad[] = {
+		"", "{}", "{\"amount\":1}",
+		/* out of order */
+		"{\"currency\":\"usd\",\"amount\":1,\"source\":\"tok_a\","
+		"\"customer\":null,\"description\":null,\"metadata\":{},"
+		"\"line_items\":[]}",
+		/* unterminated string */
+		"{\"amount\":1,\"currency\":\"usd,\"source\":\"tok_a\","
+		"\"customer\":null,\"description\":null,\"metadata\":{},"
+		"\"line_items\":[]}",
+		/* trailing bytes, an empty value */
+		"{\"amount\":1,\"currency\":\"usd\",\"source\":\"tok_a\","
+		"\"customer\":null,\"description\":null,\"metadata\":{},"
+		"\"line_items\":[]}x",
+		"{\"amount\":,\"currency\":\"usd\",\"source\":\"tok_a\","
+		"\"customer\":null,\"description\":null,\"metadata\":{},"
+		"\"line_items\":[]}",
+	};
+	char out[CHARGE_PARAMS_HEX_LEN + 1];
+	int differ[CHARGE_PARAM_COUNT];
+	size_t i;
+
+	(void)state;
+	for (i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
+		if (charge_param_digests(bad[i], strlen(bad[i]), out) != -1)
+			fail_msg("accepted %s", bad[i]);
+	digests("{" BASE "}", out);
+	/* stored digests of another layout (or none): -1, nothing named */
+	assert_int_equal(charge_params_diff("", out, differ), -1);
+	assert_int_equal(charge_params_diff("abc", out, differ), -1);
+	assert_int_equal(charge_params_diff(
+	    "0000000000000000000000000000000000000000000000000000000X", out,
+	    differ), -1);
+	assert_int_equal(charge_params_diff(out, out, differ), 0);
+}
+
 int
 main(void)
 {
@@ -458,6 +605,9 @@ main(void)
 		cmocka_unit_test(test_object_key_escaping),
 		cmocka_unit_test(test_object_key_length),
 		cmocka_unit_test(test_object_echoes_large_order),
+		cmocka_unit_test(test_param_digests_construction),
+		cmocka_unit_test(test_param_digests_name_changes),
+		cmocka_unit_test(test_param_digests_refuse),
 	};
 
 	return cmocka_run_group_tests_name("charge", tests, setup, NULL);

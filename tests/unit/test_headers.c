@@ -1,6 +1,7 @@
 /*
- * test_headers.c - Idempotency-Key, Content-Type, CONTENT_LENGTH, Prefer
- * and Authorization parsing at every edge of docs/API.md §4.
+ * test_headers.c - Idempotency-Key (header and /charge/keys/ path),
+ * Content-Type, CONTENT_LENGTH, Prefer and Authorization parsing at every
+ * edge of docs/API.md §4.
  */
 #include <stdarg.h>
 #include <stddef.h>
@@ -156,6 +157,77 @@ test_key_bad_chars(void **state)
 	assert_key_status("\"a\x7f\"", KEY_INVALID);
 	assert_key_status("\"a\x01\"", KEY_INVALID);
 	assert_key_status("\"\xc3\xa9\"", KEY_INVALID);
+}
+
+static enum key_status
+path_key(const char *seg, char out[IDEM_KEY_MAX + 1], size_t *n)
+{
+	memset(out, 'X', IDEM_KEY_MAX + 1);
+	*n = 9999;
+	return idem_key_from_path(seg, out, n);
+}
+
+static void
+assert_path_key(const char *seg, const char *want, size_t wantlen)
+{
+	char out[IDEM_KEY_MAX + 1];
+	size_t n;
+
+	if (path_key(seg, out, &n) != KEY_OK)
+		fail_msg("path key %s refused", seg);
+	assert_int_equal(n, wantlen);
+	assert_memory_equal(out, want, wantlen);
+	assert_int_equal(out[n], '\0');
+}
+
+/* GET /charge/keys/<key>: percent-decoded, then the bare key rules. */
+static void
+test_key_from_path(void **state)
+{
+	char out[IDEM_KEY_MAX + 1], seg[3 * IDEM_KEY_MAX + 8];
+	size_t n, i;
+
+	(void)state;
+	assert_path_key("order-1001", "order-1001", 10);
+	assert_path_key("a%2Fb%3fc%23d", "a/b?c#d", 7);
+	assert_path_key("%41%7e%7E%21", "A~~!", 4);
+	/* the bare form only: quotes are part of the key, not a syntax */
+	assert_path_key("%22abc%22", "\"abc\"", 5);
+	assert_path_key("\"abc\"", "\"abc\"", 5);
+	assert_path_key("a/b", "a/b", 3);
+	assert_path_key("%25", "%", 1);
+	/* empty: missing */
+	assert_int_equal(path_key("", out, &n), KEY_MISSING);
+	assert_int_equal(path_key(NULL, out, &n), KEY_MISSING);
+	/* malformed escapes */
+	assert_int_equal(path_key("%", out, &n), KEY_INVALID);
+	assert_int_equal(path_key("abc%", out, &n), KEY_INVALID);
+	assert_int_equal(path_key("abc%4", out, &n), KEY_INVALID);
+	assert_int_equal(path_key("%zz", out, &n), KEY_INVALID);
+	assert_int_equal(path_key("%4g", out, &n), KEY_INVALID);
+	assert_int_equal(path_key("%%41", out, &n), KEY_INVALID);
+	/* decoded bytes outside 0x21-0x7E */
+	assert_int_equal(path_key("a%20b", out, &n), KEY_INVALID);
+	assert_int_equal(path_key("%20abc", out, &n), KEY_INVALID);
+	assert_int_equal(path_key("abc%09", out, &n), KEY_INVALID);
+	assert_int_equal(path_key("a%00b", out, &n), KEY_INVALID);
+	assert_int_equal(path_key("a%7Fb", out, &n), KEY_INVALID);
+	assert_int_equal(path_key("caf%C3%A9", out, &n), KEY_INVALID);
+	assert_int_equal(path_key("a b", out, &n), KEY_INVALID);
+	/* 255 bytes, all encoded: accepted; 256: refused */
+	for (i = 0; i < IDEM_KEY_MAX; i++)
+		memcpy(seg + 3 * i, "%6B", 3);
+	seg[3 * IDEM_KEY_MAX] = '\0';
+	assert_int_equal(path_key(seg, out, &n), KEY_OK);
+	assert_int_equal(n, IDEM_KEY_MAX);
+	assert_int_equal(out[0], 'k');
+	memcpy(seg + 3 * IDEM_KEY_MAX, "k", 2);
+	assert_int_equal(path_key(seg, out, &n), KEY_INVALID);
+	memset(seg, 'k', IDEM_KEY_MAX + 1);
+	seg[IDEM_KEY_MAX + 1] = '\0';
+	assert_int_equal(path_key(seg, out, &n), KEY_INVALID);
+	seg[IDEM_KEY_MAX] = '\0';
+	assert_int_equal(path_key(seg, out, &n), KEY_OK);
 }
 
 static void
@@ -326,6 +398,7 @@ main(void)
 		cmocka_unit_test(test_key_length),
 		cmocka_unit_test(test_key_quoted),
 		cmocka_unit_test(test_key_bad_chars),
+		cmocka_unit_test(test_key_from_path),
 		cmocka_unit_test(test_content_type),
 		cmocka_unit_test(test_content_length),
 		cmocka_unit_test(test_prefer),

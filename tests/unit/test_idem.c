@@ -1,6 +1,7 @@
 /*
- * test_idem.c - decoding a stored record (the 8 fields the Lua scripts
- * return after 'recorded') and building the Redis key name.
+ * test_idem.c - decoding a stored record (the 9 fields the Lua scripts
+ * return after 'recorded'), decoding a lookup, and building the Redis key
+ * name.
  */
 #include <stdarg.h>
 #include <stddef.h>
@@ -19,19 +20,19 @@
 #define NIL { NULL, 0 }
 
 enum { F_STATE, F_STATUS, F_CTYPE, F_RETRY, F_BODY, F_FILE, F_LEN, F_SHA,
-    NFIELDS };
+    F_EXPIRES, NFIELDS };
 
 #define SHA_OK "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"
 #define FILE_OK "0123456789abcdef0123456789abcdef.body"
 
 static const struct idem_field inline_ok[NFIELDS] = {
 	F("completed"), F("201"), F("application/json"), NIL,
-	F("{\"id\":\"ch_1\"}"), NIL, NIL, NIL,
+	F("{\"id\":\"ch_1\"}"), NIL, NIL, NIL, F("1763827200123"),
 };
 
 static const struct idem_field file_ok[NFIELDS] = {
 	F("completed"), F("201"), F("application/json"), NIL,
-	NIL, F(FILE_OK), F("20000"), F(SHA_OK),
+	NIL, F(FILE_OK), F("20000"), F(SHA_OK), F("1763827200123"),
 };
 
 /* Decodes f with field i replaced by v; expects failure, rec left empty. */
@@ -126,6 +127,7 @@ test_decode_failed_with_retry_after(void **state)
 	static const struct idem_field f[NFIELDS] = {
 		F("failed"), F("502"), F("application/problem+json"), F("300"),
 		F("{\"type\":\"/problems/provider-error\"}"), NIL, NIL, NIL,
+		F("1763740800456"),
 	};
 	struct idem_record rec;
 	char err[128];
@@ -316,6 +318,86 @@ test_decode_field_count(void **state)
 }
 
 static void
+test_decode_expires(void **state)
+{
+	struct idem_record rec;
+	char err[128];
+
+	(void)state;
+	assert_int_equal(idem_record_decode(inline_ok, NFIELDS, &rec, err,
+	    sizeof(err)), 0);
+	assert_true(rec.expires_ms == 1763827200123LL);
+	idem_record_free(&rec);
+	/* a record written before expires_ms existed: 0, no header */
+	assert_decode_ok(inline_ok, F_EXPIRES, (struct idem_field)NIL);
+	assert_decode_ok(inline_ok, F_EXPIRES, (struct idem_field)F("1"));
+	assert_decode_ok(inline_ok, F_EXPIRES,
+	    (struct idem_field)F("99999999999999"));
+	assert_decode_fails(inline_ok, F_EXPIRES, (struct idem_field)F(""));
+	assert_decode_fails(inline_ok, F_EXPIRES, (struct idem_field)F("0"));
+	assert_decode_fails(inline_ok, F_EXPIRES, (struct idem_field)F("-5"));
+	assert_decode_fails(inline_ok, F_EXPIRES,
+	    (struct idem_field)F("100000000000000"));
+	assert_decode_fails(inline_ok, F_EXPIRES,
+	    (struct idem_field)F("1.7e12"));
+}
+
+static void
+test_info_decode(void **state)
+{
+	static const struct idem_field claim[5] = {
+		F("in_progress"), F("1763740800123"), NIL, NIL, NIL,
+	};
+	static const struct idem_field done[5] = {
+		F("completed"), F("1763740800123"), F("1763740800456"),
+		F("1763827200456"), F("201"),
+	};
+	static const struct idem_field none[5] = { NIL, NIL, NIL, NIL, NIL };
+	struct idem_field f[5];
+	struct idem_info info;
+	char err[128];
+
+	(void)state;
+	assert_int_equal(idem_info_decode(none, 5, -2, &info, err,
+	    sizeof(err)), 0);
+	assert_int_equal(idem_info_decode(claim, 5, 29000, &info, err,
+	    sizeof(err)), 1);
+	assert_string_equal(info.state, "in_progress");
+	assert_true(info.created_ms == 1763740800123LL);
+	assert_true(info.updated_ms == 0 && info.expires_ms == 0);
+	assert_int_equal(info.status, 0);
+	assert_true(info.pttl_ms == 29000);
+	assert_int_equal(idem_info_decode(done, 5, 86399000, &info, err,
+	    sizeof(err)), 1);
+	assert_string_equal(info.state, "completed");
+	assert_true(info.updated_ms == 1763740800456LL);
+	assert_true(info.expires_ms == 1763827200456LL);
+	assert_int_equal(info.status, 201);
+	/* expires_ms absent (an older record): 0, the caller uses the PTTL */
+	memcpy(f, done, sizeof(f));
+	f[3] = (struct idem_field)NIL;
+	assert_int_equal(idem_info_decode(f, 5, 5, &info, err, sizeof(err)), 1);
+	assert_true(info.expires_ms == 0);
+	/* nonsense: -1 with a reason, info emptied */
+	memcpy(f, done, sizeof(f));
+	f[0] = (struct idem_field)F("done");
+	assert_int_equal(idem_info_decode(f, 5, 5, &info, err, sizeof(err)), -1);
+	assert_true(strlen(err) > 0);
+	assert_string_equal(info.state, "");
+	memcpy(f, done, sizeof(f));
+	f[4] = (struct idem_field)F("99");
+	assert_int_equal(idem_info_decode(f, 5, 5, &info, err, sizeof(err)), -1);
+	memcpy(f, done, sizeof(f));
+	f[2] = (struct idem_field)NIL;
+	assert_int_equal(idem_info_decode(f, 5, 5, &info, err, sizeof(err)), -1);
+	memcpy(f, claim, sizeof(f));
+	f[1] = (struct idem_field)F("x");
+	assert_int_equal(idem_info_decode(f, 5, 5, &info, err, sizeof(err)), -1);
+	assert_int_equal(idem_info_decode(done, 4, 5, &info, err, sizeof(err)),
+	    -1);
+}
+
+static void
 test_record_free(void **state)
 {
 	struct idem_record rec;
@@ -386,6 +468,8 @@ main(void)
 		cmocka_unit_test(test_decode_bad_body_len),
 		cmocka_unit_test(test_decode_bad_sha),
 		cmocka_unit_test(test_decode_field_count),
+		cmocka_unit_test(test_decode_expires),
+		cmocka_unit_test(test_info_decode),
 		cmocka_unit_test(test_record_free),
 		cmocka_unit_test(test_key_name),
 	};

@@ -78,6 +78,7 @@ static const struct {
 	{ PROB_STORED_UNAVAILABLE, "stored-response-unavailable", 500 },
 	{ PROB_INTERNAL, "internal-error", 500 },
 	{ PROB_NOT_DURABLE, "outcome-not-durable", 503 },
+	{ PROB_KEY_NOT_FOUND, "key-not-found", 404 },
 };
 #define NWANT (sizeof(want_problems) / sizeof(want_problems[0]))
 
