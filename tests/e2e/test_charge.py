@@ -25,6 +25,7 @@ when any test failed. Python standard library only.
 """
 
 import concurrent.futures
+import email.utils
 import hashlib
 import http.client
 import json
@@ -851,6 +852,302 @@ def t_failed_expiry():
     expect_ledger(PRINCIPAL_A, key, 2)
 
 
+# ---------------------------------------------------------------- retention, mismatch detail, introspection
+
+def http_date(ms):
+    """The IMF-fixdate of the second holding Unix milliseconds ms."""
+    return email.utils.formatdate(int(ms) // 1000, usegmt=True)
+
+
+def rfc3339(ms):
+    ms = int(ms)
+    return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(ms // 1000)) + ".%03dZ" % (ms % 1000)
+
+
+def no_expires(r, what):
+    check(r.h("Idempotency-Key-Expires") is None,
+          "%s carries Idempotency-Key-Expires %r" % (what, r.h("Idempotency-Key-Expires")))
+
+
+def expect_expires_of_record(r, principal, key, ttl_s, what):
+    """The header names the record's stored expires_ms = updated_ms + ttl."""
+    rec = record(principal, key)
+    exp, upd = int(rec.get("expires_ms", b"0")), int(rec.get("updated_ms", b"0"))
+    check(exp == upd + ttl_s * 1000, "%s: expires_ms %d, want updated_ms %d + %d s" % (what, exp, upd, ttl_s))
+    check(r.h("Idempotency-Key-Expires") == http_date(exp),
+          "%s: Idempotency-Key-Expires %r, want %r" % (what, r.h("Idempotency-Key-Expires"), http_date(exp)))
+    left = email.utils.parsedate_to_datetime(r.h("Idempotency-Key-Expires")).timestamp() - time.time()
+    check(ttl_s - 120 < left <= ttl_s + 1, "%s: expires in %.0f s, want about %d" % (what, left, ttl_s))
+
+
+@test("Idempotency-Key-Expires on a fresh 201 = the record's expires_ms, identical on every replay")
+def t_expires_fresh_replay():
+    key = new_key("exp201")
+    r1 = post_charge(key)
+    expect_fresh(r1, 201)
+    expect_expires_of_record(r1, PRINCIPAL_A, key, COMPLETED_TTL_S, "fresh 201")
+    time.sleep(1.1)     # a replay a second later names the same instant
+    for i in range(2):
+        r = post_charge(key)
+        expect_replay_of(r, r1, "replay %d" % i)
+        check(r.h("Idempotency-Key-Expires") == r1.h("Idempotency-Key-Expires"),
+              "replay %d: Idempotency-Key-Expires %r, fresh said %r" % (i, r.h("Idempotency-Key-Expires"), r1.h("Idempotency-Key-Expires")))
+
+
+@test("Idempotency-Key-Expires on 402 and 502 = updated + failed_ttl_s, identical on replay")
+def t_expires_failed():
+    for token, status in (("tok_chargeDeclined", 402), ("tok_providerError", 502)):
+        key = new_key("expf")
+        body = charge_body(source=token)
+        r1 = post_charge(key, body)
+        expect_fresh(r1, status)
+        expect_expires_of_record(r1, PRINCIPAL_A, key, FAILED_TTL_S, "fresh %d" % status)
+        r2 = post_charge(key, body)
+        expect_replay_of(r2, r1)
+        check(r2.h("Idempotency-Key-Expires") == r1.h("Idempotency-Key-Expires"),
+              "%d replay: %r vs %r" % (status, r2.h("Idempotency-Key-Expires"), r1.h("Idempotency-Key-Expires")))
+
+
+@test("Idempotency-Key-Expires on 409 = the claim's created_ms + lock_ttl_s")
+def t_expires_409():
+    key = new_key("exp409")
+    fut = in_thread(post_charge, key)
+    check(wait_state(PRINCIPAL_A, key, "in_progress"), "first request never became in_progress")
+    created = int(record(PRINCIPAL_A, key)[u"created_ms"])
+    r2 = post_charge(key)
+    expect_problem(r2, 409, "request-in-progress")
+    check(r2.h("Idempotency-Key-Expires") == http_date(created + LOCK_TTL_S * 1000),
+          "409: Idempotency-Key-Expires %r, want %r (created_ms %d + lock_ttl_s %d)"
+          % (r2.h("Idempotency-Key-Expires"), http_date(created + LOCK_TTL_S * 1000), created, LOCK_TTL_S))
+    r1 = fut.result(HTTP_TIMEOUT)
+    expect_fresh(r1, 201, "first request")
+
+
+@test("after a FAILED record expires, the new outcome names a new, later expiry")
+def t_expires_after_expiry():
+    check(FAILED_TTL_S <= 5, "failed_ttl_s=%d too long for this test" % FAILED_TTL_S)
+    key = new_key("expx")
+    body = charge_body(source="tok_providerError")
+    r1 = post_charge(key, body)
+    expect_fresh(r1, 502)
+    end = time.monotonic() + FAILED_TTL_S + 3
+    while redis("EXISTS", rkey(PRINCIPAL_A, key)) and time.monotonic() < end:
+        time.sleep(0.05)
+    t1 = email.utils.parsedate_to_datetime(r1.h("Idempotency-Key-Expires")).timestamp()
+    check(time.time() >= t1, "the record vanished before the instant its header named (%s)" % r1.h("Idempotency-Key-Expires"))
+    r2 = post_charge(key, body)
+    expect_fresh(r2, 502, "retry after expiry")
+    expect_expires_of_record(r2, PRINCIPAL_A, key, FAILED_TTL_S, "retry after expiry")
+    t2 = email.utils.parsedate_to_datetime(r2.h("Idempotency-Key-Expires")).timestamp()
+    check(t2 > t1, "new expiry %s not after the first %s" % (r2.h("Idempotency-Key-Expires"), r1.h("Idempotency-Key-Expires")))
+
+
+@test("no Idempotency-Key-Expires on 400, 401, 404, 405, 413, 415, 422")
+def t_expires_absent():
+    key = new_key("expn")
+    no_expires(post_charge(None), "400 missing key")
+    no_expires(post_charge(key, b'{"amount":1.5}'), "400 invalid body")
+    no_expires(post_charge(key, api_key="nope"), "401")
+    no_expires(request("GET", "/nope"), "404")
+    no_expires(request("GET", "/charge"), "405")
+    no_expires(post_charge(key, ctype="text/plain"), "415")
+    no_expires(post_charge(key, b" " * (MAX_REQUEST_BYTES + 1)), "413")
+    expect_fresh(post_charge(key, charge_body(amount=100)), 201)
+    r = post_charge(key, charge_body(amount=101))
+    expect_problem(r, 422, "idempotency-key-reused")
+    no_expires(r, "422")
+
+
+def expect_mismatched(r, names, what):
+    p = expect_problem(r, 422, "idempotency-key-reused", what)
+    check(p.get("mismatched_params") == names,
+          "%s: mismatched_params %r, want %r" % (what, p.get("mismatched_params"), names))
+    return p
+
+
+@test("422 names exactly the changed parameters, in the fixed order")
+def t_422_names():
+    li = [{"description": "a", "quantity": 2, "unit_amount": 500}, {"description": "b", "quantity": 1, "unit_amount": 999}]
+    base = dict(amount=1999, currency="usd", source="tok_visa", customer="cus_1",
+                description="order", metadata={"order": "1", "x": "y"}, line_items=li)
+    key = new_key("422n")
+    expect_fresh(post_charge(key, charge_body(**base)), 201)
+    rec = record(PRINCIPAL_A, key)
+    check(re.fullmatch(rb"[0-9a-f]{56}", rec.get("params", b"")), "stored params %r: want 7 x 8 hex" % rec.get("params"))
+    for v in base.values():
+        s = json.dumps(v).encode()
+        check(s not in rec.get("params", b""), "a parameter value is stored in params")
+
+    def variant(**kw):
+        d = dict(base)
+        d.update(kw)
+        return charge_body(**d)
+    li2 = [dict(li[0], description="A"), li[1]]
+    cases = [
+        (variant(amount=2999, line_items=[dict(li[0], unit_amount=1000), li[1]]), ["amount", "line_items"]),
+        (variant(currency="eur"), ["currency"]),
+        (variant(currency="EUR", source="tok_mastercard", customer=None, description="other"),
+         ["currency", "source", "customer", "description"]),
+        (variant(metadata={"order": "2", "x": "y"}), ["metadata"]),
+        (variant(metadata={}), ["metadata"]),
+        (variant(line_items=li2), ["line_items"]),
+    ]
+    for body, names in cases:
+        expect_mismatched(post_charge(key, body), names, "changed %s" % ",".join(names))
+    check(record(PRINCIPAL_A, key) == rec, "a 422 changed the record")
+    # formatting and order only: a replay, not a 422
+    r = post_charge(key, json.dumps(dict(reversed(list(base.items()))), indent=2).encode())
+    check(r.status == 201 and r.h("Idempotent-Replayed") == "true", "reordered request: want the replay, got %r" % r)
+
+
+@test("422 names the changed parameter while the first request is in progress")
+def t_422_names_in_progress():
+    key = new_key("422np")
+    fut = in_thread(post_charge, key, charge_body(amount=600))
+    check(wait_state(PRINCIPAL_A, key, "in_progress"), "first request never became in_progress")
+    expect_mismatched(post_charge(key, charge_body(amount=600, description="x")), ["description"], "while in progress")
+    expect_fresh(fut.result(HTTP_TIMEOUT), 201, "first request")
+
+
+@test("late record: the claim lapsed, another request took the key -> 422 naming what differs")
+def t_422_late_record():
+    key = new_key("422late")
+    fut = in_thread(post_charge, key, charge_body(amount=700))
+    check(wait_state(PRINCIPAL_A, key, "in_progress"), "first request never became in_progress")
+    redis("DEL", rkey(PRINCIPAL_A, key))           # as if its claim had lapsed
+    fut2 = in_thread(post_charge, key, charge_body(amount=701, metadata={"k": "v"}))
+    r1 = fut.result(HTTP_TIMEOUT)
+    r2 = fut2.result(HTTP_TIMEOUT)
+    expect_mismatched(r1, ["amount", "metadata"], "the late first request")
+    expect_fresh(r2, 201, "the request that took the key")
+
+
+def get_key(key_path, api_key=None, method="GET"):
+    hdrs = {"Authorization": "Bearer " + (KEY_A if api_key is None else api_key)}
+    return request(method, "/charge/keys/" + key_path, headers=hdrs)
+
+
+def quote_key(key):
+    return urllib.parse.quote(key, safe="")
+
+
+def expect_key_info(r, key, state, status, what):
+    check(r.status == 200, "%s: want 200, got %r" % (what, r))
+    std_headers(r, what)
+    check((r.h("Content-Type") or "").startswith("application/json"), "%s: Content-Type %r" % (what, r.h("Content-Type")))
+    d = r.json()
+    check(set(d) == {"key", "state", "created", "updated", "expires", "status"}, "%s: members %r" % (what, sorted(d)))
+    check(d["key"] == key and d["state"] == state and d["status"] == status,
+          "%s: key/state/status %r/%r/%r, want %r/%r/%r" % (what, d["key"], d["state"], d["status"], key, state, status))
+    for m in ("created", "updated", "expires"):
+        check(isinstance(d[m], str) and re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z", d[m]),
+              "%s: %s %r is not RFC 3339 UTC with milliseconds" % (what, m, d[m]))
+    check(b"body" not in r.body and b"fingerprint" not in r.body and b"owner" not in r.body,
+          "%s: introspection shows stored internals: %r" % (what, r.body))
+    return d
+
+
+@test("GET /charge/keys/<key>: in_progress, completed, failed; never the body")
+def t_keys_states():
+    key = new_key("kin")
+    fut = in_thread(post_charge, key)
+    check(wait_state(PRINCIPAL_A, key, "in_progress"), "first request never became in_progress")
+    rec = record(PRINCIPAL_A, key)
+    d = expect_key_info(get_key(key), key, "in_progress", None, "in progress")
+    created = int(rec["created_ms"])
+    check(d["created"] == rfc3339(created) and d["updated"] == d["created"],
+          "in progress: created/updated %r/%r, want %r" % (d["created"], d["updated"], rfc3339(created)))
+    check(d["expires"] == rfc3339(created + LOCK_TTL_S * 1000), "in progress: expires %r, want created + lock_ttl_s" % d["expires"])
+    r1 = fut.result(HTTP_TIMEOUT)
+    expect_fresh(r1, 201)
+    rec = record(PRINCIPAL_A, key)
+    d = expect_key_info(get_key(key), key, "completed", 201, "completed")
+    check(d["created"] == rfc3339(rec["created_ms"]) and d["updated"] == rfc3339(rec["updated_ms"])
+          and d["expires"] == rfc3339(rec["expires_ms"]), "completed: times %r, record %r" % (d, rec))
+    check(d["expires"][:19] == time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(
+          email.utils.parsedate_to_datetime(r1.h("Idempotency-Key-Expires")).timestamp())),
+          "completed: expires %r is not the Idempotency-Key-Expires %r" % (d["expires"], r1.h("Idempotency-Key-Expires")))
+    check(r1.json()["id"].encode() not in get_key(key).body, "introspection shows the stored body")
+    kf = new_key("kfail")
+    expect_fresh(post_charge(kf, charge_body(source="tok_insufficientFunds")), 402)
+    expect_key_info(get_key(kf), kf, "failed", 402, "failed")
+    h = get_key(kf, method="HEAD")
+    check(h.status == 200 and h.body == b"", "HEAD: want 200 without a body, got %r" % h)
+
+
+@test("GET /charge/keys/<key>: another principal's key and a missing key are 404 key-not-found, nothing created")
+def t_keys_scope():
+    key = new_key("kscope")
+    expect_fresh(post_charge(key), 201)
+    r = get_key(key, api_key=KEY_B)
+    expect_problem(r, 404, "key-not-found", "principal B asks for A's key")
+    check(key.encode() not in r.body, "the 404 echoes the key")
+    missing = new_key("kmiss")
+    expect_problem(get_key(missing), 404, "key-not-found", "a key never used")
+    check(redis("EXISTS", rkey(PRINCIPAL_A, missing)) == 0, "introspection created a record")
+    check(redis("EXISTS", rkey(PRINCIPAL_B, key)) == 0, "introspection created B's record")
+    r = request("GET", "/charge/keys/" + key)
+    expect_problem(r, 401, "unauthorized", "no Authorization")
+    check(r.h("WWW-Authenticate") == "Bearer", "401 without WWW-Authenticate: Bearer")
+    r = request("POST", "/charge/keys/" + key, body=b"{}", headers={"Authorization": "Bearer " + KEY_A})
+    expect_problem(r, 405, "method-not-allowed", "POST /charge/keys/<key>")
+    check(r.h("Allow") == "GET, HEAD", "Allow %r, want 'GET, HEAD'" % r.h("Allow"))
+
+
+@test("GET /charge/keys/<key>: percent-encoded keys; malformed keys are 400, an empty one 404")
+def t_keys_encoding():
+    key = "e2e-%s-pct/a?b%%c#d\"e" % RUN_ID
+    expect_fresh(post_charge(key), 201)
+    expect_key_info(get_key(quote_key(key)), key, "completed", 201, "fully encoded key")
+    plain = new_key("Abc")
+    expect_fresh(post_charge(plain), 201)
+    expect_key_info(get_key("%" + "%02X" % ord(plain[0]) + plain[1:]), plain, "completed", 201, "an encoded plain letter")
+    # keys that decode to something that is not a key: the responder's 400
+    # (encoded control bytes, %00-%1F and %7F, lighttpd refuses itself with
+    # its own HTML 400, before the responder sees them)
+    for bad in ("a%20b", "caf%C3%A9", "%22a%20b%22", "k" * 256, "%6B" * 256):
+        expect_problem(get_key(bad), 400, "invalid-idempotency-key", "invalid key %r" % bad[:20])
+    # malformed escapes: 400, from the responder or (Apache) the server itself
+    for bad in ("%zz", "abc%", "abc%4", "%4g"):
+        r = get_key(bad)
+        check(r.status == 400, "malformed escape %r: want 400, got %r" % (bad, r))
+        if (r.h("Content-Type") or "").startswith("application/problem+json"):
+            expect_problem(r, 400, "invalid-idempotency-key", "malformed escape %r" % bad)
+    expect_problem(get_key(""), 404, "not-found", "empty key")
+
+
+@test("GET /charge/keys/<key> never extends a TTL; counted as key-found in /metrics")
+def t_keys_ttl_metrics():
+    key = new_key("kttl")
+    expect_fresh(post_charge(key, charge_body(source="tok_chargeDeclined")), 402)
+    redis("PEXPIRE", rkey(PRINCIPAL_A, key), 50000)
+    before = record(PRINCIPAL_A, key)
+
+    def found():
+        m = re.search(rb'charge_requests_total\{outcome="key-found"\} (\d+)', request("GET", "/metrics").body)
+        return int(m.group(1)) if m else -1
+    n0 = found()
+    check(n0 >= 0, "/metrics has no outcome=\"key-found\" series")
+    for _ in range(3):
+        expect_key_info(get_key(key), key, "failed", 402, "failed")
+    p = redis("PTTL", rkey(PRINCIPAL_A, key))
+    check(0 < p <= 50000, "PTTL %r after introspection, want <= 50000 (not extended)" % p)
+    check(record(PRINCIPAL_A, key) == before, "introspection changed the record")
+    check(found() >= n0 + 3, "key-found counter %d, want >= %d" % (found(), n0 + 3))
+
+
+@test("a completed record stays under 1 KiB of Redis memory (listpack)")
+def t_record_memory():
+    key = new_key("mem")
+    expect_fresh(post_charge(key), 201)
+    enc = redis("OBJECT", "ENCODING", rkey(PRINCIPAL_A, key))
+    mem = redis("MEMORY", "USAGE", rkey(PRINCIPAL_A, key))
+    check(enc == b"listpack", "encoding %r, want listpack" % enc)
+    check(mem < 1024, "MEMORY USAGE %d B, want < 1024" % mem)
+    diag("MEMORY USAGE %d B" % mem)
+
+
+
 @test("409 request-in-progress with Retry-After: 1 for a concurrent duplicate")
 def t_409():
     key = new_key("409")
@@ -1009,6 +1306,7 @@ def _spill_damage(what, damage):
         damage(path, orig)
         r2 = post_charge(key, body)
         expect_problem(r2, 500, "stored-response-unavailable", "replay with the spill file " + what)
+        no_expires(r2, "500 stored-response-unavailable")
         check(r.json()["id"].encode() not in r2.body, "500 leaks the charge")
     finally:
         with open(path, "wb") as f:
@@ -1110,6 +1408,7 @@ def t_redis_down():
     REDIS_STATE["key"] = key
     r = post_charge(key)
     expect_problem(r, 503, "service-unavailable", "POST with Redis down")
+    no_expires(r, "503")
     ra = r.h("Retry-After")
     check(ra is not None and ra.isdigit() and int(ra) >= 1, "Retry-After %r" % ra)
     expect_ledger(PRINCIPAL_A, key, 0, "no provider call without a claim")
