@@ -10,8 +10,8 @@
 	const LARGE_ORDER_ITEMS = 1000;
 	const AMOUNT_MAX = 99999999;
 	const SHOWN_HEADERS = ['Idempotent-Replayed', 'Retry-After',
-	    'X-Request-Id', 'Content-Type', 'Content-Length', 'WWW-Authenticate',
-	    'Allow'];
+	    'Idempotency-Key-Expires', 'X-Request-Id', 'Content-Type',
+	    'Content-Length', 'WWW-Authenticate', 'Allow'];
 	const REASONS = {
 		200: 'OK', 201: 'Created', 400: 'Bad Request', 401: 'Unauthorized',
 		402: 'Payment Required', 404: 'Not Found',
@@ -284,16 +284,25 @@
 		    make('span', {class: 'num', text: '#' + state.seq}),
 		    make('strong', {class: 'action', text: action}), badge,
 		    make('span', {class: 'time', text: new Date().toLocaleTimeString()}));
-		const sent = ['POST /charge',
-		    'Authorization: Bearer ' + maskKey(req.apiKey),
-		    'Idempotency-Key: ' + req.key,
-		    'Content-Type: application/json'];
-		if (req.preferWait !== null)
-			sent.push('Prefer: wait=' + req.preferWait);
-		const reqBlock = make('details', {class: 'req'},
-		    make('summary', {text: 'Request: ' + fmtInt(new Blob([req.body]).size) +
-		    ' bytes, key ' + req.key}),
-		    make('pre', {text: sent.join('\n') + '\n\n' + abbreviate(req.body, 600)}));
+		let reqBlock;
+		if (req.lookup) {
+			reqBlock = make('details', {class: 'req'},
+			    make('summary', {text: 'Request: GET, key ' + req.key}),
+			    make('pre', {text: 'GET ' + keyPath(req.key) +
+			    '\nAuthorization: Bearer ' + maskKey(req.apiKey)}));
+		} else {
+			const sent = ['POST /charge',
+			    'Authorization: Bearer ' + maskKey(req.apiKey),
+			    'Idempotency-Key: ' + req.key,
+			    'Content-Type: application/json'];
+			if (req.preferWait !== null)
+				sent.push('Prefer: wait=' + req.preferWait);
+			reqBlock = make('details', {class: 'req'},
+			    make('summary', {text: 'Request: ' +
+			    fmtInt(new Blob([req.body]).size) + ' bytes, key ' + req.key}),
+			    make('pre', {text: sent.join('\n') + '\n\n' +
+			    abbreviate(req.body, 600)}));
+		}
 		const resBlock = make('div', {class: 'res'});
 		li.append(head);
 		if (note)
@@ -302,6 +311,19 @@
 		el.log.prepend(li);
 		el.logEmpty.hidden = true;
 		return {li: li, badge: badge, res: resBlock};
+	}
+
+	/* GET /charge/keys/<key>: the key percent-encoded as one path segment. */
+	function keyPath(key) {
+		return '/charge/keys/' + encodeURIComponent(key);
+	}
+
+	/* An HTTP-date or RFC 3339 time as the reader's local time too. */
+	function whenText(v) {
+		const d = new Date(v);
+		if (isNaN(d.getTime()))
+			return v;
+		return v + ' (' + d.toLocaleString() + ')';
 	}
 
 	function maskKey(k) {
@@ -370,6 +392,31 @@
 		}
 		if (json && json.decline_code)
 			fact('Decline code', make('code', {text: String(json.decline_code)}));
+		if (json && Array.isArray(json.mismatched_params)) {
+			li.dataset.mismatched = json.mismatched_params.join(',');
+			fact('Changed parameters', make('code', {class: 'mismatched',
+			    text: json.mismatched_params.join(', ') || '(none named)'}));
+		}
+		const expires = res.headers.get('Idempotency-Key-Expires');
+		if (expires !== null) {
+			li.dataset.expires = expires;
+			fact(res.status === 409 ? 'Claim lapses' : 'Record kept until',
+			    make('span', {class: 'expires', text: whenText(expires)}));
+		}
+		if (json && li.dataset.action.startsWith('Look up') &&
+		    typeof json.state === 'string') {
+			li.dataset.keyState = json.state;
+			let verdict = 'State ' + json.state;
+			if (json.state === 'in_progress')
+				verdict += ': the first request is still running; ' +
+				    'look again, or retry with Prefer: wait.';
+			else
+				verdict += ', recorded status ' + json.status +
+				    ': one record, so one charge at most. A retry ' +
+				    'with this key replays it.';
+			fact('Key', make('span', {class: 'verdict', text: verdict}));
+			fact('Expires', whenText(json.expires));
+		}
 		fact('Time', ms + ' ms');
 		entry.res.append(facts);
 
@@ -439,7 +486,29 @@
 		return entry;
 	}
 
+	async function lookup(action, req, note) {
+		const entry = newEntry(action, req, note);
+		const started = performance.now();
+		try {
+			const res = await fetch(keyPath(req.key), {method: 'GET',
+			    headers: {'Authorization': 'Bearer ' + req.apiKey},
+			    cache: 'no-store', credentials: 'omit'});
+			await fillEntry(entry, res, started);
+		} catch (err) {
+			failEntry(entry, err);
+		}
+		return entry;
+	}
+
 	/* ---- actions ---- */
+
+	function onLookup() {
+		const req = {key: state.key, apiKey: el.apiKey.value.trim(),
+		    body: '', preferWait: null, lookup: true};
+		lookup('Look up key', req, 'Did my retry charge twice? ' +
+		    'GET ' + keyPath(req.key) + ' shows the record under this key ' +
+		    '(never its body) without creating or extending it.');
+	}
 
 	function onSend(ev) {
 		if (ev)
@@ -486,6 +555,7 @@
 		$('btn-retry').addEventListener('click', onRetry);
 		$('btn-change').addEventListener('click', onChange);
 		$('btn-two').addEventListener('click', onTwo);
+		$('btn-lookup').addEventListener('click', onLookup);
 		$('btn-new-key').addEventListener('click', newKey);
 		$('btn-add-item').addEventListener('click', addItem);
 		$('btn-large').addEventListener('click', largeOrder);

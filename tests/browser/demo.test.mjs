@@ -69,6 +69,9 @@ async function act(page, selector, count = 1) {
 		replayed: li.dataset.replayed ?? null,
 		chargeId: li.dataset.chargeId ?? null,
 		problem: li.dataset.problem ?? null,
+		expires: li.dataset.expires ?? null,
+		mismatched: li.dataset.mismatched ?? null,
+		keyState: li.dataset.keyState ?? null,
 		sha256: li.dataset.sha256 ?? null,
 		bytes: li.dataset.bytes ? Number(li.dataset.bytes) : null,
 		badge: li.querySelector('.badge').textContent,
@@ -137,6 +140,12 @@ async function main() {
 		process.exit(1);
 	}
 
+	await test('Look up key before any send: 404 key-not-found', async () => {
+		const [e] = await act(page, '#btn-lookup');
+		eq(e.status, 404, 'status (' + show(e) + ')');
+		eq(e.problem, '/problems/key-not-found', 'problem type');
+	});
+
 	let first = null;
 	await test('Send: 201, Idempotent-Replayed false, charge id shown', async () => {
 		const [e] = await act(page, '#btn-send');
@@ -148,6 +157,9 @@ async function main() {
 		check(e.text.includes(e.chargeId), 'charge id visible in the entry');
 		check(/Idempotent-Replayed: false/.test(e.text), 'header shown in the entry');
 		check(/X-Request-Id: \S+/.test(e.text), 'X-Request-Id shown');
+		check(/^\w{3}, \d\d \w{3} \d{4} \d\d:\d\d:\d\d GMT$/.test(e.expires || ''),
+		    `Idempotency-Key-Expires ${e.expires}`);
+		check(/Record kept until/.test(e.text) && e.text.includes(e.expires), 'expiry shown');
 	});
 
 	await test('Retry with same key: 201, replayed true, same charge id and bytes', async () => {
@@ -159,6 +171,15 @@ async function main() {
 		if (first && first.sha256 && e.sha256)
 			eq(e.sha256, first.sha256, 'sha256 of replayed body');
 		check(/Idempotent-Replayed: true/.test(e.text), 'header shown in the entry');
+		eq(e.expires, first && first.expires, 'Idempotency-Key-Expires of the replay');
+	});
+
+	await test('Look up key after the charge: completed, status 201, one charge', async () => {
+		const [e] = await act(page, '#btn-lookup');
+		eq(e.status, 200, 'status (' + show(e) + ')');
+		eq(e.keyState, 'completed', 'state');
+		check(/recorded status 201/.test(e.text), 'the verdict names status 201');
+		check(!e.text.includes(first && first.chargeId), 'the lookup does not show the stored body');
 	});
 
 	await test('Change amount, same key: 422 idempotency-key-reused', async () => {
@@ -166,6 +187,8 @@ async function main() {
 		eq(e.status, 422, 'status (' + show(e) + ')');
 		eq(e.problem, '/problems/idempotency-key-reused', 'problem type');
 		check(e.badge.includes('422'), `badge shows ${e.badge}`);
+		eq(e.mismatched, 'amount', 'mismatched_params');
+		check(/Changed parameters/.test(e.text), 'the changed parameters are shown');
 	});
 
 	await test('Fire two at once: one fresh 201 and one 409 (or a replay)', async () => {
