@@ -3,8 +3,9 @@
 #
 # An Idempotency-Key stands for one request. Sending it again with a changed
 # amount is a client bug (or a new payment that needs a new key): the service
-# refuses it with 422 idempotency-key-reused and changes nothing; the
-# original request still gets its original response.
+# refuses it with 422 idempotency-key-reused, names the parameters that
+# differ in "mismatched_params", and changes nothing; the original request
+# still gets its original response.
 set -euo pipefail
 # shellcheck source-path=SCRIPTDIR source=lib.sh
 . "$(dirname "$0")/lib.sh"
@@ -23,6 +24,8 @@ send "The same key, amount changed to 1001" "$KEY" "$WORK/changed.json"
 expect_status 422
 [ "$(json_field "$RESP_BODY" type)" = /problems/idempotency-key-reused ] ||
     fail "the 422 is not an idempotency-key-reused problem"
+[ "$(json_field "$RESP_BODY" mismatched_params)" = '["amount"]' ] ||
+    fail "the 422 should name amount in mismatched_params"
 [ -z "$(header Idempotent-Replayed)" ] ||
     fail "a 422 should not carry Idempotent-Replayed"
 
@@ -31,4 +34,4 @@ expect_status 201
 expect_header Idempotent-Replayed true
 cmp -s "$RESP_BODY" "$WORK/first.json" || fail "the replay differs from the original"
 check_one_charge "$KEY"
-pass "the changed request was refused (422); the original charge is untouched."
+pass "the changed request was refused (422, mismatched_params: amount); the original charge is untouched."

@@ -153,8 +153,9 @@ show_request() {
 show_response() {
 	local h v
 	say "${B}< $STATUS $(reason "$STATUS")${R}"
-	for h in Content-Type Idempotent-Replayed Retry-After X-Request-Id \
-	    WWW-Authenticate Allow Content-Length; do
+	for h in Content-Type Idempotent-Replayed Retry-After \
+	    Idempotency-Key-Expires X-Request-Id WWW-Authenticate Allow \
+	    Content-Length; do
 		v=$(header "$h")
 		[ -n "$v" ] && say "< $h: $v"
 	done
@@ -210,6 +211,30 @@ send() {
 	fi
 	show_response
 	return 0
+}
+
+# urlencode STRING: STRING percent-encoded for a path segment.
+urlencode() {
+	python3 -c 'import sys, urllib.parse; print(urllib.parse.quote(sys.argv[1], safe=""))' "$1"
+}
+
+# lookup LABEL KEY [API-KEY]: GET /charge/keys/<KEY> (the key
+# percent-encoded), printing the request and the response like send.
+lookup() {
+	local label=$1 key=$2 api=${3:-$API_KEY} path
+	path="/charge/keys/$(urlencode "$key")"
+	SEQ=$((SEQ + 1))
+	title "$SEQ. $label"
+	say "${B}> GET $BASE_URL$path${R}"
+	say "> Authorization: Bearer $(mask "$api")"
+	say
+	curl -sS -o "$WORK/r$SEQ.body" -D "$WORK/r$SEQ.headers" \
+	    -w '%{http_code}\n%{time_total}\n' \
+	    -H "Authorization: Bearer $api" "$BASE_URL$path" \
+	    > "$WORK/r$SEQ.status" 2> "$WORK/r$SEQ.err" ||
+	    fail "GET $path: $(head -c 200 "$WORK/r$SEQ.err")"
+	load_response "r$SEQ"
+	show_response
 }
 
 # expect_status CODE: the last response's status must be CODE.
