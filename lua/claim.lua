@@ -6,7 +6,7 @@
 -- ARGV[4]  claim TTL in milliseconds (lock_ttl_s * 1000)
 -- ARGV[5]  per-parameter digests of the request (stored, never compared here)
 -- Returns one of
---   {'claimed'}                     the caller owns the key now (also when it
+--   'claimed'                       the caller owns the key now (also when it
 --                                   already owned it: a retried claim is safe)
 --   {'mismatch', params}            the key holds another fingerprint; params
 --                                   are its stored digests (nil if none)
@@ -14,34 +14,30 @@
 --   {'recorded', state, status, content_type, retry_after,
 --    body, body_file, body_len, body_sha256, expires_ms}
 --                                   the outcome to replay (absent fields: nil)
--- Cost (Redis CPU grows with every command and every field a script
--- touches): a fresh claim is EXISTS, HSET, PEXPIRE; a replay EXISTS and one
--- HMGET of exactly the fields it returns. Arguments are checked before any
--- write, numbers within bounds too: Redis does not roll back a script that
--- fails half-way, and a claim whose PEXPIRE failed would block the key
--- forever.
+-- Cost (Redis CPU grows with every command, every field, every library
+-- call and every table a script returns): a fresh claim is EXISTS, HSET,
+-- PEXPIRE and answers a plain string; a replay is EXISTS and one HMGET of
+-- exactly the fields it returns. Arguments are checked before any write,
+-- numbers within bounds too: Redis does not roll back a script that fails
+-- half-way, and a claim whose PEXPIRE failed would block the key forever.
 local MAX_NOW_MS = 9e13        -- year 4821
 local MAX_TTL_MS = 31536000000 -- one year
--- A decimal integer in [1, max] (digits only, no leading zero), or nil.
-local function int(s, max)
-  if s and #s <= 15 and string.find(s, '^[1-9]%d*$') then
-    local n = tonumber(s)
-    if n <= max then
-      return n
-    end
-  end
-end
+-- Numbers: digits only, no leading zero (the pattern), then the bounds
+-- (the arithmetic runs only on digits).
+local find = string.find
+local now, ttl = ARGV[3], ARGV[4]
 if #KEYS ~= 1 or #ARGV ~= 5 or ARGV[1] == '' or ARGV[2] == ''
-    or ARGV[5] == '' or not int(ARGV[3], MAX_NOW_MS)
-    or not int(ARGV[4], MAX_TTL_MS) then
+    or ARGV[5] == '' or #now > 15 or not find(now, '^[1-9]%d*$')
+    or now + 0 > MAX_NOW_MS or #ttl > 15 or not find(ttl, '^[1-9]%d*$')
+    or ttl + 0 > MAX_TTL_MS then
   return redis.error_reply('ERR claim: bad arguments')
 end
 local key = KEYS[1]
 if redis.call('EXISTS', key) == 0 then
   redis.call('HSET', key, 'state', 'in_progress', 'fingerprint', ARGV[1],
              'owner', ARGV[2], 'created_ms', ARGV[3], 'params', ARGV[5])
-  redis.call('PEXPIRE', key, ARGV[4])
-  return {'claimed'}
+  redis.call('PEXPIRE', key, ttl)
+  return 'claimed'
 end
 local r = redis.call('HMGET', key, 'state', 'fingerprint', 'status',
                      'content_type', 'retry_after', 'body', 'body_file',
@@ -52,7 +48,7 @@ end
 if r[1] == 'in_progress' then
   local c = redis.call('HMGET', key, 'owner', 'created_ms')
   if c[1] == ARGV[2] then
-    return {'claimed'}
+    return 'claimed'
   end
   return {'in_progress', c[2]}
 end

@@ -17,7 +17,7 @@
 -- ARGV[14] file: hex SHA-256 of the body (inline: ignored, may be omitted)
 -- Writes only when the caller still owns the claim or the key has vanished
 -- (its claim expired and nobody took it). Returns one of
---   {'ok'}         written; also when this owner's outcome was already
+--   'ok'           written; also when this owner's outcome was already
 --                  written (a record re-sent after a lost reply)
 --   {'mismatch', params}
 --                  the key now holds another request's fingerprint (the
@@ -36,26 +36,26 @@ local MAX_NOW_MS = 9e13        -- year 4821
 local MAX_TTL_MS = 31536000000 -- one year
 local MAX_RETRY_AFTER_S = 1e9
 local MAX_BODY_LEN = 1e13
--- A decimal integer in [1, max] (digits only, no leading zero), or nil.
-local function int(s, max)
-  if s and #s <= 15 and string.find(s, '^[1-9]%d*$') then
-    local n = tonumber(s)
-    if n <= max then
-      return n
-    end
-  end
-end
-local mode, status = ARGV[11], int(ARGV[5], 599)
-local ttl, now = int(ARGV[8], MAX_TTL_MS), int(ARGV[9], MAX_NOW_MS)
+-- Numbers: digits only, no leading zero (the pattern), then the bounds
+-- (the arithmetic runs only on digits). Every library call costs: the
+-- checks are inline, with string.find held in a local.
+local find = string.find
+local mode, status, retry = ARGV[11], ARGV[5], ARGV[7]
+local ttl, now, expires = ARGV[8], ARGV[9], ARGV[10]
+local D = '^[1-9]%d*$'
 if #KEYS ~= 1 or #ARGV < 12 or #ARGV > 14 or ARGV[1] == '' or ARGV[2] == ''
     or ARGV[3] == '' or (ARGV[4] ~= 'completed' and ARGV[4] ~= 'failed')
-    or not status or status < 100 or ARGV[6] == ''
-    or (ARGV[7] ~= '' and not int(ARGV[7], MAX_RETRY_AFTER_S))
-    or not ttl or not now or tonumber(ARGV[10]) ~= now + ttl
+    or not find(status, '^[1-5]%d%d$') or ARGV[6] == ''
+    or (retry ~= '' and (#retry > 15 or not find(retry, D) or
+        retry + 0 > MAX_RETRY_AFTER_S))
+    or #ttl > 15 or not find(ttl, D) or ttl + 0 > MAX_TTL_MS
+    or #now > 15 or not find(now, D) or now + 0 > MAX_NOW_MS
+    or #expires > 15 or not find(expires, D) or expires + 0 ~= now + ttl
     or (mode ~= 'inline' and mode ~= 'file')
     or (mode == 'file' and (#ARGV ~= 14 or ARGV[12] == '' or
-        not int(ARGV[13], MAX_BODY_LEN) or #ARGV[14] ~= 64 or
-        string.find(ARGV[14], '[^0-9a-f]'))) then
+        #ARGV[13] > 15 or not find(ARGV[13], D) or
+        ARGV[13] + 0 > MAX_BODY_LEN or #ARGV[14] ~= 64 or
+        find(ARGV[14], '[^0-9a-f]'))) then
   return redis.error_reply('ERR record: bad arguments')
 end
 local key = KEYS[1]
@@ -70,7 +70,7 @@ if cur[1] then
   end
   if cur[1] ~= 'in_progress' then
     if cur[3] == ARGV[1] then
-      return {'ok'}
+      return 'ok'
     end
     local r = redis.call('HMGET', key, 'state', 'status', 'content_type',
                          'retry_after', 'body', 'body_file', 'body_len',
@@ -98,4 +98,4 @@ else
 end
 redis.call('HSET', key, unpack(f))
 redis.call('PEXPIRE', key, ttl)
-return {'ok'}
+return 'ok'

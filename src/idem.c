@@ -241,9 +241,15 @@ idem_record_free(struct idem_record *rec)
 	rec->body = NULL;
 }
 
+/*
+ * The scripts answer a bare string ('claimed', 'ok': the common answers,
+ * cheapest for Redis to return) or an array whose first element names it.
+ */
 static int
 reply_tag_is(const redisReply *r, const char *tag)
 {
+	if (r->type == REDIS_REPLY_STRING)
+		return strcmp(r->str, tag) == 0;
 	return r->type == REDIS_REPLY_ARRAY && r->elements >= 1 &&
 	    r->element[0]->type == REDIS_REPLY_STRING &&
 	    strcmp(r->element[0]->str, tag) == 0;
