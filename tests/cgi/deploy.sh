@@ -121,7 +121,23 @@ c_422() {
 	[ "$s" = 201 ] || { echo "first: $s"; return 1; }
 	s=$(req "$W/a" -H "$H_AUTH" -H "$H_JSON" -H "Idempotency-Key: $k" \
 		-d '{"amount":2000,"currency":"usd","source":"tok_visa"}' "$B/charge")
-	is_problem "$W/a" 422 idempotency-key-reused "$s"
+	is_problem "$W/a" 422 idempotency-key-reused "$s" || return 1
+	grep -q '"mismatched_params":\["amount"\]' "$W/a.b" ||
+		{ echo "422 without mismatched_params [amount]: $(head -c 300 "$W/a.b")"; return 1; }
+}
+
+# GET /charge/keys/<key> reaches the responder through this configuration,
+# a key holding "/" (sent as %2F) included.
+c_keys() {
+	local k="dep/$SCEN/keys-$RANDOM$RANDOM" s
+	s=$(req "$W/k1" -H "$H_AUTH" -H "$H_JSON" -H "Idempotency-Key: $k" -d "$BODY" "$B/charge")
+	[ "$s" = 201 ] || { echo "charge: $s"; return 1; }
+	[ -n "$(hdr "$W/k1.h" Idempotency-Key-Expires)" ] || { echo "201 without Idempotency-Key-Expires"; return 1; }
+	s=$(req "$W/k2" -H "$H_AUTH" "$B/charge/keys/${k//\//%2F}")
+	[ "$s" = 200 ] && grep -q '"state":"completed"' "$W/k2.b" && grep -q '"status":201' "$W/k2.b" ||
+		{ echo "GET /charge/keys/<key>: $s $(head -c 300 "$W/k2.b")"; return 1; }
+	s=$(req "$W/k3" -H "$H_AUTH" "$B/charge/keys/dep-$SCEN-never-used")
+	is_problem "$W/k3" 404 key-not-found "$s"
 }
 
 c_409() {
@@ -331,7 +347,8 @@ scenario() {
 	fi
 	top=$SERVERS_TOP_PID
 	t "201 fresh, then the replay (quoted key) byte for byte, one ledger line" c_fresh_replay
-	t "422 for the same key with another amount" c_422
+	t "422 for the same key with another amount, naming it" c_422
+	t "GET /charge/keys/<key>: 200 for a used key (with %2F), 404 key-not-found otherwise" c_keys
 	t "409 with Retry-After: 1 for a duplicate in progress" c_409
 	t "413 problem+json from the responder at max_request_bytes+1" c_413_app
 	t "413 for an 8 MiB Content-Length" c_413_server
