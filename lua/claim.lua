@@ -8,8 +8,8 @@
 -- Returns one of
 --   'claimed'                       the caller owns the key now (also when it
 --                                   already owned it: a retried claim is safe)
---   {'mismatch', params}            the key holds another fingerprint; params
---                                   are its stored digests (nil if none)
+--   {'mismatch', digests}           the key holds another fingerprint; digests
+--                                   are its stored param_digests (nil if none)
 --   {'in_progress', created_ms}     another attempt holds the claim, made then
 --   {'recorded', state, status, content_type, retry_after,
 --    body, body_file, body_len, body_sha256, expires_ms}
@@ -35,7 +35,7 @@ end
 local key = KEYS[1]
 if redis.call('EXISTS', key) == 0 then
   redis.call('HSET', key, 'state', 'in_progress', 'fingerprint', ARGV[1],
-             'owner', ARGV[2], 'created_ms', ARGV[3], 'params', ARGV[5])
+             'owner', ARGV[2], 'created_ms', ARGV[3], 'param_digests', ARGV[5])
   redis.call('PEXPIRE', key, ttl)
   return 'claimed'
 end
@@ -43,7 +43,7 @@ local r = redis.call('HMGET', key, 'state', 'fingerprint', 'status',
                      'content_type', 'retry_after', 'body', 'body_file',
                      'body_len', 'body_sha256', 'expires_ms')
 if r[2] ~= ARGV[1] then
-  return {'mismatch', redis.call('HGET', key, 'params')}
+  return {'mismatch', redis.call('HGET', key, 'param_digests')}
 end
 if r[1] == 'in_progress' then
   local c = redis.call('HMGET', key, 'owner', 'created_ms')

@@ -19,10 +19,10 @@
 -- (its claim expired and nobody took it). Returns one of
 --   'ok'           written; also when this owner's outcome was already
 --                  written (a record re-sent after a lost reply)
---   {'mismatch', params}
+--   {'mismatch', digests}
 --                  the key now holds another request's fingerprint (the
 --                  claim expired and a different request took the key);
---                  params are its stored digests (nil if none)
+--                  digests: its stored param_digests (nil if none)
 --   {'recorded', state, status, content_type, retry_after,
 --    body, body_file, body_len, body_sha256, expires_ms}
 --                  another attempt recorded first: first recording wins
@@ -60,13 +60,13 @@ if #KEYS ~= 1 or #ARGV < 12 or #ARGV > 14 or ARGV[1] == '' or ARGV[2] == ''
 end
 local key = KEYS[1]
 local cur = redis.call('HMGET', key, 'state', 'fingerprint', 'owner')
--- The claim's fingerprint, owner, created_ms and params stay as they are;
--- a vanished claim is written whole, created now.
+-- The claim's fingerprint, owner, created_ms and param_digests stay as
+-- they are; a vanished claim is written whole, created now.
 local f = {'state', ARGV[4], 'updated_ms', ARGV[9], 'expires_ms', ARGV[10],
            'status', ARGV[5], 'content_type', ARGV[6]}
 if cur[1] then
   if cur[2] ~= ARGV[2] then
-    return {'mismatch', redis.call('HGET', key, 'params')}
+    return {'mismatch', redis.call('HGET', key, 'param_digests')}
   end
   if cur[1] ~= 'in_progress' then
     if cur[3] == ARGV[1] then
@@ -84,7 +84,7 @@ else
   f[#f + 1] = 'fingerprint'; f[#f + 1] = ARGV[2]
   f[#f + 1] = 'owner'; f[#f + 1] = ARGV[1]
   f[#f + 1] = 'created_ms'; f[#f + 1] = ARGV[9]
-  f[#f + 1] = 'params'; f[#f + 1] = ARGV[3]
+  f[#f + 1] = 'param_digests'; f[#f + 1] = ARGV[3]
 end
 if ARGV[7] ~= '' then
   f[#f + 1] = 'retry_after'; f[#f + 1] = ARGV[7]

@@ -113,21 +113,6 @@ sf_string_unquote(const char *s, char *out, size_t *outlen)
  * A field value that is empty (or only spaces/tabs) is treated like an
  * absent one: web servers differ on whether they forward empty headers.
  */
-/* The bare form: 1-255 visible ASCII (0x21-0x7E), copied to out. */
-static enum key_status
-key_bare(const char *s, size_t n, char out[IDEM_KEY_MAX + 1], size_t *outlen)
-{
-	if (n == 0 || n > IDEM_KEY_MAX)
-		return KEY_INVALID;
-	for (size_t i = 0; i < n; i++)
-		if (!is_vchar((unsigned char)s[i]))
-			return KEY_INVALID;
-	memcpy(out, s, n);
-	out[n] = '\0';
-	*outlen = n;
-	return KEY_OK;
-}
-
 enum key_status
 idem_key_parse(const char *value, char out[IDEM_KEY_MAX + 1], size_t *outlen)
 {
@@ -151,8 +136,20 @@ idem_key_parse(const char *value, char out[IDEM_KEY_MAX + 1], size_t *outlen)
 		return KEY_OK;
 	}
 
-	return key_bare(s, (size_t)(end - s), out, outlen);
+	n = (size_t)(end - s);
+	if (n > IDEM_KEY_MAX)
+		return KEY_INVALID;
+	for (size_t i = 0; i < n; i++)
+		if (!is_vchar((unsigned char)s[i]))
+			return KEY_INVALID;
+	memcpy(out, s, n);
+	out[n] = '\0';
+	*outlen = n;
+	return KEY_OK;
 }
+
+/* A quoted key with every byte escaped, and some spaces around it. */
+#define KEY_PATH_DECODED_MAX (2 * IDEM_KEY_MAX + 2 + 64)
 
 static int
 hex_value(char c)
@@ -170,14 +167,15 @@ enum key_status
 idem_key_from_path(const char *seg, char out[IDEM_KEY_MAX + 1],
     size_t *outlen)
 {
-	char buf[IDEM_KEY_MAX + 1];
+	/* room for the longest header form: a quoted key, every byte escaped */
+	char buf[KEY_PATH_DECODED_MAX + 1];
 	size_t n = 0;
 	int hi, lo;
 
 	if (seg == NULL || *seg == '\0')
 		return KEY_MISSING;
 	for (; *seg != '\0'; seg++) {
-		if (n == sizeof(buf))
+		if (n == sizeof(buf) - 1)
 			return KEY_INVALID;     /* longer than any key */
 		if (*seg != '%') {
 			buf[n++] = *seg;
@@ -185,10 +183,12 @@ idem_key_from_path(const char *seg, char out[IDEM_KEY_MAX + 1],
 		}
 		if ((hi = hex_value(seg[1])) < 0 || (lo = hex_value(seg[2])) < 0)
 			return KEY_INVALID;     /* "%", "%4", "%zz" */
-		buf[n++] = (char)(hi << 4 | lo);
+		if ((buf[n++] = (char)(hi << 4 | lo)) == '\0')
+			return KEY_INVALID;     /* %00 */
 		seg += 2;
 	}
-	return key_bare(buf, n, out, outlen);
+	buf[n] = '\0';
+	return idem_key_parse(buf, out, outlen);
 }
 
 /*

@@ -21,10 +21,11 @@ enum key_status idem_key_parse(const char *value, char out[IDEM_KEY_MAX + 1],
 
 /*
  * The key of GET /charge/keys/<key>: seg (the path after the prefix,
- * percent-encoded) decoded, then checked like a bare Idempotency-Key (no
- * quoted form, no surrounding space). KEY_MISSING when seg is empty;
- * KEY_INVALID for a malformed %-escape or a decoded value that is not a
- * key. On KEY_OK out holds the key.
+ * percent-encoded) decoded, then parsed exactly like an Idempotency-Key
+ * header value by idem_key_parse() (bare or quoted, surrounding space
+ * ignored). KEY_MISSING when seg or the decoded value is empty or space;
+ * KEY_INVALID for a malformed %-escape, an encoded NUL or a value that is
+ * not a key. On KEY_OK out holds the key.
  */
 enum key_status idem_key_from_path(const char *seg,
     char out[IDEM_KEY_MAX + 1], size_t *outlen);

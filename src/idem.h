@@ -26,7 +26,7 @@ enum idem_status {
 	IDEM_ERR_REDIS,     /* Redis failed or answered nonsense: fail closed */
 };
 
-/* A recorded outcome, as stored in the hash (SPEC section 5). */
+/* A recorded outcome, as stored in the hash (docs/API.md §18.1). */
 struct idem_record {
 	char state[16];                     /* "completed" | "failed" */
 	int status;

@@ -87,17 +87,13 @@ introspect_handle(struct worker *w, const struct request *req,
 		(void)response_header(resp, "WWW-Authenticate", "Bearer");
 		return;
 	}
-	switch (idem_key_from_path(seg, key, &keylen)) {
-	case KEY_OK:
-		break;
-	case KEY_MISSING:
-		response_problem(resp, PROB_NOT_FOUND, "Name the key: "
-		    "GET /charge/keys/<idempotency-key>.", NULL);
-		return;
-	default:
-		response_problem(resp, PROB_INVALID_KEY, "The key in the path "
-		    "must be 1-255 visible ASCII characters (0x21-0x7E) once "
-		    "percent-decoded, with well-formed %-escapes.", NULL);
+	if (idem_key_from_path(seg, key, &keylen) != KEY_OK) {
+		/* an empty key too: there is no list of keys to show */
+		response_problem(resp, PROB_INVALID_KEY, "Name the key as "
+		    "GET /charge/keys/<idempotency-key>: once percent-decoded, "
+		    "1-255 visible ASCII characters (0x21-0x7E), bare or as a "
+		    "quoted Structured-Field string, with well-formed %-escapes.",
+		    NULL);
 		return;
 	}
 	if (idem_key_name(rkey, sizeof(rkey), w->cfg->key_prefix, principal,
@@ -109,9 +105,8 @@ introspect_handle(struct worker *w, const struct request *req,
 	case IDEM_FOUND:
 		break;
 	case IDEM_ABSENT:
-		response_problem(resp, PROB_KEY_NOT_FOUND, "No record exists "
-		    "for this Idempotency-Key: it was never used by this API "
-		    "key, or its record has expired.", NULL);
+		response_problem(resp, PROB_KEY_NOT_FOUND, "No live record "
+		    "exists for this Idempotency-Key.", NULL);
 		return;
 	default:
 		metrics_inc(MC_REDIS_ERRORS);

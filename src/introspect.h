@@ -17,7 +17,7 @@
 /*
  * Answers for the key in seg (the path after INTROSPECT_PREFIX): 200 JSON,
  * 404 key-not-found (no record, or another principal's), 401, 400 for a
- * malformed key, 404 not-found for an empty one, 503 when Redis fails.
+ * malformed or empty key, 503 when Redis fails.
  * The caller has checked the method (GET or HEAD).
  */
 void introspect_handle(struct worker *w, const struct request *req,

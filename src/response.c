@@ -45,7 +45,7 @@ static const struct problem_info problems[PROB_COUNT] = {
 	[PROB_NOT_DURABLE] = { "outcome-not-durable", 503,
 	    "The outcome could not be made durable" },
 	[PROB_KEY_NOT_FOUND] = { "key-not-found", 404,
-	    "No record for this Idempotency-Key" },
+	    "Idempotency-Key not found" },
 };
 
 const char OUTCOME_CREATED[] = "created";

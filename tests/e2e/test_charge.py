@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""End-to-end tests of POST /charge through a real web server (SPEC 2-6).
+"""End-to-end tests of POST /charge through a real web server (docs/API.md §2-§16).
 
 Server-agnostic: the harness (tests/e2e/run.sh for lighttpd; later ones for
 Apache and nginx) starts the stack and passes everything through the
@@ -150,7 +150,7 @@ def post_charge(key, body=None, api_key=None, ctype="application/json",
 
 
 def std_headers(r, what="response"):
-    """SPEC 3: Content-Type, Cache-Control: no-store, X-Request-Id."""
+    """docs/API.md §9: Content-Type, Cache-Control: no-store, X-Request-Id."""
     check(r.h("Content-Type"), "%s without Content-Type: %r" % (what, r))
     cc = (r.h("Cache-Control") or "").lower()
     check("no-store" in cc, "%s: Cache-Control %r, want no-store: %r" % (what, r.h("Cache-Control"), r))
@@ -973,10 +973,10 @@ def t_422_names():
     key = new_key("422n")
     expect_fresh(post_charge(key, charge_body(**base)), 201)
     rec = record(PRINCIPAL_A, key)
-    check(re.fullmatch(rb"[0-9a-f]{56}", rec.get("params", b"")), "stored params %r: want 7 x 8 hex" % rec.get("params"))
+    check(re.fullmatch(rb"[0-9a-f]{56}", rec.get("param_digests", b"")), "stored param_digests %r: want 7 x 8 hex" % rec.get("param_digests"))
     for v in base.values():
         s = json.dumps(v).encode()
-        check(s not in rec.get("params", b""), "a parameter value is stored in params")
+        check(s not in rec.get("param_digests", b""), "a parameter value is stored in param_digests")
 
     def variant(**kw):
         d = dict(base)
@@ -1094,7 +1094,7 @@ def t_keys_scope():
     check(r.h("Allow") == "GET, HEAD", "Allow %r, want 'GET, HEAD'" % r.h("Allow"))
 
 
-@test("GET /charge/keys/<key>: percent-encoded keys; malformed keys are 400, an empty one 404")
+@test("GET /charge/keys/<key>: percent-encoded and quoted keys; malformed and empty keys are 400")
 def t_keys_encoding():
     key = "e2e-%s-pct/a?b%%c#d\"e" % RUN_ID
     expect_fresh(post_charge(key), 201)
@@ -1113,7 +1113,9 @@ def t_keys_encoding():
         check(r.status == 400, "malformed escape %r: want 400, got %r" % (bad, r))
         if (r.h("Content-Type") or "").startswith("application/problem+json"):
             expect_problem(r, 400, "invalid-idempotency-key", "malformed escape %r" % bad)
-    expect_problem(get_key(""), 404, "not-found", "empty key")
+    expect_problem(get_key(""), 400, "invalid-idempotency-key", "empty key")
+    # the quoted Structured-Field form names the same key, as in the header
+    expect_key_info(get_key("%22" + quote_key(plain) + "%22"), plain, "completed", 201, "quoted key")
 
 
 @test("GET /charge/keys/<key> never extends a TTL; counted as key-found in /metrics")

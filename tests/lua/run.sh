@@ -226,8 +226,8 @@ echo "# claim on a fresh key"
 fresh
 is "claim on a fresh key -> claimed" "$(ev claim $K , $FP ownerA 1000 $CLAIM_TTL $PR)" '"claimed"'
 is "claimed hash has exactly the claim fields" "$(fields $K)" \
-	"created_ms fingerprint owner params state"
-is "claimed hash values" "$(r HMGET $K state fingerprint owner created_ms params)" \
+	"created_ms fingerprint owner param_digests state"
+is "claimed hash values" "$(r HMGET $K state fingerprint owner created_ms param_digests)" \
 	"$(lines '"in_progress"' "\"$FP\"" '"ownerA"' '"1000"' "\"$PR\"")"
 in_range "claim PTTL close to claim TTL $CLAIM_TTL" "$(rv PTTL $K)" $((CLAIM_TTL - 1000)) $CLAIM_TTL
 sentinels_intact "claim touched only KEYS[1]" "$K"
@@ -256,13 +256,13 @@ ev claim $K , $FP ownerA 1000 $CLAIM_TTL $PR >/dev/null
 is "owner records completed inline -> ok" \
 	"$(ev record $K , ownerA $FP $PR completed 201 $CT '' $DONE_TTL 1500 $((1500 + DONE_TTL)) inline "$BODY" '' '')" '"ok"'
 is "completed hash fields: body inline, no body_file/len/sha, no retry_after" "$(fields $K)" \
-	"body content_type created_ms expires_ms fingerprint owner params state status updated_ms"
+	"body content_type created_ms expires_ms fingerprint owner param_digests state status updated_ms"
 is "completed hash values (created_ms from claim, updated_ms from record)" \
 	"$(r HMGET $K state fingerprint owner created_ms updated_ms status content_type)" \
 	"$(lines '"completed"' "\"$FP\"" '"ownerA"' '"1000"' '"1500"' '"201"' "\"$CT\"")"
 is "stored body is byte-exact (newline, quotes, UTF-8)" "$(r HGET $K body)" "$(q "$BODY")"
 is "expires_ms = the record's now + its TTL; params kept from the claim" \
-	"$(r HMGET $K expires_ms params)" "$(lines "\"$((1500 + DONE_TTL))\"" "\"$PR\"")"
+	"$(r HMGET $K expires_ms param_digests)" "$(lines "\"$((1500 + DONE_TTL))\"" "\"$PR\"")"
 in_range "completed PTTL = $DONE_TTL" "$(rv PTTL $K)" $((DONE_TTL - 1000)) $DONE_TTL
 sentinels_intact "record touched only KEYS[1]" "$K"
 
@@ -284,7 +284,7 @@ ev claim $K , $FP ownerA 1000 $CLAIM_TTL $PR >/dev/null
 is "inline record with ARGV[13]/[14] set -> ok" \
 	"$(ev record $K , ownerA $FP $PR completed 204 text/plain '' $DONE_TTL 1500 $((1500 + DONE_TTL)) inline '' 5 deadbeef)" '"ok"'
 is "inline record stores no body_file/body_len/body_sha256" "$(fields $K)" \
-	"body content_type created_ms expires_ms fingerprint owner params state status updated_ms"
+	"body content_type created_ms expires_ms fingerprint owner param_digests state status updated_ms"
 is "claim replays an empty body as \"\"" "$(ev claim $K , $FP ownerB 2000 $CLAIM_TTL $PR)" \
 	"$(lines '"recorded"' '"completed"' '"204"' '"text/plain"' '(nil)' '""' '(nil)' '(nil)' '(nil)' "\"$((1500 + DONE_TTL))\"")"
 
@@ -297,7 +297,7 @@ ev claim $K , $FP ownerA 1000 $CLAIM_TTL $PR >/dev/null
 is "owner records failed with retry_after -> ok" \
 	"$(ev record $K , ownerA $FP $PR failed 502 $PT 300 $FAIL_TTL 1700 $((1700 + FAIL_TTL)) inline "$FBODY" '' '')" '"ok"'
 is "failed hash fields include retry_after" "$(fields $K)" \
-	"body content_type created_ms expires_ms fingerprint owner params retry_after state status updated_ms"
+	"body content_type created_ms expires_ms fingerprint owner param_digests retry_after state status updated_ms"
 is "failed hash values" "$(r HMGET $K state status content_type retry_after created_ms updated_ms)" \
 	"$(lines '"failed"' '"502"' "\"$PT\"" '"300"' '"1000"' '"1700"')"
 in_range "failed PTTL = $FAIL_TTL" "$(rv PTTL $K)" $((FAIL_TTL - 1000)) $FAIL_TTL
@@ -331,7 +331,7 @@ ev claim $K , $FP ownerA 1000 $CLAIM_TTL $PR >/dev/null
 is "owner records completed in file mode -> ok" \
 	"$(ev record $K , ownerA $FP $PR completed 201 $CT '' $DONE_TTL 1500 $((1500 + DONE_TTL)) file 0f3c9a.body 20000 $SHA)" '"ok"'
 is "file hash has body_file/body_len/body_sha256 and no body" "$(fields $K)" \
-	"body_file body_len body_sha256 content_type created_ms expires_ms fingerprint owner params state status updated_ms"
+	"body_file body_len body_sha256 content_type created_ms expires_ms fingerprint owner param_digests state status updated_ms"
 is "file hash values" "$(r HMGET $K body_file body_len body_sha256 body)" \
 	"$(lines '"0f3c9a.body"' '"20000"' "\"$SHA\"" '(nil)')"
 is "claim replays file reference with body nil" "$(ev claim $K , $FP ownerB 2000 $CLAIM_TTL $PR)" \
@@ -423,9 +423,9 @@ is "vanished-key record: created_ms = updated_ms = record's now" \
 	"$(r HMGET $K state fingerprint owner created_ms updated_ms status content_type body)" \
 	"$(lines '"completed"' "\"$FP\"" '"ownerA"' '"5000"' '"5000"' '"201"' "\"$CT\"" '"late-body"')"
 is "vanished-key record field set" "$(fields $K)" \
-	"body content_type created_ms expires_ms fingerprint owner params state status updated_ms"
+	"body content_type created_ms expires_ms fingerprint owner param_digests state status updated_ms"
 is "vanished-key record writes the digests and expires_ms too" \
-	"$(r HMGET $K params expires_ms)" "$(lines "\"$PR\"" "\"$((5000 + DONE_TTL))\"")"
+	"$(r HMGET $K param_digests expires_ms)" "$(lines "\"$PR\"" "\"$((5000 + DONE_TTL))\"")"
 in_range "vanished-key record PTTL = $DONE_TTL" "$(rv PTTL $K)" $((DONE_TTL - 1000)) $DONE_TTL
 sentinels_intact "vanished-key record touched only KEYS[1]" "$K"
 

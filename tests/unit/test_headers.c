@@ -180,25 +180,30 @@ assert_path_key(const char *seg, const char *want, size_t wantlen)
 	assert_int_equal(out[n], '\0');
 }
 
-/* GET /charge/keys/<key>: percent-decoded, then the bare key rules. */
+/* GET /charge/keys/<key>: percent-decoded, then the header's own rules. */
 static void
 test_key_from_path(void **state)
 {
-	char out[IDEM_KEY_MAX + 1], seg[3 * IDEM_KEY_MAX + 8];
+	char out[IDEM_KEY_MAX + 1], seg[3 * (2 * IDEM_KEY_MAX + 2) + 8];
 	size_t n, i;
 
 	(void)state;
 	assert_path_key("order-1001", "order-1001", 10);
 	assert_path_key("a%2Fb%3fc%23d", "a/b?c#d", 7);
 	assert_path_key("%41%7e%7E%21", "A~~!", 4);
-	/* the bare form only: quotes are part of the key, not a syntax */
-	assert_path_key("%22abc%22", "\"abc\"", 5);
-	assert_path_key("\"abc\"", "\"abc\"", 5);
 	assert_path_key("a/b", "a/b", 3);
 	assert_path_key("%25", "%", 1);
-	/* empty: missing */
+	/* the quoted Structured-Field form names the same key, as in the header */
+	assert_path_key("%22abc%22", "abc", 3);
+	assert_path_key("\"abc\"", "abc", 3);
+	assert_path_key("%22%5C%22abc%22", "\"abc", 4);
+	assert_path_key("ab%22c", "ab\"c", 4);
+	/* surrounding space is ignored, as in the header */
+	assert_path_key("%20abc%09", "abc", 3);
+	/* empty or only space: missing */
 	assert_int_equal(path_key("", out, &n), KEY_MISSING);
 	assert_int_equal(path_key(NULL, out, &n), KEY_MISSING);
+	assert_int_equal(path_key("%20%20", out, &n), KEY_MISSING);
 	/* malformed escapes */
 	assert_int_equal(path_key("%", out, &n), KEY_INVALID);
 	assert_int_equal(path_key("abc%", out, &n), KEY_INVALID);
@@ -206,14 +211,16 @@ test_key_from_path(void **state)
 	assert_int_equal(path_key("%zz", out, &n), KEY_INVALID);
 	assert_int_equal(path_key("%4g", out, &n), KEY_INVALID);
 	assert_int_equal(path_key("%%41", out, &n), KEY_INVALID);
-	/* decoded bytes outside 0x21-0x7E */
+	/* decoded bytes outside 0x21-0x7E inside the key, an encoded NUL */
 	assert_int_equal(path_key("a%20b", out, &n), KEY_INVALID);
-	assert_int_equal(path_key("%20abc", out, &n), KEY_INVALID);
-	assert_int_equal(path_key("abc%09", out, &n), KEY_INVALID);
+	assert_int_equal(path_key("%22a%20b%22", out, &n), KEY_INVALID);
 	assert_int_equal(path_key("a%00b", out, &n), KEY_INVALID);
+	assert_int_equal(path_key("%00", out, &n), KEY_INVALID);
 	assert_int_equal(path_key("a%7Fb", out, &n), KEY_INVALID);
 	assert_int_equal(path_key("caf%C3%A9", out, &n), KEY_INVALID);
 	assert_int_equal(path_key("a b", out, &n), KEY_INVALID);
+	assert_int_equal(path_key("%22abc", out, &n), KEY_INVALID);
+	assert_int_equal(path_key("%22%22", out, &n), KEY_INVALID);
 	/* 255 bytes, all encoded: accepted; 256: refused */
 	for (i = 0; i < IDEM_KEY_MAX; i++)
 		memcpy(seg + 3 * i, "%6B", 3);
@@ -228,6 +235,19 @@ test_key_from_path(void **state)
 	assert_int_equal(path_key(seg, out, &n), KEY_INVALID);
 	seg[IDEM_KEY_MAX] = '\0';
 	assert_int_equal(path_key(seg, out, &n), KEY_OK);
+	/* the longest quoted form, every byte escaped: "\\\\..." */
+	n = 0;
+	memcpy(seg, "%22", 3);
+	for (i = 0; i < IDEM_KEY_MAX; i++)
+		memcpy(seg + 3 + 6 * i, "%5C%5C", 6);
+	memcpy(seg + 3 + 6 * IDEM_KEY_MAX, "%22", 4);
+	assert_int_equal(path_key(seg, out, &n), KEY_OK);
+	assert_int_equal(n, IDEM_KEY_MAX);
+	assert_int_equal(out[0], '\\');
+	/* far too long once decoded: refused, no overflow */
+	memset(seg, 'k', sizeof(seg) - 1);
+	seg[sizeof(seg) - 1] = '\0';
+	assert_int_equal(path_key(seg, out, &n), KEY_INVALID);
 }
 
 static void
