@@ -17,7 +17,7 @@
 #include "metrics.h"
 #include "response.h"
 
-#define METRICS_MAGIC 0x6368726733ULL   /* "chrg3": bump when the layout changes */
+#define METRICS_MAGIC 0x6368726734ULL   /* "chrg4": bump when the layout changes */
 #define METRICS_FILE_MODE 0600
 #define RENDER_MAX 8192                 /* bytes of exposition text */
 
