@@ -1142,8 +1142,10 @@ def t_keys_ttl_metrics():
 def t_record_memory():
     key = new_key("mem")
     expect_fresh(post_charge(key), 201)
-    enc = redis("OBJECT", "ENCODING", rkey(PRINCIPAL_A, key))
-    mem = redis("MEMORY", "USAGE", rkey(PRINCIPAL_A, key))
+    # (against a cluster: on the node that serves the key)
+    at = _cluster_key_command if REDIS_NODES else (lambda a: redis(*a))
+    enc = at(("OBJECT", "ENCODING", rkey(PRINCIPAL_A, key)))
+    mem = at(("MEMORY", "USAGE", rkey(PRINCIPAL_A, key)))
     check(enc == b"listpack", "encoding %r, want listpack" % enc)
     check(mem < 1024, "MEMORY USAGE %d B, want < 1024" % mem)
     diag("MEMORY USAGE %d B" % mem)
