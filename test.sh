@@ -15,7 +15,7 @@ PACKAGES=(gcc pkg-config meson ninja-build python3
 	libfcgi-dev libfcgi-bin libhiredis-dev libcjson-dev libssl-dev libcmocka-dev
 	redis-server redis-sentinel redis-tools lighttpd curl valgrind clang-14 libclang-rt-14-dev procps
 	chromium apache2 libapache2-mod-fcgid nginx-light spawn-fcgi
-	wrk gnuplot-nox groff-base systemd fiu-utils)
+	wrk gnuplot-nox groff-base systemd fiu-utils clang-format-14)
 
 install_packages() {
 	local missing=() p
@@ -111,6 +111,14 @@ suite_structure() {
 		git grep -nE '^(<<<<<<<|>>>>>>>) ' -- . | sed 's/^/# /'
 	else
 		echo "ok - no merge conflict markers in tracked files"
+	fi
+	# shellcheck disable=SC2046
+	if clang-format-14 --dry-run --Werror $(git ls-files '*.c' '*.h') \
+		>"$LOGDIR/format.log" 2>&1; then
+		echo "ok - every C file is formatted with .clang-format"
+	else
+		echo "not ok - every C file is formatted with .clang-format (clang-format-14 -i FILE)"
+		grep -E '^[^ ].*: error' "$LOGDIR/format.log" | cut -d: -f1 | sort -u | sed 's/^/# /'
 	fi
 }
 

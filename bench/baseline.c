@@ -29,11 +29,10 @@ static const char reply_created[] =
     "\"metadata\":{},\"line_items\":[],\"created\":1763740800,"
     "\"idempotency_key\":\"baseline\"}";
 
-static const char reply_too_large[] =
-    "Status: 413 Content Too Large\r\n"
-    "Content-Type: text/plain\r\n"
-    "\r\n"
-    "too large\n";
+static const char reply_too_large[] = "Status: 413 Content Too Large\r\n"
+                                      "Content-Type: text/plain\r\n"
+                                      "\r\n"
+                                      "too large\n";
 
 static void
 baseline_handle(FCGX_Request *req, void *state, char *body)
@@ -41,10 +40,10 @@ baseline_handle(FCGX_Request *req, void *state, char *body)
 	(void)state;
 	if (bench_read_body(req, body, BENCH_BODY_MAX) < 0) {
 		if (FCGX_PutStr(reply_too_large,
-		    (int)sizeof(reply_too_large) - 1, req->out) < 0)
+		        (int)sizeof(reply_too_large) - 1, req->out) < 0)
 			fprintf(stderr, "baseline: write failed\n");
-	} else if (FCGX_PutStr(reply_created,
-	    (int)sizeof(reply_created) - 1, req->out) < 0)
+	} else if (FCGX_PutStr(reply_created, (int)sizeof(reply_created) - 1,
+	               req->out) < 0)
 		fprintf(stderr, "baseline: write failed\n");
 }
 
@@ -58,6 +57,6 @@ main(int argc, char *argv[])
 		return 1;
 	if ((sock = bench_listen("baseline", argc, argv)) < 0)
 		return sock == -2 ? 2 : 1;
-	return bench_serve("baseline", sock, threads, baseline_handle,
-	    no_state, 1);
+	return bench_serve("baseline", sock, threads, baseline_handle, no_state,
+	    1);
 }

@@ -25,9 +25,9 @@
 
 #include <fcgiapp.h>
 
-#define BENCH_BODY_MAX		(1024 * 1024)	/* bytes, like max_request_bytes */
-#define BENCH_BACKLOG		128
-#define BENCH_THREADS_MAX	64		/* like the responder's threads */
+#define BENCH_BODY_MAX (1024 * 1024) /* bytes, like max_request_bytes */
+#define BENCH_BACKLOG 128
+#define BENCH_THREADS_MAX 64 /* like the responder's threads */
 
 /* Reads the whole body into buf[cap]. Returns its length or -1. */
 static long
@@ -95,7 +95,8 @@ bench_listen(const char *prog, int argc, char *argv[])
 	if (argc == 3 && strcmp(argv[1], "--listen") == 0) {
 		sock = FCGX_OpenSocket(argv[2], BENCH_BACKLOG);
 		if (sock < 0) {
-			fprintf(stderr, "%s: cannot listen on %s\n", prog, argv[2]);
+			fprintf(stderr, "%s: cannot listen on %s\n", prog,
+			    argv[2]);
 			return -1;
 		}
 	} else if (argc != 1) {
@@ -114,7 +115,7 @@ struct bench_worker {
 	int sock;
 	bench_handler *handle;
 	void *state;
-	int *alive;			/* atomic: workers still accepting */
+	int *alive; /* atomic: workers still accepting */
 };
 
 static void *
@@ -178,7 +179,7 @@ bench_serve(const char *prog, int sock, int n, bench_handler *handle,
 		ws[i].state = (char *)states + (size_t)i * stride;
 		ws[i].alive = &alive;
 		if (pthread_create(&ws[i].tid, NULL, bench_worker_main,
-		    &ws[i]) != 0) {
+		        &ws[i]) != 0) {
 			fprintf(stderr, "%s: pthread_create failed\n", prog);
 			return 1;
 		}

@@ -24,11 +24,12 @@
 
 #include "bench_fcgi.h"
 
-#define FLOOR_ROUNDTRIPS_MAX	4
-#define FLOOR_TIMEOUT_MS	1000		/* connect and command timeout */
-#define FLOOR_TTL_MS		"86400000"	/* like completed_ttl_s: no expiry during a run */
-#define FLOOR_KEY_MAX		64		/* bytes */
-#define FLOOR_SHA_MAX		41		/* hex SHA-1 + NUL */
+#define FLOOR_ROUNDTRIPS_MAX 4
+#define FLOOR_TIMEOUT_MS 1000 /* connect and command timeout */
+#define FLOOR_TTL_MS                                                           \
+	"86400000"       /* like completed_ttl_s: no expiry during a run */
+#define FLOOR_KEY_MAX 64 /* bytes */
+#define FLOOR_SHA_MAX 41 /* hex SHA-1 + NUL */
 
 /* One HSET of one field plus a PEXPIRE: a claim without its HMGET. */
 static const char floor_script[] =
@@ -49,18 +50,16 @@ static const char reply_created[] =
     "\"metadata\":{},\"line_items\":[],\"created\":1763740800,"
     "\"idempotency_key\":\"floor\"}";
 
-static const char reply_bad_request[] =
-    "Status: 400 Bad Request\r\n"
-    "Content-Type: text/plain\r\n"
-    "\r\n"
-    "bad body\n";
+static const char reply_bad_request[] = "Status: 400 Bad Request\r\n"
+                                        "Content-Type: text/plain\r\n"
+                                        "\r\n"
+                                        "bad body\n";
 
-static const char reply_unavailable[] =
-    "Status: 503 Service Unavailable\r\n"
-    "Content-Type: text/plain\r\n"
-    "Retry-After: 1\r\n"
-    "\r\n"
-    "redis failed\n";
+static const char reply_unavailable[] = "Status: 503 Service Unavailable\r\n"
+                                        "Content-Type: text/plain\r\n"
+                                        "Retry-After: 1\r\n"
+                                        "\r\n"
+                                        "redis failed\n";
 
 struct floor_state {
 	redisContext *redis;
@@ -76,7 +75,7 @@ static int
 floor_connect_redis(struct floor_state *st, const char *path)
 {
 	struct timeval tv = { FLOOR_TIMEOUT_MS / 1000,
-	    (FLOOR_TIMEOUT_MS % 1000) * 1000 };
+		(FLOOR_TIMEOUT_MS % 1000) * 1000 };
 	redisReply *r = NULL;
 	int rc = -1;
 
@@ -132,12 +131,14 @@ floor_run_script(struct floor_state *st)
 			argvlen[n] = strlen(argv[n]);
 		r = redisCommandArgv(st->redis, 6, argv, argvlen);
 		if (r == NULL) {
-			fprintf(stderr, "floor: redis: %s\n", st->redis->errstr);
+			fprintf(stderr, "floor: redis: %s\n",
+			    st->redis->errstr);
 			return -1;
 		}
 		if (r->type != REDIS_REPLY_INTEGER) {
 			fprintf(stderr, "floor: unexpected reply type %d %s\n",
-			    r->type, r->type == REDIS_REPLY_ERROR ? r->str : "");
+			    r->type,
+			    r->type == REDIS_REPLY_ERROR ? r->str : "");
 			freeReplyObject(r);
 			return -1;
 		}
@@ -187,7 +188,8 @@ main(int argc, char *argv[])
 		v = strtol(rt, &end, 10);
 		if (errno != 0 || *end != '\0' || v < 1 ||
 		    v > FLOOR_ROUNDTRIPS_MAX) {
-			fprintf(stderr, "floor: FLOOR_ROUNDTRIPS must be 1..%d\n",
+			fprintf(stderr,
+			    "floor: FLOOR_ROUNDTRIPS must be 1..%d\n",
 			    FLOOR_ROUNDTRIPS_MAX);
 			return 1;
 		}

@@ -28,7 +28,8 @@ static void
 health_handle(struct worker *w, struct response *resp)
 {
 	const struct config *cfg = w->cfg;
-	long long need = HEALTH_SPILL_ROOM * (long long)cfg->spill_threshold_bytes;
+	long long need =
+	    HEALTH_SPILL_ROOM * (long long)cfg->spill_threshold_bytes;
 	long long avail;
 	int redis_ok = redis_ping(&w->redis) == 0;
 	int spill_ok = spill_dir_writable(cfg->spill_dir);
@@ -40,14 +41,16 @@ health_handle(struct worker *w, struct response *resp)
 		need = HEALTH_SPILL_ROOM_MIN_BYTES;
 	if (!spill_ok)
 		spill = "not writable";
-	else if ((avail = spill_dir_avail(cfg->spill_dir)) >= 0 && avail < need) {
+	else if ((avail = spill_dir_avail(cfg->spill_dir)) >= 0 &&
+	    avail < need) {
 		spill = "low on space";
 		spill_ok = 0;
 	}
 	if (!redis_ok)
 		log_warn(NULL, "healthz: redis: %s", w->redis.errstr);
 	if (!spill_ok)
-		log_warn(NULL, "healthz: spill_dir %s: %s", cfg->spill_dir, spill);
+		log_warn(NULL, "healthz: spill_dir %s: %s", cfg->spill_dir,
+		    spill);
 	n = snprintf(body, sizeof(body),
 	    "{\"status\":\"%s\",\"redis\":\"%s\",\"spill_dir\":\"%s\"}",
 	    redis_ok && spill_ok ? "ok" : "unavailable",
@@ -74,23 +77,20 @@ metrics_handle(struct response *resp)
 
 /* /charge checks its method itself (POST only, 405 with Allow: POST). */
 static void
-charge_route(struct worker *w, const struct request *req,
-    struct response *resp)
+charge_route(struct worker *w, const struct request *req, struct response *resp)
 {
 	charge_handle(w, req, resp);
 }
 
 /* GET /charge/keys/<key>: the key is the rest of the path. */
 static void
-keys_route(struct worker *w, const struct request *req,
-    struct response *resp)
+keys_route(struct worker *w, const struct request *req, struct response *resp)
 {
 	introspect_handle(w, req, req->path + strlen(INTROSPECT_PREFIX), resp);
 }
 
 static void
-health_route(struct worker *w, const struct request *req,
-    struct response *resp)
+health_route(struct worker *w, const struct request *req, struct response *resp)
 {
 	(void)req;
 	health_handle(w, resp);
@@ -112,7 +112,7 @@ metrics_route(struct worker *w, const struct request *req,
 static const struct route {
 	const char *path;
 	int prefix;
-	const char *methods;    /* the Allow header; NULL: the handler checks */
+	const char *methods; /* the Allow header; NULL: the handler checks */
 	void (*handle)(struct worker *, const struct request *,
 	    struct response *);
 } routes[] = {
@@ -130,8 +130,9 @@ app_handle(struct worker *w, const struct request *req, struct response *resp)
 
 	for (i = 0; i < sizeof(routes) / sizeof(routes[0]); i++) {
 		r = &routes[i];
-		if (r->prefix ? strncmp(req->path, r->path,
-		    strlen(r->path)) != 0 : strcmp(req->path, r->path) != 0)
+		if (r->prefix
+		        ? strncmp(req->path, r->path, strlen(r->path)) != 0
+		        : strcmp(req->path, r->path) != 0)
 			continue;
 		if (r->methods != NULL && !method_is_get(req->method)) {
 			response_problem(resp, PROB_METHOD_NOT_ALLOWED,

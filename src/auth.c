@@ -15,9 +15,9 @@
 #include "headers.h"
 
 /* Longer bearer tokens are rejected without being hashed. */
-#define AUTH_API_KEY_MAX  512                 /* bytes */
-#define AUTH_FILE_MAX     (16 * 1024 * 1024)  /* bytes of the keys file */
-#define AUTH_HASH_LEN     32                  /* SHA-256 */
+#define AUTH_API_KEY_MAX 512             /* bytes */
+#define AUTH_FILE_MAX (16 * 1024 * 1024) /* bytes of the keys file */
+#define AUTH_HASH_LEN 32                 /* SHA-256 */
 
 static int
 auth_is_principal_char(char ch)
@@ -54,7 +54,8 @@ auth_parse_line(const char *p, size_t n, struct auth_entry *e, char *why,
 	}
 	for (h = 0; h < plen; h++)
 		if (!auth_is_principal_char(p[h])) {
-			util_err(why, whylen, "principal may only contain "
+			util_err(why, whylen,
+			    "principal may only contain "
 			    "A-Z a-z 0-9 _ -");
 			return -1;
 		}
@@ -72,8 +73,10 @@ auth_parse_line(const char *p, size_t n, struct auth_entry *e, char *why,
 		i += 2;
 	}
 	if (h < AUTH_HASH_LEN || (i < n && !util_is_space(p[i]))) {
-		util_err(why, whylen, "expected %d hex digits (the SHA-256 of "
-		    "the API key) after the principal", 2 * AUTH_HASH_LEN);
+		util_err(why, whylen,
+		    "expected %d hex digits (the SHA-256 of "
+		    "the API key) after the principal",
+		    2 * AUTH_HASH_LEN);
 		return -1;
 	}
 	for (; i < n && util_is_space(p[i]); i++)
@@ -86,7 +89,7 @@ auth_parse_line(const char *p, size_t n, struct auth_entry *e, char *why,
 }
 
 /* auth_parse() with name ("path:N: ") or NULL ("line N: "). */
-static unsigned long table_gen;      /* atomic: the last gen handed out */
+static unsigned long table_gen; /* atomic: the last gen handed out */
 
 static int
 auth_parse_named(struct auth_table *t, const char *name, const char *text,
@@ -116,18 +119,20 @@ auth_parse_named(struct auth_table *t, const char *name, const char *text,
 		if (got < 0)
 			util_err(why, sizeof(why), "NUL byte");
 		else if (auth_parse_line(line, ll, &entries[n], why,
-		    sizeof(why)) == 0) {
+		             sizeof(why)) == 0) {
 			for (j = 0; j < n; j++) {
 				if (strcmp(entries[j].principal,
-				    entries[n].principal) == 0) {
-					util_err(why, sizeof(why), "duplicate "
+				        entries[n].principal) == 0) {
+					util_err(why, sizeof(why),
+					    "duplicate "
 					    "principal '%s'",
 					    entries[n].principal);
 					break;
 				}
 				if (memcmp(entries[j].hash, entries[n].hash,
-				    AUTH_HASH_LEN) == 0) {
-					util_err(why, sizeof(why), "the same "
+				        AUTH_HASH_LEN) == 0) {
+					util_err(why, sizeof(why),
+					    "the same "
 					    "key is already listed for '%s'",
 					    entries[j].principal);
 					break;
@@ -139,8 +144,8 @@ auth_parse_named(struct auth_table *t, const char *name, const char *text,
 				util_err(err, errlen, "%s:%zu: %s", name,
 				    it.lineno, why);
 			else
-				util_err(err, errlen, "line %zu: %s",
-				    it.lineno, why);
+				util_err(err, errlen, "line %zu: %s", it.lineno,
+				    why);
 			goto fail;
 		}
 		n++;
@@ -168,8 +173,7 @@ auth_parse(struct auth_table *t, const char *text, size_t len, char *errstr,
 }
 
 int
-auth_load(struct auth_table *t, const char *path, char *errstr,
-    size_t errlen)
+auth_load(struct auth_table *t, const char *path, char *errstr, size_t errlen)
 {
 	char *buf = NULL;
 	size_t len = 0;
@@ -177,7 +181,8 @@ auth_load(struct auth_table *t, const char *path, char *errstr,
 
 	t->entries = NULL;
 	t->n = 0;
-	if (util_read_file(path, AUTH_FILE_MAX, &buf, &len, errstr, errlen) != 0)
+	if (util_read_file(path, AUTH_FILE_MAX, &buf, &len, errstr, errlen) !=
+	    0)
 		return -1;
 	rc = auth_parse_named(t, path, buf, len, errstr, errlen);
 	free(buf);
@@ -201,7 +206,7 @@ auth_free(struct auth_table *t)
  * thread that received it.
  */
 static _Thread_local struct {
-	unsigned long gen;      /* 0: empty */
+	unsigned long gen; /* 0: empty */
 	size_t len, idx;
 	char tok[AUTH_API_KEY_MAX];
 } last;

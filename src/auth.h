@@ -11,19 +11,19 @@
 #include "defaults.h"
 
 struct auth_entry {
-	char principal[PRINCIPAL_MAX + 1];   /* [A-Za-z0-9_-]{1,64} */
+	char principal[PRINCIPAL_MAX + 1]; /* [A-Za-z0-9_-]{1,64} */
 	unsigned char hash[32];
 };
 
 struct auth_table {
 	struct auth_entry *entries;
 	size_t n;
-	unsigned long gen;      /* unique per loaded table (auth.c's cache) */
+	unsigned long gen; /* unique per loaded table (auth.c's cache) */
 };
 
 /* Parses the file's text. 0, or -1 with errstr naming the line. */
-int auth_parse(struct auth_table *t, const char *text, size_t len,
-    char *errstr, size_t errlen);
+int auth_parse(struct auth_table *t, const char *text, size_t len, char *errstr,
+    size_t errlen);
 /* Reads and parses path. 0 or -1. */
 int auth_load(struct auth_table *t, const char *path, char *errstr,
     size_t errlen);

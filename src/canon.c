@@ -11,7 +11,7 @@
 
 #include "canon.h"
 
-#define CANON_START     512     /* bytes; a typical body's text fits */
+#define CANON_START 512 /* bytes; a typical body's text fits */
 
 #define PUT_LITERAL(o, s) put((o), (s), sizeof(s) - 1)
 
@@ -135,12 +135,12 @@ put_metadata(struct out *o, const cJSON *m)
 
 	for (c = m != NULL ? m->child : NULL; c != NULL; c = c->next) {
 		if (n == METADATA_KEYS_MAX) {
-			o->fail = 1;    /* schema_check() allows no more */
+			o->fail = 1; /* schema_check() allows no more */
 			return;
 		}
 		/* insertion sort: a few dozen keys, often in order already */
 		for (j = n++; j > 0 && strcmp(kv[j - 1]->string, c->string) > 0;
-		    j--)
+		     j--)
 			kv[j] = kv[j - 1];
 		kv[j] = c;
 	}
@@ -166,14 +166,17 @@ put_line_items(struct out *o, const cJSON *items)
 		if (c != items->child)
 			PUT_LITERAL(o, ",");
 		PUT_LITERAL(o, "{\"description\":");
-		put_string(o, cJSON_GetObjectItemCaseSensitive(c,
-		    "description")->valuestring);
+		put_string(o,
+		    cJSON_GetObjectItemCaseSensitive(c, "description")
+		        ->valuestring);
 		PUT_LITERAL(o, ",\"quantity\":");
-		put_number(o, cJSON_GetObjectItemCaseSensitive(c,
-		    "quantity")->valuedouble);
+		put_number(o,
+		    cJSON_GetObjectItemCaseSensitive(c, "quantity")
+		        ->valuedouble);
 		PUT_LITERAL(o, ",\"unit_amount\":");
-		put_number(o, cJSON_GetObjectItemCaseSensitive(c,
-		    "unit_amount")->valuedouble);
+		put_number(o,
+		    cJSON_GetObjectItemCaseSensitive(c, "unit_amount")
+		        ->valuedouble);
 		PUT_LITERAL(o, "}");
 	}
 	PUT_LITERAL(o, "]");

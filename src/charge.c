@@ -30,13 +30,13 @@ struct charge_ctx {
 	char key[IDEM_KEY_MAX + 1];
 	size_t keylen;
 	struct charge_params params;
-	char *canon;                    /* canonical text of params (free) */
+	char *canon; /* canonical text of params (free) */
 	size_t canonlen;
 	char fingerprint[65];
-	char params_hex[CHARGE_PARAMS_HEX_LEN + 1];     /* per-parameter digests */
+	char params_hex[CHARGE_PARAMS_HEX_LEN + 1]; /* per-parameter digests */
 	char owner[TOKEN_HEX_LEN + 1];
 	char rkey[IDEM_RKEY_MAX];
-	long long claim_us;             /* monotonic time the last claim was sent */
+	long long claim_us; /* monotonic time the last claim was sent */
 };
 
 int
@@ -47,10 +47,14 @@ charge_fingerprint(const char *canon, size_t canonlen, const char *principal,
 	unsigned char md[SHA256_LEN];
 	struct digest_part parts[4];
 
-	parts[0].p = route; parts[0].n = sizeof(route) - 1;
-	parts[1].p = principal; parts[1].n = strlen(principal);
-	parts[2].p = "\n"; parts[2].n = 1;
-	parts[3].p = canon; parts[3].n = canonlen;
+	parts[0].p = route;
+	parts[0].n = sizeof(route) - 1;
+	parts[1].p = principal;
+	parts[1].n = strlen(principal);
+	parts[2].p = "\n";
+	parts[2].n = 1;
+	parts[3].p = canon;
+	parts[3].n = canonlen;
 	if (digest_sha256_parts(parts, 4, md) != 0)
 		return -1;
 	digest_hex(md, sizeof(md), out);
@@ -58,7 +62,12 @@ charge_fingerprint(const char *canon, size_t canonlen, const char *principal,
 }
 
 static const char *const param_names[CHARGE_PARAM_COUNT] = {
-	"amount", "currency", "source", "customer", "description", "metadata",
+	"amount",
+	"currency",
+	"source",
+	"customer",
+	"description",
+	"metadata",
 	"line_items",
 };
 
@@ -81,22 +90,16 @@ json_value_end(const char *p, const char *end)
 	for (; p < end; p++) {
 		if (in_str) {
 			if (*p == '\\')
-				p++;            /* the escaped byte cannot end it */
+				p++; /* the escaped byte cannot end it */
 			else if (*p == '"')
 				in_str = 0;
 			continue;
 		}
 		switch (*p) {
-		case '"':
-			in_str = 1;
-			break;
+		case '"': in_str = 1; break;
 		case '{':
-		case '[':
-			depth++;
-			break;
-		case ']':
-			depth--;
-			break;
+		case '[': depth++; break;
+		case ']': depth--; break;
 		case '}':
 			if (depth == 0)
 				return p;
@@ -106,8 +109,7 @@ json_value_end(const char *p, const char *end)
 			if (depth == 0)
 				return p;
 			break;
-		default:
-			break;
+		default: break;
 		}
 	}
 	return NULL;
@@ -158,8 +160,8 @@ charge_params_diff(const char *stored, const char *ours,
 		return -1;
 	for (i = 0; i < CHARGE_PARAM_COUNT; i++) {
 		differ[i] = memcmp(stored + i * CHARGE_PARAM_DIGEST_HEX,
-		    ours + i * CHARGE_PARAM_DIGEST_HEX,
-		    CHARGE_PARAM_DIGEST_HEX) != 0;
+		                ours + i * CHARGE_PARAM_DIGEST_HEX,
+		                CHARGE_PARAM_DIGEST_HEX) != 0;
 		n += differ[i];
 	}
 	return n;
@@ -183,13 +185,15 @@ charge_object_render(const char *canon, size_t canonlen, const char *charge_id,
 			keyjson[k++] = '\\';
 		keyjson[k++] = key[i];
 	}
-	cap = canonlen + k + 160;     /* fixed members, id and created fit in 160 */
+	cap = canonlen + k + 160; /* fixed members, id and created fit in 160 */
 	if ((out = malloc(cap)) == NULL)
 		return NULL;
-	n = snprintf(out, cap, "{\"id\":\"%s\",\"object\":\"charge\","
+	n = snprintf(out, cap,
+	    "{\"id\":\"%s\",\"object\":\"charge\","
 	    "\"status\":\"succeeded\",%.*s,\"created\":%lld,"
-	    "\"idempotency_key\":\"%.*s\"}", charge_id, (int)(canonlen - 2),
-	    canon + 1, created, (int)k, keyjson);
+	    "\"idempotency_key\":\"%.*s\"}",
+	    charge_id, (int)(canonlen - 2), canon + 1, created, (int)k,
+	    keyjson);
 	if (n < 0 || (size_t)n >= cap) {
 		free(out);
 		return NULL;
@@ -213,16 +217,14 @@ claim_left_s(const struct charge_ctx *cx)
 }
 
 static void
-answer_unavailable(struct charge_ctx *cx, const char *detail,
-    long long retry_s)
+answer_unavailable(struct charge_ctx *cx, const char *detail, long long retry_s)
 {
 	response_problem(cx->resp, PROB_UNAVAILABLE, detail, NULL);
 	(void)response_header(cx->resp, "Retry-After", "%lld", retry_s);
 }
 
 static void
-answer_redis_error(struct charge_ctx *cx, const char *detail,
-    long long retry_s)
+answer_redis_error(struct charge_ctx *cx, const char *detail, long long retry_s)
 {
 	metrics_inc(MC_REDIS_ERRORS);
 	log_warn(cx->req->request_id, "idempotency store unavailable: %s",
@@ -248,19 +250,23 @@ answer_claim_error(struct charge_ctx *cx)
 	metrics_inc(MC_REDIS_ERRORS);
 	log_warn(cx->req->request_id, "idempotency store unavailable: %s",
 	    cx->w->redis.errstr);
-	if (cx->w->redis.outcome_unknown && now_mono_us() - cx->claim_us <
-	    500LL * cx->w->cfg->redis_timeout_ms) {
+	if (cx->w->redis.outcome_unknown &&
+	    now_mono_us() - cx->claim_us <
+	        500LL * cx->w->cfg->redis_timeout_ms) {
 		st = idem_release(&cx->w->redis, cx->rkey, cx->owner);
 		if (st == IDEM_ERR_REDIS) {
 			retry_s = claim_left_s(cx);
-			log_warn(cx->req->request_id, "claim of %s may hold for "
-			    "%lld s: release failed: %s", cx->rkey, retry_s,
-			    cx->w->redis.errstr);
+			log_warn(cx->req->request_id,
+			    "claim of %s may hold for "
+			    "%lld s: release failed: %s",
+			    cx->rkey, retry_s, cx->w->redis.errstr);
 		}
 	} else if (cx->w->redis.outcome_unknown)
 		retry_s = claim_left_s(cx);
-	answer_unavailable(cx, "The idempotency store is unavailable. "
-	    "Nothing was charged; retry with the same key.", retry_s);
+	answer_unavailable(cx,
+	    "The idempotency store is unavailable. "
+	    "Nothing was charged; retry with the same key.",
+	    retry_s);
 }
 
 /*
@@ -286,12 +292,13 @@ answer_in_progress(struct charge_ctx *cx, long long claim_created_ms)
 	response_problem(cx->resp, PROB_IN_PROGRESS,
 	    "Another request with this Idempotency-Key is being processed. "
 	    "Retry after the delay in Retry-After with the same key, or send "
-	    "Prefer: wait=N to wait for its outcome.", NULL);
+	    "Prefer: wait=N to wait for its outcome.",
+	    NULL);
 	(void)response_header(cx->resp, "Retry-After", "%d",
 	    RETRY_AFTER_IN_PROGRESS_S);
 	if (claim_created_ms > 0)
-		header_expires(cx, claim_created_ms +
-		    1000LL * cx->w->cfg->lock_ttl_s);
+		header_expires(cx,
+		    claim_created_ms + 1000LL * cx->w->cfg->lock_ttl_s);
 }
 
 /*
@@ -310,22 +317,27 @@ answer_mismatch(struct charge_ctx *cx, const char *stored_params)
 	metrics_inc(MC_MISMATCHES);
 	n = charge_params_diff(stored_params, cx->params_hex, differ);
 	if (n >= 0 && (extras = cJSON_CreateObject()) != NULL &&
-	    (list = cJSON_AddArrayToObject(extras, "mismatched_params")) != NULL) {
+	    (list = cJSON_AddArrayToObject(extras, "mismatched_params")) !=
+	        NULL) {
 		for (i = 0; i < CHARGE_PARAM_COUNT; i++) {
 			if (!differ[i])
 				continue;
 			cJSON_AddItemToArray(list,
 			    cJSON_CreateString(param_names[i]));
-			len += (size_t)snprintf(names + len, sizeof(names) - len,
-			    "%s%s", len > 0 ? ", " : "", param_names[i]);
+			len +=
+			    (size_t)snprintf(names + len, sizeof(names) - len,
+			        "%s%s", len > 0 ? ", " : "", param_names[i]);
 		}
 	}
 	if (n > 0)
-		(void)snprintf(detail, sizeof(detail), "This Idempotency-Key was "
+		(void)snprintf(detail, sizeof(detail),
+		    "This Idempotency-Key was "
 		    "already used with different request parameters (%s). Use a "
-		    "new key for a new payment.", names);
+		    "new key for a new payment.",
+		    names);
 	else
-		(void)snprintf(detail, sizeof(detail), "This Idempotency-Key was "
+		(void)snprintf(detail, sizeof(detail),
+		    "This Idempotency-Key was "
 		    "already used with different request parameters. Use a new "
 		    "key for a new payment.");
 	response_problem(cx->resp, PROB_KEY_REUSED, detail, extras);
@@ -341,18 +353,19 @@ answer_replay(struct charge_ctx *cx, struct idem_record *rec)
 
 	if (rec->body_file[0] != '\0') {
 		if (spill_read(cx->w->cfg->spill_dir, rec->body_file,
-		    rec->body_len, rec->body_sha256, &body, err,
-		    sizeof(err)) != 0) {
+		        rec->body_len, rec->body_sha256, &body, err,
+		        sizeof(err)) != 0) {
 			log_error(cx->req->request_id, "replay of %s: %s",
 			    cx->rkey, err);
 			response_problem(cx->resp, PROB_STORED_UNAVAILABLE,
 			    "The outcome of this request was recorded, but its "
 			    "stored response could not be read. The charge was "
-			    "not executed again.", NULL);
+			    "not executed again.",
+			    NULL);
 			return;
 		}
 	} else
-		rec->body = NULL;     /* ownership moves to the response */
+		rec->body = NULL; /* ownership moves to the response */
 	response_set_body(cx->resp, rec->status, rec->content_type, body, len);
 	cx->resp->outcome = OUTCOME_REPLAYED;
 	metrics_inc(MC_REPLAYS);
@@ -390,9 +403,9 @@ render_outcome(struct charge_ctx *cx, const struct provider_result *pr,
 			    "The payment was declined: %s.", pr->decline_code);
 			if ((extras = cJSON_CreateObject()) == NULL ||
 			    cJSON_AddStringToObject(extras, "decline_code",
-			    pr->decline_code) == NULL ||
+			        pr->decline_code) == NULL ||
 			    cJSON_AddStringToObject(extras, "charge",
-			    pr->charge_id) == NULL)
+			        pr->charge_id) == NULL)
 				goto enomem;
 			break;
 		case PROV_TIMEOUT:
@@ -415,8 +428,8 @@ render_outcome(struct charge_ctx *cx, const struct provider_result *pr,
 		(void)snprintf(out->content_type, sizeof(out->content_type),
 		    "application/problem+json");
 		if (*prob != PROB_DECLINED)
-			(void)snprintf(out->retry_after, sizeof(out->retry_after),
-			    "%d", cfg->failed_ttl_s);
+			(void)snprintf(out->retry_after,
+			    sizeof(out->retry_after), "%d", cfg->failed_ttl_s);
 	}
 	if (out->body == NULL)
 		return -1;
@@ -446,25 +459,20 @@ answer_lapsed(struct charge_ctx *cx)
 	switch (idem_claim(&cx->w->redis, cx->rkey, cx->fingerprint,
 	    cx->params_hex, cx->owner, now_wall_ms(), 1000LL * cfg->lock_ttl_s,
 	    &rec, &cf)) {
-	case IDEM_REPLAY:
-		answer_replay(cx, &rec);
-		break;
+	case IDEM_REPLAY: answer_replay(cx, &rec); break;
 	case IDEM_IN_PROGRESS:
 		answer_in_progress(cx, cf.claim_created_ms);
 		break;
-	case IDEM_MISMATCH:
-		answer_mismatch(cx, cf.params);
-		break;
+	case IDEM_MISMATCH: answer_mismatch(cx, cf.params); break;
 	case IDEM_CLAIMED:
 		(void)idem_release(&cx->w->redis, cx->rkey, cx->owner);
-		answer_unavailable(cx, "This request was held up past its claim "
+		answer_unavailable(cx,
+		    "This request was held up past its claim "
 		    "on the key before the payment provider charged; nothing "
 		    "was charged. Retry with the same key.",
 		    RETRY_AFTER_UNAVAILABLE_S);
 		break;
-	default:
-		answer_claim_error(cx);
-		break;
+	default: answer_claim_error(cx); break;
 	}
 	idem_record_free(&rec);
 }
@@ -481,7 +489,8 @@ charge_deadline_us(const struct charge_ctx *cx)
 	const struct config *cfg = cx->w->cfg;
 	long long lock_ms = 1000LL * cfg->lock_ttl_s, margin_ms;
 
-	margin_ms = lock_ms - cfg->provider_timeout_ms - cfg->provider_latency_ms;
+	margin_ms =
+	    lock_ms - cfg->provider_timeout_ms - cfg->provider_latency_ms;
 	if (margin_ms > cfg->redis_timeout_ms)
 		margin_ms = cfg->redis_timeout_ms;
 	if (margin_ms < 0)
@@ -507,8 +516,9 @@ charge_execute(struct charge_ctx *cx)
 	memset(&existing, 0, sizeof(existing));
 	metrics_inc(MC_PROVIDER_CALLS);
 	if (provider_charge(cfg, &cx->w->ledger_fd, cx->principal, cx->key,
-	    cx->keylen, cx->fingerprint, cx->params.amount, cx->params.currency,
-	    cx->params.source, charge_deadline_us(cx), &pr) != 0) {
+	        cx->keylen, cx->fingerprint, cx->params.amount,
+	        cx->params.currency, cx->params.source, charge_deadline_us(cx),
+	        &pr) != 0) {
 		log_error(rid, "provider ledger %s: write failed",
 		    cfg->provider_ledger);
 		pr.outcome = PROV_ERROR;
@@ -534,7 +544,8 @@ charge_execute(struct charge_ctx *cx)
 	}
 	if (out.body_len > (size_t)cfg->spill_threshold_bytes) {
 		if (spill_write(cfg->spill_dir, out.body, out.body_len,
-		    out.body_file, out.body_sha256, err, sizeof(err)) != 0) {
+		        out.body_file, out.body_sha256, err,
+		        sizeof(err)) != 0) {
 			/*
 			 * The provider ran: record the body inline rather than
 			 * give the key up. It is bounded by max_request_bytes
@@ -546,8 +557,8 @@ charge_execute(struct charge_ctx *cx)
 		} else
 			metrics_inc(MC_SPILLS);
 	}
-	ttl_ms = 1000LL * (prob == PROB_NONE ? cfg->completed_ttl_s :
-	    cfg->failed_ttl_s);
+	ttl_ms = 1000LL *
+	    (prob == PROB_NONE ? cfg->completed_ttl_s : cfg->failed_ttl_s);
 	now_ms = now_wall_ms();
 	st = idem_record(&cx->w->redis, cx->rkey, cx->owner, cx->fingerprint,
 	    cx->params_hex, &out, ttl_ms, now_ms, &existing, &cf);
@@ -556,17 +567,19 @@ charge_execute(struct charge_ctx *cx)
 	 * record re-sent after a lost reply answers RECORDED too, so a file
 	 * that record names is never removed here).
 	 */
-	if (out.body_file[0] != '\0' && (st == IDEM_FENCED ||
-	    st == IDEM_MISMATCH || (st == IDEM_REPLAY &&
-	    strcmp(existing.body_file, out.body_file) != 0)))
+	if (out.body_file[0] != '\0' &&
+	    (st == IDEM_FENCED || st == IDEM_MISMATCH ||
+	        (st == IDEM_REPLAY &&
+	            strcmp(existing.body_file, out.body_file) != 0)))
 		(void)spill_remove(cfg->spill_dir, out.body_file);
 	switch (st) {
 	case IDEM_RECORDED:
 		response_set_body(cx->resp, out.status, out.content_type,
 		    out.body, out.body_len);
 		out.body = NULL;
-		cx->resp->outcome = prob == PROB_NONE ? OUTCOME_CREATED :
-		    problem_info(prob)->slug;
+		cx->resp->outcome = prob == PROB_NONE
+		    ? OUTCOME_CREATED
+		    : problem_info(prob)->slug;
 		(void)response_header(cx->resp, "Idempotent-Replayed", "false");
 		if (out.retry_after[0] != '\0')
 			(void)response_header(cx->resp, "Retry-After", "%s",
@@ -581,10 +594,13 @@ charge_execute(struct charge_ctx *cx)
 		 * idempotent provider. The spill file stays: the record names it.
 		 */
 		metrics_inc(MC_NOT_DURABLE);
-		log_warn(rid, "record of %s: %s", cx->rkey, cx->w->redis.errstr);
-		response_problem(cx->resp, PROB_NOT_DURABLE, "The outcome was "
+		log_warn(rid, "record of %s: %s", cx->rkey,
+		    cx->w->redis.errstr);
+		response_problem(cx->resp, PROB_NOT_DURABLE,
+		    "The outcome was "
 		    "recorded, but not acknowledged by enough Redis replicas. "
-		    "Retry with the same key.", NULL);
+		    "Retry with the same key.",
+		    NULL);
 		(void)response_header(cx->resp, "Retry-After", "%d",
 		    RETRY_AFTER_UNAVAILABLE_S);
 		break;
@@ -599,8 +615,10 @@ charge_execute(struct charge_ctx *cx)
 		break;
 	case IDEM_MISMATCH:
 		/* our claim lapsed and a different request took the key */
-		log_warn(rid, "claim of %s lapsed; the key now holds another "
-		    "request", cx->rkey);
+		log_warn(rid,
+		    "claim of %s lapsed; the key now holds another "
+		    "request",
+		    cx->rkey);
 		answer_mismatch(cx, cf.params);
 		break;
 	default:
@@ -609,7 +627,8 @@ charge_execute(struct charge_ctx *cx)
 		 * (the GC removes it once no record can name it). If it was
 		 * not, our claim holds the key until it lapses.
 		 */
-		answer_redis_error(cx, "The outcome could not be recorded. "
+		answer_redis_error(cx,
+		    "The outcome could not be recorded. "
 		    "Retry with the same key after the delay in Retry-After.",
 		    claim_left_s(cx));
 		break;
@@ -639,17 +658,18 @@ charge_check(struct charge_ctx *cx)
 	cx->principal = auth_principal(cx->w->auth, req->authorization);
 	if (cx->principal == NULL) {
 		response_problem(resp, PROB_UNAUTHORIZED,
-		    "Send a valid API key as Authorization: Bearer <key>.", NULL);
+		    "Send a valid API key as Authorization: Bearer <key>.",
+		    NULL);
 		(void)response_header(resp, "WWW-Authenticate", "Bearer");
 		return -1;
 	}
 	switch (idem_key_parse(req->idem_key, cx->key, &cx->keylen)) {
-	case KEY_OK:
-		break;
+	case KEY_OK: break;
 	case KEY_MISSING:
 		response_problem(resp, PROB_MISSING_KEY,
 		    "Send an Idempotency-Key header: 1-255 visible ASCII "
-		    "characters, unique per payment.", NULL);
+		    "characters, unique per payment.",
+		    NULL);
 		return -1;
 	default:
 		response_problem(resp, PROB_INVALID_KEY,
@@ -664,8 +684,7 @@ charge_check(struct charge_ctx *cx)
 		return -1;
 	}
 	switch (req->body_status) {
-	case BODY_OK:
-		break;
+	case BODY_OK: break;
 	case BODY_TOO_LARGE:
 		(void)snprintf(detail, sizeof(detail),
 		    "The body may be at most %ld bytes.",
@@ -683,9 +702,9 @@ charge_check(struct charge_ctx *cx)
 		(void)snprintf(v.errors[0].field, sizeof(v.errors[0].field),
 		    "body");
 		(void)snprintf(v.errors[0].message, sizeof(v.errors[0].message),
-		    req->body_status == BODY_SHORT ?
-		    "the body is shorter than Content-Length" :
-		    "Content-Length is invalid");
+		    req->body_status == BODY_SHORT
+		        ? "the body is shorter than Content-Length"
+		        : "Content-Length is invalid");
 		goto invalid;
 	}
 	if (validate_charge(req->body, req->body_len, &cx->params, &v) == 0)
@@ -703,9 +722,9 @@ invalid:
 				break;
 			cJSON_AddItemToArray(errors, e);
 			if (cJSON_AddStringToObject(e, "field",
-			    v.errors[i].field) == NULL ||
+			        v.errors[i].field) == NULL ||
 			    cJSON_AddStringToObject(e, "message",
-			    v.errors[i].message) == NULL)
+			        v.errors[i].message) == NULL)
 				break;
 		}
 	}
@@ -735,11 +754,11 @@ charge_handle(struct worker *w, const struct request *req,
 	cx.canon = validate_canonical_text(&cx.params, &cx.canonlen);
 	if (cx.canon == NULL ||
 	    charge_fingerprint(cx.canon, cx.canonlen, cx.principal,
-	    cx.fingerprint) != 0 ||
+	        cx.fingerprint) != 0 ||
 	    charge_param_digests(cx.canon, cx.canonlen, cx.params_hex) != 0 ||
 	    digest_random_hex(cx.owner, TOKEN_HEX_LEN / 2) != 0 ||
 	    idem_key_name(cx.rkey, sizeof(cx.rkey), cfg->key_prefix,
-	    cx.principal, cx.key, cx.keylen) < 0) {
+	        cx.principal, cx.key, cx.keylen) < 0) {
 		response_problem(resp, PROB_INTERNAL, NULL, NULL);
 		goto done;
 	}
@@ -763,21 +782,13 @@ charge_handle(struct worker *w, const struct request *req,
 			pause_ms *= 2;
 	}
 	switch (st) {
-	case IDEM_CLAIMED:
-		charge_execute(&cx);
-		break;
-	case IDEM_REPLAY:
-		answer_replay(&cx, &rec);
-		break;
+	case IDEM_CLAIMED: charge_execute(&cx); break;
+	case IDEM_REPLAY: answer_replay(&cx, &rec); break;
 	case IDEM_IN_PROGRESS:
 		answer_in_progress(&cx, cf.claim_created_ms);
 		break;
-	case IDEM_MISMATCH:
-		answer_mismatch(&cx, cf.params);
-		break;
-	default:
-		answer_claim_error(&cx);
-		break;
+	case IDEM_MISMATCH: answer_mismatch(&cx, cf.params); break;
+	default: answer_claim_error(&cx); break;
 	}
 done:
 	idem_record_free(&rec);

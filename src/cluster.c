@@ -10,8 +10,8 @@
 #include "cluster.h"
 #include "util.h"
 
-#define CRC16_POLY      0x1021      /* XMODEM: x^16 + x^12 + x^5 + 1 */
-#define PORT_MAX        65535
+#define CRC16_POLY 0x1021 /* XMODEM: x^16 + x^12 + x^5 + 1 */
+#define PORT_MAX 65535
 #define PORT_DIGITS_MAX 5
 #define SLOT_DIGITS_MAX 5
 
@@ -25,7 +25,8 @@ cluster_crc16(const char *buf, size_t len)
 	for (i = 0; i < len; i++) {
 		crc ^= (unsigned)(unsigned char)buf[i] << 8;
 		for (b = 0; b < 8; b++)
-			crc = (crc & 0x8000) ? ((crc << 1) ^ CRC16_POLY) : crc << 1;
+			crc = (crc & 0x8000) ? ((crc << 1) ^ CRC16_POLY)
+			                     : crc << 1;
 		crc &= 0xffff;
 	}
 	return crc;
@@ -41,7 +42,8 @@ cluster_keyslot(const char *key, size_t len)
 		close = memchr(open + 1, '}', len - (size_t)(open + 1 - key));
 		if (close != NULL && close != open + 1)
 			return cluster_crc16(open + 1,
-			    (size_t)(close - open - 1)) % CLUSTER_SLOTS;
+			           (size_t)(close - open - 1)) %
+			    CLUSTER_SLOTS;
 	}
 	return cluster_crc16(key, len) % CLUSTER_SLOTS;
 }
@@ -76,7 +78,7 @@ cluster_redirect_parse(const char *s, size_t len, struct cluster_redirect *r)
 	sp = memchr(p, ' ', (size_t)(end - p));
 	if (sp == NULL || sp - p > SLOT_DIGITS_MAX ||
 	    util_decimal(p, (size_t)(sp - p), CLUSTER_SLOTS - 1, &v) !=
-	    UTIL_DEC_OK)
+	        UTIL_DEC_OK)
 		return CLUSTER_REDIRECT_BAD;
 	r->slot = (unsigned)v;
 	/* <host>:<port>, the host may hold colons (IPv6) or be empty */
@@ -93,7 +95,8 @@ cluster_redirect_parse(const char *s, size_t len, struct cluster_redirect *r)
 		return CLUSTER_REDIRECT_BAD;
 	if (end - colon - 1 > PORT_DIGITS_MAX ||
 	    util_decimal(colon + 1, (size_t)(end - colon - 1), PORT_MAX, &v) !=
-	    UTIL_DEC_OK || v < 1)
+	        UTIL_DEC_OK ||
+	    v < 1)
 		return CLUSTER_REDIRECT_BAD;
 	memcpy(r->host, p, n);
 	r->host[n] = '\0';
@@ -195,8 +198,8 @@ reply_int(const redisReply *r, long long min, long long max, long long *out)
 }
 
 int
-cluster_map_load(struct cluster *cl, const redisReply *r,
-    const char *from_host, char *errstr, size_t errlen)
+cluster_map_load(struct cluster *cl, const redisReply *r, const char *from_host,
+    char *errstr, size_t errlen)
 {
 	unsigned char map[CLUSTER_SLOTS];
 	unsigned char keep[CLUSTER_NODES_MAX], used[CLUSTER_NODES_MAX];
@@ -217,8 +220,10 @@ cluster_map_load(struct cluster *cl, const redisReply *r,
 	for (i = 0; i < r->elements; i++) {
 		e = r->element[i];
 		if (e->type != REDIS_REPLY_ARRAY || e->elements < 3 ||
-		    reply_int(e->element[0], 0, CLUSTER_SLOTS - 1, &start) != 0 ||
-		    reply_int(e->element[1], start, CLUSTER_SLOTS - 1, &end) != 0)
+		    reply_int(e->element[0], 0, CLUSTER_SLOTS - 1, &start) !=
+		        0 ||
+		    reply_int(e->element[1], start, CLUSTER_SLOTS - 1, &end) !=
+		        0)
 			goto bad;
 		pr = e->element[2];
 		if (pr->type != REDIS_REPLY_ARRAY || pr->elements < 2 ||
@@ -232,10 +237,12 @@ cluster_map_load(struct cluster *cl, const redisReply *r,
 			(void)snprintf(host, sizeof(host), "%s",
 			    pr->element[0]->str);
 		if (strcmp(host, "?") == 0)
-			continue;       /* the node's address is unknown */
+			continue; /* the node's address is unknown */
 		if ((idx = node_get(cl, host, (int)port, keep)) < 0) {
-			util_err(errstr, errlen, "CLUSTER SLOTS: more than %d "
-			    "nodes", CLUSTER_NODES_MAX);
+			util_err(errstr, errlen,
+			    "CLUSTER SLOTS: more than %d "
+			    "nodes",
+			    CLUSTER_NODES_MAX);
 			return -1;
 		}
 		keep[idx] = used[idx] = 1;

@@ -15,9 +15,9 @@
 
 #include "redis_url.h"
 
-#define CLUSTER_SLOTS     16384
-#define CLUSTER_NODES_MAX 64       /* nodes, so connections, per worker */
-#define CLUSTER_NO_NODE   0xff     /* slot_node[] of an unassigned slot */
+#define CLUSTER_SLOTS 16384
+#define CLUSTER_NODES_MAX 64 /* nodes, so connections, per worker */
+#define CLUSTER_NO_NODE 0xff /* slot_node[] of an unassigned slot */
 
 /* CRC16-XMODEM (poly 0x1021, init 0) of buf, as in Redis's crc16.c. */
 unsigned cluster_crc16(const char *buf, size_t len);
@@ -30,15 +30,15 @@ unsigned cluster_crc16(const char *buf, size_t len);
 unsigned cluster_keyslot(const char *key, size_t len);
 
 enum cluster_redirect_kind {
-	CLUSTER_REDIRECT_NONE,      /* not a redirection */
+	CLUSTER_REDIRECT_NONE, /* not a redirection */
 	CLUSTER_REDIRECT_MOVED,
 	CLUSTER_REDIRECT_ASK,
-	CLUSTER_REDIRECT_BAD,       /* MOVED or ASK, malformed */
+	CLUSTER_REDIRECT_BAD, /* MOVED or ASK, malformed */
 };
 
 struct cluster_redirect {
 	unsigned slot;
-	char host[REDIS_HOST_MAX + 1];   /* "" means the node that answered */
+	char host[REDIS_HOST_MAX + 1]; /* "" means the node that answered */
 	int port;
 };
 
@@ -52,15 +52,15 @@ enum cluster_redirect_kind cluster_redirect_parse(const char *s, size_t len,
 struct cluster_node {
 	char host[REDIS_HOST_MAX + 1];
 	int port;
-	redisContext *ctx;          /* NULL until redis.c connects */
-	int in_map;                 /* serves slots in the current map */
+	redisContext *ctx; /* NULL until redis.c connects */
+	int in_map;        /* serves slots in the current map */
 };
 
 struct cluster {
 	struct cluster_node nodes[CLUSTER_NODES_MAX];
 	int nnodes;
-	unsigned char slot_node[CLUSTER_SLOTS];    /* index into nodes[] */
-	int stale;                  /* ask for the map before the next command */
+	unsigned char slot_node[CLUSTER_SLOTS]; /* index into nodes[] */
+	int stale; /* ask for the map before the next command */
 };
 
 /* A new, empty map (every slot unassigned, stale). NULL on ENOMEM. */

@@ -23,39 +23,40 @@
 #define CHARGE_DEFAULT_CONF "conf/charge.conf"
 #endif
 
-#define CONF_FILE_MAX   (1024 * 1024)   /* bytes; a real file is a few KiB */
+#define CONF_FILE_MAX (1024 * 1024) /* bytes; a real file is a few KiB */
 #define CONF_ENV_PREFIX "CHARGE_"
-#define CONF_ENV_FILE   "CHARGE_CONF"
-#define CONF_NAME_MAX   64              /* bytes of a key name */
-#define CONF_WHY_MAX    512             /* bytes of one error reason */
-#define CONF_ECHO_MAX   48              /* bytes of a bad value quoted back */
-#define CONF_MASK       "********"      /* printed instead of secrets */
-#define MS_PER_S        1000L
+#define CONF_ENV_FILE "CHARGE_CONF"
+#define CONF_NAME_MAX 64     /* bytes of a key name */
+#define CONF_WHY_MAX 512     /* bytes of one error reason */
+#define CONF_ECHO_MAX 48     /* bytes of a bad value quoted back */
+#define CONF_MASK "********" /* printed instead of secrets */
+#define MS_PER_S 1000L
 
 enum cfg_type {
-	CFG_INT,        /* int field, bounds are values */
-	CFG_LONG,       /* long field, bounds are values */
-	CFG_STRING,     /* char[] field, bounds are lengths in bytes */
-	CFG_PATH,       /* like CFG_STRING; relative: against conf_dir */
-	CFG_URL,        /* redis_url: checked by redis_url_parse() */
-	CFG_LOG_LEVEL   /* int field holding an enum log_level */
+	CFG_INT,      /* int field, bounds are values */
+	CFG_LONG,     /* long field, bounds are values */
+	CFG_STRING,   /* char[] field, bounds are lengths in bytes */
+	CFG_PATH,     /* like CFG_STRING; relative: against conf_dir */
+	CFG_URL,      /* redis_url: checked by redis_url_parse() */
+	CFG_LOG_LEVEL /* int field holding an enum log_level */
 };
 
-#define CFG_F_SECRET    0x1     /* masked by config_print */
-#define CFG_F_NONE_OK   0x2     /* path: "" and "none" are kept as they are */
-#define CFG_F_TOKEN     0x4     /* string: no whitespace */
+#define CFG_F_SECRET 0x1  /* masked by config_print */
+#define CFG_F_NONE_OK 0x2 /* path: "" and "none" are kept as they are */
+#define CFG_F_TOKEN 0x4   /* string: no whitespace */
 
 struct cfg_row {
 	const char *name;
 	enum cfg_type type;
 	long min, max;
-	long defnum;            /* CFG_INT, CFG_LONG */
-	const char *defstr;     /* the other types */
+	long defnum;        /* CFG_INT, CFG_LONG */
+	const char *defstr; /* the other types */
 	size_t off, size;
 	int flags;
 };
 
-#define FIELD(f) .off = offsetof(struct config, f), \
+#define FIELD(f)                                                               \
+	.off = offsetof(struct config, f),                                     \
 	.size = sizeof(((struct config *)NULL)->f)
 #define FIELD_LEN(f) ((long)sizeof(((struct config *)NULL)->f) - 1)
 
@@ -100,8 +101,8 @@ static const struct cfg_row cfg_rows[] = {
 	    DEF_METRICS_FILE, FIELD(metrics_file), CFG_F_NONE_OK },
 	{ "log_level", CFG_LOG_LEVEL, LL_ERROR, LL_DEBUG, 0, DEF_LOG_LEVEL,
 	    FIELD(log_level), 0 },
-	{ "threads", CFG_INT, 1, THREADS_MAX, DEF_THREADS, NULL,
-	    FIELD(threads), 0 },
+	{ "threads", CFG_INT, 1, THREADS_MAX, DEF_THREADS, NULL, FIELD(threads),
+	    0 },
 	{ "request_timeout_ms", CFG_INT, 1, REQUEST_TIMEOUT_MS_MAX,
 	    DEF_REQUEST_TIMEOUT_MS, NULL, FIELD(request_timeout_ms), 0 },
 };
@@ -183,8 +184,8 @@ cfg_path_resolve(const char *dir, const char *rel, char *out, size_t outlen)
 			rel += 1;
 		else if (strncmp(rel, "./", 2) == 0)
 			rel += 2;
-		else if (out[0] == '/' && (strcmp(rel, "..") == 0 ||
-		    strncmp(rel, "../", 3) == 0)) {
+		else if (out[0] == '/' &&
+		    (strcmp(rel, "..") == 0 || strncmp(rel, "../", 3) == 0)) {
 			rel += rel[2] == '/' ? 3 : 2;
 			while (n > 1 && out[n - 1] != '/')
 				n--;
@@ -234,20 +235,26 @@ cfg_check_num(const struct cfg_row *r, long v, int over, char *why,
 {
 	if (v < r->min) {
 		if (over)
-			util_err(why, whylen, "%s: value is below the minimum "
-			    "%ld", r->name, r->min);
+			util_err(why, whylen,
+			    "%s: value is below the minimum "
+			    "%ld",
+			    r->name, r->min);
 		else
-			util_err(why, whylen, "%s: %ld is below the minimum %ld",
-			    r->name, v, r->min);
+			util_err(why, whylen,
+			    "%s: %ld is below the minimum %ld", r->name, v,
+			    r->min);
 		return -1;
 	}
 	if (v > r->max) {
 		if (over)
-			util_err(why, whylen, "%s: value is above the maximum "
-			    "%ld", r->name, r->max);
+			util_err(why, whylen,
+			    "%s: value is above the maximum "
+			    "%ld",
+			    r->name, r->max);
 		else
-			util_err(why, whylen, "%s: %ld is above the maximum %ld",
-			    r->name, v, r->max);
+			util_err(why, whylen,
+			    "%s: %ld is above the maximum %ld", r->name, v,
+			    r->max);
 		return -1;
 	}
 	return 0;
@@ -264,8 +271,10 @@ cfg_check_chars(const struct cfg_row *r, const char *v, size_t n, char *why,
 		unsigned char ch = (unsigned char)v[i];
 
 		if (ch < 0x20 || ch == 0x7f) {
-			util_err(why, whylen, "%s: contains a control "
-			    "character", r->name);
+			util_err(why, whylen,
+			    "%s: contains a control "
+			    "character",
+			    r->name);
 			return -1;
 		}
 		if ((r->flags & CFG_F_TOKEN) && ch == ' ') {
@@ -285,8 +294,10 @@ cfg_check_len(const struct cfg_row *r, size_t n, char *why, size_t whylen)
 		return -1;
 	}
 	if (n > (size_t)r->max || n >= r->size) {
-		util_err(why, whylen, "%s: %zu bytes is more than the "
-		    "maximum %ld", r->name, n, r->max);
+		util_err(why, whylen,
+		    "%s: %zu bytes is more than the "
+		    "maximum %ld",
+		    r->name, n, r->max);
 		return -1;
 	}
 	return 0;
@@ -297,8 +308,8 @@ cfg_check_len(const struct cfg_row *r, size_t n, char *why, size_t whylen)
  * responder uses; config_validate() only checks). why: "redis_url: reason".
  */
 static int
-cfg_parse_url(const struct cfg_row *r, const char *url,
-    struct redis_target *t, char *why, size_t whylen)
+cfg_parse_url(const struct cfg_row *r, const char *url, struct redis_target *t,
+    char *why, size_t whylen)
 {
 	struct redis_target parsed;
 	char e[128];
@@ -338,8 +349,10 @@ cfg_set(struct config *c, const struct cfg_row *r, const char *v, size_t n,
 		over = cfg_parse_long(v, n, &num);
 		if (over < 0) {
 			(void)log_escape(echo, sizeof(echo), v, n);
-			util_err(why, whylen, "%s: '%s' is not a decimal "
-			    "integer", r->name, echo);
+			util_err(why, whylen,
+			    "%s: '%s' is not a decimal "
+			    "integer",
+			    r->name, echo);
 			return -1;
 		}
 		if (cfg_check_num(r, num, over, why, whylen) != 0)
@@ -358,37 +371,43 @@ cfg_set(struct config *c, const struct cfg_row *r, const char *v, size_t n,
 		}
 		if (lvl < 0) {
 			(void)log_escape(echo, sizeof(echo), v, n);
-			util_err(why, whylen, "%s: '%s' is not one of error, "
-			    "warn, info, debug", r->name, echo);
+			util_err(why, whylen,
+			    "%s: '%s' is not one of error, "
+			    "warn, info, debug",
+			    r->name, echo);
 			return -1;
 		}
 		*cfg_int(c, r) = lvl;
 		return 0;
 	case CFG_STRING:
 	case CFG_PATH:
-	case CFG_URL:
-		break;
+	case CFG_URL: break;
 	}
 
 	if (cfg_check_chars(r, v, n, why, whylen) != 0)
 		return -1;
 	if (n >= sizeof(buf)) {
-		util_err(why, whylen, "%s: %zu bytes is more than the "
-		    "maximum %ld", r->name, n, r->max);
+		util_err(why, whylen,
+		    "%s: %zu bytes is more than the "
+		    "maximum %ld",
+		    r->name, n, r->max);
 		return -1;
 	}
 	memcpy(buf, v, n);
 	buf[n] = '\0';
 
-	if (r->type == CFG_PATH && !((r->flags & CFG_F_NONE_OK) &&
-	    (n == 0 || strcmp(buf, "none") == 0))) {
+	if (r->type == CFG_PATH &&
+	    !((r->flags & CFG_F_NONE_OK) &&
+	        (n == 0 || strcmp(buf, "none") == 0))) {
 		if (n == 0) {
 			util_err(why, whylen, "%s: must not be empty", r->name);
 			return -1;
 		}
 		if (cfg_path_resolve(c->conf_dir, buf, res, sizeof(res)) != 0) {
-			util_err(why, whylen, "%s: resolved path is longer than "
-			    "%ld bytes", r->name, r->max);
+			util_err(why, whylen,
+			    "%s: resolved path is longer than "
+			    "%ld bytes",
+			    r->name, r->max);
 			return -1;
 		}
 		memcpy(buf, res, strlen(res) + 1);
@@ -402,11 +421,13 @@ cfg_set(struct config *c, const struct cfg_row *r, const char *v, size_t n,
 			    r->name);
 			return -1;
 		}
-		if (cfg_path_resolve(c->conf_dir, buf + 7, res,
-		    sizeof(res)) != 0 || res[0] != '/' ||
-		    strlen(res) + 7 >= sizeof(buf)) {
-			util_err(why, whylen, "%s: cannot resolve the socket "
-			    "path against %s", r->name, c->conf_dir);
+		if (cfg_path_resolve(c->conf_dir, buf + 7, res, sizeof(res)) !=
+		        0 ||
+		    res[0] != '/' || strlen(res) + 7 >= sizeof(buf)) {
+			util_err(why, whylen,
+			    "%s: cannot resolve the socket "
+			    "path against %s",
+			    r->name, c->conf_dir);
 			return -1;
 		}
 		memcpy(buf + 7, res, strlen(res) + 1);
@@ -441,7 +462,7 @@ config_defaults(struct config *c, const char *base_dir)
 		else if (r->type == CFG_LONG)
 			*cfg_long(c, r) = r->defnum;
 		else if (cfg_set(c, r, r->defstr, strlen(r->defstr), why,
-		    sizeof(why)) != 0)
+		             sizeof(why)) != 0)
 			/* Left empty; config_validate() reports it. */
 			cfg_str(c, r)[0] = '\0';
 	}
@@ -475,7 +496,8 @@ cfg_parse(struct config *c, const char *name, const char *text, size_t len,
 		i = 0;
 		k = line;
 		for (klen = 0; i < ll && !util_is_space(line[i]) &&
-		    line[i] != '=' && line[i] != '#'; i++)
+		     line[i] != '=' && line[i] != '#';
+		     i++)
 			klen++;
 		for (; i < ll && util_is_space(line[i]); i++)
 			;
@@ -489,8 +511,8 @@ cfg_parse(struct config *c, const char *name, const char *text, size_t len,
 		vstart = i;
 		/* A '#' after whitespace starts a comment; "a#b" is a value. */
 		for (vend = vstart; vend < ll; vend++)
-			if (line[vend] == '#' && (vend == vstart ||
-			    util_is_space(line[vend - 1])))
+			if (line[vend] == '#' &&
+			    (vend == vstart || util_is_space(line[vend - 1])))
 				break;
 		while (vend > vstart && util_is_space(line[vend - 1]))
 			vend--;
@@ -512,8 +534,8 @@ cfg_parse(struct config *c, const char *name, const char *text, size_t len,
 }
 
 int
-config_parse_text(struct config *c, const char *text, size_t len,
-    char *errstr, size_t errlen)
+config_parse_text(struct config *c, const char *text, size_t len, char *errstr,
+    size_t errlen)
 {
 	return cfg_parse(c, NULL, text, len, errstr, errlen);
 }
@@ -535,8 +557,9 @@ config_apply_env(struct config *c, char *const *envp, char *errstr,
 		n = strlen(CONF_ENV_PREFIX);
 		memcpy(var, CONF_ENV_PREFIX, n);
 		for (j = 0; r->name[j] != '\0' && n < sizeof(var) - 1; j++)
-			var[n++] = (r->name[j] >= 'a' && r->name[j] <= 'z') ?
-			    (char)(r->name[j] - 'a' + 'A') : r->name[j];
+			var[n++] = (r->name[j] >= 'a' && r->name[j] <= 'z')
+			    ? (char)(r->name[j] - 'a' + 'A')
+			    : r->name[j];
 		var[n] = '\0';
 		/* The first match wins, as with getenv(3). */
 		for (e = envp; *e != NULL; e++)
@@ -545,7 +568,7 @@ config_apply_env(struct config *c, char *const *envp, char *errstr,
 		if (*e == NULL)
 			continue;
 		if (cfg_set(c, r, *e + n + 1, strlen(*e + n + 1), why,
-		    sizeof(why)) != 0) {
+		        sizeof(why)) != 0) {
 			util_err(errstr, errlen, "%s: %s", var, why);
 			return -1;
 		}
@@ -570,7 +593,7 @@ config_validate(const struct config *c, char *errstr, size_t errlen)
 		case CFG_LONG:
 		case CFG_LOG_LEVEL:
 			if (cfg_check_num(r, cfg_num(c, r), 0, why,
-			    sizeof(why)) != 0)
+			        sizeof(why)) != 0)
 				goto fail;
 			break;
 		case CFG_STRING:
@@ -590,10 +613,11 @@ config_validate(const struct config *c, char *errstr, size_t errlen)
 
 	/* A lock must outlive the slowest provider call it protects. */
 	lock_ms = (long long)c->lock_ttl_s * MS_PER_S;
-	provider_ms = (long long)c->provider_timeout_ms +
-	    c->provider_latency_ms;
+	provider_ms =
+	    (long long)c->provider_timeout_ms + c->provider_latency_ms;
 	if (lock_ms <= provider_ms) {
-		util_err(errstr, errlen, "lock_ttl_s: %d s must exceed "
+		util_err(errstr, errlen,
+		    "lock_ttl_s: %d s must exceed "
 		    "provider_timeout_ms + provider_latency_ms (%lld ms)",
 		    c->lock_ttl_s, provider_ms);
 		return -1;
@@ -605,8 +629,8 @@ fail:
 }
 
 int
-config_load(struct config *c, const char *path, char *const *envp,
-    char *errstr, size_t errlen)
+config_load(struct config *c, const char *path, char *const *envp, char *errstr,
+    size_t errlen)
 {
 	char dir[PATH_MAX_LEN];
 	const char *slash;
@@ -638,7 +662,8 @@ config_load(struct config *c, const char *path, char *const *envp,
 		util_err(errstr, errlen, "%s: directory path too long", path);
 		goto fail;
 	}
-	if (util_read_file(path, CONF_FILE_MAX, &text, &len, errstr, errlen) != 0)
+	if (util_read_file(path, CONF_FILE_MAX, &text, &len, errstr, errlen) !=
+	    0)
 		goto fail;
 	config_defaults(c, real);
 	if (cfg_parse(c, path, text, len, errstr, errlen) != 0)
@@ -670,8 +695,8 @@ cfg_print_url(const char *url, FILE *f)
 	colon = memchr(auth, ':', (size_t)(at - auth));
 	if (colon == NULL)
 		/* "redis://secret@host": the one field may be a password. */
-		return fprintf(f, "%.*s%s%s", (int)(auth - url), url,
-		    CONF_MASK, at);
+		return fprintf(f, "%.*s%s%s", (int)(auth - url), url, CONF_MASK,
+		    at);
 	return fprintf(f, "%.*s%s%s", (int)(colon + 1 - url), url, CONF_MASK,
 	    at);
 }

@@ -14,10 +14,10 @@
 #include "redis_url.h"
 
 struct config {
-	char redis_url[URL_MAX_LEN];         /* as given; relative socket resolved */
-	struct redis_target redis;           /* redis_url, parsed when it is set */
+	char redis_url[URL_MAX_LEN]; /* as given; relative socket resolved */
+	struct redis_target redis;   /* redis_url, parsed when it is set */
 	int redis_timeout_ms;
-	int redis_min_replicas;              /* WAIT after a record; 0: none */
+	int redis_min_replicas; /* WAIT after a record; 0: none */
 	int redis_replica_timeout_ms;
 	char key_prefix[KEY_PREFIX_MAX + 1];
 	int lock_ttl_s;
@@ -32,11 +32,13 @@ struct config {
 	char api_keys_file[PATH_MAX_LEN];
 	char provider_ledger[PATH_MAX_LEN];
 	char provider_secret[256];
-	char metrics_file[PATH_MAX_LEN];     /* "" or "none": per-process counters */
-	int log_level;                       /* enum log_level */
-	int threads;                         /* worker threads per process */
-	int request_timeout_ms;              /* reading params and body */
-	char conf_dir[PATH_MAX_LEN];         /* directory of the file; base of relative paths */
+	char
+	    metrics_file[PATH_MAX_LEN]; /* "" or "none": per-process counters */
+	int log_level;                  /* enum log_level */
+	int threads;                    /* worker threads per process */
+	int request_timeout_ms;         /* reading params and body */
+	char conf_dir
+	    [PATH_MAX_LEN]; /* directory of the file; base of relative paths */
 };
 
 /* Fills c with the compiled-in defaults; conf_dir is set to base_dir. */

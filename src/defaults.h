@@ -6,74 +6,74 @@
 #define CHARGE_DEFAULTS_H
 
 /* Request limits (docs/API.md §4, §5). */
-#define IDEM_KEY_MAX              255        /* bytes, visible ASCII */
-#define AMOUNT_MIN                1          /* minor units */
-#define AMOUNT_MAX                99999999   /* minor units */
-#define SOURCE_TOKEN_MAX          64         /* chars after "tok_" */
-#define CUSTOMER_MAX              255        /* bytes of UTF-8 */
-#define DESCRIPTION_MAX           1000       /* bytes of UTF-8 */
-#define METADATA_KEYS_MAX         50
-#define METADATA_KEY_MAX          40         /* bytes */
-#define METADATA_VALUE_MAX        500        /* bytes */
-#define LINE_ITEMS_MAX            1000
-#define LINE_ITEM_DESC_MAX        200        /* bytes */
-#define LINE_ITEM_QTY_MIN         1
-#define LINE_ITEM_QTY_MAX         10000
-#define LINE_ITEM_UNIT_MIN        0          /* minor units */
-#define LINE_ITEM_UNIT_MAX        99999999   /* minor units */
-#define JSON_DEPTH_MAX            8          /* our schema needs 4 */
-#define VALIDATION_ERRORS_MAX     16         /* listed in a 400 */
+#define IDEM_KEY_MAX 255     /* bytes, visible ASCII */
+#define AMOUNT_MIN 1         /* minor units */
+#define AMOUNT_MAX 99999999  /* minor units */
+#define SOURCE_TOKEN_MAX 64  /* chars after "tok_" */
+#define CUSTOMER_MAX 255     /* bytes of UTF-8 */
+#define DESCRIPTION_MAX 1000 /* bytes of UTF-8 */
+#define METADATA_KEYS_MAX 50
+#define METADATA_KEY_MAX 40    /* bytes */
+#define METADATA_VALUE_MAX 500 /* bytes */
+#define LINE_ITEMS_MAX 1000
+#define LINE_ITEM_DESC_MAX 200 /* bytes */
+#define LINE_ITEM_QTY_MIN 1
+#define LINE_ITEM_QTY_MAX 10000
+#define LINE_ITEM_UNIT_MIN 0        /* minor units */
+#define LINE_ITEM_UNIT_MAX 99999999 /* minor units */
+#define JSON_DEPTH_MAX 8            /* our schema needs 4 */
+#define VALIDATION_ERRORS_MAX 16    /* listed in a 400 */
 
 /* Configuration defaults (docs/API.md §19). */
-#define DEF_REDIS_URL             "unix://../var/run/redis.sock"
-#define DEF_REDIS_TIMEOUT_MS      1000
-#define DEF_REDIS_MIN_REPLICAS    0          /* no WAIT after a record */
-#define DEF_REDIS_REPLICA_TIMEOUT_MS 100     /* WAIT's timeout */
-#define DEF_KEY_PREFIX            "charge:"
-#define DEF_LOCK_TTL_S            30
-#define DEF_COMPLETED_TTL_S       86400      /* 24 h */
-#define DEF_FAILED_TTL_S          300        /* 5 min */
-#define DEF_MAX_REQUEST_BYTES     1048576    /* 1 MiB */
-#define DEF_MAX_WAIT_S            10
-#define DEF_SPILL_DIR             "../var/spill"
-#define DEF_SPILL_THRESHOLD_BYTES 16384      /* 16 KiB */
-#define DEF_PROVIDER_LATENCY_MS   200
-#define DEF_PROVIDER_TIMEOUT_MS   5000
-#define DEF_API_KEYS_FILE         "api-keys"
-#define DEF_PROVIDER_LEDGER       "../var/provider-ledger.log"
-#define DEF_PROVIDER_SECRET       "demo-provider-secret-change-me"
-#define DEF_METRICS_FILE          "../var/metrics.shm"
-#define DEF_LOG_LEVEL             "info"
-#define DEF_THREADS               4          /* measured: bench/run --sweep */
-#define DEF_REQUEST_TIMEOUT_MS    10000      /* reading params and body */
+#define DEF_REDIS_URL "unix://../var/run/redis.sock"
+#define DEF_REDIS_TIMEOUT_MS 1000
+#define DEF_REDIS_MIN_REPLICAS 0         /* no WAIT after a record */
+#define DEF_REDIS_REPLICA_TIMEOUT_MS 100 /* WAIT's timeout */
+#define DEF_KEY_PREFIX "charge:"
+#define DEF_LOCK_TTL_S 30
+#define DEF_COMPLETED_TTL_S 86400     /* 24 h */
+#define DEF_FAILED_TTL_S 300          /* 5 min */
+#define DEF_MAX_REQUEST_BYTES 1048576 /* 1 MiB */
+#define DEF_MAX_WAIT_S 10
+#define DEF_SPILL_DIR "../var/spill"
+#define DEF_SPILL_THRESHOLD_BYTES 16384 /* 16 KiB */
+#define DEF_PROVIDER_LATENCY_MS 200
+#define DEF_PROVIDER_TIMEOUT_MS 5000
+#define DEF_API_KEYS_FILE "api-keys"
+#define DEF_PROVIDER_LEDGER "../var/provider-ledger.log"
+#define DEF_PROVIDER_SECRET "demo-provider-secret-change-me"
+#define DEF_METRICS_FILE "../var/metrics.shm"
+#define DEF_LOG_LEVEL "info"
+#define DEF_THREADS 4                /* measured: bench/run --sweep */
+#define DEF_REQUEST_TIMEOUT_MS 10000 /* reading params and body */
 
 /* Hard bounds for configuration values. */
-#define REDIS_TIMEOUT_MS_MAX      60000
-#define REDIS_MIN_REPLICAS_MAX    16
+#define REDIS_TIMEOUT_MS_MAX 60000
+#define REDIS_MIN_REPLICAS_MAX 16
 #define REDIS_REPLICA_TIMEOUT_MS_MAX 60000
-#define TTL_S_MAX                 31536000   /* one year */
-#define MAX_REQUEST_BYTES_MAX     67108864   /* 64 MiB */
-#define MAX_WAIT_S_MAX            300
-#define PROVIDER_MS_MAX           600000     /* 10 min */
-#define THREADS_MAX               64
-#define REQUEST_TIMEOUT_MS_MAX    600000     /* 10 min */
-#define KEY_PREFIX_MAX            64         /* bytes */
-#define PATH_MAX_LEN              1024       /* bytes, configured paths */
-#define URL_MAX_LEN               1024
+#define TTL_S_MAX 31536000             /* one year */
+#define MAX_REQUEST_BYTES_MAX 67108864 /* 64 MiB */
+#define MAX_WAIT_S_MAX 300
+#define PROVIDER_MS_MAX 600000 /* 10 min */
+#define THREADS_MAX 64
+#define REQUEST_TIMEOUT_MS_MAX 600000 /* 10 min */
+#define KEY_PREFIX_MAX 64             /* bytes */
+#define PATH_MAX_LEN 1024             /* bytes, configured paths */
+#define URL_MAX_LEN 1024
 
 /* Identifiers. */
-#define PRINCIPAL_MAX             64         /* [A-Za-z0-9_-] */
-#define TOKEN_HEX_LEN             32         /* 128-bit random tokens, hex */
-#define SHA256_HEX_LEN            64
-#define CHARGE_ID_HEX_LEN         24         /* "ch_" + 24 hex */
+#define PRINCIPAL_MAX 64 /* [A-Za-z0-9_-] */
+#define TOKEN_HEX_LEN 32 /* 128-bit random tokens, hex */
+#define SHA256_HEX_LEN 64
+#define CHARGE_ID_HEX_LEN 24 /* "ch_" + 24 hex */
 
 /* Waiting for an in-progress request (Prefer: wait=N). */
-#define WAIT_POLL_FIRST_MS        20
-#define WAIT_POLL_MAX_MS          250
+#define WAIT_POLL_FIRST_MS 20
+#define WAIT_POLL_MAX_MS 250
 
 /* /healthz: spill_dir needs room for this many spill thresholds, at least */
-#define HEALTH_SPILL_ROOM            4
-#define HEALTH_SPILL_ROOM_MIN_BYTES  65536
+#define HEALTH_SPILL_ROOM 4
+#define HEALTH_SPILL_ROOM_MIN_BYTES 65536
 
 /* How long a 409 / 503 client should wait before retrying. */
 #define RETRY_AFTER_IN_PROGRESS_S 1

@@ -12,8 +12,8 @@
 
 #include "digest.h"
 
-#define HMAC_KEY_MAX 256        /* bytes; provider_secret is at most 255 */
-#define SHA256_BLOCK 64         /* bytes: the HMAC block size */
+#define HMAC_KEY_MAX 256 /* bytes; provider_secret is at most 255 */
+#define SHA256_BLOCK 64  /* bytes: the HMAC block size */
 
 static EVP_MD *md_sha256;
 static EVP_MD *md_sha1;
@@ -124,7 +124,8 @@ digest_sha1_hex(const void *p, size_t n, char out[41])
 	unsigned int outlen = 0;
 
 	if (EVP_Digest(p, n, md, &outlen,
-	    md_sha1 != NULL ? md_sha1 : EVP_sha1(), NULL) != 1 || outlen != 20)
+	        md_sha1 != NULL ? md_sha1 : EVP_sha1(), NULL) != 1 ||
+	    outlen != 20)
 		return -1;
 	digest_hex(md, 20, out);
 	return 0;
@@ -144,7 +145,9 @@ hmac_half(EVP_MD_CTX **ctx, const unsigned char k0[SHA256_BLOCK],
 	for (i = 0; i < SHA256_BLOCK; i++)
 		block[i] = k0[i] ^ pad;
 	rc = EVP_DigestInit_ex2(*ctx, sha256(), NULL) == 1 &&
-	    EVP_DigestUpdate(*ctx, block, sizeof(block)) == 1 ? 0 : -1;
+	        EVP_DigestUpdate(*ctx, block, sizeof(block)) == 1
+	    ? 0
+	    : -1;
 	OPENSSL_cleanse(block, sizeof(block));
 	return rc;
 }
@@ -224,7 +227,8 @@ digest_random_hex(char *out, size_t nbytes)
 		return -1;
 	if (random_left < nbytes) {
 		while (got < sizeof(random_pool)) {
-			n = getrandom(random_pool + got, sizeof(random_pool) - got, 0);
+			n = getrandom(random_pool + got,
+			    sizeof(random_pool) - got, 0);
 			if (n < 0 && errno == EINTR)
 				continue;
 			if (n <= 0)

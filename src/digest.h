@@ -20,7 +20,10 @@ void digest_thread_done(void);
 /* out receives 32 bytes. Returns 0 or -1. */
 int digest_sha256(const void *p, size_t n, unsigned char out[SHA256_LEN]);
 /* SHA-256 over several pieces, as if concatenated. */
-struct digest_part { const void *p; size_t n; };
+struct digest_part {
+	const void *p;
+	size_t n;
+};
 int digest_sha256_parts(const struct digest_part *parts, size_t nparts,
     unsigned char out[SHA256_LEN]);
 /* Lower-case hex of SHA-256 into out[65]. */

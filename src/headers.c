@@ -11,9 +11,9 @@
 #include "headers.h"
 #include "util.h"
 
-#define MEDIA_TYPE_JSON   "application/json"
-#define AUTH_SCHEME       "Bearer"
-#define PREFER_WAIT       "wait"
+#define MEDIA_TYPE_JSON "application/json"
+#define AUTH_SCHEME "Bearer"
+#define PREFER_WAIT "wait"
 
 static int
 is_ows(char c)
@@ -99,7 +99,7 @@ sf_string_unquote(const char *s, char *out, size_t *outlen)
 			if (c != '"' && c != '\\')
 				return NULL;
 		} else if (!is_vchar(c))
-			return NULL;	/* also the NUL of an unterminated string */
+			return NULL; /* also the NUL of an unterminated string */
 		if (n >= IDEM_KEY_MAX)
 			return NULL;
 		out[n++] = (char)c;
@@ -164,8 +164,7 @@ hex_value(char c)
 }
 
 enum key_status
-idem_key_from_path(const char *seg, char out[IDEM_KEY_MAX + 1],
-    size_t *outlen)
+idem_key_from_path(const char *seg, char out[IDEM_KEY_MAX + 1], size_t *outlen)
 {
 	/* room for the longest header form: a quoted key, every byte escaped */
 	char buf[KEY_PATH_DECODED_MAX + 1];
@@ -176,15 +175,16 @@ idem_key_from_path(const char *seg, char out[IDEM_KEY_MAX + 1],
 		return KEY_MISSING;
 	for (; *seg != '\0'; seg++) {
 		if (n == sizeof(buf) - 1)
-			return KEY_INVALID;     /* longer than any key */
+			return KEY_INVALID; /* longer than any key */
 		if (*seg != '%') {
 			buf[n++] = *seg;
 			continue;
 		}
-		if ((hi = hex_value(seg[1])) < 0 || (lo = hex_value(seg[2])) < 0)
-			return KEY_INVALID;     /* "%", "%4", "%zz" */
+		if ((hi = hex_value(seg[1])) < 0 ||
+		    (lo = hex_value(seg[2])) < 0)
+			return KEY_INVALID; /* "%", "%4", "%zz" */
 		if ((buf[n++] = (char)(hi << 4 | lo)) == '\0')
-			return KEY_INVALID;     /* %00 */
+			return KEY_INVALID; /* %00 */
 		seg += 2;
 	}
 	buf[n] = '\0';
@@ -242,13 +242,9 @@ content_length_parse(const char *value, size_t max, size_t *out)
 		return CLEN_OK;
 	}
 	switch (util_decimal(value, strlen(value), max, &n)) {
-	case UTIL_DEC_OK:
-		*out = (size_t)n;
-		return CLEN_OK;
-	case UTIL_DEC_OVER:
-		return CLEN_TOO_LARGE;
-	default:
-		return CLEN_INVALID;
+	case UTIL_DEC_OK: *out = (size_t)n; return CLEN_OK;
+	case UTIL_DEC_OVER: return CLEN_TOO_LARGE;
+	default: return CLEN_INVALID;
 	}
 }
 
@@ -267,7 +263,7 @@ delta_seconds_parse(const char *s, size_t n)
 	}
 	if (util_decimal(s, n, INT_MAX, &v) == UTIL_DEC_BAD)
 		return -1;
-	return (int)v;          /* clamped to INT_MAX */
+	return (int)v; /* clamped to INT_MAX */
 }
 
 /*

@@ -27,8 +27,8 @@ enum key_status idem_key_parse(const char *value, char out[IDEM_KEY_MAX + 1],
  * KEY_INVALID for a malformed %-escape, an encoded NUL or a value that is
  * not a key. On KEY_OK out holds the key.
  */
-enum key_status idem_key_from_path(const char *seg,
-    char out[IDEM_KEY_MAX + 1], size_t *outlen);
+enum key_status idem_key_from_path(const char *seg, char out[IDEM_KEY_MAX + 1],
+    size_t *outlen);
 
 /* 1 when the media type is application/json (any parameters), else 0. */
 int content_type_is_json(const char *value);

@@ -80,7 +80,8 @@ header_value_safe(const struct idem_field *f)
 	size_t i;
 
 	for (i = 0; i < f->n; i++)
-		if ((unsigned char)f->p[i] < 0x20 || (unsigned char)f->p[i] > 0x7e)
+		if ((unsigned char)f->p[i] < 0x20 ||
+		    (unsigned char)f->p[i] > 0x7e)
 			return 0;
 	return 1;
 }
@@ -91,8 +92,9 @@ field_number(const struct idem_field *f, long long max)
 {
 	unsigned long long v;
 
-	if (f->p == NULL || util_decimal(f->p, f->n, (unsigned long long)max,
-	    &v) != UTIL_DEC_OK)
+	if (f->p == NULL ||
+	    util_decimal(f->p, f->n, (unsigned long long)max, &v) !=
+	        UTIL_DEC_OK)
 		return -1;
 	return (long long)v;
 }
@@ -111,7 +113,7 @@ idem_record_decode(const struct idem_field *f, size_t n,
 	}
 	if (field_copy(rec->state, sizeof(rec->state), &f[0]) != 0 ||
 	    (strcmp(rec->state, "completed") != 0 &&
-	    strcmp(rec->state, "failed") != 0)) {
+	        strcmp(rec->state, "failed") != 0)) {
 		why = "bad state";
 		goto fail;
 	}
@@ -121,17 +123,19 @@ idem_record_decode(const struct idem_field *f, size_t n,
 	}
 	rec->status = (int)v;
 	if (f[2].p == NULL || f[2].n == 0 || !header_value_safe(&f[2]) ||
-	    field_copy(rec->content_type, sizeof(rec->content_type), &f[2]) != 0) {
+	    field_copy(rec->content_type, sizeof(rec->content_type), &f[2]) !=
+	        0) {
 		why = "bad content_type";
 		goto fail;
 	}
-	if (field_copy(rec->retry_after, sizeof(rec->retry_after), &f[3]) != 0 ||
+	if (field_copy(rec->retry_after, sizeof(rec->retry_after), &f[3]) !=
+	        0 ||
 	    (f[3].p != NULL && field_number(&f[3], 1000000000LL) < 0)) {
 		why = "bad retry_after";
 		goto fail;
 	}
 	if (f[8].p == NULL)
-		rec->expires_ms = 0;    /* written before records carried it */
+		rec->expires_ms = 0; /* written before records carried it */
 	else if ((rec->expires_ms = field_number(&f[8], STORED_MS_MAX)) < 1) {
 		why = "bad expires_ms";
 		goto fail;
@@ -159,12 +163,14 @@ idem_record_decode(const struct idem_field *f, size_t n,
 		why = "bad body_file";
 		goto fail;
 	}
-	if ((v = field_number(&f[6], (long long)MAX_REQUEST_BYTES_MAX * 64)) < 0) {
+	if ((v = field_number(&f[6], (long long)MAX_REQUEST_BYTES_MAX * 64)) <
+	    0) {
 		why = "bad body_len";
 		goto fail;
 	}
 	rec->body_len = (size_t)v;
-	if (field_copy(rec->body_sha256, sizeof(rec->body_sha256), &f[7]) != 0 ||
+	if (field_copy(rec->body_sha256, sizeof(rec->body_sha256), &f[7]) !=
+	        0 ||
 	    strlen(rec->body_sha256) != 64 ||
 	    !util_is_hex(rec->body_sha256, 64)) {
 		why = "bad body_sha256";
@@ -194,8 +200,8 @@ idem_info_decode(const struct idem_field *f, size_t n, long long pttl_ms,
 		return 0;
 	if (field_copy(info->state, sizeof(info->state), &f[0]) != 0 ||
 	    (strcmp(info->state, "in_progress") != 0 &&
-	    strcmp(info->state, "completed") != 0 &&
-	    strcmp(info->state, "failed") != 0)) {
+	        strcmp(info->state, "completed") != 0 &&
+	        strcmp(info->state, "failed") != 0)) {
 		why = "bad state";
 		goto fail;
 	}
@@ -207,14 +213,15 @@ idem_info_decode(const struct idem_field *f, size_t n, long long pttl_ms,
 		info->updated_ms = info->expires_ms = 0;
 		info->status = 0;
 	} else {
-		if ((info->updated_ms = field_number(&f[2], STORED_MS_MAX)) < 1) {
+		if ((info->updated_ms = field_number(&f[2], STORED_MS_MAX)) <
+		    1) {
 			why = "bad updated_ms";
 			goto fail;
 		}
 		if (f[3].p == NULL)
-			info->expires_ms = 0;   /* predates the field */
-		else if ((info->expires_ms = field_number(&f[3],
-		    STORED_MS_MAX)) < 1) {
+			info->expires_ms = 0; /* predates the field */
+		else if ((info->expires_ms =
+		                 field_number(&f[3], STORED_MS_MAX)) < 1) {
 			why = "bad expires_ms";
 			goto fail;
 		}
@@ -344,8 +351,7 @@ idem_claim(struct redis_conn *c, const char *rkey, const char *fingerprint,
 	} else if (reply_tag_is(r, "mismatch")) {
 		st = IDEM_MISMATCH;
 		reply_conflict(r, 1, cf);
-	}
-	else if (reply_tag_is(r, "recorded"))
+	} else if (reply_tag_is(r, "recorded"))
 		st = reply_decode_recorded(r, rec);
 	else
 		(void)snprintf(c->errstr, sizeof(c->errstr),
@@ -390,7 +396,7 @@ idem_record(struct redis_conn *c, const char *rkey, const char *owner,
 	for (i = 0; i < 14; i++)
 		argvlen[i] = strlen(argv[i]);
 	if (!file)
-		argvlen[11] = out->body_len;    /* binary-safe inline body */
+		argvlen[11] = out->body_len; /* binary-safe inline body */
 	r = redis_eval_durable(c, &script_record, rkey, strlen(rkey), 14, argv,
 	    argvlen, &durable);
 	if (r == NULL)
@@ -420,7 +426,8 @@ idem_release(struct redis_conn *c, const char *rkey, const char *owner)
 	redisReply *r;
 	enum idem_status st = IDEM_ERR_REDIS;
 
-	r = redis_eval(c, &script_release, rkey, strlen(rkey), 1, argv, argvlen);
+	r = redis_eval(c, &script_release, rkey, strlen(rkey), 1, argv,
+	    argvlen);
 	if (r == NULL)
 		return IDEM_ERR_REDIS;
 	if (r->type == REDIS_REPLY_INTEGER)
@@ -459,12 +466,8 @@ idem_lookup(struct redis_conn *c, const char *rkey, struct idem_info *info)
 	}
 	switch (idem_info_decode(f, INFO_FIELDS,
 	    r->element[INFO_FIELDS]->integer, info, err, sizeof(err))) {
-	case 1:
-		st = IDEM_FOUND;
-		break;
-	case 0:
-		st = IDEM_ABSENT;
-		break;
+	case 1: st = IDEM_FOUND; break;
+	case 0: st = IDEM_ABSENT; break;
 	default:
 		log_error(NULL, "%s", err);
 		(void)snprintf(c->errstr, sizeof(c->errstr), "lookup: %s", err);
@@ -473,7 +476,8 @@ idem_lookup(struct redis_conn *c, const char *rkey, struct idem_info *info)
 	freeReplyObject(r);
 	return st;
 bad:
-	(void)snprintf(c->errstr, sizeof(c->errstr), "lookup: unexpected reply");
+	(void)snprintf(c->errstr, sizeof(c->errstr),
+	    "lookup: unexpected reply");
 	freeReplyObject(r);
 	return st;
 }

@@ -12,31 +12,31 @@
 #include "spill.h"
 
 enum idem_status {
-	IDEM_CLAIMED,       /* the caller owns the key: execute */
-	IDEM_REPLAY,        /* rec holds the recorded outcome */
-	IDEM_IN_PROGRESS,   /* another attempt holds the claim */
-	IDEM_MISMATCH,      /* same key, other fingerprint */
-	IDEM_RECORDED,      /* record: written */
-	IDEM_NOT_DURABLE,   /* record: written, fewer replicas acknowledged it */
-	IDEM_FENCED,        /* record: another attempt owns the claim now */
-	IDEM_RELEASED,      /* release: deleted */
-	IDEM_NOT_OWNER,     /* release: not ours (any more) */
-	IDEM_FOUND,         /* lookup: the key holds a record */
-	IDEM_ABSENT,        /* lookup: it holds none */
-	IDEM_ERR_REDIS,     /* Redis failed or answered nonsense: fail closed */
+	IDEM_CLAIMED,     /* the caller owns the key: execute */
+	IDEM_REPLAY,      /* rec holds the recorded outcome */
+	IDEM_IN_PROGRESS, /* another attempt holds the claim */
+	IDEM_MISMATCH,    /* same key, other fingerprint */
+	IDEM_RECORDED,    /* record: written */
+	IDEM_NOT_DURABLE, /* record: written, fewer replicas acknowledged it */
+	IDEM_FENCED,      /* record: another attempt owns the claim now */
+	IDEM_RELEASED,    /* release: deleted */
+	IDEM_NOT_OWNER,   /* release: not ours (any more) */
+	IDEM_FOUND,       /* lookup: the key holds a record */
+	IDEM_ABSENT,      /* lookup: it holds none */
+	IDEM_ERR_REDIS,   /* Redis failed or answered nonsense: fail closed */
 };
 
 /* A recorded outcome, as stored in the hash (docs/API.md §18.1). */
 struct idem_record {
-	char state[16];                     /* "completed" | "failed" */
+	char state[16]; /* "completed" | "failed" */
 	int status;
 	char content_type[128];
-	char retry_after[16];               /* "" when none */
-	char *body;                         /* inline body, malloc'd, or NULL */
-	size_t body_len;                    /* inline or file length */
-	char body_file[SPILL_NAME_MAX];     /* "" when inline */
-	char body_sha256[65];               /* file only */
-	long long expires_ms;               /* when the record expires (Unix
+	char retry_after[16];           /* "" when none */
+	char *body;                     /* inline body, malloc'd, or NULL */
+	size_t body_len;                /* inline or file length */
+	char body_file[SPILL_NAME_MAX]; /* "" when inline */
+	char body_sha256[65];           /* file only */
+	long long expires_ms;           /* when the record expires (Unix
 					       ms); 0 when it predates the
 					       field */
 };
@@ -49,22 +49,22 @@ struct idem_record {
  * attempt (IN_PROGRESS, FENCED) or another request's digests (MISMATCH).
  */
 struct idem_conflict {
-	long long claim_created_ms;         /* the holder's claim; 0: unknown */
-	char params[IDEM_PARAMS_MAX + 1];   /* stored digests; "": none */
+	long long claim_created_ms;       /* the holder's claim; 0: unknown */
+	char params[IDEM_PARAMS_MAX + 1]; /* stored digests; "": none */
 };
 
 /* A record as introspection shows it: no body, no owner, no fingerprint. */
 struct idem_info {
-	char state[16];                     /* in_progress|completed|failed */
+	char state[16]; /* in_progress|completed|failed */
 	long long created_ms;
-	long long updated_ms;               /* 0 while in progress */
-	long long expires_ms;               /* 0 while in progress or unknown */
-	int status;                         /* 0 while in progress */
-	long long pttl_ms;                  /* Redis's remaining TTL, -1 none */
+	long long updated_ms; /* 0 while in progress */
+	long long expires_ms; /* 0 while in progress or unknown */
+	int status;           /* 0 while in progress */
+	long long pttl_ms;    /* Redis's remaining TTL, -1 none */
 };
 
 struct idem_field {
-	const char *p;                      /* NULL for nil */
+	const char *p; /* NULL for nil */
 	size_t n;
 };
 

@@ -42,11 +42,12 @@ introspect_render(const char *key, const struct idem_info *info,
 	    cJSON_AddStringToObject(o, "state", info->state) == NULL ||
 	    add_time(o, "created", info->created_ms) != 0 ||
 	    /* a claim's last update is its creation */
-	    add_time(o, "updated", in_progress ? info->created_ms :
-	    info->updated_ms) != 0 ||
+	    add_time(o, "updated",
+	        in_progress ? info->created_ms : info->updated_ms) != 0 ||
 	    add_time(o, "expires", expires_ms) != 0 ||
-	    (in_progress ? cJSON_AddNullToObject(o, "status") :
-	    cJSON_AddNumberToObject(o, "status", info->status)) == NULL)
+	    (in_progress ? cJSON_AddNullToObject(o, "status")
+	                 : cJSON_AddNumberToObject(o, "status",
+	                       info->status)) == NULL)
 		goto done;
 	if ((out = cJSON_PrintUnformatted(o)) != NULL)
 		*len = strlen(out);
@@ -71,8 +72,8 @@ info_expires_ms(const struct worker *w, const struct idem_info *info)
 }
 
 void
-introspect_handle(struct worker *w, const struct request *req,
-    const char *seg, struct response *resp)
+introspect_handle(struct worker *w, const struct request *req, const char *seg,
+    struct response *resp)
 {
 	const char *principal;
 	char key[IDEM_KEY_MAX + 1], rkey[IDEM_RKEY_MAX];
@@ -83,13 +84,15 @@ introspect_handle(struct worker *w, const struct request *req,
 	principal = auth_principal(w->auth, req->authorization);
 	if (principal == NULL) {
 		response_problem(resp, PROB_UNAUTHORIZED,
-		    "Send a valid API key as Authorization: Bearer <key>.", NULL);
+		    "Send a valid API key as Authorization: Bearer <key>.",
+		    NULL);
 		(void)response_header(resp, "WWW-Authenticate", "Bearer");
 		return;
 	}
 	if (idem_key_from_path(seg, key, &keylen) != KEY_OK) {
 		/* an empty key too: there is no list of keys to show */
-		response_problem(resp, PROB_INVALID_KEY, "Name the key as "
+		response_problem(resp, PROB_INVALID_KEY,
+		    "Name the key as "
 		    "GET /charge/keys/<idempotency-key>: once percent-decoded, "
 		    "1-255 visible ASCII characters (0x21-0x7E), bare or as a "
 		    "quoted Structured-Field string, with well-formed %-escapes.",
@@ -97,23 +100,26 @@ introspect_handle(struct worker *w, const struct request *req,
 		return;
 	}
 	if (idem_key_name(rkey, sizeof(rkey), w->cfg->key_prefix, principal,
-	    key, keylen) < 0) {
+	        key, keylen) < 0) {
 		response_problem(resp, PROB_INTERNAL, NULL, NULL);
 		return;
 	}
 	switch (idem_lookup(&w->redis, rkey, &info)) {
-	case IDEM_FOUND:
-		break;
+	case IDEM_FOUND: break;
 	case IDEM_ABSENT:
-		response_problem(resp, PROB_KEY_NOT_FOUND, "No live record "
-		    "exists for this Idempotency-Key.", NULL);
+		response_problem(resp, PROB_KEY_NOT_FOUND,
+		    "No live record "
+		    "exists for this Idempotency-Key.",
+		    NULL);
 		return;
 	default:
 		metrics_inc(MC_REDIS_ERRORS);
 		log_warn(req->request_id, "idempotency store unavailable: %s",
 		    w->redis.errstr);
-		response_problem(resp, PROB_UNAVAILABLE, "The idempotency store "
-		    "is unavailable. Retry later.", NULL);
+		response_problem(resp, PROB_UNAVAILABLE,
+		    "The idempotency store "
+		    "is unavailable. Retry later.",
+		    NULL);
 		(void)response_header(resp, "Retry-After", "%d",
 		    RETRY_AFTER_UNAVAILABLE_S);
 		return;

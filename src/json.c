@@ -29,18 +29,18 @@
 #include "json.h"
 #include "util.h"
 
-#define BOM             "\xef\xbb\xbf"
-#define BOM_SKIP_MIN    5           /* body bytes for cJSON to skip a BOM */
-#define INT_SATURATE    1000000000000000LL  /* 10^15 */
-#define DUP_SORT_MIN    16          /* members: from here, sort for duplicates */
-#define SCRATCH_BYTES   256         /* decoded string held on the stack */
-#define NO_ERROR        SIZE_MAX
+#define BOM "\xef\xbb\xbf"
+#define BOM_SKIP_MIN 5                  /* body bytes for cJSON to skip a BOM */
+#define INT_SATURATE 1000000000000000LL /* 10^15 */
+#define DUP_SORT_MIN 16   /* members: from here, sort for duplicates */
+#define SCRATCH_BYTES 256 /* decoded string held on the stack */
+#define NO_ERROR SIZE_MAX
 
 /* What a string or object has that json_problems() reports. */
-#define MARK_BAD_UTF8   0x01        /* raw bytes are not UTF-8 */
-#define MARK_CTRL       0x02        /* unescaped byte < 0x20 */
-#define MARK_NUL        0x04        /* \u0000 escape */
-#define MARK_DUP        0x08        /* object: a member name occurs twice */
+#define MARK_BAD_UTF8 0x01 /* raw bytes are not UTF-8 */
+#define MARK_CTRL 0x02     /* unescaped byte < 0x20 */
+#define MARK_NUL 0x04      /* \u0000 escape */
+#define MARK_DUP 0x08      /* object: a member name occurs twice */
 
 /* Objects and strings (names and values) are numbered in document order. */
 struct json_mark {
@@ -53,19 +53,19 @@ enum parse_fail { FAIL_NONE, FAIL_SYNTAX, FAIL_DEEP, FAIL_NOMEM };
 struct parser {
 	const unsigned char *s;
 	size_t len;
-	size_t i;               /* next byte */
-	int depth;              /* containers open at i */
+	size_t i;  /* next byte */
+	int depth; /* containers open at i */
 	enum parse_fail fail;
-	size_t fail_at;         /* FAIL_SYNTAX: the byte cJSON names */
-	size_t resume;          /* FAIL_SYNTAX: where tail_scan() goes on */
-	int bad;                /* a BOM or control byte used as whitespace */
+	size_t fail_at; /* FAIL_SYNTAX: the byte cJSON names */
+	size_t resume;  /* FAIL_SYNTAX: where tail_scan() goes on */
+	int bad;        /* a BOM or control byte used as whitespace */
 	size_t bad_at;
-	int not_utf8;           /* some string read so far is not UTF-8 */
+	int not_utf8; /* some string read so far is not UTF-8 */
 	size_t seq;
 	struct json_mark *marks;
 	size_t nmarks, markcap;
-	int unsorted;           /* an object was marked after its strings */
-	char *buf;              /* decoded string, NUL-terminated */
+	int unsorted; /* an object was marked after its strings */
+	char *buf;    /* decoded string, NUL-terminated */
 	size_t bufcap;
 	char stack[SCRATCH_BYTES];
 };
@@ -103,17 +103,17 @@ utf8_seq(const unsigned char *p, size_t n)
 	else if (c >= 0xe0 && c <= 0xef) {
 		more = 2;
 		if (c == 0xe0)
-			lo = 0xa0;      /* overlong */
+			lo = 0xa0; /* overlong */
 		else if (c == 0xed)
-			hi = 0x9f;      /* surrogates */
+			hi = 0x9f; /* surrogates */
 	} else if (c >= 0xf0 && c <= 0xf4) {
 		more = 3;
 		if (c == 0xf0)
-			lo = 0x90;      /* overlong */
+			lo = 0x90; /* overlong */
 		else if (c == 0xf4)
-			hi = 0x8f;      /* > U+10FFFF */
+			hi = 0x8f; /* > U+10FFFF */
 	} else
-		return 0;       /* continuation, overlong C0/C1, F5+ */
+		return 0; /* continuation, overlong C0/C1, F5+ */
 	if (n - 1 < more || p[1] < lo || p[1] > hi)
 		return 0;
 	for (size_t k = 2; k <= more; k++)
@@ -287,10 +287,14 @@ resync_error(const unsigned char *s, size_t d, size_t end)
 			continue;
 		}
 		switch (s[d + 1]) {
-		case 'b': case 'f': case 'n': case 'r': case 't':
-		case '"': case '\\': case '/':
-			d += 2;
-			break;
+		case 'b':
+		case 'f':
+		case 'n':
+		case 'r':
+		case 't':
+		case '"':
+		case '\\':
+		case '/': d += 2; break;
 		case 'u':
 			if (end - d < 6)
 				return d;
@@ -308,8 +312,7 @@ resync_error(const unsigned char *s, size_t d, size_t end)
 			} else
 				d += 6;
 			break;
-		default:
-			return d;
+		default: return d;
 		}
 	}
 	return NO_ERROR;
@@ -335,13 +338,11 @@ decode_escape(struct parser *ps, size_t i, size_t *out, unsigned char *f)
 	case 'n': ps->buf[(*out)++] = '\n'; return 2;
 	case 'r': ps->buf[(*out)++] = '\r'; return 2;
 	case 't': ps->buf[(*out)++] = '\t'; return 2;
-	case '"': case '\\': case '/':
-		ps->buf[(*out)++] = (char)s[i + 1];
-		return 2;
-	case 'u':
-		break;
-	default:
-		return 0;
+	case '"':
+	case '\\':
+	case '/': ps->buf[(*out)++] = (char)s[i + 1]; return 2;
+	case 'u': break;
+	default: return 0;
 	}
 	if (ps->len - i < 6)
 		return 0;
@@ -353,8 +354,9 @@ decode_escape(struct parser *ps, size_t i, size_t *out, unsigned char *f)
 		if (ps->len - i < 12 || s[i + 6] != '\\' || s[i + 7] != 'u' ||
 		    !hex4(s + i + 8, &lo) || lo < 0xdc00 || lo > 0xdfff)
 			return 0;
-		*out += utf8_put(ps->buf + *out, 0x10000 +
-		    (((unsigned long)(hi & 0x3ff) << 10) | (lo & 0x3ff)));
+		*out += utf8_put(ps->buf + *out,
+		    0x10000 +
+		        (((unsigned long)(hi & 0x3ff) << 10) | (lo & 0x3ff)));
 		return 12;
 	}
 	if (hi == 0)
@@ -380,7 +382,8 @@ scan_string(struct parser *ps, unsigned char *f)
 	/* decoding, while escapes start where everybody agrees they do */
 	for (;;) {
 		for (j = i; j < len && s[j] >= 0x20 && s[j] < 0x80 &&
-		    s[j] != '"' && s[j] != '\\'; j++)
+		     s[j] != '"' && s[j] != '\\';
+		     j++)
 			;
 		if (scratch_room(ps, out, j - i + 4) == -1)
 			goto nomem;
@@ -405,7 +408,7 @@ scan_string(struct parser *ps, unsigned char *f)
 				bad_escape = i;
 			else
 				resync = i;
-			ps->buf[out] = '\0';    /* cJSON's U+0000 ends it */
+			ps->buf[out] = '\0'; /* cJSON's U+0000 ends it */
 			break;
 		}
 		if (s[i] >= 0x80) {
@@ -444,7 +447,7 @@ scan_string(struct parser *ps, unsigned char *f)
 			if (len - i > 5 && memcmp(s + i + 1, "u0000", 5) == 0)
 				*f |= MARK_NUL;
 			if (s[++i] >= 0x80)
-				continue;       /* escaped, but still UTF-8 */
+				continue; /* escaped, but still UTF-8 */
 		}
 		i++;
 	}
@@ -469,7 +472,7 @@ closed:
 unterminated:
 	if (*f & MARK_BAD_UTF8)
 		ps->not_utf8 = 1;
-	syntax_error(ps, q + 1, len);       /* the lexer stops here too */
+	syntax_error(ps, q + 1, len); /* the lexer stops here too */
 	return -1;
 nomem:
 	abandon(ps, FAIL_NOMEM);
@@ -743,13 +746,19 @@ parse_value(struct parser *ps)
 			return NULL;
 		v = cJSON_CreateString(ps->buf);
 		break;
-	case '-': case '0': case '1': case '2': case '3': case '4':
-	case '5': case '6': case '7': case '8': case '9':
-		return parse_number(ps);
-	case '[':
-		return parse_array(ps);
-	case '{':
-		return parse_object(ps);
+	case '-':
+	case '0':
+	case '1':
+	case '2':
+	case '3':
+	case '4':
+	case '5':
+	case '6':
+	case '7':
+	case '8':
+	case '9': return parse_number(ps);
+	case '[': return parse_array(ps);
+	case '{': return parse_object(ps);
 	case 'n':
 		if (left < 4 || memcmp(p, "null", 4) != 0)
 			return syntax_error(ps, ps->i, ps->i);
@@ -768,8 +777,7 @@ parse_value(struct parser *ps)
 		v = cJSON_CreateFalse();
 		ps->i += 5;
 		break;
-	default:
-		return syntax_error(ps, ps->i, ps->i);
+	default: return syntax_error(ps, ps->i, ps->i);
 	}
 	return v != NULL ? v : abandon(ps, FAIL_NOMEM);
 }
@@ -802,7 +810,7 @@ tail_scan(struct parser *ps, size_t from, int depth)
 			if (c == '"')
 				in_string = 0;
 			else if (c == '\\' && ++i < ps->len && s[i] >= 0x80)
-				continue;       /* escaped, but still UTF-8 */
+				continue; /* escaped, but still UTF-8 */
 		} else if (c == '"')
 			in_string = 1;
 		else if (c == '{' || c == '[') {
@@ -973,11 +981,11 @@ walk_string(struct walk *w, unsigned char f, const char *field, int is_name)
 {
 	static const char *const msg[2][3] = {
 		{ "value is not valid UTF-8",
-		  "value contains an unescaped control character",
-		  "value must not contain \\u0000" },
+		    "value contains an unescaped control character",
+		    "value must not contain \\u0000" },
 		{ "member name is not valid UTF-8",
-		  "member name contains an unescaped control character",
-		  "member name must not contain \\u0000" },
+		    "member name contains an unescaped control character",
+		    "member name must not contain \\u0000" },
 	};
 
 	if (f & MARK_BAD_UTF8)
@@ -1028,7 +1036,7 @@ walk_duplicates(struct walk *w, const cJSON *obj, const char *path)
 		if (strcmp(names[i].name, names[i - 1].name) != 0)
 			continue;
 		if (i >= 2 && strcmp(names[i].name, names[i - 2].name) == 0)
-			continue;       /* already reported */
+			continue; /* already reported */
 		json_path_member(field, sizeof(field), path, names[i].name);
 		w->fn(w->ctx, field, "duplicate member");
 	}

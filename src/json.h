@@ -10,24 +10,24 @@
 
 #include <cJSON.h>
 
-#define JSON_FIELD_SIZE 96      /* bytes with the NUL: "line_items[3].quantity" */
+#define JSON_FIELD_SIZE 96 /* bytes with the NUL: "line_items[3].quantity" */
 
 enum json_status {
 	JSON_OK,
-	JSON_EMPTY,             /* no bytes */
-	JSON_TOO_DEEP,          /* brackets nest deeper than JSON_DEPTH_MAX */
-	JSON_NOT_UTF8,          /* not JSON, and not UTF-8 either */
-	JSON_SYNTAX,            /* not JSON: the error is at byte doc->at */
-	JSON_BAD_BYTE,          /* a BOM, a control byte between tokens: doc->at */
-	JSON_TRAILING,          /* data after the value, from byte doc->at */
+	JSON_EMPTY,    /* no bytes */
+	JSON_TOO_DEEP, /* brackets nest deeper than JSON_DEPTH_MAX */
+	JSON_NOT_UTF8, /* not JSON, and not UTF-8 either */
+	JSON_SYNTAX,   /* not JSON: the error is at byte doc->at */
+	JSON_BAD_BYTE, /* a BOM, a control byte between tokens: doc->at */
+	JSON_TRAILING, /* data after the value, from byte doc->at */
 	JSON_NOMEM,
 };
 
 struct json_mark;
 
 struct json_doc {
-	cJSON *root;            /* the value (any type) when JSON_OK; owned */
-	size_t at;              /* the byte JSON_SYNTAX/BAD_BYTE/TRAILING name */
+	cJSON *root; /* the value (any type) when JSON_OK; owned */
+	size_t at;   /* the byte JSON_SYNTAX/BAD_BYTE/TRAILING name */
 	struct json_mark *marks; /* what json_problems() reports; owned */
 	size_t nmarks;
 };

@@ -13,9 +13,9 @@
 
 #include "log.h"
 
-#define LOG_LINE_MAX    2048    /* bytes per line, newline included */
-#define LOG_TRUNC_MARK  "..."   /* ends a truncated line */
-#define LOG_RID_MAX     64      /* bytes of request id shown */
+#define LOG_LINE_MAX 2048    /* bytes per line, newline included */
+#define LOG_TRUNC_MARK "..." /* ends a truncated line */
+#define LOG_RID_MAX 64       /* bytes of request id shown */
 
 /* The only mutable global besides the configuration: set once at start-up. */
 static int log_threshold = LL_INFO;
@@ -38,7 +38,8 @@ log_level_parse(const char *s)
 const char *
 log_level_name(int level)
 {
-	if (level < 0 || (size_t)level >= sizeof(log_names) / sizeof(log_names[0]))
+	if (level < 0 ||
+	    (size_t)level >= sizeof(log_names) / sizeof(log_names[0]))
 		return "?";
 	return log_names[level];
 }
@@ -107,8 +108,8 @@ log_msg(int level, const char *rid, const char *fmt, ...)
 
 	if (!log_enabled(level))
 		return;
-	name = (level >= LL_ERROR && level <= LL_DEBUG) ? log_names[level] :
-	    "?";
+	name =
+	    (level >= LL_ERROR && level <= LL_DEBUG) ? log_names[level] : "?";
 
 	log_timestamp(ts);
 	n = snprintf(head, sizeof(head), "%s %s [%ld] [", ts, name,

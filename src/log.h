@@ -23,8 +23,8 @@ void log_msg(int level, const char *rid, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 
 #define log_error(rid, ...) log_msg(LL_ERROR, (rid), __VA_ARGS__)
-#define log_warn(rid, ...)  log_msg(LL_WARN, (rid), __VA_ARGS__)
-#define log_info(rid, ...)  log_msg(LL_INFO, (rid), __VA_ARGS__)
+#define log_warn(rid, ...) log_msg(LL_WARN, (rid), __VA_ARGS__)
+#define log_info(rid, ...) log_msg(LL_INFO, (rid), __VA_ARGS__)
 #define log_debug(rid, ...) log_msg(LL_DEBUG, (rid), __VA_ARGS__)
 
 /*

@@ -38,8 +38,8 @@
 extern char **environ;
 
 #define LISTEN_BACKLOG 128
-#define ACCEPT_RETRY_MS 100        /* pause after accept failed for resources */
-#define GC_INTERVAL_S 3600         /* spill garbage collection period */
+#define ACCEPT_RETRY_MS 100 /* pause after accept failed for resources */
+#define GC_INTERVAL_S 3600  /* spill garbage collection period */
 
 /* The loaded configuration: read-only once the workers start. */
 static struct config cfg;
@@ -56,8 +56,8 @@ struct worker_thread {
 	pthread_t tid;
 	struct worker w;
 	int listen_fd;
-	int done;                   /* atomic: loop ended */
-	long long next_gc;          /* worker 0 only */
+	int done;          /* atomic: loop ended */
+	long long next_gc; /* worker 0 only */
 };
 
 /* --- FastCGI and CGI adapters to request_source / response_sink ------- */
@@ -108,7 +108,8 @@ cgi_read(void *ctx, char *buf, size_t n)
 		left_ms = (*deadline_us - now_mono_us() + 999) / 1000;
 		if (left_ms <= 0)
 			return READ_TIMED_OUT;
-		p = poll(&pfd, 1, left_ms > INT32_MAX ? INT32_MAX : (int)left_ms);
+		p = poll(&pfd, 1,
+		    left_ms > INT32_MAX ? INT32_MAX : (int)left_ms);
 	} while (p < 0 && errno == EINTR);
 	if (p == 0)
 		return READ_TIMED_OUT;
@@ -137,7 +138,8 @@ serve_one(struct worker *w, struct request_source *src,
 
 	response_init(&resp);
 	src->deadline_us = now_mono_us() + 1000LL * cfg.request_timeout_ms;
-	if (request_read(&req, src, (size_t)cfg.max_request_bytes, drain) != 0) {
+	if (request_read(&req, src, (size_t)cfg.max_request_bytes, drain) !=
+	    0) {
 		response_problem(&resp, PROB_INTERNAL, NULL, NULL);
 		(void)response_send(&resp, "-", sink, 0);
 		response_free(&resp);
@@ -146,8 +148,9 @@ serve_one(struct worker *w, struct request_source *src,
 	}
 	app_handle(w, &req, &resp);
 	if (response_send(&resp, req.request_id, sink,
-	    strcmp(req.method, "HEAD") == 0) != 0)
-		log_warn(req.request_id, "client went away before the response "
+	        strcmp(req.method, "HEAD") == 0) != 0)
+		log_warn(req.request_id,
+		    "client went away before the response "
 		    "was written");
 	dur = now_mono_us() - req.start_us;
 	metrics_request(resp.outcome, dur);
@@ -161,8 +164,8 @@ serve_one(struct worker *w, struct request_source *src,
 static void
 spill_gc_run(void)
 {
-	long ttl = cfg.completed_ttl_s > cfg.failed_ttl_s ?
-	    cfg.completed_ttl_s : cfg.failed_ttl_s;
+	long ttl = cfg.completed_ttl_s > cfg.failed_ttl_s ? cfg.completed_ttl_s
+	                                                  : cfg.failed_ttl_s;
 	int n;
 
 	/* a record lives at most its TTL after the file was written */
@@ -224,20 +227,27 @@ worker_main(void *arg)
 				continue;
 			if (accept_error_transient(err)) {
 				if (transient++ == 0)
-					log_error(NULL, "worker %d: accept: %s; "
-					    "retrying every %d ms", t->w.id,
-					    strerror(err), ACCEPT_RETRY_MS);
+					log_error(NULL,
+					    "worker %d: accept: %s; "
+					    "retrying every %d ms",
+					    t->w.id, strerror(err),
+					    ACCEPT_RETRY_MS);
 				sleep_ms(ACCEPT_RETRY_MS);
 				continue;
 			}
-			log_error(NULL, "worker %d: accept failed (%d: %s); this "
-			    "worker stops", t->w.id, rc, rc < -1 && rc > -4096 ?
-			    strerror(err) : "libfcgi error");
+			log_error(NULL,
+			    "worker %d: accept failed (%d: %s); this "
+			    "worker stops",
+			    t->w.id, rc,
+			    rc < -1 && rc > -4096 ? strerror(err)
+			                          : "libfcgi error");
 			break;
 		}
 		if (transient > 0) {
-			log_info(NULL, "worker %d: accepting again after %d "
-			    "failed attempt(s)", t->w.id, transient);
+			log_info(NULL,
+			    "worker %d: accepting again after %d "
+			    "failed attempt(s)",
+			    t->w.id, transient);
 			transient = 0;
 		}
 		/* bounds the body read; a unix socket does not inherit it */
@@ -253,7 +263,7 @@ worker_main(void *arg)
 	}
 	FCGX_Free(&req, 0);
 out:
-	digest_thread_done();           /* this thread's contexts */
+	digest_thread_done(); /* this thread's contexts */
 	__atomic_store_n(&t->done, 1, __ATOMIC_SEQ_CST);
 	return NULL;
 }
@@ -280,7 +290,8 @@ serve_fastcgi(int listen_fd)
 		ts[i].listen_fd = listen_fd;
 		ts[i].next_gc = time(NULL) + GC_INTERVAL_S;
 		worker_init(&ts[i].w, &cfg, &auth, i);
-		if (pthread_create(&ts[i].tid, NULL, worker_main, &ts[i]) != 0) {
+		if (pthread_create(&ts[i].tid, NULL, worker_main, &ts[i]) !=
+		    0) {
 			log_error(NULL, "pthread_create failed");
 			worker_close(&ts[i].w);
 			goto stop;
@@ -290,7 +301,8 @@ serve_fastcgi(int listen_fd)
 	log_info(NULL, "serving FastCGI with %d worker thread(s)", n);
 	rc = 0;
 	if (sigemptyset(&stopset) != 0 || sigaddset(&stopset, SIGTERM) != 0 ||
-	    sigaddset(&stopset, SIGINT) != 0 || sigaddset(&stopset, SIGUSR1) != 0 ||
+	    sigaddset(&stopset, SIGINT) != 0 ||
+	    sigaddset(&stopset, SIGUSR1) != 0 ||
 	    sigaddset(&stopset, SIGHUP) != 0)
 		goto stop;
 	poll.tv_sec = 0;
@@ -298,13 +310,16 @@ serve_fastcgi(int listen_fd)
 	for (;;) {
 		sig = sigtimedwait(&stopset, NULL, &poll);
 		if (sig > 0) {
-			log_info(NULL, "signal %d: finishing requests in hand", sig);
+			log_info(NULL, "signal %d: finishing requests in hand",
+			    sig);
 			break;
 		}
 		for (alive = 0, i = 0; i < n; i++)
-			alive += !__atomic_load_n(&ts[i].done, __ATOMIC_SEQ_CST);
+			alive +=
+			    !__atomic_load_n(&ts[i].done, __ATOMIC_SEQ_CST);
 		if (alive == 0) {
-			log_error(NULL, "every worker's accept loop ended: the "
+			log_error(NULL,
+			    "every worker's accept loop ended: the "
 			    "process exits");
 			rc = 1;
 			break;
@@ -350,8 +365,10 @@ startup_check_redis(void)
 			log_error(NULL, "%s", w.redis.errstr);
 			rc = -1;
 		} else
-			log_warn(NULL, "Redis is not reachable at start-up (%s); "
-			    "/charge answers 503 until it is", w.redis.errstr);
+			log_warn(NULL,
+			    "Redis is not reachable at start-up (%s); "
+			    "/charge answers 503 until it is",
+			    w.redis.errstr);
 	}
 	worker_close(&w);
 	return rc;
@@ -360,7 +377,8 @@ startup_check_redis(void)
 static void
 usage(FILE *f)
 {
-	fprintf(f, "usage: charge [--listen HOST:PORT|/path.sock] "
+	fprintf(f,
+	    "usage: charge [--listen HOST:PORT|/path.sock] "
 	    "[--check-config]\n"
 	    "       charge --help | --version\n"
 	    "\n"
@@ -411,7 +429,7 @@ main(int argc, char **argv)
 		}
 	}
 	if (config_load(&cfg, config_default_path(environ), environ, err,
-	    sizeof(err)) != 0) {
+	        sizeof(err)) != 0) {
 		fprintf(stderr, "charge: configuration: %s\n", err);
 		return 1;
 	}
@@ -436,8 +454,10 @@ main(int argc, char **argv)
 		goto done;
 	}
 	if (metrics_open(cfg.metrics_file) != 0 &&
-	    strcmp(cfg.metrics_file, "none") != 0 && cfg.metrics_file[0] != '\0')
-		log_warn(NULL, "metrics_file %s unusable: counters are per process",
+	    strcmp(cfg.metrics_file, "none") != 0 &&
+	    cfg.metrics_file[0] != '\0')
+		log_warn(NULL,
+		    "metrics_file %s unusable: counters are per process",
 		    cfg.metrics_file);
 	spill_gc_run();
 
@@ -448,7 +468,7 @@ main(int argc, char **argv)
 		struct request_source src = { environ, cgi_read, NULL, 0 };
 		struct response_sink sink = { cgi_write, NULL };
 
-		src.ctx = &src.deadline_us;     /* set by serve_one */
+		src.ctx = &src.deadline_us; /* set by serve_one */
 
 		worker_init(&w, &cfg, &auth, 0);
 		serve_one(&w, &src, &sink, 1);

@@ -17,12 +17,12 @@
 #include "metrics.h"
 #include "response.h"
 
-#define METRICS_MAGIC 0x6368726734ULL   /* "chrg4": bump when the layout changes */
+#define METRICS_MAGIC                                                          \
+	0x6368726734ULL /* "chrg4": bump when the layout changes */
 #define METRICS_FILE_MODE 0600
-#define RENDER_MAX 8192                 /* bytes of exposition text */
+#define RENDER_MAX 8192 /* bytes of exposition text */
 
 #define OUTCOMES OUTCOME_COUNT
-
 
 static const char *const counter_names[MC_COUNT][2] = {
 	[MC_REPLAYS] = { "charge_replays_total",
@@ -45,8 +45,19 @@ static const char *const counter_names[MC_COUNT][2] = {
 
 /* Upper bounds of the latency buckets, microseconds. */
 static const long long bucket_us[] = {
-	1000, 2500, 5000, 10000, 25000, 50000, 100000, 250000, 500000,
-	1000000, 2500000, 5000000, 10000000,
+	1000,
+	2500,
+	5000,
+	10000,
+	25000,
+	50000,
+	100000,
+	250000,
+	500000,
+	1000000,
+	2500000,
+	5000000,
+	10000000,
 };
 #define BUCKETS (sizeof(bucket_us) / sizeof(bucket_us[0]))
 
@@ -54,7 +65,7 @@ struct metrics_shm {
 	uint64_t magic;
 	uint64_t outcomes[OUTCOMES];
 	uint64_t counters[MC_COUNT];
-	uint64_t buckets[BUCKETS + 1];      /* last: +Inf */
+	uint64_t buckets[BUCKETS + 1]; /* last: +Inf */
 	uint64_t sum_us;
 	uint64_t count;
 };
@@ -71,11 +82,12 @@ metrics_open(const char *path)
 
 	if (path == NULL || path[0] == '\0' || strcmp(path, "none") == 0)
 		return -1;
-	if ((fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, METRICS_FILE_MODE)) < 0)
+	if ((fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, METRICS_FILE_MODE)) <
+	    0)
 		return -1;
 	if (fstat(fd, &st) != 0 ||
 	    ((size_t)st.st_size < sizeof(struct metrics_shm) &&
-	    ftruncate(fd, sizeof(struct metrics_shm)) != 0)) {
+	        ftruncate(fd, sizeof(struct metrics_shm)) != 0)) {
 		(void)close(fd);
 		return -1;
 	}
@@ -137,8 +149,7 @@ metrics_request(const char *outcome, long long duration_us)
 }
 
 /* Appends printf output to buf; returns -1 once it no longer fits. */
-static int
-emit(char *buf, size_t *off, const char *fmt, ...)
+static int emit(char *buf, size_t *off, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 
 static int
@@ -170,28 +181,38 @@ metrics_render(size_t *len)
 
 	if ((buf = malloc(RENDER_MAX)) == NULL)
 		return NULL;
-	rc |= emit(buf, &off, "# HELP charge_requests_total Requests by outcome\n"
+	rc |= emit(buf, &off,
+	    "# HELP charge_requests_total Requests by outcome\n"
 	    "# TYPE charge_requests_total counter\n");
 	for (i = 0; i < OUTCOMES; i++)
-		rc |= emit(buf, &off, "charge_requests_total{outcome=\"%s\"} %llu\n",
+		rc |= emit(buf, &off,
+		    "charge_requests_total{outcome=\"%s\"} %llu\n",
 		    outcome_label(i), (unsigned long long)get(&m->outcomes[i]));
 	for (i = 0; i < MC_COUNT; i++)
-		rc |= emit(buf, &off, "# HELP %s %s\n# TYPE %s counter\n%s %llu\n",
-		    counter_names[i][0], counter_names[i][1], counter_names[i][0],
-		    counter_names[i][0], (unsigned long long)get(&m->counters[i]));
-	rc |= emit(buf, &off, "# HELP charge_request_duration_seconds Time to "
+		rc |= emit(buf, &off,
+		    "# HELP %s %s\n# TYPE %s counter\n%s %llu\n",
+		    counter_names[i][0], counter_names[i][1],
+		    counter_names[i][0], counter_names[i][0],
+		    (unsigned long long)get(&m->counters[i]));
+	rc |= emit(buf, &off,
+	    "# HELP charge_request_duration_seconds Time to "
 	    "answer a request\n# TYPE charge_request_duration_seconds histogram\n");
 	for (i = 0; i <= BUCKETS; i++) {
 		cum += get(&m->buckets[i]);
 		if (i < BUCKETS)
-			rc |= emit(buf, &off, "charge_request_duration_seconds_bucket"
-			    "{le=\"%g\"} %llu\n", (double)bucket_us[i] / 1e6,
+			rc |= emit(buf, &off,
+			    "charge_request_duration_seconds_bucket"
+			    "{le=\"%g\"} %llu\n",
+			    (double)bucket_us[i] / 1e6,
 			    (unsigned long long)cum);
 		else
-			rc |= emit(buf, &off, "charge_request_duration_seconds_bucket"
-			    "{le=\"+Inf\"} %llu\n", (unsigned long long)cum);
+			rc |= emit(buf, &off,
+			    "charge_request_duration_seconds_bucket"
+			    "{le=\"+Inf\"} %llu\n",
+			    (unsigned long long)cum);
 	}
-	rc |= emit(buf, &off, "charge_request_duration_seconds_sum %.6f\n"
+	rc |= emit(buf, &off,
+	    "charge_request_duration_seconds_sum %.6f\n"
 	    "charge_request_duration_seconds_count %llu\n",
 	    (double)get(&m->sum_us) / 1e6, (unsigned long long)get(&m->count));
 	if (rc != 0) {

@@ -17,7 +17,7 @@
 #include "provider.h"
 #include "util.h"
 
-#define LEDGER_LINE_MAX 512      /* bytes; key <= 255, principal <= 64 */
+#define LEDGER_LINE_MAX 512 /* bytes; key <= 255, principal <= 64 */
 #define LEDGER_MODE 0644
 
 enum provider_outcome
@@ -87,9 +87,9 @@ outcome_name(enum provider_outcome o)
  * open in *fd for the next call; after an error it is closed and reopened.
  */
 static int
-ledger_append(const char *path, int *fd, const char *principal,
-    const char *key, size_t keylen, const struct provider_result *res,
-    long long amount, const char *currency)
+ledger_append(const char *path, int *fd, const char *principal, const char *key,
+    size_t keylen, const struct provider_result *res, long long amount,
+    const char *currency)
 {
 	char line[LEDGER_LINE_MAX];
 	struct util_buf b;
@@ -128,8 +128,9 @@ ledger_append(const char *path, int *fd, const char *principal,
 int
 provider_open(const char *path, int *ledger_fd)
 {
-	if (*ledger_fd < 0 && (*ledger_fd = open(path, O_WRONLY | O_APPEND |
-	    O_CREAT | O_CLOEXEC, LEDGER_MODE)) < 0)
+	if (*ledger_fd < 0 &&
+	    (*ledger_fd = open(path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC,
+	         LEDGER_MODE)) < 0)
 		return -1;
 	return 0;
 }
@@ -151,7 +152,7 @@ provider_charge(const struct config *cfg, int *ledger_fd, const char *principal,
 	memset(out, 0, sizeof(*out));
 	out->outcome = provider_outcome_for(source, &out->decline_code);
 	if (provider_charge_id(cfg->provider_secret, principal, key, keylen,
-	    fingerprint, out->charge_id) != 0)
+	        fingerprint, out->charge_id) != 0)
 		return -1;
 	if (out->outcome == PROV_TIMEOUT)
 		sleep_ms(cfg->provider_timeout_ms);

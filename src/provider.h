@@ -18,14 +18,14 @@ enum provider_outcome {
 	PROV_DECLINED,
 	PROV_ERROR,
 	PROV_TIMEOUT,
-	PROV_LAPSED,        /* not called: the caller's deadline had passed */
+	PROV_LAPSED, /* not called: the caller's deadline had passed */
 };
 
 struct provider_result {
 	enum provider_outcome outcome;
-	char charge_id[4 + CHARGE_ID_HEX_LEN];   /* "ch_" + hex */
-	const char *decline_code;                /* static; NULL unless declined */
-	long long created;                       /* Unix seconds */
+	char charge_id[4 + CHARGE_ID_HEX_LEN]; /* "ch_" + hex */
+	const char *decline_code; /* static; NULL unless declined */
+	long long created;        /* Unix seconds */
 };
 
 /* The outcome the token decides; decline_code set for declines. Pure. */

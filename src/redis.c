@@ -23,10 +23,10 @@
 #include "redis.h"
 #include "util.h"
 
-#define EVAL_ARGS_MAX 24     /* EVALSHA sha 1 key + at most 20 arguments */
-#define RESP_STACK_BUF 4096  /* bytes; claims and small records fit */
-#define FAILOVER_PAUSE_MS 100     /* between attempts during a failover */
-#define CLUSTER_REDIRECTS_MAX 5   /* MOVED and ASK followed per command */
+#define EVAL_ARGS_MAX 24        /* EVALSHA sha 1 key + at most 20 arguments */
+#define RESP_STACK_BUF 4096     /* bytes; claims and small records fit */
+#define FAILOVER_PAUSE_MS 100   /* between attempts during a failover */
+#define CLUSTER_REDIRECTS_MAX 5 /* MOVED and ASK followed per command */
 #define PORT_MAX 65535
 
 static const char resp_asking[] = "*1\r\n$6\r\nASKING\r\n";
@@ -76,8 +76,8 @@ static void
 ctx_fail(struct redis_conn *c, redisContext **ctx, const char *what)
 {
 	(void)snprintf(c->errstr, sizeof(c->errstr), "%s: %s", what,
-	    *ctx != NULL && (*ctx)->errstr[0] != '\0' ? (*ctx)->errstr :
-	    "connection failed");
+	    *ctx != NULL && (*ctx)->errstr[0] != '\0' ? (*ctx)->errstr
+	                                              : "connection failed");
 	ctx_drop(ctx);
 }
 
@@ -143,7 +143,8 @@ conn_check_eviction(struct redis_conn *c, redisContext **ctx)
 			return -1;
 		}
 	} else {
-		log_warn(NULL, "cannot read Redis maxmemory-policy (%s); "
+		log_warn(NULL,
+		    "cannot read Redis maxmemory-policy (%s); "
 		    "make sure it is noeviction",
 		    r->type == REDIS_REPLY_ERROR ? r->str : "unexpected reply");
 	}
@@ -166,11 +167,14 @@ conn_check_primary(struct redis_conn *c, redisContext **ctx, const char *host,
 	    r->element[0]->type == REDIS_REPLY_STRING &&
 	    strcmp(r->element[0]->str, "master") == 0;
 	if (!ok) {
-		(void)snprintf(c->errstr, sizeof(c->errstr), "%s:%d is not the "
-		    "primary (ROLE %s)", host, port,
+		(void)snprintf(c->errstr, sizeof(c->errstr),
+		    "%s:%d is not the "
+		    "primary (ROLE %s)",
+		    host, port,
 		    r->type == REDIS_REPLY_ARRAY && r->elements >= 1 &&
-		    r->element[0]->type == REDIS_REPLY_STRING ?
-		    r->element[0]->str : "?");
+		            r->element[0]->type == REDIS_REPLY_STRING
+		        ? r->element[0]->str
+		        : "?");
 		ctx_drop(ctx);
 	}
 	freeReplyObject(r);
@@ -207,7 +211,8 @@ conn_open(struct redis_conn *c, const char *host, int port, const char *path,
 	else
 		ctx = redisConnectWithTimeout(host, port, ms_tv(c->timeout_ms));
 	if (ctx == NULL) {
-		copy_err(c->errstr, sizeof(c->errstr), "connect: out of memory");
+		copy_err(c->errstr, sizeof(c->errstr),
+		    "connect: out of memory");
 		return NULL;
 	}
 	if (ctx->err) {
@@ -228,7 +233,7 @@ conn_open(struct redis_conn *c, const char *host, int port, const char *path,
 		const char *a3[] = { "AUTH", t->user, t->password };
 
 		if (conn_setup_command(c, &ctx, "AUTH", t->user[0] ? 3 : 2,
-		    t->user[0] ? a3 : a2, NULL) != 0)
+		        t->user[0] ? a3 : a2, NULL) != 0)
 			return NULL;
 	}
 	if (t->db != 0) {
@@ -254,7 +259,7 @@ sentinel_ask(struct redis_conn *c, char *host, size_t hostlen, int *port)
 {
 	const struct redis_target *t = &c->target;
 	const char *argv[] = { "SENTINEL", "get-master-addr-by-name",
-	    t->master_name };
+		t->master_name };
 	const struct redis_addr *s;
 	unsigned long long v;
 	redisContext *sc;
@@ -270,8 +275,8 @@ sentinel_ask(struct redis_conn *c, char *host, size_t hostlen, int *port)
 		if (sc == NULL)
 			continue;
 		r = NULL;
-		if (!sc->err && redisSetTimeout(sc, ms_tv(c->timeout_ms)) ==
-		    REDIS_OK)
+		if (!sc->err &&
+		    redisSetTimeout(sc, ms_tv(c->timeout_ms)) == REDIS_OK)
 			r = redisCommandArgv(sc, 3, argv, NULL);
 		ok = r != NULL && r->type == REDIS_REPLY_ARRAY &&
 		    r->elements == 2 &&
@@ -279,22 +284,29 @@ sentinel_ask(struct redis_conn *c, char *host, size_t hostlen, int *port)
 		    r->element[1]->type == REDIS_REPLY_STRING &&
 		    r->element[0]->len > 0 && r->element[0]->len < hostlen &&
 		    util_decimal(r->element[1]->str, r->element[1]->len,
-		    PORT_MAX, &v) == UTIL_DEC_OK && v > 0;
+		        PORT_MAX, &v) == UTIL_DEC_OK &&
+		    v > 0;
 		if (ok) {
-			memcpy(host, r->element[0]->str, r->element[0]->len + 1);
+			memcpy(host, r->element[0]->str,
+			    r->element[0]->len + 1);
 			*port = (int)v;
 			c->sentinel_next = k;
 		} else if (r != NULL) {
 			/* an answer says more than another one's silence */
 			answered = 1;
-			(void)snprintf(c->errstr, sizeof(c->errstr), "sentinel "
-			    "%s:%d: %s", s->host, s->port,
-			    r->type == REDIS_REPLY_NIL ? "unknown master name" :
-			    r->type == REDIS_REPLY_ERROR ? r->str :
-			    "unexpected reply");
+			(void)snprintf(c->errstr, sizeof(c->errstr),
+			    "sentinel "
+			    "%s:%d: %s",
+			    s->host, s->port,
+			    r->type == REDIS_REPLY_NIL ? "unknown master name"
+			        : r->type == REDIS_REPLY_ERROR
+			        ? r->str
+			        : "unexpected reply");
 		} else if (!answered)
-			(void)snprintf(c->errstr, sizeof(c->errstr), "sentinel "
-			    "%s:%d: %s", s->host, s->port,
+			(void)snprintf(c->errstr, sizeof(c->errstr),
+			    "sentinel "
+			    "%s:%d: %s",
+			    s->host, s->port,
 			    sc->errstr[0] != '\0' ? sc->errstr : "no answer");
 		if (r != NULL)
 			freeReplyObject(r);
@@ -314,8 +326,8 @@ conn_connect(struct redis_conn *c)
 	int port;
 
 	if (t->mode != REDIS_MODE_SENTINEL) {
-		c->ctx = t->is_unix ? conn_open(c, NULL, 0, t->path, 0) :
-		    conn_open(c, t->host, t->port, NULL, 0);
+		c->ctx = t->is_unix ? conn_open(c, NULL, 0, t->path, 0)
+		                    : conn_open(c, t->host, t->port, NULL, 0);
 		return c->ctx != NULL ? 0 : -1;
 	}
 	if (sentinel_ask(c, host, sizeof(host), &port) != 0 ||
@@ -414,15 +426,18 @@ resp_format(int argc, const char **argv, const size_t *argvlen, char *buf,
 	p = out;
 	*p++ = '*';
 	p += put_uint(p, (size_t)argc);
-	*p++ = '\r'; *p++ = '\n';
+	*p++ = '\r';
+	*p++ = '\n';
 	for (i = 0; i < (size_t)argc; i++) {
 		len = argvlen[i];
 		*p++ = '$';
 		p += put_uint(p, len);
-		*p++ = '\r'; *p++ = '\n';
+		*p++ = '\r';
+		*p++ = '\n';
 		memcpy(p, argv[i], len);
 		p += len;
-		*p++ = '\r'; *p++ = '\n';
+		*p++ = '\r';
+		*p++ = '\n';
 	}
 	*outlen = (size_t)(p - out);
 	return out;
@@ -445,8 +460,9 @@ redis_conn_set_wait(struct redis_conn *c, int min_replicas,
 	argvlen[1] = (size_t)snprintf(n, sizeof(n), "%d", min_replicas);
 	argvlen[2] = (size_t)snprintf(ms, sizeof(ms), "%d", replica_timeout_ms);
 	if (resp_format(3, argv, argvlen, c->wait_cmd, sizeof(c->wait_cmd),
-	    &heap, &c->wait_len) == NULL || heap != NULL) {
-		free(heap);     /* cannot happen: two numbers fit */
+	        &heap, &c->wait_len) == NULL ||
+	    heap != NULL) {
+		free(heap); /* cannot happen: two numbers fit */
 		c->wait_len = 0;
 		return;
 	}
@@ -457,13 +473,13 @@ redis_conn_set_wait(struct redis_conn *c, int min_replicas,
 
 /* One command to send, with what the sending learnt. */
 struct exec {
-	const char *cmd;            /* RESP-framed */
+	const char *cmd; /* RESP-framed */
 	size_t len;
-	const char *what;           /* its name, for errors */
-	const char *key;            /* routes it in a cluster */
+	const char *what; /* its name, for errors */
+	const char *key;  /* routes it in a cluster */
 	size_t keylen;
-	int wait;                   /* followed by WAIT */
-	long long acked;            /* WAIT's answer; -1 when none */
+	int wait;        /* followed by WAIT */
+	long long acked; /* WAIT's answer; -1 when none */
 };
 
 /*
@@ -479,11 +495,12 @@ ctx_roundtrip(redisContext *ctx, int asking, const char *cmd, size_t len,
 
 	*reply = NULL;
 	*acked = -1;
-	if ((asking && redisAppendFormattedCommand(ctx, resp_asking,
-	    sizeof(resp_asking) - 1) != REDIS_OK) ||
+	if ((asking &&
+	        redisAppendFormattedCommand(ctx, resp_asking,
+	            sizeof(resp_asking) - 1) != REDIS_OK) ||
 	    redisAppendFormattedCommand(ctx, cmd, len) != REDIS_OK ||
-	    (wait != NULL && redisAppendFormattedCommand(ctx, wait,
-	    waitlen) != REDIS_OK))
+	    (wait != NULL &&
+	        redisAppendFormattedCommand(ctx, wait, waitlen) != REDIS_OK))
 		return -1;
 	if (asking) {
 		/* +OK; an error shows in the command's own reply */
@@ -666,8 +683,10 @@ cluster_exec(struct redis_conn *c, struct exec *x)
 			if ((idx = cluster_slot_node(cl, slot)) < 0) {
 				if (!cl->stale)
 					(void)snprintf(c->errstr,
-					    sizeof(c->errstr), "no cluster "
-					    "node serves slot %u", slot);
+					    sizeof(c->errstr),
+					    "no cluster "
+					    "node serves slot %u",
+					    slot);
 				cl->stale = 1;
 				if (retry_pause(deadline_us))
 					continue;
@@ -751,7 +770,7 @@ conn_command(struct redis_conn *c, const char *key, size_t keylen, int argc,
 		argvlen = lens;
 	}
 	if ((cmd = resp_format(argc, argv, argvlen, buf, sizeof(buf), &heap,
-	    &len)) == NULL) {
+	         &len)) == NULL) {
 		copy_err(c->errstr, sizeof(c->errstr), "out of memory");
 		return NULL;
 	}
@@ -773,9 +792,9 @@ conn_command(struct redis_conn *c, const char *key, size_t keylen, int argc,
 }
 
 static redisReply *
-eval(struct redis_conn *c, struct lua_script *s, const char *key,
-    size_t keylen, int argc, const char **argv, const size_t *argvlen,
-    int wait, long long *acked)
+eval(struct redis_conn *c, struct lua_script *s, const char *key, size_t keylen,
+    int argc, const char **argv, const size_t *argvlen, int wait,
+    long long *acked)
 {
 	const char *av[EVAL_ARGS_MAX];
 	size_t al[EVAL_ARGS_MAX];
@@ -787,10 +806,14 @@ eval(struct redis_conn *c, struct lua_script *s, const char *key,
 		copy_err(c->errstr, sizeof(c->errstr), "too many arguments");
 		return NULL;
 	}
-	av[0] = "EVALSHA"; al[0] = 7;
-	av[1] = s->sha; al[1] = 40;
-	av[2] = "1"; al[2] = 1;
-	av[3] = key; al[3] = keylen;
+	av[0] = "EVALSHA";
+	al[0] = 7;
+	av[1] = s->sha;
+	al[1] = 40;
+	av[2] = "1";
+	al[2] = 1;
+	av[3] = key;
+	al[3] = keylen;
 	for (i = 0; i < argc; i++, n++) {
 		av[n] = argv[i];
 		al[n] = argvlen[i];
@@ -801,8 +824,10 @@ eval(struct redis_conn *c, struct lua_script *s, const char *key,
 		/* script cache lost (restart, SCRIPT FLUSH): EVAL caches it again */
 		freeReplyObject(r);
 		log_info(NULL, "NOSCRIPT for %s: loading it again", s->name);
-		av[0] = "EVAL"; al[0] = 4;
-		av[1] = s->src; al[1] = s->len;
+		av[0] = "EVAL";
+		al[0] = 4;
+		av[1] = s->src;
+		al[1] = s->len;
 		r = conn_command(c, key, keylen, n, av, al, wait, acked);
 	}
 	if (r != NULL && r->type == REDIS_REPLY_ERROR) {
@@ -823,9 +848,9 @@ redis_eval(struct redis_conn *c, struct lua_script *s, const char *key,
 }
 
 redisReply *
-redis_eval_durable(struct redis_conn *c, struct lua_script *s,
-    const char *key, size_t keylen, int argc, const char **argv,
-    const size_t *argvlen, int *durable)
+redis_eval_durable(struct redis_conn *c, struct lua_script *s, const char *key,
+    size_t keylen, int argc, const char **argv, const size_t *argvlen,
+    int *durable)
 {
 	long long acked;
 	redisReply *r;
@@ -833,9 +858,10 @@ redis_eval_durable(struct redis_conn *c, struct lua_script *s,
 	r = eval(c, s, key, keylen, argc, argv, argvlen, 1, &acked);
 	*durable = c->min_replicas == 0 || acked >= c->min_replicas;
 	if (r != NULL && !*durable)
-		(void)snprintf(c->errstr, sizeof(c->errstr), "WAIT: %lld of %d "
-		    "replica(s) acknowledged in time", acked < 0 ? 0 : acked,
-		    c->min_replicas);
+		(void)snprintf(c->errstr, sizeof(c->errstr),
+		    "WAIT: %lld of %d "
+		    "replica(s) acknowledged in time",
+		    acked < 0 ? 0 : acked, c->min_replicas);
 	return r;
 }
 
@@ -843,8 +869,8 @@ redis_eval_durable(struct redis_conn *c, struct lua_script *s,
 static int
 reply_is_pong(struct redis_conn *c, redisReply *r, const char *what)
 {
-	int ok = r->type == REDIS_REPLY_STATUS &&
-	    strcasecmp(r->str, "PONG") == 0;
+	int ok =
+	    r->type == REDIS_REPLY_STATUS && strcasecmp(r->str, "PONG") == 0;
 
 	if (!ok)
 		(void)snprintf(c->errstr, sizeof(c->errstr), "%s: %.*s", what,
@@ -875,8 +901,10 @@ cluster_ping(struct redis_conn *c)
 		return -1;
 	for (s = 0; s < CLUSTER_SLOTS; s++)
 		if (cluster_slot_node(cl, s) < 0) {
-			(void)snprintf(c->errstr, sizeof(c->errstr), "no cluster "
-			    "node serves slot %u", s);
+			(void)snprintf(c->errstr, sizeof(c->errstr),
+			    "no cluster "
+			    "node serves slot %u",
+			    s);
 			cl->stale = 1;
 			return -1;
 		}

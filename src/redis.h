@@ -18,10 +18,10 @@
 #include "redis_url.h"
 
 struct lua_script {
-	const char *name;       /* "claim" */
+	const char *name; /* "claim" */
 	const char *src;
 	size_t len;
-	char sha[41];           /* filled by redis_script_init() */
+	char sha[41]; /* filled by redis_script_init() */
 };
 
 /* Computes the script's SHA-1. 0 or -1. */
@@ -30,12 +30,12 @@ int redis_script_init(struct lua_script *s);
 struct cluster;
 
 struct redis_conn {
-	redisContext *ctx;      /* NULL until connected; freed after any error */
+	redisContext *ctx; /* NULL until connected; freed after any error */
 	struct redis_target target;
-	int timeout_ms;         /* connect and reply; bounds failover retries */
-	int io_timeout_ms;      /* timeout_ms, plus the WAIT timeout */
-	int min_replicas;       /* redis_eval_durable() sends WAIT; 0: never */
-	char wait_cmd[128];     /* "WAIT <min_replicas> <ms>", RESP-framed */
+	int timeout_ms;     /* connect and reply; bounds failover retries */
+	int io_timeout_ms;  /* timeout_ms, plus the WAIT timeout */
+	int min_replicas;   /* redis_eval_durable() sends WAIT; 0: never */
+	char wait_cmd[128]; /* "WAIT <min_replicas> <ms>", RESP-framed */
 	size_t wait_len;
 	/*
 	 * 1 after a failed command that may have reached Redis (its reply was
@@ -49,7 +49,7 @@ struct redis_conn {
 	char primary[REDIS_HOST_MAX + 1];
 	int primary_port;
 	int sentinel_next;
-	struct cluster *cluster;   /* cluster: slot map and nodes, lazily */
+	struct cluster *cluster; /* cluster: slot map and nodes, lazily */
 	char errstr[128];
 };
 

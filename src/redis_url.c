@@ -9,13 +9,13 @@
 
 #define PORT_MAX 65535
 #define PORT_DIGITS_MAX 5
-#define DB_MAX   65535
+#define DB_MAX 65535
 
-#define SCHEME_REDIS    "redis://"
-#define SCHEME_UNIX     "unix://"
+#define SCHEME_REDIS "redis://"
+#define SCHEME_UNIX "unix://"
 #define SCHEME_SENTINEL "redis-sentinel://"
-#define SCHEME_CLUSTER  "redis-cluster://"
-#define QUERY_DB        "db="
+#define SCHEME_CLUSTER "redis-cluster://"
+#define QUERY_DB "db="
 
 static void
 copy_err(char *dst, size_t dstlen, const char *src)
@@ -53,12 +53,12 @@ parse_userinfo(const char *p, const char *end, struct redis_target *t,
 	colon = memchr(p, ':', (size_t)(at - p));
 	if (colon == NULL) {
 		if (copy_span(t->password, sizeof(t->password), p,
-		    (size_t)(at - p)) != 0)
+		        (size_t)(at - p)) != 0)
 			return -1;
 	} else if (copy_span(t->user, sizeof(t->user), p,
-	    (size_t)(colon - p)) != 0 ||
+	               (size_t)(colon - p)) != 0 ||
 	    copy_span(t->password, sizeof(t->password), colon + 1,
-	    (size_t)(at - colon - 1)) != 0)
+	        (size_t)(at - colon - 1)) != 0)
 		return -1;
 	*rest = at + 1;
 	return 0;
@@ -83,7 +83,8 @@ parse_hostport(const char *s, size_t n, char *host, size_t hostlen, int *port,
 	}
 	plen = n - (size_t)(colon + 1 - s);
 	if (plen > PORT_DIGITS_MAX ||
-	    util_decimal(colon + 1, plen, PORT_MAX, &v) != UTIL_DEC_OK || v < 1) {
+	    util_decimal(colon + 1, plen, PORT_MAX, &v) != UTIL_DEC_OK ||
+	    v < 1) {
 		copy_err(errstr, errlen, "redis_url: port must be 1-65535");
 		return -1;
 	}
@@ -112,13 +113,15 @@ parse_host_list(const char *p, const char *end, struct redis_target *t,
 			return -1;
 		}
 		if (t->nhosts == REDIS_URL_HOSTS_MAX) {
-			(void)snprintf(errstr, errlen, "redis_url: more than %d "
-			    "hosts", REDIS_URL_HOSTS_MAX);
+			(void)snprintf(errstr, errlen,
+			    "redis_url: more than %d "
+			    "hosts",
+			    REDIS_URL_HOSTS_MAX);
 			return -1;
 		}
 		if (parse_hostport(p, (size_t)(comma - p),
-		    t->hosts[t->nhosts].host, sizeof(t->hosts[0].host),
-		    &t->hosts[t->nhosts].port, errstr, errlen) != 0)
+		        t->hosts[t->nhosts].host, sizeof(t->hosts[0].host),
+		        &t->hosts[t->nhosts].port, errstr, errlen) != 0)
 			return -1;
 		t->nhosts++;
 		if (comma == end)
@@ -144,7 +147,8 @@ parse_sentinel_path(const char *p, struct redis_target *t, char *errstr,
 	size_t n, i;
 
 	if (*p != '/' || p[1] == '\0' || p[1] == '?') {
-		copy_err(errstr, errlen, "redis_url: redis-sentinel:// needs "
+		copy_err(errstr, errlen,
+		    "redis_url: redis-sentinel:// needs "
 		    "/<master-name> after the sentinels");
 		return -1;
 	}
@@ -152,13 +156,16 @@ parse_sentinel_path(const char *p, struct redis_target *t, char *errstr,
 	q = strchr(p, '?');
 	n = q != NULL ? (size_t)(q - p) : strlen(p);
 	if (n > REDIS_MASTER_NAME_MAX) {
-		(void)snprintf(errstr, errlen, "redis_url: master name longer "
-		    "than %d bytes", REDIS_MASTER_NAME_MAX);
+		(void)snprintf(errstr, errlen,
+		    "redis_url: master name longer "
+		    "than %d bytes",
+		    REDIS_MASTER_NAME_MAX);
 		return -1;
 	}
 	for (i = 0; i < n; i++)
 		if (!master_name_char(p[i])) {
-			copy_err(errstr, errlen, "redis_url: master name may "
+			copy_err(errstr, errlen,
+			    "redis_url: master name may "
 			    "hold only A-Z a-z 0-9 . _ -");
 			return -1;
 		}
@@ -168,7 +175,8 @@ parse_sentinel_path(const char *p, struct redis_target *t, char *errstr,
 		return 0;
 	q++;
 	if (strncmp(q, QUERY_DB, strlen(QUERY_DB)) != 0) {
-		copy_err(errstr, errlen, "redis_url: the only parameter is "
+		copy_err(errstr, errlen,
+		    "redis_url: the only parameter is "
 		    "?db=N");
 		return -1;
 	}
@@ -183,8 +191,7 @@ parse_sentinel_path(const char *p, struct redis_target *t, char *errstr,
 
 /* redis-sentinel:// and redis-cluster:// from p (after the scheme). */
 static int
-parse_multi(const char *p, struct redis_target *t, char *errstr,
-    size_t errlen)
+parse_multi(const char *p, struct redis_target *t, char *errstr, size_t errlen)
 {
 	const char *end = p + strlen(p), *slash, *hosts;
 
@@ -201,7 +208,8 @@ parse_multi(const char *p, struct redis_target *t, char *errstr,
 		return parse_sentinel_path(slash, t, errstr, errlen);
 	/* a cluster has database 0 only; a trailing '/' names nothing */
 	if (*slash == '/' && slash[1] != '\0') {
-		copy_err(errstr, errlen, "redis_url: redis-cluster:// takes no "
+		copy_err(errstr, errlen,
+		    "redis_url: redis-cluster:// takes no "
 		    "database or path");
 		return -1;
 	}
@@ -224,13 +232,15 @@ redis_url_parse(const char *url, struct redis_target *t, char *errstr,
 	if (strncmp(url, SCHEME_UNIX, strlen(SCHEME_UNIX)) == 0) {
 		p = url + strlen(SCHEME_UNIX);
 		if (p[0] == '\0') {
-			copy_err(errstr, errlen, "redis_url: unix:// needs a path");
+			copy_err(errstr, errlen,
+			    "redis_url: unix:// needs a path");
 			return -1;
 		}
 		t->is_unix = 1;
 		n = snprintf(t->path, sizeof(t->path), "%s", p);
 		if (n < 0 || (size_t)n >= sizeof(t->path)) {
-			copy_err(errstr, errlen, "redis_url: socket path too long");
+			copy_err(errstr, errlen,
+			    "redis_url: socket path too long");
 			return -1;
 		}
 		return 0;
@@ -246,7 +256,8 @@ redis_url_parse(const char *url, struct redis_target *t, char *errstr,
 		    errlen);
 	}
 	if (strncmp(url, SCHEME_REDIS, strlen(SCHEME_REDIS)) != 0) {
-		copy_err(errstr, errlen, "redis_url must start with redis://, "
+		copy_err(errstr, errlen,
+		    "redis_url must start with redis://, "
 		    "unix://, redis-sentinel:// or redis-cluster://");
 		return -1;
 	}
@@ -260,12 +271,13 @@ redis_url_parse(const char *url, struct redis_target *t, char *errstr,
 		return -1;
 	}
 	if (parse_hostport(p, (size_t)(slash - p), t->host, sizeof(t->host),
-	    &t->port, errstr, errlen) != 0)
+	        &t->port, errstr, errlen) != 0)
 		return -1;
 	if (*slash == '/' && slash[1] != '\0') {
 		if (util_decimal(slash + 1, strlen(slash + 1), DB_MAX, &v) !=
 		    UTIL_DEC_OK) {
-			copy_err(errstr, errlen, "redis_url: bad database number");
+			copy_err(errstr, errlen,
+			    "redis_url: bad database number");
 			return -1;
 		}
 		t->db = (int)v;

@@ -9,14 +9,14 @@
 
 #include "defaults.h"
 
-#define REDIS_HOST_MAX        255   /* bytes of a host name (DNS limit) */
-#define REDIS_URL_HOSTS_MAX   16    /* sentinels, or cluster seed nodes */
-#define REDIS_MASTER_NAME_MAX 64    /* bytes, [A-Za-z0-9._-] */
+#define REDIS_HOST_MAX 255       /* bytes of a host name (DNS limit) */
+#define REDIS_URL_HOSTS_MAX 16   /* sentinels, or cluster seed nodes */
+#define REDIS_MASTER_NAME_MAX 64 /* bytes, [A-Za-z0-9._-] */
 
 enum redis_mode {
-	REDIS_MODE_SINGLE,          /* redis:// or unix:// */
-	REDIS_MODE_SENTINEL,        /* redis-sentinel:// */
-	REDIS_MODE_CLUSTER,         /* redis-cluster:// */
+	REDIS_MODE_SINGLE,   /* redis:// or unix:// */
+	REDIS_MODE_SENTINEL, /* redis-sentinel:// */
+	REDIS_MODE_CLUSTER,  /* redis-cluster:// */
 };
 
 struct redis_addr {
@@ -36,7 +36,7 @@ struct redis_target {
 	/* sentinel and cluster: the sentinels or the seed nodes */
 	struct redis_addr hosts[REDIS_URL_HOSTS_MAX];
 	int nhosts;
-	char master_name[REDIS_MASTER_NAME_MAX + 1];   /* sentinel */
+	char master_name[REDIS_MASTER_NAME_MAX + 1]; /* sentinel */
 };
 
 /*

@@ -13,7 +13,7 @@
 #include "headers.h"
 #include "request.h"
 
-#define DRAIN_CHUNK 16384   /* bytes read at a time when discarding a body */
+#define DRAIN_CHUNK 16384 /* bytes read at a time when discarding a body */
 
 /* The CGI variables the responder reads. */
 struct cgi_vars {
@@ -21,10 +21,13 @@ struct cgi_vars {
 	    *prefer;
 };
 
-#define VAR(name, field) { name "=", sizeof(name), offsetof(struct cgi_vars, field) }
+#define VAR(name, field)                                                       \
+	{                                                                      \
+		name "=", sizeof(name), offsetof(struct cgi_vars, field)       \
+	}
 static const struct {
-	const char *prefix;     /* "NAME=" */
-	size_t len;             /* strlen(prefix) */
+	const char *prefix; /* "NAME=" */
+	size_t len;         /* strlen(prefix) */
 	size_t off;
 } cgi_var_table[] = {
 	VAR("REQUEST_METHOD", method),
@@ -56,7 +59,9 @@ cgi_vars_collect(char **envp, struct cgi_vars *v)
 
 		if (e[0] == '\0')
 			continue;
-		for (i = 0; i < sizeof(cgi_var_table) / sizeof(cgi_var_table[0]); i++) {
+		for (i = 0;
+		     i < sizeof(cgi_var_table) / sizeof(cgi_var_table[0]);
+		     i++) {
 			const char *p = cgi_var_table[i].prefix;
 
 			/* two bytes first: most names differ there (e[1]
@@ -64,7 +69,8 @@ cgi_vars_collect(char **envp, struct cgi_vars *v)
 			if (e[0] != p[0] || e[1] != p[1] ||
 			    strncmp(e, p, cgi_var_table[i].len) != 0)
 				continue;
-			slot = (const char **)((char *)v + cgi_var_table[i].off);
+			slot =
+			    (const char **)((char *)v + cgi_var_table[i].off);
 			if (*slot == NULL)
 				*slot = e + cgi_var_table[i].len;
 			break;
@@ -102,7 +108,8 @@ source_read(const struct request_source *src, char *buf, size_t n,
 	long r;
 
 	while (got < n) {
-		if (src->deadline_us != 0 && now_mono_us() >= src->deadline_us) {
+		if (src->deadline_us != 0 &&
+		    now_mono_us() >= src->deadline_us) {
 			*timed_out = 1;
 			break;
 		}
@@ -163,14 +170,11 @@ request_read(struct request *r, const struct request_source *src,
 		want = max_body + 1;
 	} else {
 		switch (content_length_parse(v.clen, max_body, &want)) {
-		case CLEN_OK:
-			break;
+		case CLEN_OK: break;
 		case CLEN_TOO_LARGE:
 			r->body_status = BODY_TOO_LARGE;
 			goto drain;
-		case CLEN_INVALID:
-			r->body_status = BODY_BAD_LENGTH;
-			goto drain;
+		case CLEN_INVALID: r->body_status = BODY_BAD_LENGTH; goto drain;
 		}
 	}
 	if ((r->body = malloc(want + 1)) == NULL)
@@ -180,7 +184,7 @@ request_read(struct request *r, const struct request_source *src,
 	r->body_len = got;
 	if (timed_out) {
 		r->body_status = BODY_TIMEOUT;
-		return 0;       /* nothing more to drain: the client stalled */
+		return 0; /* nothing more to drain: the client stalled */
 	}
 	if (to_eof && got > max_body) {
 		r->body_status = BODY_TOO_LARGE;

@@ -22,13 +22,17 @@ struct request_source {
 	 */
 	long (*read)(void *ctx, char *buf, size_t n);
 	void *ctx;
-	long long deadline_us;  /* monotonic; 0: none. Reading stops past it */
+	long long deadline_us; /* monotonic; 0: none. Reading stops past it */
 };
 
 #define READ_TIMED_OUT (-2L)
 
 enum body_status {
-	BODY_OK, BODY_TOO_LARGE, BODY_BAD_LENGTH, BODY_SHORT, BODY_TIMEOUT
+	BODY_OK,
+	BODY_TOO_LARGE,
+	BODY_BAD_LENGTH,
+	BODY_SHORT,
+	BODY_TIMEOUT
 };
 
 struct request {
@@ -43,12 +47,12 @@ struct request {
 	 * every byte encoded. Longer paths are cut, which no route accepts.
 	 */
 	char path[1024];
-	char *body;                     /* malloc'd, NUL-terminated, may be NULL when empty */
+	char *body; /* malloc'd, NUL-terminated, may be NULL when empty */
 	size_t body_len;
 	size_t content_length;
 	enum body_status body_status;
 	char request_id[TOKEN_HEX_LEN + 1];
-	long long start_us;             /* monotonic microseconds */
+	long long start_us; /* monotonic microseconds */
 };
 
 /*

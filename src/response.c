@@ -58,15 +58,18 @@ const char *
 outcome_label(size_t i)
 {
 	static const char *const successes[] = {
-		OUTCOME_CREATED, OUTCOME_REPLAYED, OUTCOME_OK,
-		OUTCOME_KEY_FOUND, OUTCOME_OTHER,
+		OUTCOME_CREATED,
+		OUTCOME_REPLAYED,
+		OUTCOME_OK,
+		OUTCOME_KEY_FOUND,
+		OUTCOME_OTHER,
 	};
 
 	if (i < PROB_COUNT)
 		return problems[i].slug;
 	i -= PROB_COUNT;
-	return i < sizeof(successes) / sizeof(successes[0]) ?
-	    successes[i] : NULL;
+	return i < sizeof(successes) / sizeof(successes[0]) ? successes[i]
+	                                                    : NULL;
 }
 
 /* Used when even rendering a problem fails for lack of memory. */
@@ -121,7 +124,8 @@ problem_render(enum problem p, const char *detail, cJSON *extras, size_t *len)
 	    cJSON_AddStringToObject(o, "title", pi->title) == NULL ||
 	    cJSON_AddNumberToObject(o, "status", pi->status) == NULL)
 		goto fail;
-	if (detail != NULL && cJSON_AddStringToObject(o, "detail", detail) == NULL)
+	if (detail != NULL &&
+	    cJSON_AddStringToObject(o, "detail", detail) == NULL)
 		goto fail;
 	if (extras != NULL) {
 		while ((item = extras->child) != NULL) {
@@ -183,8 +187,8 @@ fail:
 }
 
 void
-response_set_body(struct response *r, int status, const char *ctype,
-    char *body, size_t len)
+response_set_body(struct response *r, int status, const char *ctype, char *body,
+    size_t len)
 {
 	free(r->body);
 	r->status = status;
@@ -238,8 +242,8 @@ response_send(const struct response *r, const char *request_id,
 {
 	char head[RESPONSE_HEADERS_MAX + 512];
 	const char *body = r->body;
-	const char *ctype = r->content_type[0] != '\0' ? r->content_type :
-	    PROBLEM_CTYPE;
+	const char *ctype =
+	    r->content_type[0] != '\0' ? r->content_type : PROBLEM_CTYPE;
 	size_t body_len = r->body_len;
 	int status = r->status;
 	struct util_buf b;

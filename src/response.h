@@ -10,7 +10,7 @@
 #include <cJSON.h>
 
 enum problem {
-	PROB_NONE = -1,       /* success: no problem to report */
+	PROB_NONE = -1, /* success: no problem to report */
 	PROB_NOT_FOUND,
 	PROB_METHOD_NOT_ALLOWED,
 	PROB_UNAUTHORIZED,
@@ -34,7 +34,8 @@ enum problem {
 };
 
 struct problem_info {
-	const char *slug;     /* type = "/problems/<slug>"; also the metrics outcome */
+	const char
+	    *slug; /* type = "/problems/<slug>"; also the metrics outcome */
 	int status;
 	const char *title;
 };
@@ -47,11 +48,11 @@ const struct problem_info *problem_info(enum problem p);
  * every problem's slug, then these successes, then OUTCOME_OTHER. One
  * table, in response.c.
  */
-extern const char OUTCOME_CREATED[];     /* "created" */
-extern const char OUTCOME_REPLAYED[];    /* "replayed" */
-extern const char OUTCOME_OK[];          /* "ok": /healthz, /metrics */
-extern const char OUTCOME_KEY_FOUND[];   /* "key-found": GET /charge/keys/<key> */
-extern const char OUTCOME_OTHER[];       /* "other": anything unlabelled */
+extern const char OUTCOME_CREATED[];   /* "created" */
+extern const char OUTCOME_REPLAYED[];  /* "replayed" */
+extern const char OUTCOME_OK[];        /* "ok": /healthz, /metrics */
+extern const char OUTCOME_KEY_FOUND[]; /* "key-found": GET /charge/keys/<key> */
+extern const char OUTCOME_OTHER[];     /* "other": anything unlabelled */
 #define OUTCOME_COUNT (PROB_COUNT + 5)
 
 /* The i-th label (i < OUTCOME_COUNT), or NULL. */
@@ -69,11 +70,11 @@ char *problem_render(enum problem p, const char *detail, cJSON *extras,
 struct response {
 	int status;
 	char content_type[128];
-	char headers[RESPONSE_HEADERS_MAX];   /* extra "Name: value\r\n" lines */
+	char headers[RESPONSE_HEADERS_MAX]; /* extra "Name: value\r\n" lines */
 	size_t headers_len;
-	char *body;                           /* owned (malloc'd) */
+	char *body; /* owned (malloc'd) */
 	size_t body_len;
-	const char *outcome;                  /* metrics label, static string */
+	const char *outcome; /* metrics label, static string */
 };
 
 void response_init(struct response *r);
@@ -95,7 +96,7 @@ void response_problem(struct response *r, enum problem p, const char *detail,
     cJSON *extras);
 
 struct response_sink {
-	int (*write)(void *ctx, const char *p, size_t n);   /* 0 or -1 */
+	int (*write)(void *ctx, const char *p, size_t n); /* 0 or -1 */
 	void *ctx;
 };
 

@@ -13,15 +13,15 @@
 #include "schema.h"
 #include "util.h"
 
-#define SOURCE_PREFIX   "tok_"
-#define CURRENCY_LEN    3
+#define SOURCE_PREFIX "tok_"
+#define CURRENCY_LEN 3
 
 /* What is wrong with a value, before it is reported on a field. */
 enum problem {
 	PROBLEM_NONE,
 	PROBLEM_MISSING,
 	PROBLEM_NOT_INTEGER,
-	PROBLEM_NOT_PLAIN,      /* a number with fraction, exponent, leading 0 */
+	PROBLEM_NOT_PLAIN, /* a number with fraction, exponent, leading 0 */
 	PROBLEM_RANGE,
 	PROBLEM_NOT_STRING,
 	PROBLEM_TOO_LONG,
@@ -29,21 +29,37 @@ enum problem {
 
 /* The top-level members, in the order their checks report. */
 enum top_field {
-	TOP_AMOUNT, TOP_CURRENCY, TOP_SOURCE, TOP_CUSTOMER, TOP_DESCRIPTION,
-	TOP_METADATA, TOP_LINE_ITEMS, TOP_COUNT
+	TOP_AMOUNT,
+	TOP_CURRENCY,
+	TOP_SOURCE,
+	TOP_CUSTOMER,
+	TOP_DESCRIPTION,
+	TOP_METADATA,
+	TOP_LINE_ITEMS,
+	TOP_COUNT
 };
 
 static const char *const top_names[TOP_COUNT] = {
-	"amount", "currency", "source", "customer", "description", "metadata",
+	"amount",
+	"currency",
+	"source",
+	"customer",
+	"description",
+	"metadata",
 	"line_items",
 };
 
 enum item_field {
-	ITEM_DESCRIPTION, ITEM_QUANTITY, ITEM_UNIT_AMOUNT, ITEM_COUNT
+	ITEM_DESCRIPTION,
+	ITEM_QUANTITY,
+	ITEM_UNIT_AMOUNT,
+	ITEM_COUNT
 };
 
 static const char *const item_names[ITEM_COUNT] = {
-	"description", "quantity", "unit_amount",
+	"description",
+	"quantity",
+	"unit_amount",
 };
 
 void
@@ -115,8 +131,7 @@ report_unknown(struct validation *v, const cJSON *obj, const char *parent,
 
 /* PROBLEM_NONE, and *out, when node is an integer in [min, max]. */
 static enum problem
-integer_problem(const cJSON *node, long long min, long long max,
-    long long *out)
+integer_problem(const cJSON *node, long long min, long long max, long long *out)
 {
 	double d;
 
@@ -152,7 +167,8 @@ report_integer(struct validation *v, const char *field, enum problem pr,
 	else if (pr == PROBLEM_NOT_INTEGER)
 		schema_error(v, field, "must be an integer");
 	else if (pr == PROBLEM_NOT_PLAIN)
-		schema_error(v, field, "must be an integer, without fraction, "
+		schema_error(v, field,
+		    "must be an integer, without fraction, "
 		    "exponent or leading zero");
 	else if (pr == PROBLEM_RANGE)
 		schema_error(v, field, "must be between %lld and %lld", min,
@@ -192,8 +208,7 @@ check_optional_string(struct validation *v, const cJSON *node,
 }
 
 static void
-check_currency(struct validation *v, const cJSON *node,
-    struct charge_fields *f)
+check_currency(struct validation *v, const cJSON *node, struct charge_fields *f)
 {
 	const char *s;
 
@@ -246,14 +261,16 @@ check_source(struct validation *v, const cJSON *node, struct charge_fields *f)
 		char c = s[i];
 
 		if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
-		    (c >= '0' && c <= '9') || c == '_'))
+		        (c >= '0' && c <= '9') || c == '_'))
 			goto bad;
 	}
 	memcpy(f->source, s, n + 1);
 	return;
 bad:
-	schema_error(v, "source", "must be \"%s\" followed by 1 to %d letters, "
-	    "digits or underscores", SOURCE_PREFIX, SOURCE_TOKEN_MAX);
+	schema_error(v, "source",
+	    "must be \"%s\" followed by 1 to %d letters, "
+	    "digits or underscores",
+	    SOURCE_PREFIX, SOURCE_TOKEN_MAX);
 }
 
 static void
@@ -309,10 +326,14 @@ check_line_item(struct validation *v, const cJSON *item, size_t i,
 {
 	/* bounds of the integer members (description is a string) */
 	static const long long min[ITEM_COUNT] = {
-		0, LINE_ITEM_QTY_MIN, LINE_ITEM_UNIT_MIN,
+		0,
+		LINE_ITEM_QTY_MIN,
+		LINE_ITEM_UNIT_MIN,
 	};
 	static const long long max[ITEM_COUNT] = {
-		0, LINE_ITEM_QTY_MAX, LINE_ITEM_UNIT_MAX,
+		0,
+		LINE_ITEM_QTY_MAX,
+		LINE_ITEM_UNIT_MAX,
 	};
 	const cJSON *slot[ITEM_COUNT] = { NULL, NULL, NULL };
 	long long value[ITEM_COUNT] = { 0, 0, 0 };
@@ -336,7 +357,8 @@ check_line_item(struct validation *v, const cJSON *item, size_t i,
 		else if (k == ITEM_DESCRIPTION)
 			pr = string_problem(slot[k], LINE_ITEM_DESC_MAX);
 		else
-			pr = integer_problem(slot[k], min[k], max[k], &value[k]);
+			pr =
+			    integer_problem(slot[k], min[k], max[k], &value[k]);
 		if (pr == PROBLEM_NONE)
 			continue;
 		bad = 1;
@@ -405,7 +427,7 @@ schema_check(const cJSON *root, struct charge_fields *f, struct validation *v)
 	if (slot[TOP_AMOUNT] == NULL)
 		schema_error(v, "amount", "is required");
 	else if ((pr = integer_problem(slot[TOP_AMOUNT], AMOUNT_MIN, AMOUNT_MAX,
-	    &f->amount)) != PROBLEM_NONE)
+	              &f->amount)) != PROBLEM_NONE)
 		report_integer(v, "amount", pr, AMOUNT_MIN, AMOUNT_MAX);
 	else
 		amount_ok = 1;
@@ -424,7 +446,9 @@ schema_check(const cJSON *root, struct charge_fields *f, struct validation *v)
 		/* an empty list is the same as no list: nothing to sum */
 		if (amount_ok && sum >= 0 && f->line_items->child != NULL &&
 		    sum != f->amount)
-			schema_error(v, "amount", "must equal the sum of "
-			    "line_items quantity * unit_amount (%lld)", sum);
+			schema_error(v, "amount",
+			    "must equal the sum of "
+			    "line_items quantity * unit_amount (%lld)",
+			    sum);
 	}
 }

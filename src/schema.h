@@ -19,14 +19,14 @@ struct validation_error {
 
 struct validation {
 	struct validation_error errors[VALIDATION_ERRORS_MAX];
-	int n;              /* errors recorded (at most VALIDATION_ERRORS_MAX) */
+	int n; /* errors recorded (at most VALIDATION_ERRORS_MAX) */
 };
 
 /* The members of a body as schema_check() found them. */
 struct charge_fields {
 	long long amount;
-	char currency[4];                           /* lower case */
-	char source[4 + SOURCE_TOKEN_MAX + 1];      /* "tok_..." */
+	char currency[4];                      /* lower case */
+	char source[4 + SOURCE_TOKEN_MAX + 1]; /* "tok_..." */
 	/* each NULL when absent or null */
 	const cJSON *customer, *description, *metadata, *line_items;
 };

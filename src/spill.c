@@ -21,7 +21,7 @@
 
 #define SPILL_SUFFIX ".body"
 #define SPILL_TMP_SUFFIX ".tmp"
-#define SPILL_RANDOM_BYTES 16      /* 128-bit random names: no client input */
+#define SPILL_RANDOM_BYTES 16 /* 128-bit random names: no client input */
 #define SPILL_FILE_MODE 0600
 #define SPILL_DIR_MODE 0700
 
@@ -51,8 +51,9 @@ spill_write(const char *dir, const char *data, size_t len,
 		spill_err(errstr, errlen, "open dir", dir);
 		goto fail;
 	}
-	fd = openat(dfd, tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW |
-	    O_CLOEXEC, SPILL_FILE_MODE);
+	fd = openat(dfd, tmp,
+	    O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC,
+	    SPILL_FILE_MODE);
 	if (fd < 0) {
 		spill_err(errstr, errlen, "create", tmp);
 		goto fail;
@@ -99,7 +100,8 @@ fail:
 static int
 spill_name_has_form(const char *name, const char *suffix)
 {
-	return strnlen(name, 2 * SPILL_RANDOM_BYTES) == 2 * SPILL_RANDOM_BYTES &&
+	return strnlen(name, 2 * SPILL_RANDOM_BYTES) ==
+	    2 * SPILL_RANDOM_BYTES &&
 	    util_is_hex(name, 2 * SPILL_RANDOM_BYTES) &&
 	    strcmp(name + 2 * SPILL_RANDOM_BYTES, suffix) == 0;
 }
@@ -136,8 +138,9 @@ spill_read(const char *dir, const char *name, size_t expect_len,
 		goto fail;
 	}
 	if (!S_ISREG(st.st_mode) || (size_t)st.st_size != expect_len) {
-		(void)snprintf(errstr, errlen, "spill %s: size %lld, expected %zu",
-		    name, (long long)st.st_size, expect_len);
+		(void)snprintf(errstr, errlen,
+		    "spill %s: size %lld, expected %zu", name,
+		    (long long)st.st_size, expect_len);
 		goto fail;
 	}
 	if ((buf = malloc(expect_len + 1)) == NULL) {
@@ -201,7 +204,8 @@ spill_gc(const char *dir, long max_age_s, long tmp_age_s)
 		/* only files this module names: never anything else in dir */
 		if (!is_tmp && !spill_name_valid(e->d_name))
 			continue;
-		if (fstatat(dirfd(d), e->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0 ||
+		if (fstatat(dirfd(d), e->d_name, &st, AT_SYMLINK_NOFOLLOW) !=
+		        0 ||
 		    !S_ISREG(st.st_mode))
 			continue;
 		age = (long)(now - st.st_mtime);

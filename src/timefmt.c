@@ -8,7 +8,7 @@
 
 #include "timefmt.h"
 
-#define MS_PER_DAY     86400000LL
+#define MS_PER_DAY 86400000LL
 /* 9999-12-31T23:59:59.999Z */
 #define TIMEFMT_MAX_MS 253402300799999LL
 
@@ -31,13 +31,13 @@ civil_from_ms(long long ms, struct civil *c)
 	c->hh = (int)(rem / 3600);
 	c->mm = (int)(rem / 60 % 60);
 	c->ss = (int)(rem % 60);
-	c->wday = (int)((days + 4) % 7);        /* 1970-01-01 was a Thursday */
-	z = days + 719468;                      /* days since 0000-03-01 */
+	c->wday = (int)((days + 4) % 7); /* 1970-01-01 was a Thursday */
+	z = days + 719468;               /* days since 0000-03-01 */
 	era = z / 146097;
-	doe = z - era * 146097;                 /* [0, 146096] */
+	doe = z - era * 146097; /* [0, 146096] */
 	yoe = (doe - doe / 1460 + doe / 36524 - doe / 146096) / 365;
 	doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-	mp = (5 * doy + 2) / 153;               /* March = 0 */
+	mp = (5 * doy + 2) / 153; /* March = 0 */
 	c->day = (int)(doy - (153 * mp + 2) / 5 + 1);
 	c->mon = (int)(mp < 10 ? mp + 3 : mp - 9);
 	c->y = yoe + era * 400 + (c->mon <= 2);
@@ -56,11 +56,27 @@ int
 timefmt_http_date(long long ms, char *out, size_t outlen)
 {
 	static const char wdays[7][4] = {
-		"Sun", "Mon", "Tue", "Wed", "Thu", "Fri", "Sat",
+		"Sun",
+		"Mon",
+		"Tue",
+		"Wed",
+		"Thu",
+		"Fri",
+		"Sat",
 	};
 	static const char months[12][4] = {
-		"Jan", "Feb", "Mar", "Apr", "May", "Jun",
-		"Jul", "Aug", "Sep", "Oct", "Nov", "Dec",
+		"Jan",
+		"Feb",
+		"Mar",
+		"Apr",
+		"May",
+		"Jun",
+		"Jul",
+		"Aug",
+		"Sep",
+		"Oct",
+		"Nov",
+		"Dec",
 	};
 	struct civil c;
 	int n;
@@ -82,8 +98,8 @@ timefmt_rfc3339_ms(long long ms, char *out, size_t outlen)
 
 	if (civil_from_ms(ms, &c) != 0)
 		return fail(out, outlen);
-	n = snprintf(out, outlen, "%04lld-%02d-%02dT%02d:%02d:%02d.%03dZ",
-	    c.y, c.mon, c.day, c.hh, c.mm, c.ss, c.msec);
+	n = snprintf(out, outlen, "%04lld-%02d-%02dT%02d:%02d:%02d.%03dZ", c.y,
+	    c.mon, c.day, c.hh, c.mm, c.ss, c.msec);
 	if (n != RFC3339_MS_LEN || (size_t)n >= outlen)
 		return fail(out, outlen);
 	return 0;

@@ -8,8 +8,8 @@
 
 #include <stddef.h>
 
-#define HTTP_DATE_LEN   29      /* "Sun, 06 Nov 1994 08:49:37 GMT" */
-#define RFC3339_MS_LEN  24      /* "1994-11-06T08:49:37.123Z" */
+#define HTTP_DATE_LEN 29  /* "Sun, 06 Nov 1994 08:49:37 GMT" */
+#define RFC3339_MS_LEN 24 /* "1994-11-06T08:49:37.123Z" */
 
 /*
  * IMF-fixdate of the second that holds ms (Unix milliseconds, rounded

@@ -37,7 +37,8 @@ util_read_file(const char *path, size_t max, char **out, size_t *outlen,
 
 	*out = NULL;
 	*outlen = 0;
-	if ((fd = open(path, O_RDONLY | O_CLOEXEC)) < 0 || fstat(fd, &st) != 0) {
+	if ((fd = open(path, O_RDONLY | O_CLOEXEC)) < 0 ||
+	    fstat(fd, &st) != 0) {
 		util_err(err, errlen, "%s: %s", path, strerror(errno));
 		goto fail;
 	}
@@ -223,7 +224,8 @@ util_is_hex(const char *s, size_t n)
 	size_t i;
 
 	for (i = 0; i < n; i++)
-		if (!((s[i] >= '0' && s[i] <= '9') || (s[i] >= 'a' && s[i] <= 'f')))
+		if (!((s[i] >= '0' && s[i] <= '9') ||
+		        (s[i] >= 'a' && s[i] <= 'f')))
 			return 0;
 	return 1;
 }

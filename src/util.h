@@ -61,7 +61,7 @@ int util_is_space(char ch);
 struct util_lines {
 	const char *text;
 	size_t len, pos;
-	size_t lineno;          /* of the line last returned */
+	size_t lineno; /* of the line last returned */
 };
 
 void util_lines_init(struct util_lines *it, const char *text, size_t len);

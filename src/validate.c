@@ -30,23 +30,28 @@ body_error(struct validation *v, enum json_status st, size_t at)
 		schema_error(v, FIELD_BODY, "is not valid UTF-8");
 		break;
 	case JSON_SYNTAX:
-		schema_error(v, FIELD_BODY, "is not valid JSON (error at byte "
-		    "%zu)", at);
+		schema_error(v, FIELD_BODY,
+		    "is not valid JSON (error at byte "
+		    "%zu)",
+		    at);
 		break;
 	case JSON_BAD_BYTE:
-		schema_error(v, FIELD_BODY, "is not valid JSON (unexpected byte "
-		    "at %zu)", at);
+		schema_error(v, FIELD_BODY,
+		    "is not valid JSON (unexpected byte "
+		    "at %zu)",
+		    at);
 		break;
 	case JSON_TRAILING:
-		schema_error(v, FIELD_BODY, "has unexpected data after the JSON "
-		    "value at byte %zu", at);
+		schema_error(v, FIELD_BODY,
+		    "has unexpected data after the JSON "
+		    "value at byte %zu",
+		    at);
 		break;
 	case JSON_NOMEM:
 		schema_error(v, FIELD_BODY,
 		    "could not be checked: out of memory");
 		break;
-	case JSON_OK:
-		break;
+	case JSON_OK: break;
 	}
 }
 

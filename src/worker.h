@@ -13,7 +13,7 @@ struct worker {
 	const struct config *cfg;
 	const struct auth_table *auth;
 	struct redis_conn redis;
-	int ledger_fd;          /* the provider ledger, -1 until first used */
+	int ledger_fd; /* the provider ledger, -1 until first used */
 	int id;
 };
 

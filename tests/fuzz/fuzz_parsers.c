@@ -21,7 +21,7 @@
 #include "redis_url.h"
 #include "validate.h"
 
-#define JSON_INT_EXACT 1e15     /* json.c's plain integers saturate here */
+#define JSON_INT_EXACT 1e15 /* json.c's plain integers saturate here */
 
 /* 1 when json.c's tree a reads as cJSON's tree b of the same text. */
 static int
@@ -40,14 +40,14 @@ same_tree(const cJSON *a, const cJSON *b)
 	if ((a->type & 0xff) != (b->type & 0xff))
 		return 0;
 	if (cJSON_IsNumber(a))
-		return fabs(b->valuedouble) >= JSON_INT_EXACT ?
-		    fabs(a->valuedouble) == JSON_INT_EXACT :
-		    a->valuedouble == b->valuedouble &&
-		    signbit(a->valuedouble) == signbit(b->valuedouble);
+		return fabs(b->valuedouble) >= JSON_INT_EXACT
+		    ? fabs(a->valuedouble) == JSON_INT_EXACT
+		    : a->valuedouble == b->valuedouble &&
+		        signbit(a->valuedouble) == signbit(b->valuedouble);
 	if (cJSON_IsString(a))
 		return strcmp(a->valuestring, b->valuestring) == 0;
 	for (a = a->child, b = b->child; a != NULL && b != NULL;
-	    a = a->next, b = b->next)
+	     a = a->next, b = b->next)
 		if (!same_tree(a, b))
 			return 0;
 	return a == NULL && b == NULL;
@@ -94,8 +94,7 @@ fuzz_json(const char *buf, size_t size)
 		    json_problems(&doc, problem_field_utf8, NULL) != 0)
 			abort();
 		break;
-	default:
-		break;
+	default: break;
 	}
 	cJSON_Delete(ref);
 	json_doc_free(&doc);
@@ -114,7 +113,8 @@ fuzz_body(const char *buf, size_t size)
 		if (v.n < 1 || v.n > VALIDATION_ERRORS_MAX)
 			abort();
 		for (i = 0; i < v.n; i++)
-			if (!utf8_valid(v.errors[i].field, strlen(v.errors[i].field)))
+			if (!utf8_valid(v.errors[i].field,
+			        strlen(v.errors[i].field)))
 				abort();
 		return;
 	}
@@ -164,8 +164,9 @@ fuzz_record(const char *buf, size_t size)
 
 	for (i = 0; i <= size && k < 8; i++) {
 		if (i == size || buf[i] == '\0') {
-			f[k].p = (i - start == 1 && buf[start] == '~') ? NULL :
-			    buf + start;
+			f[k].p = (i - start == 1 && buf[start] == '~')
+			    ? NULL
+			    : buf + start;
 			f[k].n = i - start;
 			k++;
 			start = i + 1;
@@ -187,8 +188,7 @@ fuzz_cluster(const char *buf, size_t size)
 		    strlen(r.host) > REDIS_HOST_MAX)
 			abort();
 		break;
-	default:
-		break;
+	default: break;
 	}
 	if (cluster_keyslot(buf, size) >= CLUSTER_SLOTS)
 		abort();

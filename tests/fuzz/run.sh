@@ -16,7 +16,7 @@ if ! command -v "$CC" >/dev/null; then
 fi
 python3 "$ROOT/tools/embed.py" "$OUT/lua_scripts.c" "$OUT/lua_scripts.h" \
 	claim="$ROOT/lua/claim.lua" record="$ROOT/lua/record.lua" \
-	release="$ROOT/lua/release.lua" || exit 1
+	release="$ROOT/lua/release.lua" lookup="$ROOT/lua/lookup.lua" || exit 1
 # shellcheck disable=SC2046
 if ! "$CC" -std=c11 -D_GNU_SOURCE -g -O1 -Wall -Wextra -Werror \
 	-fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all \

@@ -23,11 +23,11 @@
 #define CHARGE_DEFAULT_CONF "conf/charge.conf"
 #endif
 
-#define KEY_DEMO  "sk_test_demo"
-#define HEX_DEMO \
+#define KEY_DEMO "sk_test_demo"
+#define HEX_DEMO                                                               \
 	"5d48f1024f38b44ad9ddc03dc12b2a8287c7ec690065dcef384cb1fd1753626d"
 #define KEY_ALICE "sk_live_alice"
-#define KEY_BOB   "sk_live_bob"
+#define KEY_BOB "sk_live_bob"
 
 /* Lower-case hex SHA-256 of s into out[65]. */
 static void
@@ -85,8 +85,8 @@ test_parse_good(void **state)
 
 	(void)state;
 	for (i = 0; i < 64; i++)
-		upper[i] = (char)(HEX_DEMO[i] >= 'a' ? HEX_DEMO[i] - 32 :
-		    HEX_DEMO[i]);
+		upper[i] =
+		    (char)(HEX_DEMO[i] >= 'a' ? HEX_DEMO[i] - 32 : HEX_DEMO[i]);
 	upper[64] = '\0';
 	/* Upper-case hex; no newline at the end of the file. */
 	(void)snprintf(text, sizeof(text), "demo %s\nUPPER_hex-1 %s", upper,
@@ -102,7 +102,7 @@ test_parse_good(void **state)
 	auth_free(&t);
 	assert_null(t.entries);
 	assert_int_equal(t.n, 0);
-	auth_free(&t);          /* twice is harmless */
+	auth_free(&t); /* twice is harmless */
 	auth_free(NULL);
 }
 
@@ -123,13 +123,15 @@ test_parse_comments(void **state)
 	    "alice %s#comment right after is not a comment\n",
 	    HEX_DEMO, a);
 	assert_int_equal(parse(&t, text, err, sizeof(err)), -1);
-	assert_string_equal(err, "line 6: expected 64 hex digits (the SHA-256 "
+	assert_string_equal(err,
+	    "line 6: expected 64 hex digits (the SHA-256 "
 	    "of the API key) after the principal");
 
 	(void)snprintf(text, sizeof(text),
 	    "# keys\n\n   # indented comment\n \t \n"
 	    "  demo\t%s   # trailing comment\r\n"
-	    "alice %s\n# end", HEX_DEMO, a);
+	    "alice %s\n# end",
+	    HEX_DEMO, a);
 	assert_int_equal(parse(&t, text, err, sizeof(err)), 0);
 	assert_int_equal(t.n, 2);
 	assert_string_equal(t.entries[0].principal, "demo");
@@ -143,19 +145,19 @@ test_parse_bad_hex(void **state)
 	static const char *const bad[] = {
 		/* 63 digits */
 		"demo 5d48f1024f38b44ad9ddc03dc12b2a82"
-		    "87c7ec690065dcef384cb1fd1753626\n",
+		"87c7ec690065dcef384cb1fd1753626\n",
 		/* 65 digits */
 		"demo 5d48f1024f38b44ad9ddc03dc12b2a82"
-		    "87c7ec690065dcef384cb1fd1753626d0\n",
+		"87c7ec690065dcef384cb1fd1753626d0\n",
 		/* a 'g' */
 		"demo 5d48f1024f38b44ad9ddc03dc12b2a82"
-		    "87c7ec690065dcef384cb1fd1753626g\n",
+		"87c7ec690065dcef384cb1fd1753626g\n",
 		/* no hash */
 		"demo\n",
 		"demo   \n",
 		/* 0x prefix */
 		"demo 0x5d48f1024f38b44ad9ddc03dc12b2a8"
-		    "287c7ec690065dcef384cb1fd17536\n",
+		"287c7ec690065dcef384cb1fd17536\n",
 	};
 	struct auth_table t;
 	char text[256], err[256];
@@ -179,10 +181,14 @@ static void
 test_parse_bad_principal(void **state)
 {
 	static const char *const bad[] = {
-		"de.mo", "d\xc3\xa9mo", "de/mo", "de:mo", "de@mo",
+		"de.mo",
+		"d\xc3\xa9mo",
+		"de/mo",
+		"de:mo",
+		"de@mo",
 		/* 65 characters */
 		"a12345678901234567890123456789012"
-		    "34567890123456789012345678901234",
+		"34567890123456789012345678901234",
 	};
 	struct auth_table t;
 	char text[256], err[256], p64[65];
@@ -241,7 +247,8 @@ test_parse_empty(void **state)
 	assert_int_equal(parse(&t, "", err, sizeof(err)), -1);
 	assert_contains(err, "no API keys");
 	assert_int_equal(parse(&t, "# only comments\n\n  # and blanks\n", err,
-	    sizeof(err)), -1);
+	                     sizeof(err)),
+	    -1);
 	assert_contains(err, "no API keys");
 	assert_null(t.entries);
 	assert_int_equal(t.n, 0);
@@ -265,8 +272,8 @@ test_load(void **state)
 	assert_contains(err, path);
 	f = fopen(path, "w");
 	assert_non_null(f);
-	assert_int_equal(fprintf(f, "# k\nbad!principal %s\n",
-	    HEX_DEMO) > 0, 1);
+	assert_int_equal(fprintf(f, "# k\nbad!principal %s\n", HEX_DEMO) > 0,
+	    1);
 	assert_int_equal(fclose(f), 0);
 	assert_int_equal(auth_load(&t, path, err, sizeof(err)), -1);
 	assert_contains(err, path);

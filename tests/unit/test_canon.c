@@ -42,7 +42,8 @@ cjson_canonical(const struct charge_fields *f)
 	cJSON_AddStringToObject(o, "currency", f->currency);
 	cJSON_AddStringToObject(o, "source", f->source);
 	if (f->customer != NULL)
-		cJSON_AddStringToObject(o, "customer", f->customer->valuestring);
+		cJSON_AddStringToObject(o, "customer",
+		    f->customer->valuestring);
 	else
 		cJSON_AddNullToObject(o, "customer");
 	if (f->description != NULL)
@@ -51,22 +52,26 @@ cjson_canonical(const struct charge_fields *f)
 	else
 		cJSON_AddNullToObject(o, "description");
 	m = cJSON_AddObjectToObject(o, "metadata");
-	for (c = f->metadata != NULL ? f->metadata->child : NULL; c; c = c->next)
+	for (c = f->metadata != NULL ? f->metadata->child : NULL; c;
+	     c = c->next)
 		kv[n++] = c;
 	qsort(kv, n, sizeof(kv[0]), name_cmp);
 	for (size_t i = 0; i < n; i++)
 		cJSON_AddStringToObject(m, kv[i]->string, kv[i]->valuestring);
 	a = cJSON_AddArrayToObject(o, "line_items");
 	for (c = f->line_items != NULL ? f->line_items->child : NULL; c;
-	    c = c->next) {
+	     c = c->next) {
 		item = cJSON_CreateObject();
 		cJSON_AddItemToArray(a, item);
 		cJSON_AddStringToObject(item, "description",
-		    cJSON_GetObjectItemCaseSensitive(c, "description")->valuestring);
+		    cJSON_GetObjectItemCaseSensitive(c, "description")
+		        ->valuestring);
 		cJSON_AddNumberToObject(item, "quantity",
-		    cJSON_GetObjectItemCaseSensitive(c, "quantity")->valuedouble);
+		    cJSON_GetObjectItemCaseSensitive(c, "quantity")
+		        ->valuedouble);
 		cJSON_AddNumberToObject(item, "unit_amount",
-		    cJSON_GetObjectItemCaseSensitive(c, "unit_amount")->valuedouble);
+		    cJSON_GetObjectItemCaseSensitive(c, "unit_amount")
+		        ->valuedouble);
 	}
 	s = cJSON_PrintUnformatted(o);
 	assert_non_null(s);
@@ -115,7 +120,8 @@ test_members(void **state)
 	    "{\"amount\":1999,\"currency\":\"usd\",\"source\":\"tok_visa\","
 	    "\"customer\":null,\"description\":null,\"metadata\":{},"
 	    "\"line_items\":[]}");
-	expect_canon("{\"line_items\":[{\"unit_amount\":0,\"quantity\":10000,"
+	expect_canon(
+	    "{\"line_items\":[{\"unit_amount\":0,\"quantity\":10000,"
 	    "\"description\":\"\"},{\"quantity\":1,\"description\":\"b\","
 	    "\"unit_amount\":99999999}],\"description\":\"\",\"customer\":\"c\","
 	    "\"source\":\"tok_x\",\"currency\":\"USD\",\"amount\":99999999}",
@@ -132,9 +138,9 @@ test_negative_zero(void **state)
 {
 	(void)state;
 	expect_canon("{\"amount\":5,\"currency\":\"usd\",\"source\":\"tok_x\","
-	    "\"line_items\":[{\"description\":\"a\",\"quantity\":1,"
-	    "\"unit_amount\":5},{\"description\":\"b\",\"quantity\":1,"
-	    "\"unit_amount\":-0}]}",
+	             "\"line_items\":[{\"description\":\"a\",\"quantity\":1,"
+	             "\"unit_amount\":5},{\"description\":\"b\",\"quantity\":1,"
+	             "\"unit_amount\":-0}]}",
 	    "{\"amount\":5,\"currency\":\"usd\",\"source\":\"tok_x\","
 	    "\"customer\":null,\"description\":null,\"metadata\":{},"
 	    "\"line_items\":[{\"description\":\"a\",\"quantity\":1,"
@@ -146,7 +152,8 @@ static void
 test_metadata_sorted(void **state)
 {
 	(void)state;
-	expect_canon("{" BASE ",\"metadata\":{\"\xc3\xa9\":\"1\",\"b\":\"2\","
+	expect_canon(
+	    "{" BASE ",\"metadata\":{\"\xc3\xa9\":\"1\",\"b\":\"2\","
 	    "\"B\":\"3\",\"a\":\"4\",\"aa\":\"5\",\"a0\":\"6\",\"_\":\"7\"}}",
 	    "{\"amount\":1999,\"currency\":\"usd\",\"source\":\"tok_visa\","
 	    "\"customer\":null,\"description\":null,\"metadata\":{\"B\":\"3\","
@@ -166,7 +173,8 @@ test_escapes(void **state)
 		n += (size_t)snprintf(esc + n, sizeof(esc) - n, "\\u%04x", c);
 	b = malloc(8 * sizeof(esc));
 	assert_non_null(b);
-	snprintf(b, 8 * sizeof(esc), "{" BASE ",\"customer\":\"%s\","
+	snprintf(b, 8 * sizeof(esc),
+	    "{" BASE ",\"customer\":\"%s\","
 	    "\"description\":\"\\b\\f\\n\\r\\t\\\"\\\\\\/\\u00e9\xe2\x82\xac\","
 	    "\"metadata\":{\"%.120s\":\"%s\"},\"line_items\":[{"
 	    "\"description\":\"%.198s\",\"quantity\":1,\"unit_amount\":1999}]}",
@@ -183,15 +191,19 @@ test_large(void **state)
 
 	(void)state;
 	assert_non_null(b);
-	n += (size_t)sprintf(b + n, "{\"amount\":%d,\"currency\":\"usd\","
-	    "\"source\":\"tok_visa\",\"metadata\":{", 3 * LINE_ITEMS_MAX);
+	n += (size_t)sprintf(b + n,
+	    "{\"amount\":%d,\"currency\":\"usd\","
+	    "\"source\":\"tok_visa\",\"metadata\":{",
+	    3 * LINE_ITEMS_MAX);
 	for (int i = METADATA_KEYS_MAX; i > 0; i--)
 		n += (size_t)sprintf(b + n, "%s\"k%d\":\"v%d\"",
 		    i < METADATA_KEYS_MAX ? "," : "", i, i);
 	n += (size_t)sprintf(b + n, "},\"line_items\":[");
 	for (int i = 0; i < LINE_ITEMS_MAX; i++)
-		n += (size_t)sprintf(b + n, "%s{\"description\":\"item %d\","
-		    "\"quantity\":3,\"unit_amount\":1}", i ? "," : "", i);
+		n += (size_t)sprintf(b + n,
+		    "%s{\"description\":\"item %d\","
+		    "\"quantity\":3,\"unit_amount\":1}",
+		    i ? "," : "", i);
 	sprintf(b + n, "]}");
 	text = canon(b);
 	assert_true(strlen(text) > 40000);

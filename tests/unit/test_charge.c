@@ -91,7 +91,8 @@ test_fingerprint_format(void **state)
 static void
 test_fingerprint_construction(void **state)
 {
-	static const char body[] = "{" BASE ",\"metadata\":{\"b\":\"2\",\"a\":\"1\"}}";
+	static const char body[] =
+	    "{" BASE ",\"metadata\":{\"b\":\"2\",\"a\":\"1\"}}";
 	struct charge_params p;
 	char f[65], want[65], *canon, *msg;
 	size_t len = 0, n;
@@ -141,7 +142,8 @@ test_fingerprint_equal(void **state)
 	assert_same("{" BASE "}", "{" BASE ",\"metadata\":{}}");
 	assert_same("{" BASE "}", "{" BASE ",\"line_items\":[]}");
 	/* metadata key order */
-	assert_same("{" BASE ",\"metadata\":{\"a\":\"1\",\"b\":\"2\",\"c\":\"3\"}}",
+	assert_same("{" BASE
+	            ",\"metadata\":{\"a\":\"1\",\"b\":\"2\",\"c\":\"3\"}}",
 	    "{\"metadata\":{\"c\":\"3\",\"a\":\"1\",\"b\":\"2\"}," BASE "}");
 	/* string escapes that name the same characters */
 	assert_same("{" BASE ",\"description\":\"caf\xc3\xa9 /\"}",
@@ -149,7 +151,8 @@ test_fingerprint_equal(void **state)
 	assert_same("{" BASE "}",
 	    "{\"amount\":1999,\"currency\":\"usd\",\"source\":\"tok_\\u0076isa\"}");
 	/* line item member order and whitespace */
-	assert_same("{\"amount\":2000,\"currency\":\"usd\",\"source\":\"tok_visa\","
+	assert_same(
+	    "{\"amount\":2000,\"currency\":\"usd\",\"source\":\"tok_visa\","
 	    "\"line_items\":[{\"description\":\"w\",\"quantity\":2,"
 	    "\"unit_amount\":1000}]}",
 	    "{\"line_items\":[ {\"unit_amount\":1000, \"quantity\":2,"
@@ -157,9 +160,9 @@ test_fingerprint_equal(void **state)
 	    "\"currency\":\"USD\",\"amount\":2000}");
 }
 
-#define LI(q1, u1, q2, u2) \
-	"\"line_items\":[{\"description\":\"a\",\"quantity\":" #q1 \
-	",\"unit_amount\":" #u1 "},{\"description\":\"b\",\"quantity\":" #q2 \
+#define LI(q1, u1, q2, u2)                                                     \
+	"\"line_items\":[{\"description\":\"a\",\"quantity\":" #q1             \
+	",\"unit_amount\":" #u1 "},{\"description\":\"b\",\"quantity\":" #q2   \
 	",\"unit_amount\":" #u2 "}]"
 
 static void
@@ -194,19 +197,23 @@ test_fingerprint_differs(void **state)
 	    "{" BASE ",\"metadata\":{\"b\":\"a\"}}");
 	assert_differ("{" BASE "}", "{" BASE ",\"metadata\":{\"k\":\"\"}}");
 	/* line items: same total, different quantity / unit_amount / order */
-	assert_differ("{\"amount\":3000,\"currency\":\"usd\",\"source\":\"tok_visa\","
-	    LI(2, 1000, 1, 1000) "}",
+	assert_differ(
+	    "{\"amount\":3000,\"currency\":\"usd\",\"source\":\"tok_visa\"," LI(
+	        2, 1000, 1, 1000) "}",
+	    "{\"amount\":3000,\"currency\":\"usd\",\"source\":\"tok_visa\"," LI(
+	        1, 1000, 2, 1000) "}");
+	assert_differ(
+	    "{\"amount\":3000,\"currency\":\"usd\",\"source\":\"tok_visa\"," LI(
+	        1, 1000, 1, 2000) "}",
+	    "{\"amount\":3000,\"currency\":\"usd\",\"source\":\"tok_visa\"," LI(
+	        2, 500, 1, 2000) "}");
+	assert_differ(
+	    "{\"amount\":3000,\"currency\":\"usd\",\"source\":\"tok_visa\"," LI(
+	        1, 1000, 1, 2000) "}",
+	    "{\"amount\":3000,\"currency\":\"usd\",\"source\":\"tok_visa\"," LI(
+	        1, 2000, 1, 1000) "}");
+	assert_differ(
 	    "{\"amount\":3000,\"currency\":\"usd\",\"source\":\"tok_visa\","
-	    LI(1, 1000, 2, 1000) "}");
-	assert_differ("{\"amount\":3000,\"currency\":\"usd\",\"source\":\"tok_visa\","
-	    LI(1, 1000, 1, 2000) "}",
-	    "{\"amount\":3000,\"currency\":\"usd\",\"source\":\"tok_visa\","
-	    LI(2, 500, 1, 2000) "}");
-	assert_differ("{\"amount\":3000,\"currency\":\"usd\",\"source\":\"tok_visa\","
-	    LI(1, 1000, 1, 2000) "}",
-	    "{\"amount\":3000,\"currency\":\"usd\",\"source\":\"tok_visa\","
-	    LI(1, 2000, 1, 1000) "}");
-	assert_differ("{\"amount\":3000,\"currency\":\"usd\",\"source\":\"tok_visa\","
 	    "\"line_items\":[{\"description\":\"a\",\"quantity\":1,"
 	    "\"unit_amount\":1000},{\"description\":\"b\",\"quantity\":1,"
 	    "\"unit_amount\":2000}]}",
@@ -214,14 +221,16 @@ test_fingerprint_differs(void **state)
 	    "\"line_items\":[{\"description\":\"b\",\"quantity\":1,"
 	    "\"unit_amount\":2000},{\"description\":\"a\",\"quantity\":1,"
 	    "\"unit_amount\":1000}]}");
-	assert_differ("{\"amount\":3000,\"currency\":\"usd\",\"source\":\"tok_visa\","
+	assert_differ(
+	    "{\"amount\":3000,\"currency\":\"usd\",\"source\":\"tok_visa\","
 	    "\"line_items\":[{\"description\":\"a\",\"quantity\":3,"
 	    "\"unit_amount\":1000}]}",
 	    "{\"amount\":3000,\"currency\":\"usd\",\"source\":\"tok_visa\","
 	    "\"line_items\":[{\"description\":\"A\",\"quantity\":3,"
 	    "\"unit_amount\":1000}]}");
 	/* a line item split in two is a different order */
-	assert_differ("{\"amount\":3000,\"currency\":\"usd\",\"source\":\"tok_visa\","
+	assert_differ(
+	    "{\"amount\":3000,\"currency\":\"usd\",\"source\":\"tok_visa\","
 	    "\"line_items\":[{\"description\":\"a\",\"quantity\":3,"
 	    "\"unit_amount\":1000}]}",
 	    "{\"amount\":3000,\"currency\":\"usd\",\"source\":\"tok_visa\","
@@ -272,7 +281,8 @@ test_object_exact_minimal(void **state)
 
 	(void)state;
 	out = render("{\"source\":\"tok_visa\",\"currency\":\"USD\","
-	    "\"amount\":1999}", CHARGE_ID, 1795311140, "k1", 2, &len);
+	             "\"amount\":1999}",
+	    CHARGE_ID, 1795311140, "k1", 2, &len);
 	assert_non_null(out);
 	assert_string_equal(out,
 	    "{\"id\":\"" CHARGE_ID "\",\"object\":\"charge\","
@@ -291,7 +301,8 @@ test_object_exact_full(void **state)
 	char *out;
 
 	(void)state;
-	out = render("{\"line_items\":[{\"unit_amount\":99999999,"
+	out = render(
+	    "{\"line_items\":[{\"unit_amount\":99999999,"
 	    "\"quantity\":1,\"description\":\"Big\"},{\"quantity\":10000,"
 	    "\"description\":\"W\\u00e9\",\"unit_amount\":0}],"
 	    "\"metadata\":{\"z\":\"last\",\"a\":\"first\",\"m\":\"\"},"
@@ -325,7 +336,7 @@ test_object_integers(void **state)
 	assert_non_null(out);
 	assert_non_null(strstr(out, "\"created\":1795311140,"));
 	assert_non_null(strstr(out, "\"amount\":1999,"));
-	assert_null(strstr(out, "e+"));   /* not 1.79e+09 */
+	assert_null(strstr(out, "e+")); /* not 1.79e+09 */
 	assert_null(strstr(out, ".0"));
 	o = cJSON_Parse(out);
 	assert_non_null(o);
@@ -344,7 +355,8 @@ test_object_integers(void **state)
 	assert_non_null(strstr(out, "\"created\":1795311140123,"));
 	free(out);
 	/* exact beyond a double's 53 bits: printed as text, not via a double */
-	out = render("{" BASE "}", CHARGE_ID, 10000000000000001LL, "k", 1, &len);
+	out =
+	    render("{" BASE "}", CHARGE_ID, 10000000000000001LL, "k", 1, &len);
 	assert_non_null(out);
 	assert_non_null(strstr(out, "\"created\":10000000000000001,"));
 	free(out);
@@ -405,8 +417,10 @@ test_object_echoes_large_order(void **state)
 	(void)state;
 	body = malloc(cap);
 	assert_non_null(body);
-	n = (size_t)snprintf(body, cap, "{\"amount\":%d,\"currency\":\"usd\","
-	    "\"source\":\"tok_visa\",\"metadata\":{", NITEMS * 3);
+	n = (size_t)snprintf(body, cap,
+	    "{\"amount\":%d,\"currency\":\"usd\","
+	    "\"source\":\"tok_visa\",\"metadata\":{",
+	    NITEMS * 3);
 	for (i = 0; i < 50; i++)
 		n += (size_t)snprintf(body + n, cap - n, "%s\"k%02d\":\"v%d\"",
 		    i ? "," : "", 49 - i, i);
@@ -414,7 +428,8 @@ test_object_echoes_large_order(void **state)
 	for (i = 0; i < NITEMS; i++)
 		n += (size_t)snprintf(body + n, cap - n,
 		    "%s{\"description\":\"item %d\",\"quantity\":1,"
-		    "\"unit_amount\":3}", i ? "," : "", i);
+		    "\"unit_amount\":3}",
+		    i ? "," : "", i);
 	n += (size_t)snprintf(body + n, cap - n, "]}");
 	assert_true(n < cap);
 	out = render(body, CHARGE_ID, 1795311140, "big", 3, &len);
@@ -425,8 +440,9 @@ test_object_echoes_large_order(void **state)
 	items = cJSON_GetObjectItemCaseSensitive(o, "line_items");
 	assert_int_equal(cJSON_GetArraySize(items), NITEMS);
 	item = cJSON_GetArrayItem(items, NITEMS - 1);
-	assert_string_equal(cJSON_GetObjectItemCaseSensitive(item,
-	    "description")->valuestring, "item 999");
+	assert_string_equal(
+	    cJSON_GetObjectItemCaseSensitive(item, "description")->valuestring,
+	    "item 999");
 	meta = cJSON_GetObjectItemCaseSensitive(o, "metadata");
 	assert_int_equal(cJSON_GetArraySize(meta), 50);
 	/* sorted: k00 (= v49) first */
@@ -478,7 +494,8 @@ assert_diff(const char *a, const char *b, const char *want)
 			len += (size_t)snprintf(got + len, sizeof(got) - len,
 			    "%s%s", len > 0 ? "," : "", charge_param_name(i));
 	if (strcmp(got, want) != 0)
-		fail_msg("%s vs %s: differ in [%s], want [%s]", a, b, got, want);
+		fail_msg("%s vs %s: differ in [%s], want [%s]", a, b, got,
+		    want);
 	/* the count returned is the number of names */
 	for (i = 0, len = want[0] != '\0'; want[i] != '\0'; i++)
 		len += want[i] == ',';
@@ -490,8 +507,10 @@ static void
 test_param_digests_construction(void **state)
 {
 	static const char *const members[CHARGE_PARAM_COUNT] = {
-		"\"amount\":1999", "\"currency\":\"usd\"",
-		"\"source\":\"tok_visa\"", "\"customer\":null",
+		"\"amount\":1999",
+		"\"currency\":\"usd\"",
+		"\"source\":\"tok_visa\"",
+		"\"customer\":null",
 		"\"description\":\"a, \\\"b\\\" {c}\"",
 		"\"metadata\":{\"a\":\"1,2\",\"b\":\"}\"}",
 		"\"line_items\":[{\"description\":\"x\",\"quantity\":1,"
@@ -502,17 +521,19 @@ test_param_digests_construction(void **state)
 	int i;
 
 	(void)state;
-	digests("{" BASE ",\"description\":\"a, \\\"b\\\" {c}\","
+	digests(
+	    "{" BASE ",\"description\":\"a, \\\"b\\\" {c}\","
 	    "\"metadata\":{\"b\":\"}\",\"a\":\"1,2\"},\"line_items\":"
 	    "[{\"description\":\"x\",\"quantity\":1,\"unit_amount\":1999}]}",
 	    got);
 	assert_int_equal(strlen(got), CHARGE_PARAMS_HEX_LEN);
 	for (i = 0; i < CHARGE_PARAM_COUNT; i++) {
 		assert_int_equal(digest_sha256(members[i], strlen(members[i]),
-		    md), 0);
+		                     md),
+		    0);
 		digest_hex(md, CHARGE_PARAM_DIGEST_BYTES, hex);
 		if (memcmp(got + i * CHARGE_PARAM_DIGEST_HEX, hex,
-		    CHARGE_PARAM_DIGEST_HEX) != 0)
+		        CHARGE_PARAM_DIGEST_HEX) != 0)
 			fail_msg("digest of %s: got %.8s, want %s", members[i],
 			    got + i * CHARGE_PARAM_DIGEST_HEX, hex);
 	}
@@ -527,11 +548,16 @@ test_param_digests_name_changes(void **state)
 {
 	(void)state;
 	/* formatting, member order, null vs absent: nothing differs */
-	assert_diff("{" BASE "}", "{\"source\":\"tok_visa\", \"amount\":1999,"
-	    "\"currency\":\"USD\",\"customer\":null,\"metadata\":{}}", "");
-	assert_diff("{" BASE "}", "{\"amount\":2999,\"currency\":\"usd\","
-	    "\"source\":\"tok_visa\"}", "amount");
-	assert_diff("{" BASE "}", "{\"amount\":2999,\"currency\":\"eur\","
+	assert_diff("{" BASE "}",
+	    "{\"source\":\"tok_visa\", \"amount\":1999,"
+	    "\"currency\":\"USD\",\"customer\":null,\"metadata\":{}}",
+	    "");
+	assert_diff("{" BASE "}",
+	    "{\"amount\":2999,\"currency\":\"usd\","
+	    "\"source\":\"tok_visa\"}",
+	    "amount");
+	assert_diff("{" BASE "}",
+	    "{\"amount\":2999,\"currency\":\"eur\","
 	    "\"source\":\"tok_mastercard\",\"customer\":\"cus_1\"}",
 	    "amount,currency,source,customer");
 	assert_diff("{" BASE ",\"description\":\"a\"}",
@@ -543,19 +569,23 @@ test_param_digests_name_changes(void **state)
 	/* a value that looks like a member boundary stays inside its member */
 	assert_diff("{" BASE ",\"metadata\":{\"k\":\"a\\\",\\\"b\"}}",
 	    "{" BASE ",\"metadata\":{\"k\":\"a\\\",\\\"c\"}}", "metadata");
-	assert_diff("{\"amount\":3,\"currency\":\"usd\",\"source\":\"tok_visa\","
+	assert_diff(
+	    "{\"amount\":3,\"currency\":\"usd\",\"source\":\"tok_visa\","
 	    "\"line_items\":[{\"description\":\"x\",\"quantity\":1,"
 	    "\"unit_amount\":3}]}",
 	    "{\"amount\":3,\"currency\":\"usd\",\"source\":\"tok_visa\","
 	    "\"line_items\":[{\"description\":\"y\",\"quantity\":1,"
-	    "\"unit_amount\":3}]}", "line_items");
+	    "\"unit_amount\":3}]}",
+	    "line_items");
 }
 
 static void
 test_param_digests_refuse(void **state)
 {
 	static const char *const bad[] = {
-		"", "{}", "{\"amount\":1}",
+		"",
+		"{}",
+		"{\"amount\":1}",
 		/* out of order */
 		"{\"currency\":\"usd\",\"amount\":1,\"source\":\"tok_a\","
 		"\"customer\":null,\"description\":null,\"metadata\":{},"
@@ -584,9 +614,11 @@ test_param_digests_refuse(void **state)
 	/* stored digests of another layout (or none): -1, nothing named */
 	assert_int_equal(charge_params_diff("", out, differ), -1);
 	assert_int_equal(charge_params_diff("abc", out, differ), -1);
-	assert_int_equal(charge_params_diff(
-	    "0000000000000000000000000000000000000000000000000000000X", out,
-	    differ), -1);
+	assert_int_equal(
+	    charge_params_diff(
+	        "0000000000000000000000000000000000000000000000000000000X", out,
+	        differ),
+	    -1);
 	assert_int_equal(charge_params_diff(out, out, differ), 0);
 }
 

@@ -64,7 +64,8 @@ test_keyslot_hash_tags(void **state)
 	    cluster_crc16(S("foo{bar")) % 16384);
 	assert_int_equal(cluster_keyslot(S("}foo{")),
 	    cluster_crc16(S("}foo{")) % 16384);
-	assert_int_equal(cluster_keyslot(S("{}")), cluster_crc16(S("{}")) % 16384);
+	assert_int_equal(cluster_keyslot(S("{}")),
+	    cluster_crc16(S("{}")) % 16384);
 	/* the tag may be anywhere and is everything between the braces */
 	assert_int_equal(cluster_keyslot(S("x{a b}y")),
 	    cluster_crc16(S("a b")) % 16384);
@@ -115,7 +116,8 @@ test_redirect(void **state)
 		struct cluster_redirect r;
 
 		assert_int_equal(cluster_redirect_parse("MOVED 7 h:12345", 13,
-		    &r), CLUSTER_REDIRECT_MOVED);
+		                     &r),
+		    CLUSTER_REDIRECT_MOVED);
 		assert_int_equal(r.port, 123);
 	}
 }
@@ -176,7 +178,8 @@ reply_from(const char *resp)
 static size_t
 range(char *p, size_t n, int start, int end, const char *host, int port)
 {
-	return (size_t)snprintf(p, n, "*4\r\n:%d\r\n:%d\r\n"
+	return (size_t)snprintf(p, n,
+	    "*4\r\n:%d\r\n:%d\r\n"
 	    "*3\r\n$%zu\r\n%s\r\n:%d\r\n$4\r\nid-p\r\n"
 	    "*3\r\n$9\r\n127.0.0.9\r\n:9999\r\n$4\r\nid-r\r\n",
 	    start, end, strlen(host), host, port);
@@ -306,7 +309,8 @@ test_map_load_invalid(void **state)
 		char err[64];
 
 		assert_int_equal(cluster_map_load(cl, NULL, "h", err,
-		    sizeof(err)), -1);
+		                     sizeof(err)),
+		    -1);
 	}
 	cluster_free(cl);
 }

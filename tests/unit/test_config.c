@@ -124,8 +124,14 @@ struct num_key {
 	int is_long;
 };
 
-#define NUM_INT(f, lo, hi) { #f, lo, hi, offsetof(struct config, f), 0 }
-#define NUM_LONG(f, lo, hi) { #f, lo, hi, offsetof(struct config, f), 1 }
+#define NUM_INT(f, lo, hi)                                                     \
+	{                                                                      \
+#f, lo, hi, offsetof(struct config, f), 0                      \
+	}
+#define NUM_LONG(f, lo, hi)                                                    \
+	{                                                                      \
+#f, lo, hi, offsetof(struct config, f), 1                      \
+	}
 
 static const struct num_key num_keys[] = {
 	NUM_INT(redis_timeout_ms, 1, REDIS_TIMEOUT_MS_MAX),
@@ -145,8 +151,8 @@ num_get(const struct config *c, const struct num_key *k)
 {
 	const char *p = (const char *)c + k->off;
 
-	return k->is_long ? *(const long *)(const void *)p :
-	    *(const int *)(const void *)p;
+	return k->is_long ? *(const long *)(const void *)p
+	                  : *(const int *)(const void *)p;
 }
 
 static void
@@ -192,7 +198,15 @@ static void
 test_int_syntax(void **state)
 {
 	static const char *const bad[] = {
-		"0x10", "+5", "5s", "1.5", "1 2", "", "-", "1e3", "\xd9\xa3",
+		"0x10",
+		"+5",
+		"5s",
+		"1.5",
+		"1 2",
+		"",
+		"-",
+		"1e3",
+		"\xd9\xa3",
 	};
 	struct config c;
 	char text[128], err[256];
@@ -209,17 +223,23 @@ test_int_syntax(void **state)
 	assert_int_equal(parse(&c, "threads = 007\n", err, sizeof(err)), 0);
 	assert_int_equal(c.threads, 7);
 	/* Overflow of a long is reported as out of bounds, not wrapped. */
-	assert_int_equal(parse(&c, "max_request_bytes = "
-	    "99999999999999999999999999\n", err, sizeof(err)), -1);
-	assert_string_equal(err, "line 1: max_request_bytes: value is above "
+	assert_int_equal(parse(&c,
+	                     "max_request_bytes = "
+	                     "99999999999999999999999999\n",
+	                     err, sizeof(err)),
+	    -1);
+	assert_string_equal(err,
+	    "line 1: max_request_bytes: value is above "
 	    "the maximum 67108864");
 	assert_int_equal(parse(&c, "max_wait_s = -99999999999999999999999\n",
-	    err, sizeof(err)), -1);
-	assert_string_equal(err, "line 1: max_wait_s: value is below the "
+	                     err, sizeof(err)),
+	    -1);
+	assert_string_equal(err,
+	    "line 1: max_wait_s: value is below the "
 	    "minimum 0");
 	/* 2^32 + 1 must not wrap into a valid int. */
-	assert_int_equal(parse(&c, "threads = 4294967297\n", err,
-	    sizeof(err)), -1);
+	assert_int_equal(parse(&c, "threads = 4294967297\n", err, sizeof(err)),
+	    -1);
 	assert_contains(err, "above the maximum 64");
 }
 
@@ -231,8 +251,8 @@ test_file_error_format(void **state)
 	const char *path;
 
 	(void)state;
-	path = write_conf("a.conf",
-	    "# 1\n#2\n\n\n\n\n\n\n\n\n\nlock_ttl_s = 0\n");
+	path =
+	    write_conf("a.conf", "# 1\n#2\n\n\n\n\n\n\n\n\n\nlock_ttl_s = 0\n");
 	assert_int_equal(config_load(&c, path, NULL, err, sizeof(err)), -1);
 	(void)snprintf(want, sizeof(want),
 	    "%s:12: lock_ttl_s: 0 is below the minimum 1", path);
@@ -248,8 +268,8 @@ test_strings(void **state)
 	(void)state;
 	assert_int_equal(parse(&c, "key_prefix =\n", err, sizeof(err)), 0);
 	assert_string_equal(c.key_prefix, "");
-	assert_int_equal(parse(&c, "key_prefix = app:v2:\n", err,
-	    sizeof(err)), 0);
+	assert_int_equal(parse(&c, "key_prefix = app:v2:\n", err, sizeof(err)),
+	    0);
 	assert_string_equal(c.key_prefix, "app:v2:");
 
 	memset(v, 'k', KEY_PREFIX_MAX);
@@ -259,12 +279,13 @@ test_strings(void **state)
 	assert_int_equal(strlen(c.key_prefix), KEY_PREFIX_MAX);
 	(void)snprintf(text, sizeof(text), "key_prefix = %sk\n", v);
 	assert_int_equal(parse(&c, text, err, sizeof(err)), -1);
-	assert_string_equal(err, "line 1: key_prefix: 65 bytes is more than "
+	assert_string_equal(err,
+	    "line 1: key_prefix: 65 bytes is more than "
 	    "the maximum 64");
 
-	assert_int_equal(parse(&c, "key_prefix = a b\n", err, sizeof(err)),
-	    -1);
-	assert_string_equal(err, "line 1: key_prefix: must not contain "
+	assert_int_equal(parse(&c, "key_prefix = a b\n", err, sizeof(err)), -1);
+	assert_string_equal(err,
+	    "line 1: key_prefix: must not contain "
 	    "whitespace");
 	assert_int_equal(parse(&c, "key_prefix = a\tb\n", err, sizeof(err)),
 	    -1);
@@ -278,7 +299,8 @@ test_strings(void **state)
 	    -1);
 	assert_string_equal(err, "line 1: provider_secret: must not be empty");
 	assert_int_equal(parse(&c, "provider_secret = two words\n", err,
-	    sizeof(err)), 0);
+	                     sizeof(err)),
+	    0);
 	assert_string_equal(c.provider_secret, "two words");
 	memset(v, 's', 255);
 	v[255] = '\0';
@@ -287,7 +309,8 @@ test_strings(void **state)
 	assert_int_equal(strlen(c.provider_secret), 255);
 	(void)snprintf(text, sizeof(text), "provider_secret = %ss\n", v);
 	assert_int_equal(parse(&c, text, err, sizeof(err)), -1);
-	assert_contains(err, "provider_secret: 256 bytes is more than the "
+	assert_contains(err,
+	    "provider_secret: 256 bytes is more than the "
 	    "maximum 255");
 	/* The secret is never quoted back. */
 	assert_null(strstr(err, "sss"));
@@ -301,10 +324,12 @@ test_paths(void **state)
 
 	(void)state;
 	assert_int_equal(parse(&c,
-	    "spill_dir = spool\n"
-	    "provider_ledger = ../log/ledger\n"
-	    "api_keys_file = /etc/charge/keys\n"
-	    "metrics_file = ./m/../m.shm\n", err, sizeof(err)), 0);
+	                     "spill_dir = spool\n"
+	                     "provider_ledger = ../log/ledger\n"
+	                     "api_keys_file = /etc/charge/keys\n"
+	                     "metrics_file = ./m/../m.shm\n",
+	                     err, sizeof(err)),
+	    0);
 	assert_string_equal(c.spill_dir, BASE "/spool");
 	assert_string_equal(c.provider_ledger, "/srv/charge/log/ledger");
 	assert_string_equal(c.api_keys_file, "/etc/charge/keys");
@@ -312,7 +337,8 @@ test_paths(void **state)
 	assert_string_equal(c.metrics_file, BASE "/m/../m.shm");
 
 	assert_int_equal(parse(&c, "spill_dir = ../../../../..\n", err,
-	    sizeof(err)), 0);
+	                     sizeof(err)),
+	    0);
 	assert_string_equal(c.spill_dir, "/");
 
 	assert_int_equal(parse(&c, "spill_dir =\n", err, sizeof(err)), -1);
@@ -341,12 +367,14 @@ test_path_too_long(void **state)
 	text[12 + vlen] = '\0';
 	config_defaults(&c, BASE);
 	assert_int_equal(config_parse_text(&c, text, strlen(text), err,
-	    sizeof(err)), -1);
+	                     sizeof(err)),
+	    -1);
 	assert_contains(err, "spill_dir: resolved path is longer than");
 	/* The same length as an absolute path is fine. */
 	text[12] = '/';
 	assert_int_equal(config_parse_text(&c, text, strlen(text), err,
-	    sizeof(err)), 0);
+	                     sizeof(err)),
+	    0);
 	assert_int_equal(strlen(c.spill_dir), vlen);
 }
 
@@ -358,21 +386,26 @@ test_redis_url(void **state)
 
 	(void)state;
 	assert_int_equal(parse(&c, "redis_url = unix://../run/r.sock\n", err,
-	    sizeof(err)), 0);
+	                     sizeof(err)),
+	    0);
 	assert_string_equal(c.redis_url, "unix:///srv/charge/run/r.sock");
 	assert_int_equal(parse(&c, "redis_url = unix://r.sock\n", err,
-	    sizeof(err)), 0);
+	                     sizeof(err)),
+	    0);
 	assert_string_equal(c.redis_url, "unix://" BASE "/r.sock");
-	assert_int_equal(parse(&c, "redis_url = unix:///var/run/r.sock\n",
-	    err, sizeof(err)), 0);
+	assert_int_equal(parse(&c, "redis_url = unix:///var/run/r.sock\n", err,
+	                     sizeof(err)),
+	    0);
 	assert_string_equal(c.redis_url, "unix:///var/run/r.sock");
 	assert_int_equal(parse(&c,
-	    "redis_url = redis://u:p#w@127.0.0.1:6390/2\n", err, sizeof(err)),
+	                     "redis_url = redis://u:p#w@127.0.0.1:6390/2\n",
+	                     err, sizeof(err)),
 	    0);
 	assert_string_equal(c.redis_url, "redis://u:p#w@127.0.0.1:6390/2");
 
 	assert_int_equal(parse(&c, "redis_url = http://127.0.0.1:6390\n", err,
-	    sizeof(err)), -1);
+	                     sizeof(err)),
+	    -1);
 	assert_contains(err, "line 1: redis_url");
 	assert_int_equal(parse(&c, "redis_url = unix://\n", err, sizeof(err)),
 	    -1);
@@ -384,9 +417,14 @@ test_redis_url(void **state)
 static void
 test_log_level(void **state)
 {
-	static const struct { const char *s; int lvl; } ok[] = {
-		{ "error", LL_ERROR }, { "warn", LL_WARN },
-		{ "info", LL_INFO }, { "debug", LL_DEBUG },
+	static const struct {
+		const char *s;
+		int lvl;
+	} ok[] = {
+		{ "error", LL_ERROR },
+		{ "warn", LL_WARN },
+		{ "info", LL_INFO },
+		{ "debug", LL_DEBUG },
 	};
 	struct config c;
 	char text[64], err[256];
@@ -400,7 +438,8 @@ test_log_level(void **state)
 	}
 	assert_int_equal(parse(&c, "log_level = DEBUG\n", err, sizeof(err)),
 	    -1);
-	assert_string_equal(err, "line 1: log_level: 'DEBUG' is not one of "
+	assert_string_equal(err,
+	    "line 1: log_level: 'DEBUG' is not one of "
 	    "error, warn, info, debug");
 	assert_int_equal(parse(&c, "log_level = verbose\n", err, sizeof(err)),
 	    -1);
@@ -415,7 +454,8 @@ test_unknown_key(void **state)
 
 	(void)state;
 	assert_int_equal(parse(&c, "threads = 2\n# x\nfoo = 1\n", err,
-	    sizeof(err)), -1);
+	                     sizeof(err)),
+	    -1);
 	assert_string_equal(err, "line 3: unknown key 'foo'");
 	/* Keys are case-sensitive. */
 	assert_int_equal(parse(&c, "THREADS = 2\n", err, sizeof(err)), -1);
@@ -428,7 +468,10 @@ test_unknown_key(void **state)
 static void
 test_syntax_errors(void **state)
 {
-	static const struct { const char *text; const char *err; } cases[] = {
+	static const struct {
+		const char *text;
+		const char *err;
+	} cases[] = {
 		{ "threads 2\n", "line 1: expected 'key = value'" },
 		{ "\n\n= 2\n", "line 3: expected 'key = value'" },
 		{ "threads\n", "line 1: expected 'key = value'" },
@@ -451,7 +494,8 @@ test_syntax_errors(void **state)
 	/* A NUL byte inside the text is refused, with its line. */
 	config_defaults(&c, BASE);
 	assert_int_equal(config_parse_text(&c, "threads = 2\nthr\0eads = 1\n",
-	    25, err, sizeof(err)), -1);
+	                     25, err, sizeof(err)),
+	    -1);
 	assert_string_equal(err, "line 2: NUL byte");
 }
 
@@ -462,17 +506,20 @@ test_comments(void **state)
 	char err[256];
 
 	(void)state;
-	assert_int_equal(parse(&c,
-	    "# whole line\n"
-	    "   # indented comment\n"
-	    "\n"
-	    "  \t \n"
-	    "threads = 3 # trailing comment\n"
-	    "max_wait_s=4\t# tab before the comment\n"
-	    "provider_secret = ab#cd  # '#' inside a value is kept\n"
-	    "key_prefix = # only a comment: empty value\n"
-	    "\tlock_ttl_s   =   40   \r\n"
-	    "failed_ttl_s = 60", err, sizeof(err)), 0);
+	assert_int_equal(
+	    parse(&c,
+	        "# whole line\n"
+	        "   # indented comment\n"
+	        "\n"
+	        "  \t \n"
+	        "threads = 3 # trailing comment\n"
+	        "max_wait_s=4\t# tab before the comment\n"
+	        "provider_secret = ab#cd  # '#' inside a value is kept\n"
+	        "key_prefix = # only a comment: empty value\n"
+	        "\tlock_ttl_s   =   40   \r\n"
+	        "failed_ttl_s = 60",
+	        err, sizeof(err)),
+	    0);
 	assert_int_equal(c.threads, 3);
 	assert_int_equal(c.max_wait_s, 4);
 	assert_string_equal(c.provider_secret, "ab#cd");
@@ -492,7 +539,8 @@ test_last_wins(void **state)
 
 	(void)state;
 	assert_int_equal(parse(&c, "threads = 2\nthreads = 5\n", err,
-	    sizeof(err)), 0);
+	                     sizeof(err)),
+	    0);
 	assert_int_equal(c.threads, 5);
 }
 
@@ -520,8 +568,8 @@ test_load_and_env(void **state)
 	    "lock_ttl_s = 40\nthreads = 2\nprovider_ledger = ledger\n");
 	assert_int_equal(config_load(&c, path, envp, err, sizeof(err)), 0);
 	assert_string_equal(c.conf_dir, realdir);
-	assert_int_equal(c.lock_ttl_s, 50);      /* env wins over the file */
-	assert_int_equal(c.threads, 2);          /* the file, not XCHARGE_ */
+	assert_int_equal(c.lock_ttl_s, 50); /* env wins over the file */
+	assert_int_equal(c.threads, 2);     /* the file, not XCHARGE_ */
 	assert_int_equal(c.log_level, LL_DEBUG);
 	(void)snprintf(want, sizeof(want), "%s/ledger", realdir);
 	assert_string_equal(c.provider_ledger, want);
@@ -547,13 +595,13 @@ test_env_errors(void **state)
 	(void)state;
 	config_defaults(&c, BASE);
 	assert_int_equal(config_apply_env(&c, bad_num, err, sizeof(err)), -1);
-	assert_string_equal(err, "CHARGE_THREADS: threads: 0 is below the "
+	assert_string_equal(err,
+	    "CHARGE_THREADS: threads: 0 is below the "
 	    "minimum 1");
 	assert_int_equal(config_apply_env(&c, bad_syntax, err, sizeof(err)),
 	    -1);
 	assert_contains(err, "CHARGE_MAX_WAIT_S");
-	assert_int_equal(config_apply_env(&c, bad_level, err, sizeof(err)),
-	    -1);
+	assert_int_equal(config_apply_env(&c, bad_level, err, sizeof(err)), -1);
 	assert_contains(err, "CHARGE_LOG_LEVEL");
 	assert_int_equal(config_apply_env(&c, bad_nl, err, sizeof(err)), -1);
 	assert_contains(err, "CHARGE_PROVIDER_SECRET");
@@ -563,7 +611,8 @@ test_env_errors(void **state)
 
 	/* Through config_load the variable is named as well. */
 	assert_int_equal(config_load(&c, write_conf("c.conf", "threads = 2\n"),
-	    bad_num, err, sizeof(err)), -1);
+	                     bad_num, err, sizeof(err)),
+	    -1);
 	assert_contains(err, "CHARGE_THREADS");
 }
 
@@ -579,7 +628,8 @@ test_load_missing(void **state)
 	assert_contains(err, path);
 	assert_contains(err, "No such file");
 	assert_int_equal(config_load(&c, "/nonexistent-dir/x.conf", NULL, err,
-	    sizeof(err)), -1);
+	                     sizeof(err)),
+	    -1);
 	assert_contains(err, "/nonexistent-dir/x.conf");
 	assert_int_equal(config_load(&c, tmpdir, NULL, err, sizeof(err)), -1);
 	assert_contains(err, "not a regular file");
@@ -593,8 +643,11 @@ test_cross_check(void **state)
 
 	(void)state;
 	/* 5 s lock versus 4800 + 200 ms of provider time: not enough. */
-	assert_int_equal(parse(&c, "lock_ttl_s = 5\nprovider_timeout_ms = "
-	    "4800\nprovider_latency_ms = 200\n", err, sizeof(err)), 0);
+	assert_int_equal(parse(&c,
+	                     "lock_ttl_s = 5\nprovider_timeout_ms = "
+	                     "4800\nprovider_latency_ms = 200\n",
+	                     err, sizeof(err)),
+	    0);
 	assert_int_equal(config_validate(&c, err, sizeof(err)), -1);
 	assert_contains(err, "lock_ttl_s");
 	assert_contains(err, "5000 ms");
@@ -656,13 +709,24 @@ static void
 test_print(void **state)
 {
 	static const char *const order[] = {
-		"redis_url = ", "redis_timeout_ms = 1000\n", "key_prefix = ",
-		"lock_ttl_s = 30\n", "completed_ttl_s = 86400\n",
-		"failed_ttl_s = 300\n", "max_request_bytes = 1048576\n",
-		"max_wait_s = 10\n", "spill_dir = ", "spill_threshold_bytes = ",
-		"provider_latency_ms = 200\n", "provider_timeout_ms = 5000\n",
-		"api_keys_file = ", "provider_ledger = ", "provider_secret = ",
-		"metrics_file = ", "log_level = warn\n", "threads = 4\n",
+		"redis_url = ",
+		"redis_timeout_ms = 1000\n",
+		"key_prefix = ",
+		"lock_ttl_s = 30\n",
+		"completed_ttl_s = 86400\n",
+		"failed_ttl_s = 300\n",
+		"max_request_bytes = 1048576\n",
+		"max_wait_s = 10\n",
+		"spill_dir = ",
+		"spill_threshold_bytes = ",
+		"provider_latency_ms = 200\n",
+		"provider_timeout_ms = 5000\n",
+		"api_keys_file = ",
+		"provider_ledger = ",
+		"provider_secret = ",
+		"metrics_file = ",
+		"log_level = warn\n",
+		"threads = 4\n",
 	};
 	struct config c, back;
 	char err[256], *out, *out2;
@@ -670,8 +734,11 @@ test_print(void **state)
 	size_t i;
 
 	(void)state;
-	assert_int_equal(parse(&c, "provider_secret = hunter2-secret\n"
-	    "log_level = warn\n", err, sizeof(err)), 0);
+	assert_int_equal(parse(&c,
+	                     "provider_secret = hunter2-secret\n"
+	                     "log_level = warn\n",
+	                     err, sizeof(err)),
+	    0);
 	out = print_config(&c);
 	assert_null(strstr(out, "hunter2"));
 	assert_contains(out, "\nprovider_secret = ********\n");
@@ -686,24 +753,27 @@ test_print(void **state)
 	/* The output reads back as a configuration giving the same print. */
 	config_defaults(&back, "/elsewhere");
 	assert_int_equal(config_parse_text(&back, out, strlen(out), err,
-	    sizeof(err)), 0);
+	                     sizeof(err)),
+	    0);
 	out2 = print_config(&back);
 	assert_string_equal(out, out2);
 	free(out2);
 	free(out);
 
 	/* A password in redis_url is masked too. */
-	assert_int_equal(parse(&c,
-	    "redis_url = redis://app:hunter2@127.0.0.1:6390/1\n", err,
-	    sizeof(err)), 0);
+	assert_int_equal(
+	    parse(&c, "redis_url = redis://app:hunter2@127.0.0.1:6390/1\n", err,
+	        sizeof(err)),
+	    0);
 	out = print_config(&c);
 	assert_null(strstr(out, "hunter2"));
 	assert_contains(out,
 	    "redis_url = redis://app:********@127.0.0.1:6390/1\n");
 	free(out);
 	assert_int_equal(parse(&c,
-	    "redis_url = redis://hunter2@127.0.0.1:6390\n", err,
-	    sizeof(err)), 0);
+	                     "redis_url = redis://hunter2@127.0.0.1:6390\n",
+	                     err, sizeof(err)),
+	    0);
 	out = print_config(&c);
 	assert_null(strstr(out, "hunter2"));
 	free(out);
@@ -733,7 +803,7 @@ test_shipped_conf(void **state)
 
 	(void)state;
 	if (config_load(&c, config_default_path(envp), envp, err,
-	    sizeof(err)) != 0)
+	        sizeof(err)) != 0)
 		fail_msg("%s", err);
 	config_defaults(&d, c.conf_dir);
 	a = print_config(&c);

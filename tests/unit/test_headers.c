@@ -148,7 +148,9 @@ test_key_bad_chars(void **state)
 	(void)state;
 	assert_key_status("a b", KEY_INVALID);
 	assert_key_status("a\tb", KEY_INVALID);
-	assert_key_status("a\x01" "b", KEY_INVALID);
+	assert_key_status("a\x01"
+	                  "b",
+	    KEY_INVALID);
 	assert_key_status("a\x1f", KEY_INVALID);
 	assert_key_status("a\x7f", KEY_INVALID);
 	assert_key_status("\x7f", KEY_INVALID);
@@ -255,9 +257,14 @@ test_content_type(void **state)
 {
 	(void)state;
 	assert_int_equal(content_type_is_json("application/json"), 1);
-	assert_int_equal(content_type_is_json("application/json; charset=utf-8"), 1);
-	assert_int_equal(content_type_is_json("application/json;charset=UTF-8"), 1);
-	assert_int_equal(content_type_is_json("application/json ; charset=\"utf-8\""), 1);
+	assert_int_equal(content_type_is_json(
+	                     "application/json; charset=utf-8"),
+	    1);
+	assert_int_equal(content_type_is_json("application/json;charset=UTF-8"),
+	    1);
+	assert_int_equal(content_type_is_json(
+	                     "application/json ; charset=\"utf-8\""),
+	    1);
 	assert_int_equal(content_type_is_json("APPLICATION/JSON"), 1);
 	assert_int_equal(content_type_is_json("Application/Json"), 1);
 	assert_int_equal(content_type_is_json("  application/json  "), 1);
@@ -272,10 +279,15 @@ test_content_type(void **state)
 	assert_int_equal(content_type_is_json("text/plain"), 0);
 	assert_int_equal(content_type_is_json("text/json"), 0);
 	assert_int_equal(content_type_is_json("application/problem+json"), 0);
-	assert_int_equal(content_type_is_json("application/x-www-form-urlencoded"), 0);
-	assert_int_equal(content_type_is_json("application/json, text/plain"), 0);
+	assert_int_equal(content_type_is_json(
+	                     "application/x-www-form-urlencoded"),
+	    0);
+	assert_int_equal(content_type_is_json("application/json, text/plain"),
+	    0);
 	assert_int_equal(content_type_is_json("application/json; charset"), 0);
-	assert_int_equal(content_type_is_json("application/json; charset=\"utf-8"), 0);
+	assert_int_equal(content_type_is_json(
+	                     "application/json; charset=\"utf-8"),
+	    0);
 	assert_int_equal(content_type_is_json("application/json x"), 0);
 }
 
@@ -300,20 +312,26 @@ test_content_length(void **state)
 	assert_int_equal(n, 42);
 
 	assert_int_equal(content_length_parse("1048576", DEF_MAX_REQUEST_BYTES,
-	    &n), CLEN_OK);
+	                     &n),
+	    CLEN_OK);
 	assert_int_equal(n, DEF_MAX_REQUEST_BYTES);
 	assert_int_equal(content_length_parse("1048577", DEF_MAX_REQUEST_BYTES,
-	    &n), CLEN_TOO_LARGE);
+	                     &n),
+	    CLEN_TOO_LARGE);
 	assert_int_equal(content_length_parse("100", 100, &n), CLEN_OK);
 	assert_int_equal(content_length_parse("101", 100, &n), CLEN_TOO_LARGE);
 	assert_int_equal(content_length_parse("1", 0, &n), CLEN_TOO_LARGE);
 	assert_int_equal(content_length_parse("0", 0, &n), CLEN_OK);
 
 	assert_int_equal(content_length_parse("99999999999999999999999999999",
-	    DEF_MAX_REQUEST_BYTES, &n), CLEN_TOO_LARGE);
-	assert_int_equal(content_length_parse("18446744073709551616",
-	    SIZE_MAX, &n), CLEN_TOO_LARGE);
-	assert_int_equal(snprintf(buf, sizeof(buf), "%zu", (size_t)SIZE_MAX) > 0, 1);
+	                     DEF_MAX_REQUEST_BYTES, &n),
+	    CLEN_TOO_LARGE);
+	assert_int_equal(content_length_parse("18446744073709551616", SIZE_MAX,
+	                     &n),
+	    CLEN_TOO_LARGE);
+	assert_int_equal(snprintf(buf, sizeof(buf), "%zu", (size_t)SIZE_MAX) >
+	        0,
+	    1);
 	assert_int_equal(content_length_parse(buf, SIZE_MAX, &n), CLEN_OK);
 	assert_true(n == SIZE_MAX);
 
@@ -324,8 +342,9 @@ test_content_length(void **state)
 	assert_int_equal(content_length_parse("1 ", 100, &n), CLEN_INVALID);
 	assert_int_equal(content_length_parse("0x10", 100, &n), CLEN_INVALID);
 	assert_int_equal(content_length_parse("1.0", 100, &n), CLEN_INVALID);
-	assert_int_equal(content_length_parse("99999999999999999999999a",
-	    100, &n), CLEN_INVALID);
+	assert_int_equal(content_length_parse("99999999999999999999999a", 100,
+	                     &n),
+	    CLEN_INVALID);
 }
 
 static void
@@ -341,16 +360,22 @@ test_prefer(void **state)
 	assert_int_equal(prefer_wait_parse("WAIT=7"), 7);
 	assert_int_equal(prefer_wait_parse("  wait = 3 "), 3);
 	assert_int_equal(prefer_wait_parse("wait=\"4\""), 4);
-	assert_int_equal(prefer_wait_parse("return=minimal; a=\"x,wait=9\", wait=2"), 2);
-	assert_int_equal(prefer_wait_parse("handling=lenient, wait=10, respond-async"), 10);
+	assert_int_equal(prefer_wait_parse(
+	                     "return=minimal; a=\"x,wait=9\", wait=2"),
+	    2);
+	assert_int_equal(prefer_wait_parse(
+	                     "handling=lenient, wait=10, respond-async"),
+	    10);
 	/* only the first wait counts */
 	assert_int_equal(prefer_wait_parse("wait=1, wait=9"), 1);
 	/* huge values clamp, they do not wrap */
-	assert_int_equal(prefer_wait_parse("wait=99999999999999999999999"), INT_MAX);
+	assert_int_equal(prefer_wait_parse("wait=99999999999999999999999"),
+	    INT_MAX);
 	assert_int_equal(prefer_wait_parse("wait=2147483647"), INT_MAX);
 	assert_int_equal(prefer_wait_parse("wait=2147483648"), INT_MAX);
 	/* 2^64 + 5: must not wrap around to 5 */
-	assert_int_equal(prefer_wait_parse("wait=18446744073709551621"), INT_MAX);
+	assert_int_equal(prefer_wait_parse("wait=18446744073709551621"),
+	    INT_MAX);
 
 	assert_int_equal(prefer_wait_parse(NULL), -1);
 	assert_int_equal(prefer_wait_parse(""), -1);

@@ -16,23 +16,54 @@
 #include "idem.h"
 
 /* A field from a string literal (binary-safe: the literal's full length). */
-#define F(s) { (s), sizeof(s) - 1 }
-#define NIL { NULL, 0 }
+#define F(s)                                                                   \
+	{                                                                      \
+		(s), sizeof(s) - 1                                             \
+	}
+#define NIL                                                                    \
+	{                                                                      \
+		NULL, 0                                                        \
+	}
 
-enum { F_STATE, F_STATUS, F_CTYPE, F_RETRY, F_BODY, F_FILE, F_LEN, F_SHA,
-    F_EXPIRES, NFIELDS };
+enum {
+	F_STATE,
+	F_STATUS,
+	F_CTYPE,
+	F_RETRY,
+	F_BODY,
+	F_FILE,
+	F_LEN,
+	F_SHA,
+	F_EXPIRES,
+	NFIELDS
+};
 
-#define SHA_OK "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"
+#define SHA_OK                                                                 \
+	"0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"
 #define FILE_OK "0123456789abcdef0123456789abcdef.body"
 
 static const struct idem_field inline_ok[NFIELDS] = {
-	F("completed"), F("201"), F("application/json"), NIL,
-	F("{\"id\":\"ch_1\"}"), NIL, NIL, NIL, F("1763827200123"),
+	F("completed"),
+	F("201"),
+	F("application/json"),
+	NIL,
+	F("{\"id\":\"ch_1\"}"),
+	NIL,
+	NIL,
+	NIL,
+	F("1763827200123"),
 };
 
 static const struct idem_field file_ok[NFIELDS] = {
-	F("completed"), F("201"), F("application/json"), NIL,
-	NIL, F(FILE_OK), F("20000"), F(SHA_OK), F("1763827200123"),
+	F("completed"),
+	F("201"),
+	F("application/json"),
+	NIL,
+	NIL,
+	F(FILE_OK),
+	F("20000"),
+	F(SHA_OK),
+	F("1763827200123"),
 };
 
 /* Decodes f with field i replaced by v; expects failure, rec left empty. */
@@ -77,7 +108,8 @@ test_decode_inline(void **state)
 
 	(void)state;
 	assert_int_equal(idem_record_decode(inline_ok, NFIELDS, &rec, err,
-	    sizeof(err)), 0);
+	                     sizeof(err)),
+	    0);
 	assert_string_equal(rec.state, "completed");
 	assert_int_equal(rec.status, 201);
 	assert_string_equal(rec.content_type, "application/json");
@@ -125,8 +157,14 @@ static void
 test_decode_failed_with_retry_after(void **state)
 {
 	static const struct idem_field f[NFIELDS] = {
-		F("failed"), F("502"), F("application/problem+json"), F("300"),
-		F("{\"type\":\"/problems/provider-error\"}"), NIL, NIL, NIL,
+		F("failed"),
+		F("502"),
+		F("application/problem+json"),
+		F("300"),
+		F("{\"type\":\"/problems/provider-error\"}"),
+		NIL,
+		NIL,
+		NIL,
 		F("1763740800456"),
 	};
 	struct idem_record rec;
@@ -139,7 +177,8 @@ test_decode_failed_with_retry_after(void **state)
 	assert_int_equal(rec.status, 502);
 	assert_string_equal(rec.content_type, "application/problem+json");
 	assert_string_equal(rec.retry_after, "300");
-	assert_string_equal(rec.body, "{\"type\":\"/problems/provider-error\"}");
+	assert_string_equal(rec.body,
+	    "{\"type\":\"/problems/provider-error\"}");
 	idem_record_free(&rec);
 }
 
@@ -151,7 +190,8 @@ test_decode_file(void **state)
 
 	(void)state;
 	assert_int_equal(idem_record_decode(file_ok, NFIELDS, &rec, err,
-	    sizeof(err)), 0);
+	                     sizeof(err)),
+	    0);
 	assert_string_equal(rec.state, "completed");
 	assert_int_equal(rec.status, 201);
 	assert_null(rec.body);
@@ -178,7 +218,8 @@ test_decode_body_choice(void **state)
 	/* empty or NUL-carrying or over-long file name */
 	assert_decode_fails(file_ok, F_FILE, (struct idem_field)F(""));
 	assert_decode_fails(file_ok, F_FILE,
-	    (struct idem_field)F("0123456789abcdef\0" "0123456789abcdef.body"));
+	    (struct idem_field)F("0123456789abcdef\0"
+	                         "0123456789abcdef.body"));
 	{
 		char name[SPILL_NAME_MAX + 8];
 
@@ -194,10 +235,14 @@ test_decode_bad_state(void **state)
 	(void)state;
 	assert_decode_fails(inline_ok, F_STATE, (struct idem_field)NIL);
 	assert_decode_fails(inline_ok, F_STATE, (struct idem_field)F(""));
-	assert_decode_fails(inline_ok, F_STATE, (struct idem_field)F("in_progress"));
-	assert_decode_fails(inline_ok, F_STATE, (struct idem_field)F("complete"));
-	assert_decode_fails(inline_ok, F_STATE, (struct idem_field)F("completedX"));
-	assert_decode_fails(inline_ok, F_STATE, (struct idem_field)F("Completed"));
+	assert_decode_fails(inline_ok, F_STATE,
+	    (struct idem_field)F("in_progress"));
+	assert_decode_fails(inline_ok, F_STATE,
+	    (struct idem_field)F("complete"));
+	assert_decode_fails(inline_ok, F_STATE,
+	    (struct idem_field)F("completedX"));
+	assert_decode_fails(inline_ok, F_STATE,
+	    (struct idem_field)F("Completed"));
 	assert_decode_fails(inline_ok, F_STATE,
 	    (struct idem_field)F("completed\0"));
 	assert_decode_fails(inline_ok, F_STATE,
@@ -278,17 +323,22 @@ test_decode_bad_sha(void **state)
 	assert_decode_fails(file_ok, F_SHA, (struct idem_field)NIL);
 	assert_decode_fails(file_ok, F_SHA, (struct idem_field)F(""));
 	/* 63 and 65 characters */
-	assert_decode_fails(file_ok, F_SHA, (struct idem_field)F(
-	    "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcde"));
-	assert_decode_fails(file_ok, F_SHA, (struct idem_field)F(
-	    "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef0"));
+	assert_decode_fails(file_ok, F_SHA,
+	    (struct idem_field)F(
+	        "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcde"));
+	assert_decode_fails(file_ok, F_SHA,
+	    (struct idem_field)F(
+	        "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef0"));
 	/* upper case, non-hex */
-	assert_decode_fails(file_ok, F_SHA, (struct idem_field)F(
-	    "0123456789ABCDEF0123456789abcdef0123456789abcdef0123456789abcdef"));
-	assert_decode_fails(file_ok, F_SHA, (struct idem_field)F(
-	    "0123456789abcdeg0123456789abcdef0123456789abcdef0123456789abcdef"));
-	assert_decode_fails(file_ok, F_SHA, (struct idem_field)F(
-	    "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcde\0"));
+	assert_decode_fails(file_ok, F_SHA,
+	    (struct idem_field)F(
+	        "0123456789ABCDEF0123456789abcdef0123456789abcdef0123456789abcdef"));
+	assert_decode_fails(file_ok, F_SHA,
+	    (struct idem_field)F(
+	        "0123456789abcdeg0123456789abcdef0123456789abcdef0123456789abcdef"));
+	assert_decode_fails(file_ok, F_SHA,
+	    (struct idem_field)F(
+	        "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcde\0"));
 }
 
 static void
@@ -303,11 +353,13 @@ test_decode_field_count(void **state)
 	f[NFIELDS].p = "x";
 	f[NFIELDS].n = 1;
 	assert_int_equal(idem_record_decode(f, NFIELDS - 1, &rec, err,
-	    sizeof(err)), -1);
+	                     sizeof(err)),
+	    -1);
 	assert_true(strlen(err) > 0);
 	assert_null(rec.body);
 	assert_int_equal(idem_record_decode(f, NFIELDS + 1, &rec, err,
-	    sizeof(err)), -1);
+	                     sizeof(err)),
+	    -1);
 	assert_null(rec.body);
 	assert_int_equal(idem_record_decode(f, 0, &rec, err, sizeof(err)), -1);
 	assert_null(rec.body);
@@ -325,7 +377,8 @@ test_decode_expires(void **state)
 
 	(void)state;
 	assert_int_equal(idem_record_decode(inline_ok, NFIELDS, &rec, err,
-	    sizeof(err)), 0);
+	                     sizeof(err)),
+	    0);
 	assert_true(rec.expires_ms == 1763827200123LL);
 	idem_record_free(&rec);
 	/* a record written before expires_ms existed: 0, no header */
@@ -346,11 +399,18 @@ static void
 test_info_decode(void **state)
 {
 	static const struct idem_field claim[5] = {
-		F("in_progress"), F("1763740800123"), NIL, NIL, NIL,
+		F("in_progress"),
+		F("1763740800123"),
+		NIL,
+		NIL,
+		NIL,
 	};
 	static const struct idem_field done[5] = {
-		F("completed"), F("1763740800123"), F("1763740800456"),
-		F("1763827200456"), F("201"),
+		F("completed"),
+		F("1763740800123"),
+		F("1763740800456"),
+		F("1763827200456"),
+		F("201"),
 	};
 	static const struct idem_field none[5] = { NIL, NIL, NIL, NIL, NIL };
 	struct idem_field f[5];
@@ -358,17 +418,19 @@ test_info_decode(void **state)
 	char err[128];
 
 	(void)state;
-	assert_int_equal(idem_info_decode(none, 5, -2, &info, err,
-	    sizeof(err)), 0);
+	assert_int_equal(idem_info_decode(none, 5, -2, &info, err, sizeof(err)),
+	    0);
 	assert_int_equal(idem_info_decode(claim, 5, 29000, &info, err,
-	    sizeof(err)), 1);
+	                     sizeof(err)),
+	    1);
 	assert_string_equal(info.state, "in_progress");
 	assert_true(info.created_ms == 1763740800123LL);
 	assert_true(info.updated_ms == 0 && info.expires_ms == 0);
 	assert_int_equal(info.status, 0);
 	assert_true(info.pttl_ms == 29000);
 	assert_int_equal(idem_info_decode(done, 5, 86399000, &info, err,
-	    sizeof(err)), 1);
+	                     sizeof(err)),
+	    1);
 	assert_string_equal(info.state, "completed");
 	assert_true(info.updated_ms == 1763740800456LL);
 	assert_true(info.expires_ms == 1763827200456LL);
@@ -381,18 +443,22 @@ test_info_decode(void **state)
 	/* nonsense: -1 with a reason, info emptied */
 	memcpy(f, done, sizeof(f));
 	f[0] = (struct idem_field)F("done");
-	assert_int_equal(idem_info_decode(f, 5, 5, &info, err, sizeof(err)), -1);
+	assert_int_equal(idem_info_decode(f, 5, 5, &info, err, sizeof(err)),
+	    -1);
 	assert_true(strlen(err) > 0);
 	assert_string_equal(info.state, "");
 	memcpy(f, done, sizeof(f));
 	f[4] = (struct idem_field)F("99");
-	assert_int_equal(idem_info_decode(f, 5, 5, &info, err, sizeof(err)), -1);
+	assert_int_equal(idem_info_decode(f, 5, 5, &info, err, sizeof(err)),
+	    -1);
 	memcpy(f, done, sizeof(f));
 	f[2] = (struct idem_field)NIL;
-	assert_int_equal(idem_info_decode(f, 5, 5, &info, err, sizeof(err)), -1);
+	assert_int_equal(idem_info_decode(f, 5, 5, &info, err, sizeof(err)),
+	    -1);
 	memcpy(f, claim, sizeof(f));
 	f[1] = (struct idem_field)F("x");
-	assert_int_equal(idem_info_decode(f, 5, 5, &info, err, sizeof(err)), -1);
+	assert_int_equal(idem_info_decode(f, 5, 5, &info, err, sizeof(err)),
+	    -1);
 	assert_int_equal(idem_info_decode(done, 4, 5, &info, err, sizeof(err)),
 	    -1);
 }
@@ -436,20 +502,24 @@ test_key_name(void **state)
 	assert_string_equal(out, "charge:idem:demo:a:b{c}");
 
 	/* exact fit, one byte short */
-	assert_int_equal(idem_key_name(out, 25, "charge:", "demo", "abc-123", 7),
+	assert_int_equal(idem_key_name(out, 25, "charge:", "demo", "abc-123",
+	                     7),
 	    24);
 	assert_string_equal(out, "charge:idem:demo:abc-123");
-	assert_int_equal(idem_key_name(out, 24, "charge:", "demo", "abc-123", 7),
+	assert_int_equal(idem_key_name(out, 24, "charge:", "demo", "abc-123",
+	                     7),
 	    -1);
 	assert_int_equal(idem_key_name(out, 1, "charge:", "demo", "k", 1), -1);
 
 	/* the longest key, then one longer */
 	memset(key, 'k', sizeof(key));
-	n = idem_key_name(out, sizeof(out), "charge:", "demo", key, IDEM_KEY_MAX);
+	n = idem_key_name(out, sizeof(out), "charge:", "demo", key,
+	    IDEM_KEY_MAX);
 	assert_int_equal(n, 17 + IDEM_KEY_MAX);
 	assert_int_equal(strlen(out), (size_t)n);
 	assert_int_equal(idem_key_name(out, sizeof(out), "charge:", "demo", key,
-	    IDEM_KEY_MAX + 1), -1);
+	                     IDEM_KEY_MAX + 1),
+	    -1);
 }
 
 int

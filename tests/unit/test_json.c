@@ -52,8 +52,10 @@ expect_status_n(const char *b, size_t n, enum json_status want, size_t at)
 	struct json_doc doc;
 	enum json_status st = json_parse(b, n, &doc);
 
-	if (st != want || ((want == JSON_SYNTAX || want == JSON_BAD_BYTE ||
-	    want == JSON_TRAILING) && doc.at != at))
+	if (st != want ||
+	    ((want == JSON_SYNTAX || want == JSON_BAD_BYTE ||
+	         want == JSON_TRAILING) &&
+	        doc.at != at))
 		fail_msg("%.60s: status %d at %zu, want %d at %zu", b, st,
 		    doc.at, want, at);
 	if (want == JSON_SYNTAX)
@@ -163,7 +165,15 @@ static void
 test_numbers(void **state)
 {
 	static const char *const raw[] = {
-		"1.0", "1e2", "1E+2", "-0.5", "01", "-01", "00", "1.", "-.5",
+		"1.0",
+		"1e2",
+		"1E+2",
+		"-0.5",
+		"01",
+		"-01",
+		"00",
+		"1.",
+		"-.5",
 		"1e400",
 	};
 	struct json_doc doc;
@@ -183,7 +193,7 @@ test_numbers(void **state)
 	assert_true(n->next->next->valuedouble == -42);
 	n = n->next->next->next;
 	assert_true(n->valuedouble == 999999999999999.0);
-	assert_true(n->next->valuedouble == 1e15);     /* saturated */
+	assert_true(n->next->valuedouble == 1e15); /* saturated */
 	json_doc_free(&doc);
 
 	for (size_t i = 0; i < sizeof(raw) / sizeof(raw[0]); i++) {
@@ -205,7 +215,9 @@ test_strings(void **state)
 
 	(void)state;
 	s = parse_ok("[\"\\b\\f\\n\\r\\t\\\"\\\\\\/\", \"caf\\u00e9\\u00E9\", "
-	    "\"\\ud83d\\udcb3\", \"\xe2\x82\xac\", \"\\u20AC\"]", &doc)->child;
+	             "\"\\ud83d\\udcb3\", \"\xe2\x82\xac\", \"\\u20AC\"]",
+	    &doc)
+	        ->child;
 	assert_string_equal(s->valuestring, "\b\f\n\r\t\"\\/");
 	assert_string_equal(s->next->valuestring, "caf\xc3\xa9\xc3\xa9");
 	assert_string_equal(s->next->next->valuestring, "\xf0\x9f\x92\xb3");
@@ -249,11 +261,11 @@ test_nonhex_unicode_escape(void **state)
 	struct json_doc doc;
 
 	(void)state;
-	assert_string_equal(parse_ok("[\"a\\uZZZZb\"]", &doc)->child->valuestring,
-	    "a");
+	assert_string_equal(
+	    parse_ok("[\"a\\uZZZZb\"]", &doc)->child->valuestring, "a");
 	json_doc_free(&doc);
-	assert_string_equal(parse_ok("[\"a\\u12\\\\\\\"x\"]", &doc)->child->
-	    valuestring, "a");
+	assert_string_equal(
+	    parse_ok("[\"a\\u12\\\\\\\"x\"]", &doc)->child->valuestring, "a");
 	json_doc_free(&doc);
 	/* cJSON's six bytes end on the closing quote's backslash */
 	expect_status("[\"\\u123\\\\\"]", JSON_OK, 0);
@@ -357,7 +369,7 @@ test_paths(void **state)
 	free(name);
 }
 
-static int fail_after = -1;     /* allocations before one fails; -1: none */
+static int fail_after = -1; /* allocations before one fails; -1: none */
 
 static void *
 failing_malloc(size_t n)
@@ -374,7 +386,7 @@ static void
 test_out_of_memory(void **state)
 {
 	static const char b[] = "{\"a\":[1,2.5,\"x\\u00e9\"],\"a\":{\"k\":null,"
-	    "\"l\":true,\"m\":false},\"n\":\"\\u0000\"}";
+	                        "\"l\":true,\"m\":false},\"n\":\"\\u0000\"}";
 	cJSON_Hooks hooks = { failing_malloc, free };
 	struct json_doc doc;
 	enum json_status st;
@@ -405,33 +417,33 @@ test_utf8_valid(void **state)
 	assert_int_equal(utf8_valid("", 0), 1);
 	assert_int_equal(utf8_valid("abc", 3), 1);
 	assert_int_equal(utf8_valid("a\0b", 3), 1);
-	assert_int_equal(utf8_valid("\xc2\x80", 2), 1);          /* U+0080 */
-	assert_int_equal(utf8_valid("\xdf\xbf", 2), 1);          /* U+07FF */
-	assert_int_equal(utf8_valid("\xe0\xa0\x80", 3), 1);      /* U+0800 */
-	assert_int_equal(utf8_valid("\xed\x9f\xbf", 3), 1);      /* U+D7FF */
-	assert_int_equal(utf8_valid("\xee\x80\x80", 3), 1);      /* U+E000 */
-	assert_int_equal(utf8_valid("\xef\xbf\xbf", 3), 1);      /* U+FFFF */
-	assert_int_equal(utf8_valid("\xf0\x90\x80\x80", 4), 1);  /* U+10000 */
-	assert_int_equal(utf8_valid("\xf4\x8f\xbf\xbf", 4), 1);  /* U+10FFFF */
+	assert_int_equal(utf8_valid("\xc2\x80", 2), 1);         /* U+0080 */
+	assert_int_equal(utf8_valid("\xdf\xbf", 2), 1);         /* U+07FF */
+	assert_int_equal(utf8_valid("\xe0\xa0\x80", 3), 1);     /* U+0800 */
+	assert_int_equal(utf8_valid("\xed\x9f\xbf", 3), 1);     /* U+D7FF */
+	assert_int_equal(utf8_valid("\xee\x80\x80", 3), 1);     /* U+E000 */
+	assert_int_equal(utf8_valid("\xef\xbf\xbf", 3), 1);     /* U+FFFF */
+	assert_int_equal(utf8_valid("\xf0\x90\x80\x80", 4), 1); /* U+10000 */
+	assert_int_equal(utf8_valid("\xf4\x8f\xbf\xbf", 4), 1); /* U+10FFFF */
 
-	assert_int_equal(utf8_valid("\xc0\xaf", 2), 0);          /* overlong / */
+	assert_int_equal(utf8_valid("\xc0\xaf", 2), 0); /* overlong / */
 	assert_int_equal(utf8_valid("\xc1\xbf", 2), 0);
 	assert_int_equal(utf8_valid("\xe0\x80\xaf", 3), 0);
 	assert_int_equal(utf8_valid("\xe0\x9f\xbf", 3), 0);
 	assert_int_equal(utf8_valid("\xf0\x80\x80\xaf", 4), 0);
 	assert_int_equal(utf8_valid("\xf0\x8f\xbf\xbf", 4), 0);
-	assert_int_equal(utf8_valid("\xed\xa0\x80", 3), 0);      /* U+D800 */
-	assert_int_equal(utf8_valid("\xed\xbf\xbf", 3), 0);      /* U+DFFF */
-	assert_int_equal(utf8_valid("\xf4\x90\x80\x80", 4), 0);  /* U+110000 */
+	assert_int_equal(utf8_valid("\xed\xa0\x80", 3), 0);     /* U+D800 */
+	assert_int_equal(utf8_valid("\xed\xbf\xbf", 3), 0);     /* U+DFFF */
+	assert_int_equal(utf8_valid("\xf4\x90\x80\x80", 4), 0); /* U+110000 */
 	assert_int_equal(utf8_valid("\xf5\x80\x80\x80", 4), 0);
 	assert_int_equal(utf8_valid("\xff", 1), 0);
 	assert_int_equal(utf8_valid("\xfe", 1), 0);
-	assert_int_equal(utf8_valid("\x80", 1), 0);              /* lone continuation */
+	assert_int_equal(utf8_valid("\x80", 1), 0); /* lone continuation */
 	assert_int_equal(utf8_valid("a\xbf", 2), 0);
-	assert_int_equal(utf8_valid("\xc3", 1), 0);              /* truncated */
+	assert_int_equal(utf8_valid("\xc3", 1), 0); /* truncated */
 	assert_int_equal(utf8_valid("\xe2\x82", 2), 0);
 	assert_int_equal(utf8_valid("\xf0\x9f\x92", 3), 0);
-	assert_int_equal(utf8_valid("\xe2\x82\xac", 2), 0);      /* cut by n */
+	assert_int_equal(utf8_valid("\xe2\x82\xac", 2), 0); /* cut by n */
 	assert_int_equal(utf8_valid("\xc3\x28", 2), 0);
 	assert_int_equal(utf8_valid("\xe2\x28\xa1", 3), 0);
 	assert_int_equal(utf8_valid("\xf0\x9f\x28\xb3", 4), 0);

@@ -13,7 +13,8 @@
 
 /* Runs fn with stderr redirected to a pipe; returns what was written. */
 static char captured[8192];
-static size_t capture_begin(int *saved, int p[2])
+static size_t
+capture_begin(int *saved, int p[2])
 {
 	assert_int_equal(pipe(p), 0);
 	*saved = dup(2);
@@ -21,7 +22,8 @@ static size_t capture_begin(int *saved, int p[2])
 	assert_int_equal(dup2(p[1], 2), 2);
 	return 0;
 }
-static size_t capture_end(int saved, int p[2])
+static size_t
+capture_end(int saved, int p[2])
 {
 	ssize_t n;
 	assert_int_equal(dup2(saved, 2), 2);
@@ -34,7 +36,8 @@ static size_t capture_end(int saved, int p[2])
 	return (size_t)n;
 }
 
-static void test_escape(void **s)
+static void
+test_escape(void **s)
 {
 	char d[64];
 	(void)s;
@@ -47,7 +50,7 @@ static void test_escape(void **s)
 	assert_int_equal(log_escape(d, 8, "abcdefg", 7), 7);
 	assert_string_equal(d, "abcdefg");
 	assert_int_equal(log_escape(d, 8, "ab\ncdefg", 8), 5);
-	assert_string_equal(d, "ab...");   /* \x0a does not fit with "..." */
+	assert_string_equal(d, "ab..."); /* \x0a does not fit with "..." */
 	assert_int_equal(log_escape(d, 1, "abc", 3), 0);
 	assert_string_equal(d, "");
 	assert_int_equal(log_escape(d, 3, "abc", 3), 2);
@@ -63,7 +66,8 @@ static void test_escape(void **s)
 	assert_int_equal(log_escape(NULL, 0, "x", 1), 0);
 }
 
-static void test_levels(void **s)
+static void
+test_levels(void **s)
 {
 	(void)s;
 	assert_int_equal(log_level_parse("error"), LL_ERROR);
@@ -79,7 +83,8 @@ static void test_levels(void **s)
 	log_set_level(LL_INFO);
 }
 
-static void test_line(void **s)
+static void
+test_line(void **s)
 {
 	int saved, p[2];
 	regex_t re;
@@ -93,20 +98,26 @@ static void test_line(void **s)
 	log_debug(NULL, "hidden");
 	log_error(NULL, "no rid");
 	capture_end(saved, p);
-	assert_int_equal(regcomp(&re, "^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}\\.[0-9]{3}Z info \\[[0-9]+\\] \\[0123abcd\\] hello x 7\\\\x0aforged line\n[0-9T:.Z-]{24} error \\[[0-9]+\\] \\[-\\] no rid\n$", REG_EXTENDED), 0);
+	assert_int_equal(
+	    regcomp(&re,
+	        "^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}\\.[0-9]{3}Z info \\[[0-9]+\\] \\[0123abcd\\] hello x 7\\\\x0aforged line\n[0-9T:.Z-]{24} error \\[[0-9]+\\] \\[-\\] no rid\n$",
+	        REG_EXTENDED),
+	    0);
 	assert_int_equal(regexec(&re, captured, 0, NULL, 0), 0);
 	regfree(&re);
 	snprintf(want, sizeof(want), "[%ld]", (long)getpid());
 	assert_non_null(strstr(captured, want));
 }
 
-static void test_truncate(void **s)
+static void
+test_truncate(void **s)
 {
 	int saved, p[2];
 	char *big = malloc(5000);
 	size_t n;
 	(void)s;
-	memset(big, 'x', 4999); big[4999] = '\0';
+	memset(big, 'x', 4999);
+	big[4999] = '\0';
 	capture_begin(&saved, p);
 	log_warn("r", "%s", big);
 	n = capture_end(saved, p);
@@ -124,9 +135,11 @@ static void test_truncate(void **s)
 	free(big);
 }
 
-int main(void)
+int
+main(void)
 {
-	const struct CMUnitTest t[] = { cmocka_unit_test(test_escape), cmocka_unit_test(test_levels),
-		cmocka_unit_test(test_line), cmocka_unit_test(test_truncate) };
+	const struct CMUnitTest t[] = { cmocka_unit_test(test_escape),
+		cmocka_unit_test(test_levels), cmocka_unit_test(test_line),
+		cmocka_unit_test(test_truncate) };
 	return cmocka_run_group_tests_name("log", t, NULL, NULL);
 }

@@ -27,10 +27,17 @@ static void
 test_outcomes(void **state)
 {
 	static const char *succeed[] = {
-		"tok_visa", "tok_mastercard", "tok_", "tok_x",
-		"tok_chargedeclined", "tok_chargeDeclined_", "tok_ChargeDeclined",
-		"tok_insufficientFundsX", "tok_providerError2",
-		"tok_providerTimeou", "tok_providerTimeoutt",
+		"tok_visa",
+		"tok_mastercard",
+		"tok_",
+		"tok_x",
+		"tok_chargedeclined",
+		"tok_chargeDeclined_",
+		"tok_ChargeDeclined",
+		"tok_insufficientFundsX",
+		"tok_providerError2",
+		"tok_providerTimeou",
+		"tok_providerTimeoutt",
 	};
 	const char *code = "junk";
 	size_t i;
@@ -79,7 +86,8 @@ id(const char *secret, const char *principal, const char *key,
 {
 	memset(out, 'X', 4 + CHARGE_ID_HEX_LEN);
 	assert_int_equal(provider_charge_id(secret, principal, key, strlen(key),
-	    FP, out), 0);
+	                     FP, out),
+	    0);
 	assert_charge_id_format(out);
 }
 
@@ -106,10 +114,12 @@ test_charge_id(void **state)
 	id(SECRET, "demok", "1", b);
 	assert_string_not_equal(a, b);
 	/* keylen bounds the key */
-	assert_int_equal(provider_charge_id(SECRET, "demo", "k1xyz", 2, FP, b), 0);
+	assert_int_equal(provider_charge_id(SECRET, "demo", "k1xyz", 2, FP, b),
+	    0);
 	assert_string_equal(a, b);
 	/* the same key with another request is another charge */
-	assert_int_equal(provider_charge_id(SECRET, "demo", "k1", 2, FP2, b), 0);
+	assert_int_equal(provider_charge_id(SECRET, "demo", "k1", 2, FP2, b),
+	    0);
 	assert_string_not_equal(a, b);
 	assert_int_equal(provider_charge_id(SECRET, "demo", "k1", 2, FP, b), 0);
 	assert_string_equal(a, b);
@@ -129,7 +139,8 @@ test_charge_id_construction(void **state)
 
 	(void)state;
 	assert_int_equal(digest_hmac_sha256(SECRET, strlen(SECRET), msg,
-	    sizeof(msg) - 1, mac), 0);
+	                     sizeof(msg) - 1, mac),
+	    0);
 	digest_hex(mac, sizeof(mac), hex);
 	(void)snprintf(want, sizeof(want), "ch_%.24s", hex);
 	id(SECRET, "demo", "order-42", got);
@@ -146,16 +157,20 @@ test_charge_id_limits(void **state)
 	memset(principal, 'p', sizeof(principal));
 	principal[PRINCIPAL_MAX] = '\0';
 	memset(key, 'k', sizeof(key));
-	assert_int_equal(provider_charge_id(SECRET, principal, key, IDEM_KEY_MAX,
-	    FP, out), 0);
+	assert_int_equal(provider_charge_id(SECRET, principal, key,
+	                     IDEM_KEY_MAX, FP, out),
+	    0);
 	assert_charge_id_format(out);
 	assert_int_equal(provider_charge_id(SECRET, principal, key,
-	    IDEM_KEY_MAX + 1, FP, out), -1);
-	assert_int_equal(provider_charge_id(SECRET, principal, key, 1,
-	    FP "0", out), -1);
+	                     IDEM_KEY_MAX + 1, FP, out),
+	    -1);
+	assert_int_equal(provider_charge_id(SECRET, principal, key, 1, FP "0",
+	                     out),
+	    -1);
 	principal[PRINCIPAL_MAX] = 'p';
 	principal[PRINCIPAL_MAX + 1] = '\0';
-	assert_int_equal(provider_charge_id(SECRET, principal, key, 1, FP, out), -1);
+	assert_int_equal(provider_charge_id(SECRET, principal, key, 1, FP, out),
+	    -1);
 }
 
 struct fixture {
@@ -274,12 +289,14 @@ test_charge_succeeded(void **state)
 	long long t0, t1;
 
 	t0 = now_wall_ms();
-	assert_int_equal(provider_charge(&fx->cfg, &fx->ledger_fd, "demo", "order-1", 7, FP, 1999,
-	    "usd", "tok_visa", 0, &r1), 0);
+	assert_int_equal(provider_charge(&fx->cfg, &fx->ledger_fd, "demo",
+	                     "order-1", 7, FP, 1999, "usd", "tok_visa", 0, &r1),
+	    0);
 	t1 = now_wall_ms();
 	assert_int_equal(r1.outcome, PROV_SUCCEEDED);
 	assert_null(r1.decline_code);
-	assert_int_equal(provider_charge_id(SECRET, "demo", "order-1", 7, FP, want),
+	assert_int_equal(provider_charge_id(SECRET, "demo", "order-1", 7, FP,
+	                     want),
 	    0);
 	assert_string_equal(r1.charge_id, want);
 	assert_in_range(r1.created, t0 / 1000, t1 / 1000);
@@ -288,8 +305,9 @@ test_charge_succeeded(void **state)
 	    "1999", "usd", t0, t1);
 
 	/* the same key again: the same charge, and a second ledger line */
-	assert_int_equal(provider_charge(&fx->cfg, &fx->ledger_fd, "demo", "order-1", 7, FP, 1999,
-	    "usd", "tok_visa", 0, &r2), 0);
+	assert_int_equal(provider_charge(&fx->cfg, &fx->ledger_fd, "demo",
+	                     "order-1", 7, FP, 1999, "usd", "tok_visa", 0, &r2),
+	    0);
 	t1 = now_wall_ms();
 	assert_string_equal(r2.charge_id, r1.charge_id);
 	assert_int_equal(ledger_lines(fx->ledger, lines, 4), 2);
@@ -297,8 +315,9 @@ test_charge_succeeded(void **state)
 	    "1999", "usd", t0, t1);
 
 	/* another principal with the same key: another charge */
-	assert_int_equal(provider_charge(&fx->cfg, &fx->ledger_fd, "acme", "order-1", 7, FP, 5,
-	    "eur", "tok_visa", 0, &r2), 0);
+	assert_int_equal(provider_charge(&fx->cfg, &fx->ledger_fd, "acme",
+	                     "order-1", 7, FP, 5, "eur", "tok_visa", 0, &r2),
+	    0);
 	assert_string_not_equal(r2.charge_id, r1.charge_id);
 	assert_int_equal(ledger_lines(fx->ledger, lines, 4), 3);
 	assert_ledger_line(lines[2], "acme", "order-1", r2.charge_id,
@@ -313,17 +332,20 @@ test_charge_declined_and_error(void **state)
 	char lines[4][1024];
 	long long t0 = now_wall_ms();
 
-	assert_int_equal(provider_charge(&fx->cfg, &fx->ledger_fd, "demo", "d1", 2, FP, 100, "usd",
-	    "tok_chargeDeclined", 0, &r), 0);
+	assert_int_equal(provider_charge(&fx->cfg, &fx->ledger_fd, "demo", "d1",
+	                     2, FP, 100, "usd", "tok_chargeDeclined", 0, &r),
+	    0);
 	assert_int_equal(r.outcome, PROV_DECLINED);
 	assert_string_equal(r.decline_code, "card_declined");
 	assert_charge_id_format(r.charge_id);
-	assert_int_equal(provider_charge(&fx->cfg, &fx->ledger_fd, "demo", "d2", 2, FP, 200, "usd",
-	    "tok_insufficientFunds", 0, &r), 0);
+	assert_int_equal(provider_charge(&fx->cfg, &fx->ledger_fd, "demo", "d2",
+	                     2, FP, 200, "usd", "tok_insufficientFunds", 0, &r),
+	    0);
 	assert_int_equal(r.outcome, PROV_DECLINED);
 	assert_string_equal(r.decline_code, "insufficient_funds");
-	assert_int_equal(provider_charge(&fx->cfg, &fx->ledger_fd, "demo", "e1", 2, FP, 300, "gbp",
-	    "tok_providerError", 0, &r), 0);
+	assert_int_equal(provider_charge(&fx->cfg, &fx->ledger_fd, "demo", "e1",
+	                     2, FP, 300, "gbp", "tok_providerError", 0, &r),
+	    0);
 	assert_int_equal(r.outcome, PROV_ERROR);
 	assert_null(r.decline_code);
 	assert_int_equal(ledger_lines(fx->ledger, lines, 4), 3);
@@ -339,8 +361,8 @@ test_charge_declined_and_error(void **state)
 		    "100", "usd", t0, t1);
 		assert_ledger_line(lines[1], "demo", "d2", id2, "declined",
 		    "200", "usd", t0, t1);
-		assert_ledger_line(lines[2], "demo", "e1", id3, "error",
-		    "300", "gbp", t0, t1);
+		assert_ledger_line(lines[2], "demo", "e1", id3, "error", "300",
+		    "gbp", t0, t1);
 	}
 }
 
@@ -355,8 +377,9 @@ test_charge_timeout(void **state)
 	fx->cfg.provider_timeout_ms = 60;
 	t0 = now_wall_ms();
 	m0 = mono_ms();
-	assert_int_equal(provider_charge(&fx->cfg, &fx->ledger_fd, "demo", "t1", 2, FP, 1999, "usd",
-	    "tok_providerTimeout", 0, &r), 0);
+	assert_int_equal(provider_charge(&fx->cfg, &fx->ledger_fd, "demo", "t1",
+	                     2, FP, 1999, "usd", "tok_providerTimeout", 0, &r),
+	    0);
 	m1 = mono_ms();
 	assert_true(m1 - m0 >= 60);
 	assert_true(m1 - m0 < 5000);
@@ -371,8 +394,9 @@ test_charge_timeout(void **state)
 	/* the default test config: timeout 10 ms */
 	fx->cfg.provider_timeout_ms = 10;
 	m0 = mono_ms();
-	assert_int_equal(provider_charge(&fx->cfg, &fx->ledger_fd, "demo", "t2", 2, FP, 1, "usd",
-	    "tok_providerTimeout", 0, &r), 0);
+	assert_int_equal(provider_charge(&fx->cfg, &fx->ledger_fd, "demo", "t2",
+	                     2, FP, 1, "usd", "tok_providerTimeout", 0, &r),
+	    0);
 	assert_true(mono_ms() - m0 >= 10);
 }
 
@@ -386,10 +410,11 @@ test_charge_latency(void **state)
 	fx->cfg.provider_latency_ms = 40;
 	fx->cfg.provider_timeout_ms = 5000;
 	m0 = mono_ms();
-	assert_int_equal(provider_charge(&fx->cfg, &fx->ledger_fd, "demo", "l1", 2, FP, 1, "usd",
-	    "tok_visa", 0, &r), 0);
+	assert_int_equal(provider_charge(&fx->cfg, &fx->ledger_fd, "demo", "l1",
+	                     2, FP, 1, "usd", "tok_visa", 0, &r),
+	    0);
 	assert_true(mono_ms() - m0 >= 40);
-	assert_true(mono_ms() - m0 < 5000);     /* not the timeout */
+	assert_true(mono_ms() - m0 < 5000); /* not the timeout */
 }
 
 /*
@@ -409,13 +434,17 @@ test_charge_deadline(void **state)
 	now_us = now_mono_us();
 	/* the deadline passes during the provider's latency */
 	assert_int_equal(provider_charge(&fx->cfg, &fx->ledger_fd, "demo",
-	    "dl1", 3, FP, 1, "usd", "tok_visa", now_us + 10000, &r), 0);
+	                     "dl1", 3, FP, 1, "usd", "tok_visa", now_us + 10000,
+	                     &r),
+	    0);
 	assert_int_equal(r.outcome, PROV_LAPSED);
 	assert_int_equal(ledger_lines(fx->ledger, lines, 2), 0);
 	/* well within it: charged as usual */
 	now_us = now_mono_us();
 	assert_int_equal(provider_charge(&fx->cfg, &fx->ledger_fd, "demo",
-	    "dl2", 3, FP, 1, "usd", "tok_visa", now_us + 5000000, &r), 0);
+	                     "dl2", 3, FP, 1, "usd", "tok_visa",
+	                     now_us + 5000000, &r),
+	    0);
 	assert_int_equal(r.outcome, PROV_SUCCEEDED);
 	assert_int_equal(ledger_lines(fx->ledger, lines, 2), 1);
 }
@@ -433,8 +462,10 @@ test_charge_long_fields(void **state)
 	principal[PRINCIPAL_MAX] = '\0';
 	memset(key, '~', IDEM_KEY_MAX);
 	key[IDEM_KEY_MAX] = '\0';
-	assert_int_equal(provider_charge(&fx->cfg, &fx->ledger_fd, principal, key, IDEM_KEY_MAX, FP,
-	    99999999, "usd", "tok_visa", 0, &r), 0);
+	assert_int_equal(provider_charge(&fx->cfg, &fx->ledger_fd, principal,
+	                     key, IDEM_KEY_MAX, FP, 99999999, "usd", "tok_visa",
+	                     0, &r),
+	    0);
 	assert_int_equal(ledger_lines(fx->ledger, lines, 2), 1);
 	assert_ledger_line(lines[0], principal, key, r.charge_id, "succeeded",
 	    "99999999", "usd", t0, now_wall_ms());
@@ -449,13 +480,15 @@ test_charge_unwritable_ledger(void **state)
 	/* a directory */
 	(void)snprintf(fx->cfg.provider_ledger, sizeof(fx->cfg.provider_ledger),
 	    "%s", fx->dir);
-	assert_int_equal(provider_charge(&fx->cfg, &fx->ledger_fd, "demo", "k", 1, FP, 1, "usd",
-	    "tok_visa", 0, &r), -1);
+	assert_int_equal(provider_charge(&fx->cfg, &fx->ledger_fd, "demo", "k",
+	                     1, FP, 1, "usd", "tok_visa", 0, &r),
+	    -1);
 	/* a missing directory */
 	(void)snprintf(fx->cfg.provider_ledger, sizeof(fx->cfg.provider_ledger),
 	    "%s/missing/ledger.log", fx->dir);
-	assert_int_equal(provider_charge(&fx->cfg, &fx->ledger_fd, "demo", "k", 1, FP, 1, "usd",
-	    "tok_visa", 0, &r), -1);
+	assert_int_equal(provider_charge(&fx->cfg, &fx->ledger_fd, "demo", "k",
+	                     1, FP, 1, "usd", "tok_visa", 0, &r),
+	    -1);
 	assert_int_equal(access(fx->ledger, F_OK), -1);
 }
 
@@ -485,5 +518,6 @@ main(void)
 		T(test_charge_unwritable_ledger),
 	};
 
-	return cmocka_run_group_tests_name("provider", tests, group_setup, NULL);
+	return cmocka_run_group_tests_name("provider", tests, group_setup,
+	    NULL);
 }

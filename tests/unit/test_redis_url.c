@@ -141,8 +141,7 @@ test_errors(void **state)
 	(void)state;
 	parse_fails("");
 	err[0] = '\0';
-	assert_int_equal(redis_url_parse(NULL, &t, err, sizeof(err)),
-	    -1);
+	assert_int_equal(redis_url_parse(NULL, &t, err, sizeof(err)), -1);
 	assert_true(strlen(err) > 0);
 	/* other schemes */
 	parse_fails("http://127.0.0.1:6380");
@@ -233,7 +232,6 @@ test_too_long(void **state)
 	assert_int_equal(strlen(err), 7);
 }
 
-
 static void
 test_single_mode(void **state)
 {
@@ -255,7 +253,8 @@ test_sentinel(void **state)
 
 	(void)state;
 	parse_ok("redis-sentinel://127.0.0.1:26379,127.0.0.1:26380,"
-	    "sentinel-3.example:26381/mymaster", &t);
+	         "sentinel-3.example:26381/mymaster",
+	    &t);
 	assert_int_equal(t.mode, REDIS_MODE_SENTINEL);
 	assert_int_equal(t.nhosts, 3);
 	assert_string_equal(t.hosts[0].host, "127.0.0.1");
@@ -391,8 +390,8 @@ test_host_count(void **state)
 	(void)state;
 	n = (size_t)snprintf(url, sizeof(url), "redis-sentinel://");
 	for (i = 0; i < REDIS_URL_HOSTS_MAX; i++)
-		n += (size_t)snprintf(url + n, sizeof(url) - n, "%s10.0.0.%d:%d",
-		    i ? "," : "", i, 26379 + i);
+		n += (size_t)snprintf(url + n, sizeof(url) - n,
+		    "%s10.0.0.%d:%d", i ? "," : "", i, 26379 + i);
 	(void)snprintf(url + n, sizeof(url) - n, "/m");
 	parse_ok(url, &t);
 	assert_int_equal(t.nhosts, REDIS_URL_HOSTS_MAX);

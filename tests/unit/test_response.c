@@ -26,7 +26,7 @@ struct membuf {
 	char p[8192];
 	size_t n;
 	int calls;
-	int fail_after;         /* fail the write call with this index; -1 never */
+	int fail_after; /* fail the write call with this index; -1 never */
 };
 
 static int
@@ -90,7 +90,8 @@ test_problem_table(void **state)
 	(void)state;
 	assert_int_equal(NWANT, PROB_COUNT);
 	for (i = 0; i < NWANT; i++) {
-		const struct problem_info *pi = problem_info(want_problems[i].p);
+		const struct problem_info *pi =
+		    problem_info(want_problems[i].p);
 
 		assert_non_null(pi);
 		assert_non_null(pi->slug);
@@ -104,7 +105,8 @@ test_problem_table(void **state)
 	/* every enum value has its own slug (slugs are metrics labels) */
 	for (i = 0; i < PROB_COUNT; i++)
 		for (j = i + 1; j < PROB_COUNT; j++)
-			assert_string_not_equal(problem_info((enum problem)i)->slug,
+			assert_string_not_equal(problem_info((enum problem)i)
+			                            ->slug,
 			    problem_info((enum problem)j)->slug);
 	/* out of range: never NULL */
 	assert_non_null(problem_info(PROB_COUNT));
@@ -147,7 +149,8 @@ test_problem_render_every_problem(void **state)
 	(void)state;
 	for (i = 0; i < PROB_COUNT; i++) {
 		len = 0;
-		body = problem_render((enum problem)i, "some detail", NULL, &len);
+		body =
+		    problem_render((enum problem)i, "some detail", NULL, &len);
 		assert_non_null(body);
 		o = parse_problem(body, len, (enum problem)i);
 		d = cJSON_GetObjectItemCaseSensitive(o, "detail");
@@ -169,8 +172,8 @@ test_problem_render_exact(void **state)
 	(void)state;
 	extras = cJSON_CreateObject();
 	assert_non_null(extras);
-	assert_non_null(cJSON_AddStringToObject(extras, "decline_code",
-	    "card_declined"));
+	assert_non_null(
+	    cJSON_AddStringToObject(extras, "decline_code", "card_declined"));
 	body = problem_render(PROB_DECLINED, "The payment was declined.",
 	    extras, &len);
 	assert_non_null(body);
@@ -196,7 +199,8 @@ test_problem_render_detail_null(void **state)
 	o = parse_problem(body, len, PROB_NOT_FOUND);
 	assert_null(cJSON_GetObjectItemCaseSensitive(o, "detail"));
 	assert_int_equal(cJSON_GetArraySize(o), 3);
-	assert_string_equal(body, "{\"type\":\"/problems/not-found\","
+	assert_string_equal(body,
+	    "{\"type\":\"/problems/not-found\","
 	    "\"title\":\"Not Found\",\"status\":404}");
 	cJSON_Delete(o);
 	free(body);
@@ -226,8 +230,8 @@ test_problem_render_errors_array(void **state)
 	e = cJSON_CreateObject();
 	assert_non_null(e);
 	cJSON_AddItemToArray(errors, e);
-	assert_non_null(cJSON_AddStringToObject(e, "field",
-	    "line_items[3].quantity"));
+	assert_non_null(
+	    cJSON_AddStringToObject(e, "field", "line_items[3].quantity"));
 	assert_non_null(cJSON_AddStringToObject(e, "message", "too big"));
 	assert_non_null(cJSON_AddNumberToObject(extras, "limit", 16));
 
@@ -242,10 +246,12 @@ test_problem_render_errors_array(void **state)
 	assert_true(cJSON_IsArray(item));
 	assert_int_equal(cJSON_GetArraySize(item), 2);
 	e = cJSON_GetArrayItem(item, 1);
-	assert_string_equal(cJSON_GetObjectItemCaseSensitive(e,
-	    "field")->valuestring, "line_items[3].quantity");
-	assert_string_equal(cJSON_GetObjectItemCaseSensitive(e,
-	    "message")->valuestring, "too big");
+	assert_string_equal(cJSON_GetObjectItemCaseSensitive(e, "field")
+	                        ->valuestring,
+	    "line_items[3].quantity");
+	assert_string_equal(cJSON_GetObjectItemCaseSensitive(e, "message")
+	                        ->valuestring,
+	    "too big");
 	item = cJSON_GetObjectItemCaseSensitive(o, "limit");
 	assert_true(cJSON_IsNumber(item));
 	assert_int_equal(item->valueint, 16);
@@ -259,7 +265,8 @@ test_problem_render_errors_array(void **state)
 static void
 test_problem_render_empty_extras_and_escaping(void **state)
 {
-	const char *detail = "quote \" backslash \\ newline \n tab \t caf\xc3\xa9";
+	const char *detail =
+	    "quote \" backslash \\ newline \n tab \t caf\xc3\xa9";
 	size_t len = 0;
 	cJSON *o, *item, *extras;
 	char *body;
@@ -269,7 +276,7 @@ test_problem_render_empty_extras_and_escaping(void **state)
 	assert_non_null(extras);
 	body = problem_render(PROB_KEY_REUSED, detail, extras, &len);
 	assert_non_null(body);
-	assert_null(memchr(body, '\n', len));     /* compact, escaped */
+	assert_null(memchr(body, '\n', len)); /* compact, escaped */
 	o = parse_problem(body, len, PROB_KEY_REUSED);
 	item = cJSON_GetObjectItemCaseSensitive(o, "detail");
 	assert_true(cJSON_IsString(item));
@@ -289,7 +296,8 @@ test_header_append(void **state)
 	assert_int_equal(r.headers_len, 0);
 	assert_int_equal(response_header(&r, "Retry-After", "%d", 300), 0);
 	assert_int_equal(response_header(&r, "Idempotent-Replayed", "%s",
-	    "true"), 0);
+	                     "true"),
+	    0);
 	assert_string_equal(r.headers,
 	    "Retry-After: 300\r\nIdempotent-Replayed: true\r\n");
 	assert_int_equal(r.headers_len, strlen(r.headers));
@@ -338,10 +346,10 @@ test_header_overflow(void **state)
 	response_init(&r);
 	memset(value, 'v', sizeof(value));
 	/* "X: " + v + "\r\n" = 5 + len */
-	value[RESPONSE_HEADERS_MAX - 5] = '\0';          /* 512 bytes: too big */
+	value[RESPONSE_HEADERS_MAX - 5] = '\0'; /* 512 bytes: too big */
 	assert_int_equal(response_header(&r, "X", "%s", value), -1);
 	assert_int_equal(r.headers_len, 0);
-	value[RESPONSE_HEADERS_MAX - 6] = '\0';          /* 511 bytes: fits */
+	value[RESPONSE_HEADERS_MAX - 6] = '\0'; /* 511 bytes: fits */
 	assert_int_equal(response_header(&r, "X", "%s", value), 0);
 	assert_int_equal(r.headers_len, RESPONSE_HEADERS_MAX - 1);
 	memcpy(saved, r.headers, r.headers_len);
@@ -364,11 +372,14 @@ test_send_201(void **state)
 	membuf_init(&m, &sink);
 	response_init(&r);
 	assert_int_equal(response_copy_body(&r, 201, "application/json", body,
-	    sizeof(body) - 1), 0);
-	assert_int_equal(response_header(&r, "Idempotent-Replayed", "false"), 0);
+	                     sizeof(body) - 1),
+	    0);
+	assert_int_equal(response_header(&r, "Idempotent-Replayed", "false"),
+	    0);
 	assert_int_equal(response_header(&r, "Retry-After", "%d", 7), 0);
 	assert_int_equal(response_send(&r, "0123456789abcdef0123456789abcdef",
-	    &sink, 0), 0);
+	                     &sink, 0),
+	    0);
 	(void)snprintf(want, sizeof(want),
 	    "Status: 201 Created\r\n"
 	    "Content-Type: application/json\r\n"
@@ -378,7 +389,8 @@ test_send_201(void **state)
 	    "Idempotent-Replayed: false\r\n"
 	    "Retry-After: 7\r\n"
 	    "\r\n"
-	    "%s", sizeof(body) - 1, body);
+	    "%s",
+	    sizeof(body) - 1, body);
 	assert_string_equal(m.p, want);
 	assert_int_equal(m.n, strlen(want));
 	response_free(&r);
@@ -397,7 +409,8 @@ test_send_binary_body(void **state)
 	membuf_init(&m, &sink);
 	response_init(&r);
 	assert_int_equal(response_copy_body(&r, 200, "application/octet-stream",
-	    body, sizeof(body) - 1), 0);
+	                     body, sizeof(body) - 1),
+	    0);
 	assert_int_equal(response_send(&r, "rid", &sink, 0), 0);
 	assert_non_null(strstr(m.p, "Content-Length: 9\r\n"));
 	sep = strstr(m.p, "\r\n\r\n");
@@ -432,7 +445,8 @@ test_send_head_only(void **state)
 	assert_null(strstr(m.p, "\r\n\r\n{"));
 	assert_null(strchr(m.p, '{'));
 	assert_non_null(strstr(m.p, "Status: 404 Not Found\r\n"));
-	assert_non_null(strstr(m.p, "Content-Type: application/problem+json\r\n"));
+	assert_non_null(
+	    strstr(m.p, "Content-Type: application/problem+json\r\n"));
 	assert_non_null(strstr(m.p, "Cache-Control: no-store\r\n"));
 	assert_non_null(strstr(m.p, "X-Request-Id: rid-1\r\n"));
 	{
@@ -471,7 +485,8 @@ assert_fallback_500(const struct membuf *m)
 	cJSON *o, *item;
 
 	assert_non_null(strstr(m->p, "Status: 500 Internal Server Error\r\n"));
-	assert_non_null(strstr(m->p, "Content-Type: application/problem+json\r\n"));
+	assert_non_null(
+	    strstr(m->p, "Content-Type: application/problem+json\r\n"));
 	assert_non_null(strstr(m->p, "Cache-Control: no-store\r\n"));
 	assert_non_null(strstr(m->p, "X-Request-Id: rid\r\n"));
 	body = strstr(m->p, "\r\n\r\n");
@@ -536,12 +551,13 @@ test_send_sink_failure(void **state)
 	(void)state;
 	response_init(&r);
 	assert_int_equal(response_copy_body(&r, 201, "application/json", "{}",
-	    2), 0);
+	                     2),
+	    0);
 	membuf_init(&m, &sink);
-	m.fail_after = 0;       /* head fails */
+	m.fail_after = 0; /* head fails */
 	assert_int_equal(response_send(&r, "rid", &sink, 0), -1);
 	membuf_init(&m, &sink);
-	m.fail_after = 1;       /* body fails */
+	m.fail_after = 1; /* body fails */
 	assert_int_equal(response_send(&r, "rid", &sink, 0), -1);
 	response_free(&r);
 }
@@ -556,11 +572,12 @@ test_response_bodies(void **state)
 	response_init(&r);
 	assert_int_equal(r.status, 500);
 	assert_null(r.body);
-	assert_int_equal(response_copy_body(&r, 200, "text/plain", "abc", 2), 0);
+	assert_int_equal(response_copy_body(&r, 200, "text/plain", "abc", 2),
+	    0);
 	assert_int_equal(r.status, 200);
 	assert_string_equal(r.content_type, "text/plain");
 	assert_int_equal(r.body_len, 2);
-	assert_string_equal(r.body, "ab");       /* copied and terminated */
+	assert_string_equal(r.body, "ab"); /* copied and terminated */
 	/* set_body replaces (and frees) the previous body */
 	b = strdup("{}");
 	assert_non_null(b);
@@ -574,28 +591,39 @@ test_response_bodies(void **state)
 	assert_int_equal(r.status, 409);
 	response_free(&r);
 	assert_null(r.body);
-	response_free(&r);      /* twice: harmless */
+	response_free(&r); /* twice: harmless */
 	response_free(NULL);
 }
 
 static void
 test_http_reason(void **state)
 {
-	static const struct { int status; const char *reason; } want[] = {
-		{ 200, "OK" }, { 201, "Created" }, { 400, "Bad Request" },
-		{ 401, "Unauthorized" }, { 402, "Payment Required" },
-		{ 404, "Not Found" }, { 405, "Method Not Allowed" },
-		{ 409, "Conflict" }, { 413, "Content Too Large" },
+	static const struct {
+		int status;
+		const char *reason;
+	} want[] = {
+		{ 200, "OK" },
+		{ 201, "Created" },
+		{ 400, "Bad Request" },
+		{ 401, "Unauthorized" },
+		{ 402, "Payment Required" },
+		{ 404, "Not Found" },
+		{ 405, "Method Not Allowed" },
+		{ 409, "Conflict" },
+		{ 413, "Content Too Large" },
 		{ 415, "Unsupported Media Type" },
 		{ 422, "Unprocessable Content" },
-		{ 500, "Internal Server Error" }, { 502, "Bad Gateway" },
-		{ 503, "Service Unavailable" }, { 504, "Gateway Timeout" },
+		{ 500, "Internal Server Error" },
+		{ 502, "Bad Gateway" },
+		{ 503, "Service Unavailable" },
+		{ 504, "Gateway Timeout" },
 	};
 	size_t i;
 
 	(void)state;
 	for (i = 0; i < sizeof(want) / sizeof(want[0]); i++)
-		assert_string_equal(http_reason(want[i].status), want[i].reason);
+		assert_string_equal(http_reason(want[i].status),
+		    want[i].reason);
 	assert_string_equal(http_reason(0), "");
 	assert_string_equal(http_reason(299), "");
 	assert_string_equal(http_reason(-1), "");

@@ -58,10 +58,12 @@ test_fields(void **state)
 	char got[1024];
 
 	(void)state;
-	check("{\"line_items\":[{\"description\":\"d\",\"quantity\":2,"
+	check(
+	    "{\"line_items\":[{\"description\":\"d\",\"quantity\":2,"
 	    "\"unit_amount\":5}],\"metadata\":{\"k\":\"v\"},\"description\":null,"
 	    "\"customer\":\"cus_1\",\"source\":\"tok_A_1\",\"currency\":\"EuR\","
-	    "\"amount\":10}", &doc, &f, &v, got, sizeof(got));
+	    "\"amount\":10}",
+	    &doc, &f, &v, got, sizeof(got));
 	assert_string_equal(got, "");
 	assert_int_equal(f.amount, 10);
 	assert_string_equal(f.currency, "eur");
@@ -93,18 +95,22 @@ static void
 test_numbers(void **state)
 {
 	(void)state;
-	expect_errors("{\"amount\":1.0,\"currency\":\"usd\",\"source\":\"tok_a\"}",
+	expect_errors(
+	    "{\"amount\":1.0,\"currency\":\"usd\",\"source\":\"tok_a\"}",
 	    "amount: must be an integer, without fraction, exponent or "
 	    "leading zero\n");
-	expect_errors("{\"amount\":\"1\",\"currency\":\"usd\",\"source\":\"tok_a\"}",
+	expect_errors(
+	    "{\"amount\":\"1\",\"currency\":\"usd\",\"source\":\"tok_a\"}",
 	    "amount: must be an integer\n");
-	expect_errors("{\"amount\":-0,\"currency\":\"usd\",\"source\":\"tok_a\"}",
+	expect_errors(
+	    "{\"amount\":-0,\"currency\":\"usd\",\"source\":\"tok_a\"}",
 	    "amount: must be between 1 and 99999999\n");
 	expect_errors("{\"amount\":12345678901234567890,\"currency\":\"usd\","
-	    "\"source\":\"tok_a\"}", "amount: must be between 1 and 99999999\n");
+	              "\"source\":\"tok_a\"}",
+	    "amount: must be between 1 and 99999999\n");
 	expect_errors("{\"amount\":1,\"currency\":\"usd\",\"source\":\"tok_a\","
-	    "\"line_items\":[{\"description\":\"d\",\"quantity\":01,"
-	    "\"unit_amount\":1e0}]}",
+	              "\"line_items\":[{\"description\":\"d\",\"quantity\":01,"
+	              "\"unit_amount\":1e0}]}",
 	    "line_items[0].quantity: must be an integer, without fraction, "
 	    "exponent or leading zero\n"
 	    "line_items[0].unit_amount: must be an integer, without fraction, "
@@ -115,9 +121,12 @@ static void
 test_order_and_fields(void **state)
 {
 	(void)state;
-	expect_errors("{\"z\":1,\"amount\":0,\"currency\":\"dollars\",\"a\":2,"
+	expect_errors(
+	    "{\"z\":1,\"amount\":0,\"currency\":\"dollars\",\"a\":2,"
 	    "\"customer\":1,\"description\":[],\"metadata\":{\"\":1,\"k\":\"v\","
-	    "\"" "kkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkk" "\":\"v\"},"
+	    "\""
+	    "kkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkk"
+	    "\":\"v\"},"
 	    "\"line_items\":[{\"description\":\"d\",\"sku\":1,\"quantity\":2,"
 	    "\"x\":2},7,{\"quantity\":0,\"unit_amount\":100000000,"
 	    "\"description\":\"d\"}]}",
@@ -140,11 +149,11 @@ test_order_and_fields(void **state)
 	    "line_items[2].unit_amount: must be between 0 and 99999999\n");
 	/* the sum is reported on amount, and only when every item is valid */
 	expect_errors("{" BASE ",\"line_items\":[{\"description\":\"d\","
-	    "\"quantity\":3,\"unit_amount\":5}]}",
+	              "\"quantity\":3,\"unit_amount\":5}]}",
 	    "amount: must equal the sum of line_items quantity * unit_amount "
 	    "(15)\n");
 	expect_errors("{" BASE ",\"line_items\":[{\"description\":\"d\","
-	    "\"quantity\":3,\"unit_amount\":5},{}]}",
+	              "\"quantity\":3,\"unit_amount\":5},{}]}",
 	    "line_items[1].description: is required\n"
 	    "line_items[1].quantity: is required\n"
 	    "line_items[1].unit_amount: is required\n");

@@ -22,7 +22,7 @@
 #include "spill.h"
 
 #define HEX32 "0123456789abcdef0123456789abcdef"
-#define EMPTY_SHA \
+#define EMPTY_SHA                                                              \
 	"e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"
 
 struct fixture {
@@ -159,7 +159,8 @@ round_trip(const char *dir, const char *data, size_t len)
 	int tmp;
 
 	assert_int_equal(spill_write(dir, data, len, name, sha, err,
-	    sizeof(err)), 0);
+	                     sizeof(err)),
+	    0);
 	assert_true(spill_name_valid(name));
 	assert_int_equal(strlen(name), 32 + 5);
 	assert_int_equal(digest_sha256_hex(data, len, want_sha), 0);
@@ -172,7 +173,8 @@ round_trip(const char *dir, const char *data, size_t len)
 	assert_int_equal(count_entries(dir, &tmp), 1);
 	assert_int_equal(tmp, 0);
 	assert_int_equal(spill_read(dir, name, len, sha, &out, err,
-	    sizeof(err)), 0);
+	                     sizeof(err)),
+	    0);
 	assert_non_null(out);
 	if (len > 0)
 		assert_memory_equal(out, data, len);
@@ -198,10 +200,12 @@ test_round_trip_empty(void **state)
 	char *out = NULL;
 
 	round_trip(dir, "", 0);
-	assert_int_equal(spill_write(dir, "", 0, name, sha, err, sizeof(err)), 0);
+	assert_int_equal(spill_write(dir, "", 0, name, sha, err, sizeof(err)),
+	    0);
 	assert_string_equal(sha, EMPTY_SHA);
 	assert_int_equal(spill_read(dir, name, 0, EMPTY_SHA, &out, err,
-	    sizeof(err)), 0);
+	                     sizeof(err)),
+	    0);
 	assert_non_null(out);
 	assert_string_equal(out, "");
 	free(out);
@@ -228,9 +232,11 @@ test_names_random(void **state)
 
 	/* the same body twice: two files, two names, no client input in them */
 	assert_int_equal(spill_write(dir, "../../etc/passwd", 16, a, sha, err,
-	    sizeof(err)), 0);
+	                     sizeof(err)),
+	    0);
 	assert_int_equal(spill_write(dir, "../../etc/passwd", 16, b, sha, err,
-	    sizeof(err)), 0);
+	                     sizeof(err)),
+	    0);
 	assert_string_not_equal(a, b);
 	assert_true(spill_name_valid(a));
 	assert_true(spill_name_valid(b));
@@ -249,7 +255,8 @@ store(const char *dir, const char *data, size_t len, struct stored *s)
 	char err[256];
 
 	assert_int_equal(spill_write(dir, data, len, s->name, s->sha, err,
-	    sizeof(err)), 0);
+	                     sizeof(err)),
+	    0);
 	path_join(s->path, sizeof(s->path), dir, s->name);
 }
 
@@ -262,7 +269,8 @@ assert_read_fails(const char *dir, const char *name, size_t len,
 
 	err[0] = '\0';
 	assert_int_equal(spill_read(dir, name, len, sha, &out, err,
-	    sizeof(err)), -1);
+	                     sizeof(err)),
+	    -1);
 	assert_null(out);
 	assert_true(strlen(err) > 0);
 }
@@ -327,7 +335,8 @@ test_read_flipped_byte(void **state)
 	assert_int_equal(pwrite(fd, "X", 1, 10), 1);
 	assert_int_equal(close(fd), 0);
 	assert_int_equal(spill_read(dir, s.name, BODY_LEN, s.sha, &out, err,
-	    sizeof(err)), -1);
+	                     sizeof(err)),
+	    -1);
 	assert_null(out);
 	assert_non_null(strstr(err, "checksum"));
 }
@@ -351,7 +360,8 @@ test_read_wrong_expectations(void **state)
 	assert_read_fails(dir, s.name, BODY_LEN, EMPTY_SHA);
 	/* the right expectations still work afterwards */
 	assert_int_equal(spill_read(dir, s.name, BODY_LEN, s.sha, &out, err,
-	    sizeof(err)), 0);
+	                     sizeof(err)),
+	    0);
 	assert_string_equal(out, body);
 	free(out);
 }
@@ -360,8 +370,8 @@ static const char *bad_names[] = {
 	"../x",
 	"a.body",
 	"0123456789ABCDEF0123456789abcdef.body",
-	"0123456789abcdef0123456789abcde.body",        /* 31 hex */
-	"0123456789abcdef0123456789abcdef0.body",      /* 33 hex */
+	"0123456789abcdef0123456789abcde.body",   /* 31 hex */
+	"0123456789abcdef0123456789abcdef0.body", /* 33 hex */
 	"0123456789abcdef0123456789abcdef",
 	"0123456789abcdef0123456789abcdef.",
 	"0123456789abcdef0123456789abcdef.tmp",
@@ -392,14 +402,16 @@ test_invalid_names(void **state)
 	write_file(path, body, BODY_LEN);
 	for (i = 0; i < sizeof(bad_names) / sizeof(bad_names[0]); i++) {
 		if (bad_names[i][0] != '\0' && bad_names[i][0] != '.' &&
-		    bad_names[i][0] != '/' && strchr(bad_names[i], '/') == NULL) {
+		    bad_names[i][0] != '/' &&
+		    strchr(bad_names[i], '/') == NULL) {
 			path_join(path, sizeof(path), sub, bad_names[i]);
 			write_file(path, body, BODY_LEN);
 		}
 	}
 	for (i = 0; i < sizeof(bad_names) / sizeof(bad_names[0]); i++) {
 		if (spill_name_valid(bad_names[i]))
-			fail_msg("spill_name_valid accepts \"%s\"", bad_names[i]);
+			fail_msg("spill_name_valid accepts \"%s\"",
+			    bad_names[i]);
 		assert_read_fails(sub, bad_names[i], BODY_LEN, sha);
 		assert_int_equal(spill_remove(sub, bad_names[i]), -1);
 	}
@@ -435,7 +447,8 @@ test_write_missing_dir(void **state)
 	memset(name, 'X', sizeof(name));
 	err[0] = '\0';
 	assert_int_equal(spill_write(missing, body, BODY_LEN, name, sha, err,
-	    sizeof(err)), -1);
+	                     sizeof(err)),
+	    -1);
 	assert_true(strlen(err) > 0);
 	assert_string_equal(name, "");
 	assert_false(exists(missing));
@@ -446,7 +459,8 @@ test_write_missing_dir(void **state)
 	write_file(file, "x", 1);
 	err[0] = '\0';
 	assert_int_equal(spill_write(file, body, BODY_LEN, name, sha, err,
-	    sizeof(err)), -1);
+	                     sizeof(err)),
+	    -1);
 	assert_true(strlen(err) > 0);
 	assert_string_equal(name, "");
 	assert_int_equal(count_entries(dir, NULL), 1);
@@ -525,7 +539,7 @@ test_gc(void **state)
 	/* with younger limits the young ones go too */
 	assert_int_equal(spill_gc(dir, 5, 5), 1);
 	assert_false(exists(p_young));
-	assert_true(exists(p_youngtmp));   /* written just now */
+	assert_true(exists(p_youngtmp)); /* written just now */
 	assert_true(exists(p_notes));
 	assert_true(exists(p_link));
 }

@@ -23,11 +23,11 @@
 #include "spill.h"
 
 #define COLLECTORS 4
-#define STALE      2000     /* .body files older than MAX_AGE_S */
-#define STALE_TMP  500      /* .tmp files older than TMP_AGE_S */
-#define YOUNG      400      /* .body files a live record may name */
-#define MAX_AGE_S  1000
-#define TMP_AGE_S  60
+#define STALE 2000    /* .body files older than MAX_AGE_S */
+#define STALE_TMP 500 /* .tmp files older than TMP_AGE_S */
+#define YOUNG 400     /* .body files a live record may name */
+#define MAX_AGE_S 1000
+#define TMP_AGE_S 60
 
 struct race {
 	const char *dir;

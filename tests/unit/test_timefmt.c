@@ -38,14 +38,20 @@ test_known_instants(void **state)
 {
 	(void)state;
 	/* RFC 9110's own example */
-	assert_string_equal(http(784111777000LL), "Sun, 06 Nov 1994 08:49:37 GMT");
-	assert_string_equal(http(784111777999LL), "Sun, 06 Nov 1994 08:49:37 GMT");
+	assert_string_equal(http(784111777000LL),
+	    "Sun, 06 Nov 1994 08:49:37 GMT");
+	assert_string_equal(http(784111777999LL),
+	    "Sun, 06 Nov 1994 08:49:37 GMT");
 	assert_string_equal(rfc(784111777123LL), "1994-11-06T08:49:37.123Z");
-	assert_string_equal(http(1000000000000LL), "Sun, 09 Sep 2001 01:46:40 GMT");
-	assert_string_equal(http(1763740800000LL), "Fri, 21 Nov 2025 16:00:00 GMT");
+	assert_string_equal(http(1000000000000LL),
+	    "Sun, 09 Sep 2001 01:46:40 GMT");
+	assert_string_equal(http(1763740800000LL),
+	    "Fri, 21 Nov 2025 16:00:00 GMT");
 	assert_string_equal(rfc(1795460400123LL), "2026-11-23T19:00:00.123Z");
-	assert_string_equal(http(2147483647000LL), "Tue, 19 Jan 2038 03:14:07 GMT");
-	assert_string_equal(http(2147483648000LL), "Tue, 19 Jan 2038 03:14:08 GMT");
+	assert_string_equal(http(2147483647000LL),
+	    "Tue, 19 Jan 2038 03:14:07 GMT");
+	assert_string_equal(http(2147483648000LL),
+	    "Tue, 19 Jan 2038 03:14:08 GMT");
 }
 
 static void
@@ -60,12 +66,14 @@ test_epoch_and_edges(void **state)
 	assert_string_equal(http(86399999), "Thu, 01 Jan 1970 23:59:59 GMT");
 	assert_string_equal(http(86400000), "Fri, 02 Jan 1970 00:00:00 GMT");
 	assert_string_equal(rfc(253402300799999LL), "9999-12-31T23:59:59.999Z");
-	assert_string_equal(http(253402300799999LL), "Fri, 31 Dec 9999 23:59:59 GMT");
+	assert_string_equal(http(253402300799999LL),
+	    "Fri, 31 Dec 9999 23:59:59 GMT");
 	/* outside 1970-9999: refused, out emptied */
 	assert_int_equal(timefmt_http_date(-1, buf, sizeof(buf)), -1);
 	assert_string_equal(buf, "");
 	assert_int_equal(timefmt_rfc3339_ms(253402300800000LL, buf,
-	    sizeof(buf)), -1);
+	                     sizeof(buf)),
+	    -1);
 	assert_string_equal(buf, "");
 	/* a buffer one byte short: refused */
 	assert_int_equal(timefmt_http_date(0, buf, HTTP_DATE_LEN), -1);
@@ -77,14 +85,18 @@ test_leap_years(void **state)
 {
 	(void)state;
 	/* 2000: divisible by 400, a leap year */
-	assert_string_equal(http(951782400000LL), "Tue, 29 Feb 2000 00:00:00 GMT");
-	assert_string_equal(http(951868800000LL), "Wed, 01 Mar 2000 00:00:00 GMT");
+	assert_string_equal(http(951782400000LL),
+	    "Tue, 29 Feb 2000 00:00:00 GMT");
+	assert_string_equal(http(951868800000LL),
+	    "Wed, 01 Mar 2000 00:00:00 GMT");
 	/* 2024 leap day, last millisecond */
 	assert_string_equal(rfc(1709251199999LL), "2024-02-29T23:59:59.999Z");
 	assert_string_equal(rfc(1709251200000LL), "2024-03-01T00:00:00.000Z");
 	/* 2100: divisible by 100, not 400: no 29 Feb */
-	assert_string_equal(http(4107456000000LL), "Sun, 28 Feb 2100 00:00:00 GMT");
-	assert_string_equal(http(4107542400000LL), "Mon, 01 Mar 2100 00:00:00 GMT");
+	assert_string_equal(http(4107456000000LL),
+	    "Sun, 28 Feb 2100 00:00:00 GMT");
+	assert_string_equal(http(4107542400000LL),
+	    "Mon, 01 Mar 2100 00:00:00 GMT");
 	/* 31 Dec of a leap year is day 366 */
 	assert_string_equal(rfc(1735603200000LL), "2024-12-31T00:00:00.000Z");
 	assert_string_equal(rfc(1735689600000LL), "2025-01-01T00:00:00.000Z");
@@ -95,9 +107,9 @@ static void
 test_against_gmtime(void **state)
 {
 	static const char *wd[] = { "Sun", "Mon", "Tue", "Wed", "Thu", "Fri",
-	    "Sat" };
+		"Sat" };
 	static const char *mo[] = { "Jan", "Feb", "Mar", "Apr", "May", "Jun",
-	    "Jul", "Aug", "Sep", "Oct", "Nov", "Dec" };
+		"Jul", "Aug", "Sep", "Oct", "Nov", "Dec" };
 	char want[64];
 	long long day;
 	struct tm tm;
@@ -108,8 +120,8 @@ test_against_gmtime(void **state)
 		t = (time_t)(day * 86400 + 45296);
 		assert_non_null(gmtime_r(&t, &tm));
 		(void)snprintf(want, sizeof(want),
-		    "%s, %02d %s %04d 12:34:56 GMT", wd[tm.tm_wday],
-		    tm.tm_mday, mo[tm.tm_mon], tm.tm_year + 1900);
+		    "%s, %02d %s %04d 12:34:56 GMT", wd[tm.tm_wday], tm.tm_mday,
+		    mo[tm.tm_mon], tm.tm_year + 1900);
 		assert_string_equal(http((long long)t * 1000 + 789), want);
 		(void)snprintf(want, sizeof(want),
 		    "%04d-%02d-%02dT12:34:56.789Z", tm.tm_year + 1900,

@@ -16,15 +16,16 @@
 #include "json.h"
 #include "validate.h"
 
-#define BASE_MEMBERS "\"amount\":1999,\"currency\":\"usd\",\"source\":\"tok_visa\""
-#define BASE         "{" BASE_MEMBERS "}"
-#define BASE_CANON   "{\"amount\":1999,\"currency\":\"usd\",\"source\":\"tok_visa\"," \
-                     "\"customer\":null,\"description\":null,\"metadata\":{}," \
-                     "\"line_items\":[]}"
+#define BASE_MEMBERS                                                           \
+	"\"amount\":1999,\"currency\":\"usd\",\"source\":\"tok_visa\""
+#define BASE "{" BASE_MEMBERS "}"
+#define BASE_CANON                                                             \
+	"{\"amount\":1999,\"currency\":\"usd\",\"source\":\"tok_visa\","       \
+	"\"customer\":null,\"description\":null,\"metadata\":{},"              \
+	"\"line_items\":[]}"
 
 /* printf into a fresh heap string (the test fails on ENOMEM). */
-static char *
-fmt(const char *f, ...) __attribute__((format(printf, 1, 2)));
+static char *fmt(const char *f, ...) __attribute__((format(printf, 1, 2)));
 
 static char *
 fmt(const char *f, ...)
@@ -226,7 +227,8 @@ static void
 expect_amount(const char *a, int valid)
 {
 	char *b = fmt("{\"amount\":%s,\"currency\":\"usd\","
-	    "\"source\":\"tok_visa\"}", a);
+	              "\"source\":\"tok_visa\"}",
+	    a);
 
 	if (valid)
 		expect_ok(b);
@@ -254,7 +256,8 @@ static void
 test_canonical_exact(void **state)
 {
 	(void)state;
-	expect_canon(" {\n\t\"line_items\" : [ {\"unit_amount\": 500, "
+	expect_canon(
+	    " {\n\t\"line_items\" : [ {\"unit_amount\": 500, "
 	    "\"quantity\": 2, \"description\": \"Widget \\\"XL\\\"\"}, "
 	    "{\"quantity\":1,\"description\":\"caf\\u00e9\",\"unit_amount\":999}],"
 	    "\"metadata\": {\"zeta\": \"1\", \"alpha\": \"2\", \"Beta\": \"3\", "
@@ -275,7 +278,7 @@ test_canonical_exact(void **state)
 	    "\"customer\":\"a\\nb\\u0001\",\"description\":null,"
 	    "\"metadata\":{},\"line_items\":[]}");
 	expect_canon("{\"amount\":99999999,\"currency\":\"usd\","
-	    "\"source\":\"tok_visa\"}",
+	             "\"source\":\"tok_visa\"}",
 	    "{\"amount\":99999999,\"currency\":\"usd\",\"source\":\"tok_visa\","
 	    "\"customer\":null,\"description\":null,\"metadata\":{},"
 	    "\"line_items\":[]}");
@@ -315,16 +318,17 @@ test_amount(void **state)
 	    "amount");
 	expect_message("{\"currency\":\"usd\",\"source\":\"tok_visa\"}",
 	    "amount", "is required");
-	expect_message("{\"amount\":0,\"currency\":\"usd\",\"source\":\"tok_visa\"}",
+	expect_message(
+	    "{\"amount\":0,\"currency\":\"usd\",\"source\":\"tok_visa\"}",
 	    "amount", "must be between 1 and 99999999");
 
 	/* numbers elsewhere do not shift the integer bookkeeping */
 	b = fmt("{\"x\":[1.5,2e3,0.1],\"amount\":7,\"currency\":\"usd\","
-	    "\"source\":\"tok_visa\"}");
+	        "\"source\":\"tok_visa\"}");
 	expect_only_error(b, "x");
 	free(b);
 	b = fmt("{\"amount\":7,\"currency\":\"usd\",\"source\":\"tok_visa\","
-	    "\"metadata\":{\"k\":\"1.5\"},\"y\":1.5}");
+	        "\"metadata\":{\"k\":\"1.5\"},\"y\":1.5}");
 	expect_only_error(b, "y");
 	free(b);
 }
@@ -333,38 +337,52 @@ static void
 test_currency(void **state)
 {
 	(void)state;
-	expect_canon("{\"amount\":1999,\"currency\":\"USD\",\"source\":\"tok_visa\"}",
+	expect_canon(
+	    "{\"amount\":1999,\"currency\":\"USD\",\"source\":\"tok_visa\"}",
 	    BASE_CANON);
-	expect_canon("{\"amount\":1999,\"currency\":\"uSd\",\"source\":\"tok_visa\"}",
+	expect_canon(
+	    "{\"amount\":1999,\"currency\":\"uSd\",\"source\":\"tok_visa\"}",
 	    BASE_CANON);
-	expect_canon("{\"amount\":1999,\"currency\":\"\\u0055SD\",\"source\":\"tok_visa\"}",
+	expect_canon(
+	    "{\"amount\":1999,\"currency\":\"\\u0055SD\",\"source\":\"tok_visa\"}",
 	    BASE_CANON);
-	expect_only_error("{\"amount\":1999,\"currency\":\"us\",\"source\":\"tok_visa\"}",
+	expect_only_error(
+	    "{\"amount\":1999,\"currency\":\"us\",\"source\":\"tok_visa\"}",
 	    "currency");
-	expect_only_error("{\"amount\":1999,\"currency\":\"usdd\",\"source\":\"tok_visa\"}",
+	expect_only_error(
+	    "{\"amount\":1999,\"currency\":\"usdd\",\"source\":\"tok_visa\"}",
 	    "currency");
-	expect_only_error("{\"amount\":1999,\"currency\":\"\",\"source\":\"tok_visa\"}",
+	expect_only_error(
+	    "{\"amount\":1999,\"currency\":\"\",\"source\":\"tok_visa\"}",
 	    "currency");
-	expect_only_error("{\"amount\":1999,\"currency\":\"u$d\",\"source\":\"tok_visa\"}",
+	expect_only_error(
+	    "{\"amount\":1999,\"currency\":\"u$d\",\"source\":\"tok_visa\"}",
 	    "currency");
-	expect_only_error("{\"amount\":1999,\"currency\":\"us1\",\"source\":\"tok_visa\"}",
+	expect_only_error(
+	    "{\"amount\":1999,\"currency\":\"us1\",\"source\":\"tok_visa\"}",
 	    "currency");
-	expect_only_error("{\"amount\":1999,\"currency\":\"us \",\"source\":\"tok_visa\"}",
+	expect_only_error(
+	    "{\"amount\":1999,\"currency\":\"us \",\"source\":\"tok_visa\"}",
 	    "currency");
 	/* three bytes, but not three ASCII letters */
-	expect_only_error("{\"amount\":1999,\"currency\":\"u\xc3\xbc\",\"source\":\"tok_visa\"}",
+	expect_only_error(
+	    "{\"amount\":1999,\"currency\":\"u\xc3\xbc\",\"source\":\"tok_visa\"}",
 	    "currency");
-	expect_only_error("{\"amount\":1999,\"currency\":840,\"source\":\"tok_visa\"}",
+	expect_only_error(
+	    "{\"amount\":1999,\"currency\":840,\"source\":\"tok_visa\"}",
 	    "currency");
-	expect_only_error("{\"amount\":1999,\"currency\":null,\"source\":\"tok_visa\"}",
+	expect_only_error(
+	    "{\"amount\":1999,\"currency\":null,\"source\":\"tok_visa\"}",
 	    "currency");
-	expect_only_error("{\"amount\":1999,\"source\":\"tok_visa\"}", "currency");
+	expect_only_error("{\"amount\":1999,\"source\":\"tok_visa\"}",
+	    "currency");
 }
 
 static void
 expect_source(const char *src, int valid)
 {
-	char *b = fmt("{\"amount\":1999,\"currency\":\"usd\",\"source\":%s}", src);
+	char *b =
+	    fmt("{\"amount\":1999,\"currency\":\"usd\",\"source\":%s}", src);
 
 	if (valid)
 		expect_ok(b);
@@ -416,8 +434,10 @@ test_source(void **state)
 
 		t = rep("Z", SOURCE_TOKEN_MAX);
 		body = fmt("{\"amount\":1,\"currency\":\"usd\","
-		    "\"source\":\"tok_%s\"}", t);
-		assert_int_equal(validate_charge(body, strlen(body), &p, &v), 0);
+		           "\"source\":\"tok_%s\"}",
+		    t);
+		assert_int_equal(validate_charge(body, strlen(body), &p, &v),
+		    0);
 		assert_int_equal(strlen(p.source), 4 + SOURCE_TOKEN_MAX);
 		assert_memory_equal(p.source + 4, t, SOURCE_TOKEN_MAX);
 		charge_params_free(&p);
@@ -453,8 +473,10 @@ test_customer(void **state)
 	expect_string_len("customer", "c", CUSTOMER_MAX + 1, 0);
 	expect_string_len("customer", "", 0, 1);
 	/* lengths are bytes: 2-byte characters */
-	expect_string_len("customer", "\xc3\xa9", CUSTOMER_MAX / 2, 1);  /* 254 */
-	expect_string_len("customer", "\xc3\xa9", CUSTOMER_MAX / 2 + 1, 0); /* 256 */
+	expect_string_len("customer", "\xc3\xa9", CUSTOMER_MAX / 2,
+	    1); /* 254 */
+	expect_string_len("customer", "\xc3\xa9", CUSTOMER_MAX / 2 + 1,
+	    0); /* 256 */
 	{
 		char *s = rep("\xc3\xa9", CUSTOMER_MAX / 2);
 		char *m = fmt("\"customer\":\"a%s\"", s);   /* 255 bytes */
@@ -489,8 +511,8 @@ test_description(void **state)
 	(void)state;
 	expect_string_len("description", "d", DESCRIPTION_MAX, 1);
 	expect_string_len("description", "d", DESCRIPTION_MAX + 1, 0);
-	expect_string_len("description", "\xe2\x82\xac", 333, 1);  /* 999 */
-	expect_string_len("description", "\xe2\x82\xac", 334, 0);  /* 1002 */
+	expect_string_len("description", "\xe2\x82\xac", 333, 1);     /* 999 */
+	expect_string_len("description", "\xe2\x82\xac", 334, 0);     /* 1002 */
 	expect_string_len("description", "\xf0\x9f\x92\xb3", 250, 1); /* 1000 */
 	expect_string_len("description", "\xf0\x9f\x92\xb3", 251, 0); /* 1004 */
 	expect_with_error("\"description\":[]", "description");
@@ -598,11 +620,15 @@ line_items_body(size_t n, long long unit)
 
 	f = open_memstream(&s, &len);
 	assert_non_null(f);
-	fprintf(f, "{\"amount\":%lld,\"currency\":\"usd\",\"source\":\"tok_visa\","
-	    "\"line_items\":[", (long long)n * unit);
+	fprintf(f,
+	    "{\"amount\":%lld,\"currency\":\"usd\",\"source\":\"tok_visa\","
+	    "\"line_items\":[",
+	    (long long)n * unit);
 	for (size_t i = 0; i < n; i++)
-		fprintf(f, "%s{\"description\":\"item %zu\",\"quantity\":1,"
-		    "\"unit_amount\":%lld}", i ? "," : "", i, unit);
+		fprintf(f,
+		    "%s{\"description\":\"item %zu\",\"quantity\":1,"
+		    "\"unit_amount\":%lld}",
+		    i ? "," : "", i, unit);
 	fprintf(f, "]}");
 	assert_int_equal(fclose(f), 0);
 	return s;
@@ -612,8 +638,10 @@ line_items_body(size_t n, long long unit)
 static char *
 item_body(long long amount, const char *item)
 {
-	return fmt("{\"amount\":%lld,\"currency\":\"usd\",\"source\":\"tok_visa\","
-	    "\"line_items\":[%s]}", amount, item);
+	return fmt(
+	    "{\"amount\":%lld,\"currency\":\"usd\",\"source\":\"tok_visa\","
+	    "\"line_items\":[%s]}",
+	    amount, item);
 }
 
 static void
@@ -645,43 +673,65 @@ test_line_items(void **state)
 	free(b);
 
 	/* quantity edges */
-	expect_item(10, "{\"description\":\"a\",\"quantity\":1,\"unit_amount\":10}", NULL);
-	expect_item(100000, "{\"description\":\"a\",\"quantity\":10000,\"unit_amount\":10}", NULL);
-	expect_item(10, "{\"description\":\"a\",\"quantity\":0,\"unit_amount\":10}",
+	expect_item(10,
+	    "{\"description\":\"a\",\"quantity\":1,\"unit_amount\":10}", NULL);
+	expect_item(100000,
+	    "{\"description\":\"a\",\"quantity\":10000,\"unit_amount\":10}",
+	    NULL);
+	expect_item(10,
+	    "{\"description\":\"a\",\"quantity\":0,\"unit_amount\":10}",
 	    "line_items[0].quantity");
-	expect_item(100010, "{\"description\":\"a\",\"quantity\":10001,\"unit_amount\":10}",
+	expect_item(100010,
+	    "{\"description\":\"a\",\"quantity\":10001,\"unit_amount\":10}",
 	    "line_items[0].quantity");
-	expect_item(10, "{\"description\":\"a\",\"quantity\":-1,\"unit_amount\":10}",
+	expect_item(10,
+	    "{\"description\":\"a\",\"quantity\":-1,\"unit_amount\":10}",
 	    "line_items[0].quantity");
-	expect_item(10, "{\"description\":\"a\",\"quantity\":1.0,\"unit_amount\":10}",
+	expect_item(10,
+	    "{\"description\":\"a\",\"quantity\":1.0,\"unit_amount\":10}",
 	    "line_items[0].quantity");
-	expect_item(10, "{\"description\":\"a\",\"quantity\":\"1\",\"unit_amount\":10}",
+	expect_item(10,
+	    "{\"description\":\"a\",\"quantity\":\"1\",\"unit_amount\":10}",
 	    "line_items[0].quantity");
 
 	/* unit_amount edges: 0 is allowed in an item, not as the only total */
-	expect_item(5, "{\"description\":\"a\",\"quantity\":1,\"unit_amount\":5},"
-	    "{\"description\":\"free\",\"quantity\":3,\"unit_amount\":0}", NULL);
-	expect_item(99999999, "{\"description\":\"a\",\"quantity\":1,"
-	    "\"unit_amount\":99999999}", NULL);
-	expect_item(99999999, "{\"description\":\"a\",\"quantity\":1,"
-	    "\"unit_amount\":100000000}", "line_items[0].unit_amount");
-	expect_item(1, "{\"description\":\"a\",\"quantity\":1,\"unit_amount\":-1}",
+	expect_item(5,
+	    "{\"description\":\"a\",\"quantity\":1,\"unit_amount\":5},"
+	    "{\"description\":\"free\",\"quantity\":3,\"unit_amount\":0}",
+	    NULL);
+	expect_item(99999999,
+	    "{\"description\":\"a\",\"quantity\":1,"
+	    "\"unit_amount\":99999999}",
+	    NULL);
+	expect_item(99999999,
+	    "{\"description\":\"a\",\"quantity\":1,"
+	    "\"unit_amount\":100000000}",
 	    "line_items[0].unit_amount");
-	expect_item(1, "{\"description\":\"a\",\"quantity\":1,\"unit_amount\":1e0}",
+	expect_item(1,
+	    "{\"description\":\"a\",\"quantity\":1,\"unit_amount\":-1}",
+	    "line_items[0].unit_amount");
+	expect_item(1,
+	    "{\"description\":\"a\",\"quantity\":1,\"unit_amount\":1e0}",
 	    "line_items[0].unit_amount");
 	/* the sum is checked (and does not overflow) even when it exceeds max */
-	expect_item(99999999, "{\"description\":\"a\",\"quantity\":10000,"
-	    "\"unit_amount\":99999999}", "amount");
+	expect_item(99999999,
+	    "{\"description\":\"a\",\"quantity\":10000,"
+	    "\"unit_amount\":99999999}",
+	    "amount");
 
 	/* sum mismatch names amount */
-	expect_item(11, "{\"description\":\"a\",\"quantity\":2,\"unit_amount\":5}",
+	expect_item(11,
+	    "{\"description\":\"a\",\"quantity\":2,\"unit_amount\":5}",
 	    "amount");
-	expect_item(9, "{\"description\":\"a\",\"quantity\":2,\"unit_amount\":5}",
+	expect_item(9,
+	    "{\"description\":\"a\",\"quantity\":2,\"unit_amount\":5}",
 	    "amount");
-	expect_item(10, "{\"description\":\"a\",\"quantity\":2,\"unit_amount\":5}",
-	    NULL);
-	b = item_body(11, "{\"description\":\"a\",\"quantity\":2,\"unit_amount\":5}");
-	expect_message(b, "amount", "must equal the sum of line_items quantity "
+	expect_item(10,
+	    "{\"description\":\"a\",\"quantity\":2,\"unit_amount\":5}", NULL);
+	b = item_body(11,
+	    "{\"description\":\"a\",\"quantity\":2,\"unit_amount\":5}");
+	expect_message(b, "amount",
+	    "must equal the sum of line_items quantity "
 	    "* unit_amount (10)");
 	free(b);
 
@@ -692,35 +742,46 @@ test_line_items(void **state)
 	    "line_items[0].quantity");
 	expect_item(10, "{\"description\":\"a\",\"quantity\":2}",
 	    "line_items[0].unit_amount");
-	expect_item(10, "{\"description\":\"a\",\"quantity\":2,\"unit_amount\":5,"
-	    "\"sku\":\"x\"}", "line_items[0].sku");
-	b = item_body(10, "{\"description\":\"a\",\"quantity\":2,"
+	expect_item(10,
+	    "{\"description\":\"a\",\"quantity\":2,\"unit_amount\":5,"
+	    "\"sku\":\"x\"}",
+	    "line_items[0].sku");
+	b = item_body(10,
+	    "{\"description\":\"a\",\"quantity\":2,"
 	    "\"Unit_amount\":5}");
 	expect_error(b, "line_items[0].unit_amount");
 	expect_error(b, "line_items[0].Unit_amount");
 	free(b);
-	expect_item(15, "{\"description\":\"a\",\"quantity\":2,\"unit_amount\":5},"
+	expect_item(15,
+	    "{\"description\":\"a\",\"quantity\":2,\"unit_amount\":5},"
 	    "{\"description\":\"b\",\"quantity\":1,\"unit_amount\":5},"
 	    "{\"description\":\"c\",\"quantity\":1,\"unit_amount\":5},"
 	    "{\"description\":\"d\",\"unit_amount\":5}",
 	    "line_items[3].quantity");
-	expect_item(10, "{\"description\":\"a\",\"quantity\":2,\"unit_amount\":5},"
-	    "[]", "line_items[1]");
-	expect_item(10, "{\"description\":\"a\",\"quantity\":2,\"unit_amount\":5},"
-	    "null", "line_items[1]");
-	expect_item(10, "{\"description\":null,\"quantity\":2,\"unit_amount\":5}",
+	expect_item(10,
+	    "{\"description\":\"a\",\"quantity\":2,\"unit_amount\":5},"
+	    "[]",
+	    "line_items[1]");
+	expect_item(10,
+	    "{\"description\":\"a\",\"quantity\":2,\"unit_amount\":5},"
+	    "null",
+	    "line_items[1]");
+	expect_item(10,
+	    "{\"description\":null,\"quantity\":2,\"unit_amount\":5}",
 	    "line_items[0].description");
 	expect_item(10, "{\"description\":7,\"quantity\":2,\"unit_amount\":5}",
 	    "line_items[0].description");
 
 	/* description length */
 	d = rep("x", LINE_ITEM_DESC_MAX);
-	item = fmt("{\"description\":\"%s\",\"quantity\":1,\"unit_amount\":10}", d);
+	item = fmt("{\"description\":\"%s\",\"quantity\":1,\"unit_amount\":10}",
+	    d);
 	expect_item(10, item, NULL);
 	free(item);
 	free(d);
 	d = rep("x", LINE_ITEM_DESC_MAX + 1);
-	item = fmt("{\"description\":\"%s\",\"quantity\":1,\"unit_amount\":10}", d);
+	item = fmt("{\"description\":\"%s\",\"quantity\":1,\"unit_amount\":10}",
+	    d);
 	expect_item(10, item, "line_items[0].description");
 	free(item);
 	free(d);
@@ -738,26 +799,34 @@ test_duplicates(void **state)
 {
 	(void)state;
 	expect_message("{\"amount\":1999,\"amount\":1999,\"currency\":\"usd\","
-	    "\"source\":\"tok_visa\"}", "amount", "duplicate member");
+	               "\"source\":\"tok_visa\"}",
+	    "amount", "duplicate member");
 	expect_only_error("{\"amount\":1999,\"currency\":\"usd\","
-	    "\"source\":\"tok_visa\",\"source\":\"tok_other\"}", "source");
+	                  "\"source\":\"tok_visa\",\"source\":\"tok_other\"}",
+	    "source");
 	/* a duplicate with a different value is still a duplicate */
-	expect_error("{\"amount\":1,\"currency\":\"usd\",\"source\":\"tok_visa\","
-	    "\"amount\":2}", "amount");
+	expect_error(
+	    "{\"amount\":1,\"currency\":\"usd\",\"source\":\"tok_visa\","
+	    "\"amount\":2}",
+	    "amount");
 	expect_with_error("\"metadata\":{\"k\":\"1\",\"j\":\"2\",\"k\":\"1\"}",
 	    "metadata.k");
 	expect_with_error("\"customer\":\"a\",\"customer\":null", "customer");
-	expect_item(10, "{\"description\":\"a\",\"quantity\":2,\"quantity\":2,"
-	    "\"unit_amount\":5}", "line_items[0].quantity");
-	expect_item(15, "{\"description\":\"a\",\"quantity\":2,\"unit_amount\":5},"
+	expect_item(10,
+	    "{\"description\":\"a\",\"quantity\":2,\"quantity\":2,"
+	    "\"unit_amount\":5}",
+	    "line_items[0].quantity");
+	expect_item(15,
+	    "{\"description\":\"a\",\"quantity\":2,\"unit_amount\":5},"
 	    "{\"description\":\"b\",\"description\":\"b\",\"quantity\":1,"
-	    "\"unit_amount\":5}", "line_items[1].description");
+	    "\"unit_amount\":5}",
+	    "line_items[1].description");
 	/* three times: reported once */
 	{
 		struct charge_params p;
 		struct validation v;
 		const char *b = "{\"amount\":1,\"amount\":1,\"amount\":1,"
-		    "\"currency\":\"usd\",\"source\":\"tok_visa\"}";
+		                "\"currency\":\"usd\",\"source\":\"tok_visa\"}";
 
 		assert_int_equal(validate_charge(b, strlen(b), &p, &v), -1);
 		assert_int_equal(v.n, 1);
@@ -774,9 +843,11 @@ test_unknown(void **state)
 	expect_message("{" BASE_MEMBERS ",\"foo\":1}", "foo", "unknown field");
 	expect_only_error("{" BASE_MEMBERS ",\"capture\":true}", "capture");
 	/* member names are case-sensitive */
-	expect_error("{\"Amount\":1999,\"currency\":\"usd\",\"source\":\"tok_visa\"}",
+	expect_error(
+	    "{\"Amount\":1999,\"currency\":\"usd\",\"source\":\"tok_visa\"}",
 	    "Amount");
-	expect_error("{\"Amount\":1999,\"currency\":\"usd\",\"source\":\"tok_visa\"}",
+	expect_error(
+	    "{\"Amount\":1999,\"currency\":\"usd\",\"source\":\"tok_visa\"}",
 	    "amount");
 	expect_only_error("{" BASE_MEMBERS ",\"\":1}", "");
 }
@@ -785,8 +856,13 @@ static void
 test_invalid_utf8(void **state)
 {
 	static const char *const bad[] = {
-		"\xc0\xaf", "\x80", "\xed\xa0\x80", "\xe2\x82", "\xf4\x90\x80\x80",
-		"\xff", "\xc3",
+		"\xc0\xaf",
+		"\x80",
+		"\xed\xa0\x80",
+		"\xe2\x82",
+		"\xf4\x90\x80\x80",
+		"\xff",
+		"\xc3",
 	};
 	char *m, *b;
 
@@ -800,8 +876,10 @@ test_invalid_utf8(void **state)
 		m = fmt("\"metadata\":{\"k\":\"%s\"}", bad[i]);
 		expect_with_error(m, "metadata.k");
 		free(m);
-		m = fmt("\"line_items\":[{\"description\":\"%s\",\"quantity\":1,"
-		    "\"unit_amount\":1999}]", bad[i]);
+		m = fmt(
+		    "\"line_items\":[{\"description\":\"%s\",\"quantity\":1,"
+		    "\"unit_amount\":1999}]",
+		    bad[i]);
 		expect_with_error(m, "line_items[0].description");
 		free(m);
 		/* in a member name: the field shows '?' and stays UTF-8 */
@@ -811,12 +889,15 @@ test_invalid_utf8(void **state)
 			struct charge_params p;
 			struct validation v;
 
-			assert_int_equal(validate_charge(b, strlen(b), &p, &v), -1);
+			assert_int_equal(validate_charge(b, strlen(b), &p, &v),
+			    -1);
 			assert_true(v.n >= 1);
 			for (int e = 0; e < v.n; e++)
 				assert_int_equal(utf8_valid(v.errors[e].field,
-				    strlen(v.errors[e].field)), 1);
-			assert_memory_equal(v.errors[0].field, "metadata.k?", 11);
+				                     strlen(v.errors[e].field)),
+				    1);
+			assert_memory_equal(v.errors[0].field, "metadata.k?",
+			    11);
 		}
 		free(b);
 		free(m);
@@ -826,10 +907,11 @@ test_invalid_utf8(void **state)
 		free(b);
 	}
 	/* valid multi-byte text everywhere is fine */
-	expect_with_ok("\"description\":\"\xf0\x9f\x92\xb3 \xe2\x82\xac \xc3\xa9 "
+	expect_with_ok(
+	    "\"description\":\"\xf0\x9f\x92\xb3 \xe2\x82\xac \xc3\xa9 "
 	    "\xed\x9f\xbf \xef\xbf\xbf \xf4\x8f\xbf\xbf\"");
-	expect_message("{" BASE_MEMBERS ",\"customer\":\"\xc0\xaf\"}", "customer",
-	    "value is not valid UTF-8");
+	expect_message("{" BASE_MEMBERS ",\"customer\":\"\xc0\xaf\"}",
+	    "customer", "value is not valid UTF-8");
 	/* escaped surrogate pairs are fine, lone ones are not JSON */
 	expect_with_ok("\"description\":\"\\ud83d\\udcb3\"");
 	expect_with_error("\"description\":\"\\ud83d\"", "body");
@@ -838,28 +920,37 @@ test_invalid_utf8(void **state)
 static void
 test_control_and_nul(void **state)
 {
-	static const char nul_in_string[] = "{" BASE_MEMBERS ",\"customer\":\"a\0b\"}";
-	static const char nul_in_key[] = "{" BASE_MEMBERS ",\"metadata\":{\"a\0b\":\"v\"}}";
+	static const char nul_in_string[] =
+	    "{" BASE_MEMBERS ",\"customer\":\"a\0b\"}";
+	static const char nul_in_key[] =
+	    "{" BASE_MEMBERS ",\"metadata\":{\"a\0b\":\"v\"}}";
 
 	(void)state;
-	expect_only_error("{" BASE_MEMBERS ",\"customer\":\"a\\u0000b\"}", "customer");
-	expect_message("{" BASE_MEMBERS ",\"customer\":\"a\\u0000b\"}", "customer",
-	    "value must not contain \\u0000");
+	expect_only_error("{" BASE_MEMBERS ",\"customer\":\"a\\u0000b\"}",
+	    "customer");
+	expect_message("{" BASE_MEMBERS ",\"customer\":\"a\\u0000b\"}",
+	    "customer", "value must not contain \\u0000");
 	expect_with_error("\"metadata\":{\"a\\u0000b\":\"v\"}", "metadata.a");
 	expect_with_error("\"metadata\":{\"k\":\"\\u0000\"}", "metadata.k");
-	expect_error("{\"amount\":1999,\"currency\":\"usd\",\"source\":\"tok_visa\\u0000x\"}",
+	expect_error(
+	    "{\"amount\":1999,\"currency\":\"usd\",\"source\":\"tok_visa\\u0000x\"}",
 	    "source");
 	/* an escaped backslash followed by the text u0000 is fine */
 	expect_with_ok("\"customer\":\"a\\\\u0000b\"");
 	expect_with_ok("\"customer\":\"\\u0001\\u001f\\u0100\"");
 	/* raw control characters are not JSON */
-	expect_only_error("{" BASE_MEMBERS ",\"customer\":\"a\tb\"}", "customer");
-	expect_only_error("{" BASE_MEMBERS ",\"customer\":\"a\nb\"}", "customer");
-	expect_only_error("{" BASE_MEMBERS ",\"customer\":\"a\x01" "b\"}", "customer");
+	expect_only_error("{" BASE_MEMBERS ",\"customer\":\"a\tb\"}",
+	    "customer");
+	expect_only_error("{" BASE_MEMBERS ",\"customer\":\"a\nb\"}",
+	    "customer");
+	expect_only_error("{" BASE_MEMBERS ",\"customer\":\"a\x01"
+	                  "b\"}",
+	    "customer");
 	expect_error_n(nul_in_string, sizeof(nul_in_string) - 1, "customer");
 	expect_error_n(nul_in_key, sizeof(nul_in_key) - 1, "metadata.a");
 	/* DEL is a legal JSON string character */
-	expect_with_ok("\"customer\":\"a\x7f" "b\"");
+	expect_with_ok("\"customer\":\"a\x7f"
+	               "b\"");
 }
 
 static void
@@ -867,25 +958,29 @@ test_whitespace_and_garbage(void **state)
 {
 	static const char nul_after[] = BASE "\0";
 	static const char nul_then_doc[] = BASE "\0{}";
-	static const char nul_inside[] = "{\"amount\":1999,\0\"currency\":\"usd\","
+	static const char nul_inside[] =
+	    "{\"amount\":1999,\0\"currency\":\"usd\","
 	    "\"source\":\"tok_visa\"}";
 
 	(void)state;
 	expect_ok(" \t\r\n" BASE " \t\r\n");
-	expect_ok("{ \"amount\" : 1999 ,\n\"currency\":\"usd\",\"source\":\"tok_visa\" }");
+	expect_ok(
+	    "{ \"amount\" : 1999 ,\n\"currency\":\"usd\",\"source\":\"tok_visa\" }");
 	expect_only_error(BASE "x", "body");
 	expect_only_error(BASE "{}", "body");
 	expect_only_error(BASE ",", "body");
 	expect_only_error(BASE "}", "body");
 	expect_only_error(BASE " 1", "body");
-	expect_message(BASE "xy", "body", "has unexpected data after the JSON "
+	expect_message(BASE "xy", "body",
+	    "has unexpected data after the JSON "
 	    "value at byte 52");
 	expect_error_n(nul_after, sizeof(nul_after) - 1, "body");
 	expect_error_n(nul_then_doc, sizeof(nul_then_doc) - 1, "body");
 	expect_error_n(nul_inside, sizeof(nul_inside) - 1, "body");
 	/* only the four JSON whitespace characters are whitespace */
 	expect_only_error("{\x01\"amount\":1999,\"currency\":\"usd\","
-	    "\"source\":\"tok_visa\"}", "body");
+	                  "\"source\":\"tok_visa\"}",
+	    "body");
 	expect_only_error("\x0b" BASE, "body");
 	expect_only_error(BASE "\x0c", "body");
 	/* no byte order mark */
@@ -927,7 +1022,8 @@ test_not_object(void **state)
 	expect_only_error("{\"amount\":.5}", "body");
 	expect_only_error("{\"amount\":NaN}", "body");
 	expect_only_error("{\"amount\":True}", "body");
-	expect_message("{\"amount\":}", "body", "is not valid JSON (error at byte 10)");
+	expect_message("{\"amount\":}", "body",
+	    "is not valid JSON (error at byte 10)");
 }
 
 static void
@@ -982,7 +1078,8 @@ test_error_fields_and_cap(void **state)
 	struct charge_params p;
 	struct validation v;
 	char *b, *s, *t;
-	const char *body = "{\"amount\":0,\"currency\":\"dollars\","
+	const char *body =
+	    "{\"amount\":0,\"currency\":\"dollars\","
 	    "\"source\":\"card\",\"customer\":1,\"description\":2,"
 	    "\"metadata\":3,\"line_items\":4,\"extra\":5}";
 
@@ -1024,7 +1121,9 @@ test_error_fields_and_cap(void **state)
 	assert_int_equal(v.n, 1);
 	assert_true(strlen(v.errors[0].field) < sizeof(v.errors[0].field));
 	assert_true(strlen(v.errors[0].field) >= sizeof(v.errors[0].field) - 3);
-	assert_int_equal(utf8_valid(v.errors[0].field, strlen(v.errors[0].field)), 1);
+	assert_int_equal(utf8_valid(v.errors[0].field,
+	                     strlen(v.errors[0].field)),
+	    1);
 	free(b);
 	free(s);
 }
@@ -1058,7 +1157,8 @@ test_canonical_equality(void **state)
 {
 	(void)state;
 	/* whitespace and member order */
-	expect_same("{\"amount\":1999,\"currency\":\"usd\",\"source\":\"tok_visa\","
+	expect_same(
+	    "{\"amount\":1999,\"currency\":\"usd\",\"source\":\"tok_visa\","
 	    "\"customer\":\"c\",\"description\":\"d\","
 	    "\"metadata\":{\"a\":\"1\",\"b\":\"2\"},"
 	    "\"line_items\":[{\"description\":\"x\",\"quantity\":1,\"unit_amount\":1999}]}",
@@ -1070,15 +1170,19 @@ test_canonical_equality(void **state)
 	expect_same("{" BASE_MEMBERS ",\"customer\":\"caf\xc3\xa9/\"}",
 	    "{" BASE_MEMBERS ",\"customer\":\"caf\\u00E9\\/\"}");
 	/* null is absent */
-	expect_same(BASE, "{" BASE_MEMBERS ",\"customer\":null,\"description\":null,"
+	expect_same(BASE,
+	    "{" BASE_MEMBERS ",\"customer\":null,\"description\":null,"
 	    "\"metadata\":null,\"line_items\":null}");
 	expect_same(BASE, "{" BASE_MEMBERS ",\"metadata\":{}}");
 	/* absent customer differs from an empty one */
 	expect_differ(BASE, "{" BASE_MEMBERS ",\"customer\":\"\"}");
 	/* any parameter change changes it */
-	expect_differ(BASE, "{\"amount\":2000,\"currency\":\"usd\",\"source\":\"tok_visa\"}");
-	expect_differ(BASE, "{\"amount\":1999,\"currency\":\"eur\",\"source\":\"tok_visa\"}");
-	expect_differ(BASE, "{\"amount\":1999,\"currency\":\"usd\",\"source\":\"tok_Visa\"}");
+	expect_differ(BASE,
+	    "{\"amount\":2000,\"currency\":\"usd\",\"source\":\"tok_visa\"}");
+	expect_differ(BASE,
+	    "{\"amount\":1999,\"currency\":\"eur\",\"source\":\"tok_visa\"}");
+	expect_differ(BASE,
+	    "{\"amount\":1999,\"currency\":\"usd\",\"source\":\"tok_Visa\"}");
 	expect_differ(BASE, "{" BASE_MEMBERS ",\"customer\":\"c\"}");
 	expect_differ(BASE, "{" BASE_MEMBERS ",\"description\":\"c\"}");
 	expect_differ("{" BASE_MEMBERS ",\"customer\":\"c\"}",
@@ -1108,7 +1212,7 @@ test_canonical_equality(void **state)
 	    "[{\"description\":\"X\",\"quantity\":1,\"unit_amount\":10}]}");
 	/* metadata keys are sorted bytewise (upper case before lower case) */
 	expect_canon("{" BASE_MEMBERS ",\"metadata\":{\"b\":\"\",\"a\":\"\","
-	    "\"B\":\"\",\"_\":\"\",\"0\":\"\",\"aa\":\"\"}}",
+	             "\"B\":\"\",\"_\":\"\",\"0\":\"\",\"aa\":\"\"}}",
 	    "{\"amount\":1999,\"currency\":\"usd\",\"source\":\"tok_visa\","
 	    "\"customer\":null,\"description\":null,"
 	    "\"metadata\":{\"0\":\"\",\"B\":\"\",\"_\":\"\",\"a\":\"\",\"aa\":\"\","
