@@ -30,8 +30,8 @@ int charge_fingerprint(const char *canon, size_t canonlen,
 /*
  * Per-parameter digests: for each top-level member of the canonical form,
  * in its fixed order (amount, currency, source, customer, description,
- * metadata, line_items), the first CHARGE_PARAM_DIGEST_BYTES of SHA-256 of
- * the member's canonical text ("amount":1999), in hex, concatenated. They
+ * metadata, line_items), the 32-bit FNV-1a of the member's canonical text
+ * ("amount":1999), big-endian, in hex, concatenated. They
  * are stored with the claim so that a 422 can name the parameters that
  * changed without storing any value.
  */

@@ -502,7 +502,7 @@ assert_diff(const char *a, const char *b, const char *want)
 	assert_int_equal(n, (int)len);
 }
 
-/* Each digest is the first 4 bytes of SHA-256 of "name":value. */
+/* Each digest is 32-bit FNV-1a of "name":value, big-endian hex. */
 static void
 test_param_digests_construction(void **state)
 {
@@ -516,8 +516,9 @@ test_param_digests_construction(void **state)
 		"\"line_items\":[{\"description\":\"x\",\"quantity\":1,"
 		"\"unit_amount\":1999}]",
 	};
-	char got[CHARGE_PARAMS_HEX_LEN + 1], hex[65];
-	unsigned char md[SHA256_LEN];
+	char got[CHARGE_PARAMS_HEX_LEN + 1], hex[9];
+	uint32_t h;
+	size_t j;
 	int i;
 
 	(void)state;
@@ -528,10 +529,11 @@ test_param_digests_construction(void **state)
 	    got);
 	assert_int_equal(strlen(got), CHARGE_PARAMS_HEX_LEN);
 	for (i = 0; i < CHARGE_PARAM_COUNT; i++) {
-		assert_int_equal(digest_sha256(members[i], strlen(members[i]),
-		                     md),
-		    0);
-		digest_hex(md, CHARGE_PARAM_DIGEST_BYTES, hex);
+		/* FNV-1a, written out here independently of charge.c */
+		h = 0x811c9dc5u;
+		for (j = 0; members[i][j] != '\0'; j++)
+			h = (h ^ (unsigned char)members[i][j]) * 0x01000193u;
+		(void)snprintf(hex, sizeof(hex), "%08x", (unsigned)h);
 		if (memcmp(got + i * CHARGE_PARAM_DIGEST_HEX, hex,
 		        CHARGE_PARAM_DIGEST_HEX) != 0)
 			fail_msg("digest of %s: got %.8s, want %s", members[i],
