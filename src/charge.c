@@ -199,8 +199,9 @@ charge_object_render(const char *canon, size_t canonlen, const char *charge_id,
 	/* a key is 0x21-0x7E: only '"' and '\\' need escaping, two bytes each */
 	char keyjson[2 * IDEM_KEY_MAX + 1];
 	size_t i, k = 0, cap;
+	struct util_buf b;
 	char *out;
-	int n;
+	long n;
 
 	if (keylen > IDEM_KEY_MAX || canonlen < 2 || canon[0] != '{' ||
 	    canon[canonlen - 1] != '}')
@@ -213,13 +214,17 @@ charge_object_render(const char *canon, size_t canonlen, const char *charge_id,
 	cap = canonlen + k + 160; /* fixed members, id and created fit in 160 */
 	if ((out = malloc(cap)) == NULL)
 		return NULL;
-	n = snprintf(out, cap,
-	    "{\"id\":\"%s\",\"object\":\"charge\","
-	    "\"status\":\"succeeded\",%.*s,\"created\":%lld,"
-	    "\"idempotency_key\":\"%.*s\"}",
-	    charge_id, (int)(canonlen - 2), canon + 1, created, (int)k,
-	    keyjson);
-	if (n < 0 || (size_t)n >= cap) {
+	util_buf_init(&b, out, cap);
+	util_buf_str(&b, "{\"id\":\"");
+	util_buf_str(&b, charge_id);
+	util_buf_str(&b, "\",\"object\":\"charge\",\"status\":\"succeeded\",");
+	util_buf_put(&b, canon + 1, canonlen - 2);
+	util_buf_str(&b, ",\"created\":");
+	util_buf_ll(&b, created);
+	util_buf_str(&b, ",\"idempotency_key\":\"");
+	util_buf_put(&b, keyjson, k);
+	util_buf_str(&b, "\"}");
+	if ((n = util_buf_len(&b)) < 0) {
 		free(out);
 		return NULL;
 	}

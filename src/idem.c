@@ -44,15 +44,17 @@ int
 idem_key_name(char *out, size_t outlen, const char *prefix,
     const char *principal, const char *key, size_t keylen)
 {
-	int n;
+	struct util_buf b;
 
 	if (keylen > IDEM_KEY_MAX)
 		return -1;
-	n = snprintf(out, outlen, "%sidem:%s:%.*s", prefix, principal,
-	    (int)keylen, key);
-	if (n < 0 || (size_t)n >= outlen)
-		return -1;
-	return n;
+	util_buf_init(&b, out, outlen);
+	util_buf_str(&b, prefix);
+	util_buf_str(&b, "idem:");
+	util_buf_str(&b, principal);
+	util_buf_put(&b, ":", 1);
+	util_buf_put(&b, key, keylen);
+	return (int)util_buf_len(&b);
 }
 
 static int
@@ -331,8 +333,8 @@ idem_claim(struct redis_conn *c, const char *rkey, const char *fingerprint,
 	int i;
 
 	memset(cf, 0, sizeof(*cf));
-	(void)snprintf(now, sizeof(now), "%lld", now_ms);
-	(void)snprintf(ttl, sizeof(ttl), "%lld", lock_ttl_ms);
+	(void)util_lltoa(now_ms, now, sizeof(now));
+	(void)util_lltoa(lock_ttl_ms, ttl, sizeof(ttl));
 	argv[0] = fingerprint;
 	argv[1] = owner;
 	argv[2] = now;
@@ -374,11 +376,11 @@ idem_record(struct redis_conn *c, const char *rkey, const char *owner,
 	int file = out->body_file[0] != '\0', i, durable = 1;
 
 	memset(cf, 0, sizeof(*cf));
-	(void)snprintf(status, sizeof(status), "%d", out->status);
-	(void)snprintf(ttl, sizeof(ttl), "%lld", ttl_ms);
-	(void)snprintf(now, sizeof(now), "%lld", now_ms);
-	(void)snprintf(expires, sizeof(expires), "%lld", now_ms + ttl_ms);
-	(void)snprintf(blen, sizeof(blen), "%zu", out->body_len);
+	(void)util_lltoa(out->status, status, sizeof(status));
+	(void)util_lltoa(ttl_ms, ttl, sizeof(ttl));
+	(void)util_lltoa(now_ms, now, sizeof(now));
+	(void)util_lltoa(now_ms + ttl_ms, expires, sizeof(expires));
+	(void)util_lltoa((long long)out->body_len, blen, sizeof(blen));
 	argv[0] = owner;
 	argv[1] = fingerprint;
 	argv[2] = params;

@@ -186,13 +186,23 @@ fail:
 	return -1;
 }
 
+/* Copies ctype, cut to fit (content types here are a few dozen bytes). */
+static void
+copy_ctype(struct response *r, const char *ctype)
+{
+	size_t n = strnlen(ctype, sizeof(r->content_type) - 1);
+
+	memcpy(r->content_type, ctype, n);
+	r->content_type[n] = '\0';
+}
+
 void
 response_set_body(struct response *r, int status, const char *ctype, char *body,
     size_t len)
 {
 	free(r->body);
 	r->status = status;
-	(void)snprintf(r->content_type, sizeof(r->content_type), "%s", ctype);
+	copy_ctype(r, ctype);
 	r->body = body;
 	r->body_len = len;
 }
@@ -229,8 +239,7 @@ response_problem(struct response *r, enum problem p, const char *detail,
 		r->body = NULL;
 		r->body_len = 0;
 		r->status = 500;
-		(void)snprintf(r->content_type, sizeof(r->content_type), "%s",
-		    PROBLEM_CTYPE);
+		copy_ctype(r, PROBLEM_CTYPE);
 		return;
 	}
 	response_set_body(r, pi->status, PROBLEM_CTYPE, body, len);

@@ -4,7 +4,7 @@
  * Hinnant's civil_from_days), so the result needs no time zone data and
  * is the same in every process and thread.
  */
-#include <stdio.h>
+#include <string.h>
 
 #include "timefmt.h"
 
@@ -44,6 +44,16 @@ civil_from_ms(long long ms, struct civil *c)
 	return 0;
 }
 
+/* v (0 <= v < 10^width) as exactly width decimal digits at p. */
+static void
+put_digits(char *p, long long v, int width)
+{
+	while (width-- > 0) {
+		p[width] = (char)('0' + v % 10);
+		v /= 10;
+	}
+}
+
 static int
 fail(char *out, size_t outlen)
 {
@@ -79,14 +89,28 @@ timefmt_http_date(long long ms, char *out, size_t outlen)
 		"Dec",
 	};
 	struct civil c;
-	int n;
 
 	if (civil_from_ms(ms, &c) != 0)
 		return fail(out, outlen);
-	n = snprintf(out, outlen, "%s, %02d %s %04lld %02d:%02d:%02d GMT",
-	    wdays[c.wday], c.day, months[c.mon - 1], c.y, c.hh, c.mm, c.ss);
-	if (n != HTTP_DATE_LEN || (size_t)n >= outlen)
+	if (outlen <= HTTP_DATE_LEN || c.y < 0 || c.y > 9999)
 		return fail(out, outlen);
+	/* "Sun, 06 Nov 1994 08:49:37 GMT", written digit by digit: this runs
+	 * on every response that carries a record, and snprintf cost more than
+	 * the calendar arithmetic */
+	memcpy(out, wdays[c.wday], 3);
+	memcpy(out + 3, ", ", 2);
+	put_digits(out + 5, c.day, 2);
+	out[7] = ' ';
+	memcpy(out + 8, months[c.mon - 1], 3);
+	out[11] = ' ';
+	put_digits(out + 12, c.y, 4);
+	out[16] = ' ';
+	put_digits(out + 17, c.hh, 2);
+	out[19] = ':';
+	put_digits(out + 20, c.mm, 2);
+	out[22] = ':';
+	put_digits(out + 23, c.ss, 2);
+	memcpy(out + 25, " GMT", 5);
 	return 0;
 }
 
@@ -94,13 +118,25 @@ int
 timefmt_rfc3339_ms(long long ms, char *out, size_t outlen)
 {
 	struct civil c;
-	int n;
 
 	if (civil_from_ms(ms, &c) != 0)
 		return fail(out, outlen);
-	n = snprintf(out, outlen, "%04lld-%02d-%02dT%02d:%02d:%02d.%03dZ", c.y,
-	    c.mon, c.day, c.hh, c.mm, c.ss, c.msec);
-	if (n != RFC3339_MS_LEN || (size_t)n >= outlen)
+	if (outlen <= RFC3339_MS_LEN || c.y < 0 || c.y > 9999)
 		return fail(out, outlen);
+	/* "2026-11-23T19:00:00.123Z" */
+	put_digits(out, c.y, 4);
+	out[4] = '-';
+	put_digits(out + 5, c.mon, 2);
+	out[7] = '-';
+	put_digits(out + 8, c.day, 2);
+	out[10] = 'T';
+	put_digits(out + 11, c.hh, 2);
+	out[13] = ':';
+	put_digits(out + 14, c.mm, 2);
+	out[16] = ':';
+	put_digits(out + 17, c.ss, 2);
+	out[19] = '.';
+	put_digits(out + 20, c.msec, 3);
+	memcpy(out + 23, "Z", 2);
 	return 0;
 }

@@ -155,6 +155,16 @@ util_buf_len(const struct util_buf *b)
 	return b->overflow ? -1 : (long)b->len;
 }
 
+long
+util_lltoa(long long v, char *out, size_t outlen)
+{
+	struct util_buf b;
+
+	util_buf_init(&b, out, outlen);
+	util_buf_ll(&b, v);
+	return util_buf_len(&b);
+}
+
 int
 util_is_space(char ch)
 {

@@ -50,6 +50,9 @@ void util_buf_ll(struct util_buf *b, long long v);
 /* The length written, or -1 when the text did not fit. */
 long util_buf_len(const struct util_buf *b);
 
+/* v in decimal into out[outlen] (NUL-terminated); its length, or -1. */
+long util_lltoa(long long v, char *out, size_t outlen);
+
 /* Space inside a line of a text file: blank, tab, CR. */
 int util_is_space(char ch);
 
