@@ -164,14 +164,25 @@ response_header(struct response *r, const char *name, const char *fmt, ...)
 {
 	size_t room = sizeof(r->headers) - r->headers_len;
 	char *p = r->headers + r->headers_len;
+	struct util_buf b;
 	va_list ap;
 	int n, m;
 
-	n = snprintf(p, room, "%s: ", name);
-	if (n < 0 || (size_t)n >= room)
+	util_buf_init(&b, p, room);
+	util_buf_str(&b, name);
+	util_buf_put(&b, ": ", 2);
+	if ((n = (int)util_buf_len(&b)) < 0)
 		goto fail;
 	va_start(ap, fmt);
-	m = vsnprintf(p + n, room - (size_t)n, fmt, ap);
+	if (strcmp(fmt, "%s") == 0) {
+		/* the usual case, without vsnprintf's format parsing */
+		util_buf_str(&b, va_arg(ap, const char *));
+		m = util_buf_len(&b) < 0 ? -1 : (int)b.len - n;
+	} else if (strchr(fmt, '%') == NULL) {
+		util_buf_str(&b, fmt);
+		m = util_buf_len(&b) < 0 ? -1 : (int)b.len - n;
+	} else
+		m = vsnprintf(p + n, room - (size_t)n, fmt, ap);
 	va_end(ap);
 	if (m < 0 || (size_t)(n + m + 2) >= room)
 		goto fail;
