@@ -251,7 +251,16 @@ def t_kill_under_load():
 def t_after():
     h.wait_health(BASE, 20)
     key = h.new_key("after")
-    r = h.post(BASE, key, h.charge_body(amount=321))
+    # Until a replica has attached to the new primary, WAIT cannot be
+    # satisfied: the documented answer is 503 outcome-not-durable, and the
+    # client retries with the same key (bounded: 20 s).
+    deadline = time.monotonic() + 20
+    while True:
+        r = h.post(BASE, key, h.charge_body(amount=321))
+        if not (r.status == 503 and r.json().get("type") == "/problems/outcome-not-durable"
+                and time.monotonic() < deadline):
+            break
+        time.sleep(0.5)
     check(r.status == 201, "fresh: %r" % r)
     p = primary_port()
     check(h.cli(p, "HGET", h.rkey(key), "state").strip() == "completed", "record not on the new primary %d" % p)
