@@ -470,6 +470,52 @@ enomem:
 	return -1;
 }
 
+static void charge_execute(struct charge_ctx *cx);
+
+/* Runs the claim script once for cx; rec and cf as idem_claim() fills them. */
+static enum idem_status
+claim_once(struct charge_ctx *cx, struct idem_record *rec,
+    struct idem_conflict *cf)
+{
+	const struct config *cfg = cx->w->cfg;
+
+	cx->claim_us = now_mono_us();
+	return idem_claim(&cx->w->redis, cx->rkey, cx->fingerprint,
+	    cx->params_hex, cx->owner, now_wall_ms(), 1000LL * cfg->lock_ttl_s,
+	    rec, cf);
+}
+
+/*
+ * Answers what the claim script found: the replay, 409, 422 or 503. A key
+ * that is ours is executed; after a lapse (execute 0) it is given back
+ * instead, so a request calls the provider at most once.
+ */
+static void
+answer_claim(struct charge_ctx *cx, enum idem_status st,
+    struct idem_record *rec, const struct idem_conflict *cf, int execute)
+{
+	switch (st) {
+	case IDEM_CLAIMED:
+		if (execute) {
+			charge_execute(cx);
+			break;
+		}
+		(void)idem_release(&cx->w->redis, cx->rkey, cx->owner);
+		answer_unavailable(cx,
+		    "This request was held up past its claim "
+		    "on the key before the payment provider charged; nothing "
+		    "was charged. Retry with the same key.",
+		    RETRY_AFTER_UNAVAILABLE_S);
+		break;
+	case IDEM_REPLAY: answer_replay(cx, rec); break;
+	case IDEM_IN_PROGRESS:
+		answer_in_progress(cx, cf->claim_created_ms);
+		break;
+	case IDEM_MISMATCH: answer_mismatch(cx, cf->params); break;
+	default: answer_claim_error(cx); break;
+	}
+}
+
 /*
  * This attempt was stopped past its claim's life before the provider
  * charged: nothing was charged, and another attempt may own the key now.
@@ -480,30 +526,13 @@ enomem:
 static void
 answer_lapsed(struct charge_ctx *cx)
 {
-	const struct config *cfg = cx->w->cfg;
 	struct idem_record rec;
 	struct idem_conflict cf;
+	enum idem_status st;
 
 	memset(&rec, 0, sizeof(rec));
-	cx->claim_us = now_mono_us();
-	switch (idem_claim(&cx->w->redis, cx->rkey, cx->fingerprint,
-	    cx->params_hex, cx->owner, now_wall_ms(), 1000LL * cfg->lock_ttl_s,
-	    &rec, &cf)) {
-	case IDEM_REPLAY: answer_replay(cx, &rec); break;
-	case IDEM_IN_PROGRESS:
-		answer_in_progress(cx, cf.claim_created_ms);
-		break;
-	case IDEM_MISMATCH: answer_mismatch(cx, cf.params); break;
-	case IDEM_CLAIMED:
-		(void)idem_release(&cx->w->redis, cx->rkey, cx->owner);
-		answer_unavailable(cx,
-		    "This request was held up past its claim "
-		    "on the key before the payment provider charged; nothing "
-		    "was charged. Retry with the same key.",
-		    RETRY_AFTER_UNAVAILABLE_S);
-		break;
-	default: answer_claim_error(cx); break;
-	}
+	st = claim_once(cx, &rec, &cf);
+	answer_claim(cx, st, &rec, &cf, 0);
 	idem_record_free(&rec);
 }
 
@@ -798,10 +827,7 @@ charge_handle(struct worker *w, const struct request *req,
 	if (wait_s > 0)
 		deadline_us = now_mono_us() + 1000000LL * wait_s;
 	for (;;) {
-		cx.claim_us = now_mono_us();
-		st = idem_claim(&w->redis, cx.rkey, cx.fingerprint,
-		    cx.params_hex, cx.owner, now_wall_ms(),
-		    1000LL * cfg->lock_ttl_s, &rec, &cf);
+		st = claim_once(&cx, &rec, &cf);
 		if (st != IDEM_IN_PROGRESS)
 			break;
 		left_ms = (deadline_us - now_mono_us()) / 1000;
@@ -811,15 +837,7 @@ charge_handle(struct worker *w, const struct request *req,
 		if (pause_ms < WAIT_POLL_MAX_MS)
 			pause_ms *= 2;
 	}
-	switch (st) {
-	case IDEM_CLAIMED: charge_execute(&cx); break;
-	case IDEM_REPLAY: answer_replay(&cx, &rec); break;
-	case IDEM_IN_PROGRESS:
-		answer_in_progress(&cx, cf.claim_created_ms);
-		break;
-	case IDEM_MISMATCH: answer_mismatch(&cx, cf.params); break;
-	default: answer_claim_error(&cx); break;
-	}
+	answer_claim(&cx, st, &rec, &cf, 1);
 done:
 	idem_record_free(&rec);
 	free(cx.canon);

@@ -76,8 +76,8 @@ digest_thread_done(void)
 	EVP_MD_CTX_free(tls.work);
 	EVP_MD_CTX_free(tls.inner);
 	EVP_MD_CTX_free(tls.outer);
-	OPENSSL_cleanse(&tls, sizeof(tls));
-	memset(&tls, 0, sizeof(tls));
+	OPENSSL_cleanse(&tls,
+	    sizeof(tls)); /* zeroes it: pointers NULL, keyed 0 */
 }
 
 int
