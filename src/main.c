@@ -56,6 +56,7 @@ struct worker_thread {
 	pthread_t tid;
 	struct worker w;
 	int listen_fd;
+	int listen_unix;   /* the listener is AF_UNIX (see worker_main) */
 	int done;          /* atomic: loop ended */
 	long long next_gc; /* worker 0 only */
 };
@@ -250,11 +251,27 @@ worker_main(void *arg)
 			    t->w.id, transient);
 			transient = 0;
 		}
-		/* bounds the body read; a unix socket does not inherit it */
-		if (set_read_timeout(req.ipcFd) != 0)
+		/*
+		 * Bounds the body read. An accepted TCP connection inherits
+		 * the listener's SO_RCVTIMEO (serve_fastcgi); a unix one
+		 * does not.
+		 */
+		if (t->listen_unix && set_read_timeout(req.ipcFd) != 0)
 			log_warn(NULL, "SO_RCVTIMEO: %s", strerror(errno));
 		src.envp = req.envp;
 		serve_one(&t->w, &src, &sink, 0);
+		/*
+		 * libfcgi closes a connection with shutdown(SHUT_WR), then
+		 * waits in poll() and read() until the web server closes its
+		 * end: on TCP, a close() with unread input sends a RST that
+		 * can destroy the response in the peer's buffers. A unix
+		 * socket has no RST: the peer reads every byte we wrote
+		 * before it sees the close, so there a detached request is
+		 * closed with close() alone, three system calls fewer (one
+		 * of them a wait) on every request.
+		 */
+		if (t->listen_unix)
+			(void)FCGX_Detach(&req);
 		FCGX_Finish_r(&req);
 		if (t->w.id == 0 && time(NULL) >= t->next_gc) {
 			spill_gc_run();
@@ -268,13 +285,25 @@ out:
 	return NULL;
 }
 
+/* 1 if fd is a unix-domain socket, else 0 (TCP, or unknown). */
+static int
+socket_is_unix(int fd)
+{
+	struct sockaddr_storage sa;
+	socklen_t len = sizeof(sa);
+
+	if (getsockname(fd, (struct sockaddr *)&sa, &len) != 0)
+		return 0;
+	return sa.ss_family == AF_UNIX;
+}
+
 static int
 serve_fastcgi(int listen_fd)
 {
 	struct worker_thread *ts = NULL;
 	sigset_t stopset;
 	struct timespec poll;
-	int i, n = 0, alive, sig = 0, rc = 1;
+	int i, n = 0, alive, sig = 0, rc = 1, is_unix;
 
 	/*
 	 * Accepted TCP connections inherit SO_RCVTIMEO from the listener, so
@@ -284,10 +313,12 @@ serve_fastcgi(int listen_fd)
 	if (set_read_timeout(listen_fd) != 0)
 		log_warn(NULL, "SO_RCVTIMEO on the listening socket: %s",
 		    strerror(errno));
+	is_unix = socket_is_unix(listen_fd);
 	if ((ts = calloc((size_t)cfg.threads, sizeof(*ts))) == NULL)
 		return 1;
 	for (i = 0; i < cfg.threads; i++) {
 		ts[i].listen_fd = listen_fd;
+		ts[i].listen_unix = is_unix;
 		ts[i].next_gc = time(NULL) + GC_INTERVAL_S;
 		worker_init(&ts[i].w, &cfg, &auth, i);
 		if (pthread_create(&ts[i].tid, NULL, worker_main, &ts[i]) !=
