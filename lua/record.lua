@@ -59,35 +59,47 @@ if #KEYS ~= 1 or #ARGV < 12 or #ARGV > 14 or ARGV[1] == '' or ARGV[2] == ''
   return redis.error_reply('ERR record: bad arguments')
 end
 local key = KEYS[1]
-local cur = redis.call('HMGET', key, 'state', 'fingerprint', 'owner')
--- The claim's fingerprint, owner, created_ms and param_digests stay as
--- they are; a vanished claim is written whole, created now.
-local f = {'state', ARGV[4], 'updated_ms', ARGV[9], 'expires_ms', ARGV[10],
-           'status', ARGV[5], 'content_type', ARGV[6]}
-if cur[1] then
-  if cur[2] ~= ARGV[2] then
+-- Only the claim's owner may write. A token is written together with its
+-- attempt's fingerprint, so the owner's own claim needs no fingerprint
+-- check; the other cases are rare and read what they answer with.
+local cur = redis.call('HMGET', key, 'state', 'owner')
+if cur[2] == ARGV[1] then
+  if cur[1] ~= 'in_progress' then
+    return 'ok'
+  end
+  if retry == '' and mode == 'inline' then
+    -- the common case, without building a table: the claim's fingerprint,
+    -- owner, created_ms and param_digests stay as they are
+    redis.call('HSET', key, 'state', ARGV[4], 'updated_ms', now,
+               'expires_ms', expires, 'status', status,
+               'content_type', ARGV[6], 'body', ARGV[12])
+    redis.call('PEXPIRE', key, ttl)
+    return 'ok'
+  end
+elseif cur[1] then
+  if redis.call('HGET', key, 'fingerprint') ~= ARGV[2] then
     return {'mismatch', redis.call('HGET', key, 'param_digests')}
   end
   if cur[1] ~= 'in_progress' then
-    if cur[3] == ARGV[1] then
-      return 'ok'
-    end
     local r = redis.call('HMGET', key, 'state', 'status', 'content_type',
                          'retry_after', 'body', 'body_file', 'body_len',
                          'body_sha256', 'expires_ms')
     return {'recorded', r[1], r[2], r[3], r[4], r[5], r[6], r[7], r[8], r[9]}
   end
-  if cur[3] ~= ARGV[1] then
-    return {'fenced', redis.call('HGET', key, 'created_ms')}
-  end
-else
+  return {'fenced', redis.call('HGET', key, 'created_ms')}
+end
+local f = {'state', ARGV[4], 'updated_ms', now, 'expires_ms', expires,
+           'status', status, 'content_type', ARGV[6]}
+if not cur[1] then
+  -- the claim vanished (expired, nobody took the key): written whole,
+  -- created now
   f[#f + 1] = 'fingerprint'; f[#f + 1] = ARGV[2]
   f[#f + 1] = 'owner'; f[#f + 1] = ARGV[1]
-  f[#f + 1] = 'created_ms'; f[#f + 1] = ARGV[9]
+  f[#f + 1] = 'created_ms'; f[#f + 1] = now
   f[#f + 1] = 'param_digests'; f[#f + 1] = ARGV[3]
 end
-if ARGV[7] ~= '' then
-  f[#f + 1] = 'retry_after'; f[#f + 1] = ARGV[7]
+if retry ~= '' then
+  f[#f + 1] = 'retry_after'; f[#f + 1] = retry
 end
 if mode == 'file' then
   f[#f + 1] = 'body_file'; f[#f + 1] = ARGV[12]

@@ -373,7 +373,7 @@ idem_record(struct redis_conn *c, const char *rkey, const char *owner,
 	size_t argvlen[14];
 	redisReply *r;
 	enum idem_status st = IDEM_ERR_REDIS;
-	int file = out->body_file[0] != '\0', i, durable = 1;
+	int file = out->body_file[0] != '\0', i, n, durable = 1;
 
 	memset(cf, 0, sizeof(*cf));
 	(void)util_lltoa(out->status, status, sizeof(status));
@@ -393,13 +393,14 @@ idem_record(struct redis_conn *c, const char *rkey, const char *owner,
 	argv[9] = expires;
 	argv[10] = file ? "file" : "inline";
 	argv[11] = file ? out->body_file : (out->body != NULL ? out->body : "");
-	argv[12] = file ? blen : "";
-	argv[13] = file ? out->body_sha256 : "";
-	for (i = 0; i < 14; i++)
+	argv[12] = blen; /* file only: an inline record sends 12 arguments */
+	argv[13] = out->body_sha256;
+	n = file ? 14 : 12;
+	for (i = 0; i < n; i++)
 		argvlen[i] = strlen(argv[i]);
 	if (!file)
 		argvlen[11] = out->body_len; /* binary-safe inline body */
-	r = redis_eval_durable(c, &script_record, rkey, strlen(rkey), 14, argv,
+	r = redis_eval_durable(c, &script_record, rkey, strlen(rkey), n, argv,
 	    argvlen, &durable);
 	if (r == NULL)
 		return IDEM_ERR_REDIS;
