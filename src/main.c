@@ -12,6 +12,7 @@
  * reading its params inside libfcgi, which does not retry after EINTR.
  */
 #include <errno.h>
+#include <malloc.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
@@ -492,6 +493,16 @@ main(int argc, char **argv)
 		    cfg.metrics_file);
 	spill_gc_run();
 
+	/*
+	 * No fast bins: libfcgi allocates 8 KiB stream buffers for every
+	 * request, and each allocation that large first consolidates the
+	 * fast bins (glibc malloc), so the small chunks the per-thread cache
+	 * cannot hold were merged once per request anyway. Without them
+	 * those chunks go to the regular bins directly (callgrind: 1 000
+	 * instructions fewer per replayed request, 570 per fresh one).
+	 */
+	if (mallopt(M_MXFAST, 0) != 1)
+		log_warn(NULL, "mallopt(M_MXFAST, 0) failed");
 	/* SIGPIPE ignored before FCGX_Init: a gone peer gives EPIPE */
 	if (signal(SIGPIPE, SIG_IGN) == SIG_ERR)
 		goto done;
