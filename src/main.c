@@ -72,9 +72,15 @@ fcgi_read(void *ctx, char *buf, size_t n)
 
 	got = FCGX_GetStr(buf, len, r->in);
 	if (got == 0) {
-		/* SO_RCVTIMEO on the connection: the read timed out */
+		/*
+		 * SO_RCVTIMEO on the connection: the read timed out. A stop
+		 * and continue (SIGSTOP, SIGCONT) interrupts a read on such a
+		 * socket with EINTR even without a handler (signal(7)), and
+		 * libfcgi's stream does not resume after an error: the body
+		 * did not arrive in time either way.
+		 */
 		e = FCGX_GetError(r->in);
-		if (e == EAGAIN || e == EWOULDBLOCK)
+		if (e == EAGAIN || e == EWOULDBLOCK || e == EINTR)
 			return READ_TIMED_OUT;
 	}
 	return got;
@@ -130,13 +136,15 @@ cgi_write(void *ctx, const char *p, size_t n)
 
 /* --- one request ------------------------------------------------------ */
 
-static void
+/* Serves one request. 1 when its body was read to the declared end. */
+static int
 serve_one(struct worker *w, struct request_source *src,
     const struct response_sink *sink, int drain)
 {
 	struct request req;
 	struct response resp;
 	long long dur;
+	int body_read;
 
 	response_init(&resp);
 	src->deadline_us = now_mono_us() + 1000LL * cfg.request_timeout_ms;
@@ -146,8 +154,9 @@ serve_one(struct worker *w, struct request_source *src,
 		(void)response_send(&resp, "-", sink, 0);
 		response_free(&resp);
 		request_free(&req);
-		return;
+		return 0;
 	}
+	body_read = req.body_status == BODY_OK;
 	app_handle(w, &req, &resp);
 	if (response_send(&resp, req.request_id, sink,
 	        strcmp(req.method, "HEAD") == 0) != 0)
@@ -161,6 +170,20 @@ serve_one(struct worker *w, struct request_source *src,
 	    (double)dur / 1000.0);
 	response_free(&resp);
 	request_free(&req);
+	return body_read;
+}
+
+/*
+ * 1 when the web server has sent its whole input and it has all been read:
+ * the end of the stdin stream follows the body at once (FastCGI), and it
+ * is usually in libfcgi's buffer already. Read only after a complete body:
+ * after a refused or stalled one the web server may still be sending.
+ */
+static int
+fcgi_input_ended(FCGX_Request *r, int body_read)
+{
+	return body_read && FCGX_GetChar(r->in) == EOF &&
+	    FCGX_HasSeenEOF(r->in) == EOF && FCGX_GetError(r->in) == 0;
 }
 
 static void
@@ -206,7 +229,7 @@ worker_main(void *arg)
 	struct request_source src;
 	struct response_sink sink;
 	FCGX_Request req;
-	int rc, err, transient = 0;
+	int rc, err, transient = 0, body_read;
 
 	if (FCGX_InitRequest(&req, t->listen_fd, 0) != 0) {
 		log_error(NULL, "worker %d: FCGX_InitRequest failed", t->w.id);
@@ -260,18 +283,19 @@ worker_main(void *arg)
 		if (t->listen_unix && set_read_timeout(req.ipcFd) != 0)
 			log_warn(NULL, "SO_RCVTIMEO: %s", strerror(errno));
 		src.envp = req.envp;
-		serve_one(&t->w, &src, &sink, 0);
+		body_read = serve_one(&t->w, &src, &sink, 0);
 		/*
 		 * libfcgi closes a connection with shutdown(SHUT_WR), then
 		 * waits in poll() and read() until the web server closes its
-		 * end: on TCP, a close() with unread input sends a RST that
-		 * can destroy the response in the peer's buffers. A unix
-		 * socket has no RST: the peer reads every byte we wrote
-		 * before it sees the close, so there a detached request is
-		 * closed with close() alone, three system calls fewer (one
-		 * of them a wait) on every request.
+		 * end, so that the web server can finish sending and a
+		 * close() with unread input (a RST on TCP) cannot destroy the
+		 * response in its buffers. On a unix socket, once the whole
+		 * input has been read, nothing is left to wait for: such a
+		 * request is detached and closed with close() alone, three
+		 * system calls fewer (one of them a wait). A refused body
+		 * (413), a stalled one (408) and TCP keep libfcgi's way.
 		 */
-		if (t->listen_unix)
+		if (t->listen_unix && fcgi_input_ended(&req, body_read))
 			(void)FCGX_Detach(&req);
 		FCGX_Finish_r(&req);
 		if (t->w.id == 0 && time(NULL) >= t->next_gc) {
@@ -513,7 +537,7 @@ main(int argc, char **argv)
 		src.ctx = &src.deadline_us; /* set by serve_one */
 
 		worker_init(&w, &cfg, &auth, 0);
-		serve_one(&w, &src, &sink, 1);
+		(void)serve_one(&w, &src, &sink, 1);
 		worker_close(&w);
 		rc = 0;
 		goto done;

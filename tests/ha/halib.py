@@ -189,9 +189,12 @@ def node_kill9(port):
     pid = node_signal(port, signal.SIGKILL)
     end = time.monotonic() + 5
     while time.monotonic() < end and node_comm(pid) in ("redis-server",):
-        with open("/proc/%d/stat" % pid) as f:
-            if f.read().rsplit(")", 1)[1].split()[0] in ("Z", "X"):
-                break
+        try:
+            with open("/proc/%d/stat" % pid) as f:
+                if f.read().rsplit(")", 1)[1].split()[0] in ("Z", "X"):
+                    break
+        except OSError:
+            break  # reaped between the two reads: gone
         time.sleep(0.01)
 
 

@@ -12,9 +12,19 @@
   client.py one ADDR KEY [NAME=VALUE ...]
                                      one request with extra params (a value
                                      may hold \\0 as an escape); prints STATUS
+  client.py after ADDR KEY MODE      how the responder ends a connection;
+                                     prints "STATUS ENDED AFTER": ENDED is
+                                     END_REQUEST seen, AFTER what a send 0.2 s
+                                     after the answer met: "open" (read by the
+                                     responder) or "closed" (EPIPE / reset).
+                                     MODE: whole (a complete request), late-eof
+                                     (the end of stdin 0.3 s after the body),
+                                     refused (a body over the limit, sent in
+                                     16 KiB pieces while the answer comes)
 """
 
 import concurrent.futures
+import struct
 import os
 import sys
 import time
@@ -45,6 +55,47 @@ def one(addr, key, extra=None, **kw):
     return str(st)
 
 
+def after(addr, key, mode):
+    body = BODY
+    params = fcgi.charge_params(key, body)
+    s = fcgi.connect(addr, timeout=20)
+    sent_ok = True
+    try:
+        s.sendall(fcgi._record(fcgi.BEGIN_REQUEST, struct.pack(">HB5x", fcgi.RESPONDER, 0)))
+        if mode == "refused":
+            big = b"x" * (4 << 20)
+            params["CONTENT_LENGTH"] = str(len(big))
+            s.sendall(fcgi._record(fcgi.PARAMS, fcgi.encode_params(params)) + fcgi._record(fcgi.PARAMS, b""))
+            # the web server keeps sending the body it announced
+            try:
+                for i in range(0, len(big), 16384):
+                    s.sendall(fcgi._record(fcgi.STDIN, big[i:i + 16384]))
+                s.sendall(fcgi._record(fcgi.STDIN, b""))
+            except OSError:
+                sent_ok = False
+        else:
+            s.sendall(fcgi._record(fcgi.PARAMS, fcgi.encode_params(params)) + fcgi._record(fcgi.PARAMS, b"")
+                      + fcgi._record(fcgi.STDIN, body))
+            if mode == "late-eof":
+                time.sleep(0.3)
+            s.sendall(fcgi._record(fcgi.STDIN, b""))
+        out, ended = fcgi.read_response(s)
+        time.sleep(0.2)
+        try:
+            s.sendall(b"\0" * 8)
+            time.sleep(0.05)
+            s.sendall(b"\0" * 8)
+            state = "open"
+        except OSError:
+            state = "closed"
+    except OSError as e:
+        return "ERR:%s" % e.__class__.__name__
+    finally:
+        s.close()
+    return "%s %s %s%s" % (fcgi.status_of(out), "ended" if ended else "cut", state,
+                           "" if sent_ok else " body-send-failed")
+
+
 def main():
     cmd, addr = sys.argv[1], sys.argv[2]
     if cmd == "stall-body":
@@ -64,6 +115,8 @@ def main():
             k, v = a.split("=", 1)
             extra[k] = v.encode().replace(b"\\0", b"\0")
         print(one(addr, sys.argv[3], extra))
+    elif cmd == "after":
+        print(after(addr, sys.argv[3], sys.argv[4]))
     else:
         sys.exit("unknown command " + cmd)
 

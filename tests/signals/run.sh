@@ -143,6 +143,17 @@ fi
 st=$($CLIENT one "$ADDR" "after-stall-$RANDOM$RANDOM")
 [ "$st" = 201 ] && ok "after the 408 the worker serves the next request" ||
 	notok "after the 408 the worker serves the next request" "got '$st'"
+# a stop and continue while the body is awaited interrupts the read
+# (EINTR on a socket with a receive timeout): still 408, never a 400
+$CLIENT stall-body "$ADDR" "stop-$RANDOM$RANDOM" >"$RUN/stop.out" & cpid=$!
+sleep 0.3
+kill -STOP "$PID"
+sleep 0.2
+kill -CONT "$PID"
+wait "$cpid"
+read -r st secs <"$RUN/stop.out"
+[ "$st" = 408 ] && ok "SIGSTOP and SIGCONT while a body is awaited: 408 (${secs} s)" ||
+	notok "SIGSTOP and SIGCONT while a body is awaited: 408" "got '$st' after ${secs} s"
 stop_listener
 
 # 5. SIGTERM while a connection is accepted and its params are still being
@@ -228,6 +239,31 @@ else
 fi
 PID=
 kill "$epid" 2>/dev/null; wait "$epid" 2>/dev/null
+
+# 9. how a connection ends. On a unix socket, once the whole input has been
+#    read (the end of stdin included, even when it comes late), the
+#    responder closes at once: a later send finds the socket closed. A body
+#    refused while the web server is still sending it (413), and every
+#    request on TCP, keep libfcgi's lingering close: the responder reads on
+#    until the other end closes, so the sender never meets a reset.
+UADDR="$RUN/charge.sock"
+"$BIN" --listen "$UADDR" 2>>"$RUN/charge.log" & PID=$!
+for _ in $(seq 1 50); do [ -S "$UADDR" ] && break; sleep 0.05; done
+for c in "whole|201 ended closed" "late-eof|201 ended closed" "refused|413 ended open"; do
+	mode=${c%%|*} want=${c#*|}
+	got=$($CLIENT after "$UADDR" "end-$mode-$RANDOM$RANDOM" "$mode")
+	[ "$got" = "$want" ] && ok "unix socket, $mode request: $got" ||
+		notok "unix socket, $mode request: $want" "got: $got"
+done
+stop_listener
+start_listener || notok "listener starts"
+for c in "whole|201 ended open" "refused|413 ended open"; do
+	mode=${c%%|*} want=${c#*|}
+	got=$($CLIENT after "$ADDR" "end-tcp-$mode-$RANDOM$RANDOM" "$mode")
+	[ "$got" = "$want" ] && ok "TCP, $mode request: $got (lingering close)" ||
+		notok "TCP, $mode request: $want" "got: $got"
+done
+stop_listener
 
 echo "1..$N"
 [ "$FAILED" -eq 0 ]
