@@ -246,23 +246,26 @@ kill "$epid" 2>/dev/null; wait "$epid" 2>/dev/null
 #    refused while the web server is still sending it (413), and every
 #    request on TCP, keep libfcgi's lingering close: the responder reads on
 #    until the other end closes, so the sender never meets a reset.
+# ends ADDR LABEL MODE|WANT...: one "after" request per MODE, its answer
+# and how the connection ended compared with WANT
+ends() {
+	local addr=$1 label=$2 c mode want got
+	shift 2
+	for c in "$@"; do
+		mode=${c%%|*} want=${c#*|}
+		got=$($CLIENT after "$addr" "end-$mode-$RANDOM$RANDOM" "$mode")
+		[ "$got" = "$want" ] && ok "$label, $mode request: $got" ||
+			notok "$label, $mode request: $want" "got: $got"
+	done
+}
 UADDR="$RUN/charge.sock"
 "$BIN" --listen "$UADDR" 2>>"$RUN/charge.log" & PID=$!
 for _ in $(seq 1 50); do [ -S "$UADDR" ] && break; sleep 0.05; done
-for c in "whole|201 ended closed" "late-eof|201 ended closed" "refused|413 ended open"; do
-	mode=${c%%|*} want=${c#*|}
-	got=$($CLIENT after "$UADDR" "end-$mode-$RANDOM$RANDOM" "$mode")
-	[ "$got" = "$want" ] && ok "unix socket, $mode request: $got" ||
-		notok "unix socket, $mode request: $want" "got: $got"
-done
+ends "$UADDR" "unix socket" "whole|201 ended closed" "late-eof|201 ended closed" \
+	"refused|413 ended open"
 stop_listener
 start_listener || notok "listener starts"
-for c in "whole|201 ended open" "refused|413 ended open"; do
-	mode=${c%%|*} want=${c#*|}
-	got=$($CLIENT after "$ADDR" "end-tcp-$mode-$RANDOM$RANDOM" "$mode")
-	[ "$got" = "$want" ] && ok "TCP, $mode request: $got (lingering close)" ||
-		notok "TCP, $mode request: $want" "got: $got"
-done
+ends "$ADDR" "TCP (lingering close)" "whole|201 ended open" "refused|413 ended open"
 stop_listener
 
 echo "1..$N"
