@@ -293,10 +293,14 @@ worker_main(void *arg)
 		 * input has been read, nothing is left to wait for: such a
 		 * request is detached and closed with close() alone, three
 		 * system calls fewer (one of them a wait). A refused body
-		 * (413), a stalled one (408) and TCP keep libfcgi's way.
+		 * (413), a stalled one (408) and TCP keep libfcgi's way. The
+		 * mark is set for each request anew: on a connection the web
+		 * server keeps open (FCGI_KEEP_CONN) it would outlive this one.
 		 */
 		if (t->listen_unix && fcgi_input_ended(&req, body_read))
 			(void)FCGX_Detach(&req);
+		else
+			(void)FCGX_Attach(&req);
 		FCGX_Finish_r(&req);
 		if (t->w.id == 0 && time(NULL) >= t->next_gc) {
 			spill_gc_run();
