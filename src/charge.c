@@ -62,20 +62,10 @@ charge_fingerprint(const char *canon, size_t canonlen, const char *principal,
 	return 0;
 }
 
-static const char *const param_names[CHARGE_PARAM_COUNT] = {
-	"amount",
-	"currency",
-	"source",
-	"customer",
-	"description",
-	"metadata",
-	"line_items",
-};
-
 const char *
 charge_param_name(int i)
 {
-	return i >= 0 && i < CHARGE_PARAM_COUNT ? param_names[i] : NULL;
+	return i >= 0 && i < CHARGE_PARAM_COUNT ? schema_param_names[i] : NULL;
 }
 
 /*
@@ -150,9 +140,9 @@ charge_param_digests(const char *canon, size_t canonlen,
 		return -1;
 	for (i = 0; i < CHARGE_PARAM_COUNT; i++) {
 		/* "name": then the value, up to the next member or the end */
-		namelen = strlen(param_names[i]);
+		namelen = strlen(schema_param_names[i]);
 		if ((size_t)(end - p) < namelen + 3 || p[0] != '"' ||
-		    memcmp(p + 1, param_names[i], namelen) != 0 ||
+		    memcmp(p + 1, schema_param_names[i], namelen) != 0 ||
 		    p[namelen + 1] != '"' || p[namelen + 2] != ':')
 			return -1;
 		if ((v = json_value_end(p + namelen + 3, end)) == NULL ||
@@ -353,10 +343,10 @@ answer_mismatch(struct charge_ctx *cx, const char *stored_params)
 			if (!differ[i])
 				continue;
 			cJSON_AddItemToArray(list,
-			    cJSON_CreateString(param_names[i]));
-			len +=
-			    (size_t)snprintf(names + len, sizeof(names) - len,
-			        "%s%s", len > 0 ? ", " : "", param_names[i]);
+			    cJSON_CreateString(schema_param_names[i]));
+			len += (size_t)snprintf(names + len,
+			    sizeof(names) - len, "%s%s", len > 0 ? ", " : "",
+			    schema_param_names[i]);
 		}
 	}
 	if (n > 0)

@@ -35,7 +35,7 @@ int charge_fingerprint(const char *canon, size_t canonlen,
  * are stored with the claim so that a 422 can name the parameters that
  * changed without storing any value.
  */
-#define CHARGE_PARAM_COUNT 7
+#define CHARGE_PARAM_COUNT SCHEMA_PARAM_COUNT
 #define CHARGE_PARAM_DIGEST_BYTES 4
 #define CHARGE_PARAM_DIGEST_HEX (2 * CHARGE_PARAM_DIGEST_BYTES)
 #define CHARGE_PARAMS_HEX_LEN (CHARGE_PARAM_COUNT * CHARGE_PARAM_DIGEST_HEX)

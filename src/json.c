@@ -627,10 +627,32 @@ parse_name(struct parser *ps)
 	return name;
 }
 
+/*
+ * After a member of an array or object: a ',' (consumed, with the space
+ * after it) gives 1, the closer (not consumed) 0, anything else a syntax
+ * error and -1.
+ */
+static int
+after_member(struct parser *ps, char closer)
+{
+	skip_ws(ps);
+	if (ps->i < ps->len && ps->s[ps->i] == ',') {
+		ps->i++;
+		skip_ws(ps);
+		return 1;
+	}
+	if (ps->i >= ps->len || ps->s[ps->i] != closer) {
+		syntax_error(ps, ps->i, ps->i);
+		return -1;
+	}
+	return 0;
+}
+
 static cJSON *
 parse_array(struct parser *ps)
 {
 	cJSON *arr, *item;
+	int more;
 
 	if (++ps->depth > JSON_DEPTH_MAX)
 		return abandon(ps, FAIL_DEEP);
@@ -644,17 +666,10 @@ parse_array(struct parser *ps)
 		if ((item = parse_value(ps)) == NULL)
 			goto fail;
 		(void)cJSON_AddItemToArray(arr, item);
-		skip_ws(ps);
-		if (ps->i < ps->len && ps->s[ps->i] == ',') {
-			ps->i++;
-			skip_ws(ps);
-			continue;
-		}
-		if (ps->i >= ps->len || ps->s[ps->i] != ']') {
-			syntax_error(ps, ps->i, ps->i);
+		if ((more = after_member(ps, ']')) < 0)
 			goto fail;
-		}
-		break;
+		if (!more)
+			break;
 	}
 close:
 	ps->i++;
@@ -671,7 +686,7 @@ parse_object(struct parser *ps)
 	size_t seq = ps->seq++, n = 0;
 	cJSON *obj, *item;
 	char *name;
-	int dup;
+	int dup, more;
 
 	if (++ps->depth > JSON_DEPTH_MAX)
 		return abandon(ps, FAIL_DEEP);
@@ -705,17 +720,10 @@ parse_object(struct parser *ps)
 		item->string = name;
 		(void)cJSON_AddItemToArray(obj, item);
 		n++;
-		skip_ws(ps);
-		if (ps->i < ps->len && ps->s[ps->i] == ',') {
-			ps->i++;
-			skip_ws(ps);
-			continue;
-		}
-		if (ps->i >= ps->len || ps->s[ps->i] != '}') {
-			syntax_error(ps, ps->i, ps->i);
+		if ((more = after_member(ps, '}')) < 0)
 			goto fail;
-		}
-		break;
+		if (!more)
+			break;
 	}
 close:
 	ps->i++;

@@ -39,7 +39,9 @@ enum top_field {
 	TOP_COUNT
 };
 
-static const char *const top_names[TOP_COUNT] = {
+_Static_assert(TOP_COUNT == SCHEMA_PARAM_COUNT, "one name per member");
+
+const char *const schema_param_names[SCHEMA_PARAM_COUNT] = {
 	"amount",
 	"currency",
 	"source",
@@ -421,8 +423,8 @@ schema_check(const cJSON *root, struct charge_fields *f, struct validation *v)
 	int amount_ok = 0;
 
 	memset(f, 0, sizeof(*f));
-	if (slot_members(root, top_names, TOP_COUNT, slot) > 0)
-		report_unknown(v, root, "", top_names, TOP_COUNT);
+	if (slot_members(root, schema_param_names, TOP_COUNT, slot) > 0)
+		report_unknown(v, root, "", schema_param_names, TOP_COUNT);
 
 	if (slot[TOP_AMOUNT] == NULL)
 		schema_error(v, "amount", "is required");

@@ -31,6 +31,13 @@ struct charge_fields {
 	const cJSON *customer, *description, *metadata, *line_items;
 };
 
+/*
+ * The body's parameters in their fixed order: the order the schema checks
+ * them, the canonical form lists them and a 422 names them.
+ */
+#define SCHEMA_PARAM_COUNT 7
+extern const char *const schema_param_names[SCHEMA_PARAM_COUNT];
+
 /* Appends an error on field to v; once v is full, does nothing. */
 void schema_error(struct validation *v, const char *field, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));

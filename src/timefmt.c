@@ -62,6 +62,17 @@ fail(char *out, size_t outlen)
 	return -1;
 }
 
+/* Writes "HH:MM:SS" (8 bytes, no NUL) at out. */
+static void
+put_clock(char *out, const struct civil *c)
+{
+	put_digits(out, c->hh, 2);
+	out[2] = ':';
+	put_digits(out + 3, c->mm, 2);
+	out[5] = ':';
+	put_digits(out + 6, c->ss, 2);
+}
+
 int
 timefmt_http_date(long long ms, char *out, size_t outlen)
 {
@@ -105,11 +116,7 @@ timefmt_http_date(long long ms, char *out, size_t outlen)
 	out[11] = ' ';
 	put_digits(out + 12, c.y, 4);
 	out[16] = ' ';
-	put_digits(out + 17, c.hh, 2);
-	out[19] = ':';
-	put_digits(out + 20, c.mm, 2);
-	out[22] = ':';
-	put_digits(out + 23, c.ss, 2);
+	put_clock(out + 17, &c);
 	memcpy(out + 25, " GMT", 5);
 	return 0;
 }
@@ -130,11 +137,7 @@ timefmt_rfc3339_ms(long long ms, char *out, size_t outlen)
 	out[7] = '-';
 	put_digits(out + 8, c.day, 2);
 	out[10] = 'T';
-	put_digits(out + 11, c.hh, 2);
-	out[13] = ':';
-	put_digits(out + 14, c.mm, 2);
-	out[16] = ':';
-	put_digits(out + 17, c.ss, 2);
+	put_clock(out + 11, &c);
 	out[19] = '.';
 	put_digits(out + 20, c.msec, 3);
 	memcpy(out + 23, "Z", 2);
