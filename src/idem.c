@@ -368,7 +368,7 @@ idem_record(struct redis_conn *c, const char *rkey, const char *owner,
     long long ttl_ms, long long now_ms, struct idem_record *existing,
     struct idem_conflict *cf)
 {
-	char status[8], ttl[24], now[24], expires[24], blen[24];
+	char status[8], ttl[24], now[24], expires[24], blen[24] = "";
 	const char *argv[14];
 	size_t argvlen[14];
 	redisReply *r;
@@ -380,7 +380,8 @@ idem_record(struct redis_conn *c, const char *rkey, const char *owner,
 	(void)util_lltoa(ttl_ms, ttl, sizeof(ttl));
 	(void)util_lltoa(now_ms, now, sizeof(now));
 	(void)util_lltoa(now_ms + ttl_ms, expires, sizeof(expires));
-	(void)util_lltoa((long long)out->body_len, blen, sizeof(blen));
+	if (file)
+		(void)util_lltoa((long long)out->body_len, blen, sizeof(blen));
 	argv[0] = owner;
 	argv[1] = fingerprint;
 	argv[2] = params;

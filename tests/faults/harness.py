@@ -473,6 +473,15 @@ def send(case, stack, principal, key, body, kind="charge", expect=None, extra_he
     return keep(ex)
 
 
+def header_dict(lines):
+    """{lower-case name: value} of "Name: value" header lines (bytes)."""
+    out = {}
+    for line in lines:
+        k, _, v = line.partition(b":")
+        out[k.strip().lower().decode(errors="replace")] = v.strip().decode(errors="replace")
+    return out
+
+
 def send_fcgi(case, sockpath, principal, key, body, params_extra=None, kind="bad", expect=None,
               bound=5.0, body_split=None, body_pause=0.0, note=None, raw_params=None):
     """One request straight to a responder's FastCGI socket (what lighttpd
@@ -498,10 +507,7 @@ def send_fcgi(case, sockpath, principal, key, body, params_extra=None, kind="bad
         head, _, rbody = out.partition(b"\r\n\r\n")
         ex.raw_head = head
         ex.rbody = rbody
-        ex.rh = {}
-        for line in head.split(b"\r\n"):
-            k, _, v = line.partition(b":")
-            ex.rh[k.strip().lower().decode(errors="replace")] = v.strip().decode(errors="replace")
+        ex.rh = header_dict(head.split(b"\r\n"))
         ex.status = fcgi.status_of(out)
         if ex.status is None:
             ex.err = "no-answer"
@@ -864,10 +870,7 @@ def send_raw(case, stack, principal, key, parts, kind="bad", expect=None, bound=
         lines = head.split(b"\r\n")
         ex.raw_head = head
         ex.status = int(lines[0].split()[1])
-        ex.rh = {}
-        for line in lines[1:]:
-            k, _, v = line.partition(b":")
-            ex.rh[k.strip().lower().decode(errors="replace")] = v.strip().decode(errors="replace")
+        ex.rh = header_dict(lines[1:])
         ex.rbody = rbody
         ex.origin = "app" if "x-request-id" in ex.rh else "server"
     except socket.timeout:

@@ -11,6 +11,7 @@ import json
 import os
 import re
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -59,41 +60,47 @@ class Resp:
         return "HTTP %d %r %r" % (self.status, self.headers, self.body[:300])
 
 
-def post(base, key, body, extra=None, timeout=HTTP_TIMEOUT):
+def request(base, method, path, body=None, headers=None, timeout=HTTP_TIMEOUT):
+    """One HTTP request; a connection error gives status 0, its text the body."""
     u = urllib.parse.urlsplit(base)
+    t0 = time.monotonic()
+    conn = http.client.HTTPConnection(u.hostname, u.port, timeout=timeout)
+    try:
+        conn.request(method, path, body=body, headers=headers or {})
+        r = conn.getresponse()
+        data = r.read()
+        t1 = time.monotonic()
+        return Resp(r.status, {k.lower(): v for k, v in r.getheaders()}, data, t1 - t0, t1)
+    except OSError as e:
+        t1 = time.monotonic()
+        return Resp(0, {}, str(e).encode(), t1 - t0, t1)
+    finally:
+        conn.close()
+
+
+def post(base, key, body, extra=None, timeout=HTTP_TIMEOUT):
     hdrs = {"Authorization": "Bearer " + API_KEY, "Idempotency-Key": key,
             "Content-Type": "application/json"}
     hdrs.update(extra or {})
-    t0 = time.monotonic()
-    conn = http.client.HTTPConnection(u.hostname, u.port, timeout=timeout)
-    try:
-        conn.request("POST", "/charge", body=body, headers=hdrs)
-        r = conn.getresponse()
-        data = r.read()
-        t1 = time.monotonic()
-        return Resp(r.status, {k.lower(): v for k, v in r.getheaders()}, data, t1 - t0, t1)
-    except OSError as e:
-        t1 = time.monotonic()
-        return Resp(0, {}, str(e).encode(), t1 - t0, t1)
-    finally:
-        conn.close()
+    return request(base, "POST", "/charge", body, hdrs, timeout)
 
 
 def get(base, path, timeout=5):
-    u = urllib.parse.urlsplit(base)
-    conn = http.client.HTTPConnection(u.hostname, u.port, timeout=timeout)
-    t0 = time.monotonic()
-    try:
-        conn.request("GET", path)
-        r = conn.getresponse()
-        data = r.read()
-        t1 = time.monotonic()
-        return Resp(r.status, {k.lower(): v for k, v in r.getheaders()}, data, t1 - t0, t1)
-    except OSError as e:
-        t1 = time.monotonic()
-        return Resp(0, {}, str(e).encode(), t1 - t0, t1)
-    finally:
-        conn.close()
+    return request(base, "GET", path, timeout=timeout)
+
+
+def eviction_refused(bin_path, policy):
+    """Starts bin_path --listen on a free port while a primary has
+    maxmemory-policy policy: it must refuse to start and name the policy."""
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()
+    pr = subprocess.run([bin_path, "--listen", "127.0.0.1:%d" % port], stdin=subprocess.DEVNULL,
+                        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=20)
+    out = pr.stdout.decode(errors="replace")
+    check(pr.returncode != 0, "charge --listen started (rc %d): %s" % (pr.returncode, out[-500:]))
+    check("maxmemory-policy is %s" % policy in out, "no reason given: %s" % out[-500:])
 
 
 def new_key(tag):

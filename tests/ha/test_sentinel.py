@@ -9,8 +9,6 @@ space-separated), HA_MASTER, HA_BIN, HA_STACK_LOG, plus halib's.
 """
 import os
 import signal
-import socket
-import subprocess
 import sys
 import threading
 import time
@@ -272,15 +270,7 @@ if MIN_REPLICAS > 0:
         p = primary_port()
         h.cli(p, "CONFIG", "SET", "maxmemory-policy", "allkeys-lru")
         try:
-            s = socket.socket()
-            s.bind(("127.0.0.1", 0))
-            port = s.getsockname()[1]
-            s.close()
-            pr = subprocess.run([BIN, "--listen", "127.0.0.1:%d" % port], stdin=subprocess.DEVNULL,
-                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=20)
-            out = pr.stdout.decode(errors="replace")
-            check(pr.returncode != 0, "charge --listen started (rc %d): %s" % (pr.returncode, out[-500:]))
-            check("maxmemory-policy is allkeys-lru" in out, "no reason given: %s" % out[-500:])
+            h.eviction_refused(BIN, "allkeys-lru")
         finally:
             h.cli(p, "CONFIG", "SET", "maxmemory-policy", "noeviction")
 
