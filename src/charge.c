@@ -370,11 +370,23 @@ answer_replay(struct charge_ctx *cx, struct idem_record *rec)
 	char err[160];
 	char *body = rec->body;
 	size_t len = rec->body_len;
+	int rc;
 
 	if (rec->body_file[0] != '\0') {
-		if (spill_read(cx->w->cfg->spill_dir, rec->body_file,
-		        rec->body_len, rec->body_sha256, &body, err,
-		        sizeof(err)) != 0) {
+		rc = spill_read(cx->w->cfg->spill_dir, rec->body_file,
+		    rec->body_len, rec->body_sha256, &body, err, sizeof(err));
+		if (rc == SPILL_READ_RESOURCES) {
+			/* the file may be fine: this process is short of fds */
+			log_warn(cx->req->request_id, "replay of %s: %s",
+			    cx->rkey, err);
+			answer_unavailable(cx,
+			    "The outcome of this request was recorded, but its "
+			    "stored response cannot be read right now. Retry "
+			    "with the same key.",
+			    RETRY_AFTER_UNAVAILABLE_S);
+			return;
+		}
+		if (rc != 0) {
 			log_error(cx->req->request_id, "replay of %s: %s",
 			    cx->rkey, err);
 			response_problem(cx->resp, PROB_STORED_UNAVAILABLE,

@@ -121,7 +121,7 @@ spill_read(const char *dir, const char *name, size_t expect_len,
 	char *buf = NULL;
 	size_t got = 0;
 	ssize_t n;
-	int fd = -1;
+	int fd = -1, rc = -1;
 
 	*out = NULL;
 	if (!spill_name_valid(name)) {
@@ -130,6 +130,8 @@ spill_read(const char *dir, const char *name, size_t expect_len,
 	}
 	(void)snprintf(path, sizeof(path), "%s/%s", dir, name);
 	if ((fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC)) < 0) {
+		if (errno == EMFILE || errno == ENFILE || errno == ENOMEM)
+			rc = SPILL_READ_RESOURCES;
 		spill_err(errstr, errlen, "open", name);
 		goto fail;
 	}
@@ -144,6 +146,7 @@ spill_read(const char *dir, const char *name, size_t expect_len,
 		goto fail;
 	}
 	if ((buf = malloc(expect_len + 1)) == NULL) {
+		rc = SPILL_READ_RESOURCES;
 		(void)snprintf(errstr, errlen, "spill: out of memory");
 		goto fail;
 	}
@@ -172,7 +175,7 @@ fail:
 	if (fd >= 0)
 		(void)close(fd);
 	free(buf);
-	return -1;
+	return rc;
 }
 
 int

@@ -19,9 +19,14 @@
 int spill_write(const char *dir, const char *data, size_t len,
     char name[SPILL_NAME_MAX], char sha_hex[65], char *errstr, size_t errlen);
 
+/* spill_read() could not read a sound file: out of descriptors or memory. */
+#define SPILL_READ_RESOURCES (-2)
+
 /*
  * Reads dir/name and checks its length and SHA-256. 0 with *out malloc'd
- * (caller frees), or -1 with errstr (missing, short, long, checksum).
+ * (caller frees); -1 with errstr when the file is unusable (missing, short,
+ * long, checksum); SPILL_READ_RESOURCES with errstr when the process ran
+ * out of file descriptors or memory (the file may be fine: retry later).
  */
 int spill_read(const char *dir, const char *name, size_t expect_len,
     const char *expect_sha_hex, char **out, char *errstr, size_t errlen);

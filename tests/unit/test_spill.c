@@ -14,6 +14,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -291,6 +292,39 @@ test_read_missing(void **state)
 	assert_read_fails(dir, HEX32 ".body", BODY_LEN, s.sha);
 	/* a missing directory */
 	assert_read_fails("/nonexistent-spill-dir", s.name, BODY_LEN, s.sha);
+}
+
+/* Out of descriptors: a sound file, but no fd to read it with. */
+static void
+test_read_out_of_fds(void **state)
+{
+	const char *dir = dir_of(state);
+	struct stored s;
+	struct rlimit old, low;
+	char err[256];
+	char *out = (char *)"sentinel";
+	int lowest;
+
+	store(dir, body, BODY_LEN, &s);
+	assert_int_equal(getrlimit(RLIMIT_NOFILE, &old), 0);
+	assert_true((lowest = dup(0)) >= 0);
+	assert_int_equal(close(lowest), 0);
+	low = old;
+	low.rlim_cur = (rlim_t)lowest; /* the next open() gets EMFILE */
+	assert_int_equal(setrlimit(RLIMIT_NOFILE, &low), 0);
+	err[0] = '\0';
+	assert_int_equal(spill_read(dir, s.name, BODY_LEN, s.sha, &out, err,
+	                     sizeof(err)),
+	    SPILL_READ_RESOURCES);
+	assert_int_equal(setrlimit(RLIMIT_NOFILE, &old), 0);
+	assert_null(out);
+	assert_non_null(strstr(err, "open"));
+	/* the same file reads once descriptors are back */
+	assert_int_equal(spill_read(dir, s.name, BODY_LEN, s.sha, &out, err,
+	                     sizeof(err)),
+	    0);
+	assert_memory_equal(out, body, BODY_LEN);
+	free(out);
 }
 
 static void
@@ -596,6 +630,7 @@ main(void)
 		T(test_round_trip_1mib),
 		T(test_names_random),
 		T(test_read_missing),
+		T(test_read_out_of_fds),
 		T(test_read_short_file),
 		T(test_read_long_file),
 		T(test_read_flipped_byte),
