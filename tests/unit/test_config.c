@@ -143,7 +143,10 @@ static const struct num_key num_keys[] = {
 	NUM_LONG(spill_threshold_bytes, 0, MAX_REQUEST_BYTES_MAX),
 	NUM_INT(provider_latency_ms, 0, PROVIDER_MS_MAX),
 	NUM_INT(provider_timeout_ms, 0, PROVIDER_MS_MAX),
-	NUM_INT(threads, 1, THREADS_MAX),
+	NUM_INT(threads, 0, THREADS_MAX),
+	NUM_INT(io_threads, 1, IO_THREADS_MAX),
+	NUM_INT(max_inflight, 1, MAX_INFLIGHT_MAX),
+	NUM_INT(drain_timeout_ms, 0, DRAIN_TIMEOUT_MS_MAX),
 };
 
 static long
