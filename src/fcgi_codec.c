@@ -14,7 +14,6 @@
 #define FCGI_PARAMS_BUF_MIN 1024   /* bytes: first allocation for PARAMS */
 #define FCGI_BEGIN_BODY_LEN 8      /* bytes of FCGI_BeginRequestBody */
 #define FCGI_PAD_ALIGN 8           /* bytes: records are padded to this */
-#define FCGI_PADDING_MAX 255       /* bytes: paddingLength is one byte */
 #define FCGI_NV_LONG 0x80          /* high bit: a 4-byte length follows */
 #define FCGI_NV_HIGH_MASK 0x7f     /* the length bits of the first byte */
 #define FCGI_NV_SHORT_MAX 127      /* bytes: the largest 1-byte length */

@@ -49,22 +49,23 @@ struct fcgi_param {
 };
 
 enum fcgi_event_type {
-	FCGI_EV_NONE,       /* no complete event: feed more bytes */
-	FCGI_EV_BEGIN,      /* request_id, role, keep_conn (any role: the caller
-	                  answers FCGI_UNKNOWN_ROLE to all but the responder) */
+	FCGI_EV_NONE, /* no complete event: feed more bytes */
+	/* request_id, role, keep_conn; any role: the caller answers
+	 * FCGI_UNKNOWN_ROLE to all but the responder */
+	FCGI_EV_BEGIN,
 	FCGI_EV_PARAMS,     /* the params are complete: params, nparams */
 	FCGI_EV_STDIN,      /* data, len > 0: a piece of the body */
 	FCGI_EV_STDIN_END,  /* the empty STDIN record: the body ended */
 	FCGI_EV_ABORT,      /* ABORT_REQUEST for the active request */
 	FCGI_EV_GET_VALUES, /* FCGI_GET_VALUES: params are the names asked */
-	FCGI_EV_UNKNOWN,    /* a management record of unknown type: type */
+	FCGI_EV_UNKNOWN,    /* another management type: unknown_type */
 	FCGI_EV_REFUSE_MPX, /* BEGIN_REQUEST for another id: request_id */
 	FCGI_EV_ERROR       /* protocol error: errstr; close the connection */
 };
 
 struct fcgi_event {
 	enum fcgi_event_type type;
-	unsigned request_id;
+	unsigned request_id; /* every event but the management ones */
 	int role;
 	int keep_conn;
 	unsigned char unknown_type;

@@ -22,6 +22,7 @@
 #include <unistd.h>
 
 #include "conn.h"
+#include "digest.h"
 #include "log.h"
 #include "loop.h"
 #include "spill.h"
@@ -234,6 +235,7 @@ loop_main(void *arg)
 
 	if (uv_run(&l->loop, UV_RUN_DEFAULT) != 0)
 		log_warn(NULL, "loop %d: handles left at exit", l->w.id);
+	digest_thread_done(); /* this thread's digest contexts */
 	__atomic_store_n(&l->done, 1, __ATOMIC_SEQ_CST);
 	return NULL;
 }

@@ -365,6 +365,7 @@ main(int argc, char **argv)
 	}
 	if (block_stop_signals() != 0)
 		goto done;
+	log_nonblocking();
 	if (listen_addr != NULL) {
 		if ((listen_fd = listen_open(listen_addr)) < 0) {
 			log_error(NULL, "cannot listen on %s: %s", listen_addr,
