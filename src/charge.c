@@ -63,9 +63,9 @@ spill_read_work(uv_work_t *req)
 	struct charge_ctx *cx = req->data;
 	struct idem_record *rec = &cx->replay;
 
-	cx->io_rc = spill_read(cx->w->cfg->spill_dir, rec->body_file,
-	    rec->body_len, rec->body_sha256, &cx->io_body, cx->io_err,
-	    sizeof(cx->io_err));
+	cx->io_rc =
+	    spill_read(cx->w->cfg->spill_dir, rec->body_file, rec->body_len,
+	        rec->body_sha256, &cx->io_body, cx->io_err, sizeof(cx->io_err));
 }
 
 static void
@@ -213,7 +213,8 @@ on_spill_written(uv_work_t *req, int status)
 		 * the key up. It is bounded by max_request_bytes plus the
 		 * charge object.
 		 */
-		log_error(cx->x->req.request_id, "%s: recording the body inline",
+		log_error(cx->x->req.request_id,
+		    "%s: recording the body inline",
 		    status != 0 ? "spill write cancelled" : cx->io_err);
 		cx->out.body_file[0] = '\0';
 		metrics_inc(MC_SPILL_FAILURES);
@@ -289,8 +290,8 @@ provider_start(struct charge_ctx *cx)
 	if (provider_prepare(cx->w->cfg, cx->principal, cx->key, cx->keylen,
 	        cx->fingerprint, cx->params.source, &cx->pr, &delay_ms) != 0)
 		cx->pr.outcome = PROV_ERROR;
-	(void)uv_timer_start(&cx->timer, on_provider_done,
-	    (uint64_t)delay_ms, 0);
+	(void)uv_timer_start(&cx->timer, on_provider_done, (uint64_t)delay_ms,
+	    0);
 }
 
 /* --- record -------------------------------------------------------------- */

@@ -51,8 +51,8 @@ header_expires(struct charge_ctx *cx, long long expires_ms)
 
 	if (expires_ms > 0 &&
 	    timefmt_http_date(expires_ms, date, sizeof(date)) == 0)
-		(void)response_header((&cx->x->resp), "Idempotency-Key-Expires", "%s",
-		    date);
+		(void)response_header((&cx->x->resp), "Idempotency-Key-Expires",
+		    "%s", date);
 }
 
 /* claim_created_ms: when the holder's claim was made (0: unknown). */
@@ -346,4 +346,3 @@ answer_recorded(struct charge_ctx *cx)
 	/* the expires_ms record.lua stored: now + TTL */
 	header_expires(cx, cx->now_ms + cx->ttl_ms);
 }
-

@@ -32,7 +32,7 @@ struct charge_ctx {
 	long long claim_us;         /* monotonic time the last claim was sent */
 	long long wait_deadline_us; /* Prefer: wait; 0: none */
 	long long pause_ms;         /* before the next claim while waiting */
-	int execute; /* 0 after a lapse: a claim is given back, not run */
+	int execute;      /* 0 after a lapse: a claim is given back, not run */
 	uv_timer_t timer; /* the provider's latency; Prefer: wait pauses */
 	uv_work_t work;   /* a spill write or read on the worker pool */
 	struct provider_result pr;

@@ -9,8 +9,8 @@
 #include <string.h>
 
 #include "charge_object.h"
+#include "defaults.h"
 #include "digest.h"
-#include "idem.h"
 #include "util.h"
 
 int
@@ -194,4 +194,3 @@ charge_object_render(const char *canon, size_t canonlen, const char *charge_id,
 	*len = (size_t)n;
 	return out;
 }
-

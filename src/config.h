@@ -39,7 +39,7 @@ struct config {
 	int io_threads;       /* the worker pool for spill files */
 	int max_inflight;     /* requests in progress per process */
 	int drain_timeout_ms; /* after SIGTERM, for requests in progress */
-	int request_timeout_ms;         /* reading params and body */
+	int request_timeout_ms; /* reading params and body */
 	char conf_dir
 	    [PATH_MAX_LEN]; /* directory of the file; base of relative paths */
 };

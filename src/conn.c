@@ -23,6 +23,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "conn.h"
 #include "conn_int.h"
 #include "log.h"
 
@@ -102,8 +103,8 @@ conn_out_end(struct conn *c, unsigned id, int protocol_status)
 {
 	if (conn_out_reserve(c, FCGI_END_REQUEST_SIZE) != 0)
 		return -1;
-	c->out_len += fcgi_write_end(c->out + c->out_len, id, 0,
-	    protocol_status);
+	c->out_len +=
+	    fcgi_write_end(c->out + c->out_len, id, 0, protocol_status);
 	return 0;
 }
 
@@ -143,9 +144,10 @@ conn_out_response(struct conn *c, const struct exchange *x)
 	int rc = -1;
 
 	if (response_send(&x->resp, x->req.request_id, &sink,
-	        x->req.method != NULL &&
-	            strcmp(x->req.method, "HEAD") == 0) != 0 ||
-	    conn_out_reserve(c, fcgi_stream_size(b.len) + fcgi_stream_size(0) +
+	        x->req.method != NULL && strcmp(x->req.method, "HEAD") == 0) !=
+	        0 ||
+	    conn_out_reserve(c,
+	        fcgi_stream_size(b.len) + fcgi_stream_size(0) +
 	            FCGI_END_REQUEST_SIZE) != 0)
 		goto done;
 	c->out_len += fcgi_write_stream(c->out + c->out_len, FCGI_STDOUT,

@@ -17,8 +17,8 @@ struct conn;
 /* What connections share with their loop. */
 struct conn_host {
 	struct worker *w;
-	int *inflight;       /* requests in flight in the process (atomic) */
-	struct conn *conns;  /* the loop's open connections */
+	int *inflight;      /* requests in flight in the process (atomic) */
+	struct conn *conns; /* the loop's open connections */
 	unsigned nconns;
 	unsigned nexchanges; /* requests not yet finished, detached ones too */
 	int stopping;        /* closing connections as they go idle */

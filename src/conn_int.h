@@ -10,9 +10,10 @@
 
 #include <uv.h>
 
-#include "conn.h"
 #include "exchange.h"
 #include "fcgi_codec.h"
+
+struct conn_host;
 
 enum conn_state {
 	C_IDLE,     /* between requests */

@@ -9,6 +9,7 @@
 
 #include "app.h"
 #include "clock.h"
+#include "conn.h"
 #include "conn_int.h"
 #include "log.h"
 #include "metrics.h"
@@ -85,7 +86,8 @@ on_exchange_done(struct exchange *x)
 	conn_inflight_release(c);
 	if (!c->aborted && conn_out_response(c, x) != 0)
 		log_warn(x->req.request_id, "cannot frame the response");
-	else if (c->aborted && conn_out_end(c, c->req_id, FCGI_REQUEST_COMPLETE))
+	else if (c->aborted &&
+	    conn_out_end(c, c->req_id, FCGI_REQUEST_COMPLETE))
 		log_warn(x->req.request_id, "cannot frame END_REQUEST");
 	conn_exchange_free(c->h, x);
 	if (c->stdin_ended) {
@@ -280,7 +282,8 @@ conn_process(struct conn *c)
 		case FCGI_EV_BEGIN: on_begin(c, &ev); break;
 		case FCGI_EV_PARAMS:
 			if (params_done(c, &ev) != 0) {
-				log_error(NULL, "FastCGI request: out of memory");
+				log_error(NULL,
+				    "FastCGI request: out of memory");
 				conn_close(c);
 			}
 			break;
@@ -304,11 +307,13 @@ conn_process(struct conn *c)
 			break;
 		case FCGI_EV_UNKNOWN:
 			if (conn_out_reserve(c, 16) == 0)
-				c->out_len += fcgi_write_unknown_type(
-				    c->out + c->out_len, ev.unknown_type);
+				c->out_len +=
+				    fcgi_write_unknown_type(c->out + c->out_len,
+				        ev.unknown_type);
 			break;
 		case FCGI_EV_REFUSE_MPX:
-			if (conn_out_end(c, ev.request_id, FCGI_CANT_MPX_CONN) != 0)
+			if (conn_out_end(c, ev.request_id,
+			        FCGI_CANT_MPX_CONN) != 0)
 				conn_close(c);
 			break;
 		case FCGI_EV_ERROR:
@@ -323,4 +328,3 @@ out:
 	if (!c->closed && c->out_len > c->out_off)
 		conn_flush(c);
 }
-

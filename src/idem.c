@@ -416,9 +416,7 @@ on_script_reply(const struct redis_result *rr, void *arg)
 	if (r != NULL) {
 		switch (op->kind) {
 		case OP_CLAIM: claim_decode(r, &res); break;
-		case OP_RECORD:
-			record_decode(r, rr->durable, &res);
-			break;
+		case OP_RECORD: record_decode(r, rr->durable, &res); break;
 		case OP_RELEASE:
 			if (r->type == REDIS_REPLY_INTEGER)
 				res.st = r->integer == 1 ? IDEM_RELEASED
@@ -426,9 +424,7 @@ on_script_reply(const struct redis_result *rr, void *arg)
 			else
 				res.errstr = "release: unexpected reply";
 			break;
-		case OP_LOOKUP:
-			lookup_decode(r, &res, err, sizeof(err));
-			break;
+		case OP_LOOKUP: lookup_decode(r, &res, err, sizeof(err)); break;
 		}
 	}
 	op->cb(&res, op->arg);

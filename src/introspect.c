@@ -106,8 +106,7 @@ on_lookup_reply(struct idem_result *res, void *arg)
 		break;
 	default:
 		metrics_inc(MC_REDIS_ERRORS);
-		log_warn(x->req.request_id,
-		    "idempotency store unavailable: %s",
+		log_warn(x->req.request_id, "idempotency store unavailable: %s",
 		    res->errstr != NULL ? res->errstr : "?");
 		response_problem(resp, PROB_UNAVAILABLE,
 		    "The idempotency store "

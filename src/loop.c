@@ -87,8 +87,9 @@ on_gc_timer(uv_timer_t *t)
 void
 loop_spill_gc(const struct config *cfg)
 {
-	long ttl = cfg->completed_ttl_s > cfg->failed_ttl_s ? cfg->completed_ttl_s
-	                                                    : cfg->failed_ttl_s;
+	long ttl = cfg->completed_ttl_s > cfg->failed_ttl_s
+	    ? cfg->completed_ttl_s
+	    : cfg->failed_ttl_s;
 	int n;
 
 	/* a record lives at most its TTL after the file was written */
@@ -190,8 +191,8 @@ loop_finish(struct loop_ctx *l)
 static void
 on_host_idle(struct conn_host *h)
 {
-	struct loop_ctx *l = (struct loop_ctx *)((char *)h -
-	    offsetof(struct loop_ctx, host));
+	struct loop_ctx *l =
+	    (struct loop_ctx *)((char *)h - offsetof(struct loop_ctx, host));
 
 	if (l->stopping && h->nconns == 0 && h->nexchanges == 0)
 		loop_finish(l);
@@ -326,7 +327,8 @@ wait_for_stop(struct loop_ctx *ls, int n)
 			return 0;
 		}
 		for (alive = 0, i = 0; i < n; i++)
-			alive += !__atomic_load_n(&ls[i].done, __ATOMIC_SEQ_CST);
+			alive +=
+			    !__atomic_load_n(&ls[i].done, __ATOMIC_SEQ_CST);
 		if (alive == 0) {
 			log_error(NULL,
 			    "every event loop ended: the process exits");

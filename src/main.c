@@ -104,8 +104,7 @@ serve_cgi(void)
 	x.w = &w;
 	x.done = on_cgi_done;
 	x.transport = &done;
-	if (request_read(&x.req, &src, (size_t)cfg.max_request_bytes, 1) !=
-	    0) {
+	if (request_read(&x.req, &src, (size_t)cfg.max_request_bytes, 1) != 0) {
 		response_problem(&x.resp, PROB_INTERNAL, NULL, NULL);
 		done = 1;
 	} else
@@ -117,8 +116,7 @@ serve_cgi(void)
 		log_error(x.req.request_id, "the request never finished");
 	}
 	if (response_send(&x.resp, x.req.request_id, &sink,
-	        x.req.method != NULL && strcmp(x.req.method, "HEAD") == 0) !=
-	    0)
+	        x.req.method != NULL && strcmp(x.req.method, "HEAD") == 0) != 0)
 		log_warn(x.req.request_id,
 		    "client went away before the response was written");
 	dur = now_mono_us() - x.req.start_us;
@@ -207,8 +205,8 @@ listen_tcp(const char *addr)
 		    a->ai_protocol);
 		if (fd < 0)
 			continue;
-		if (setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &on,
-		        sizeof(on)) == 0 &&
+		if (setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &on, sizeof(on)) ==
+		        0 &&
 		    bind(fd, a->ai_addr, a->ai_addrlen) == 0 &&
 		    listen(fd, LISTEN_BACKLOG) == 0)
 			break;

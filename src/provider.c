@@ -145,8 +145,8 @@ provider_close(int *ledger_fd)
 
 int
 provider_prepare(const struct config *cfg, const char *principal,
-    const char *key, size_t keylen, const char *fingerprint,
-    const char *source, struct provider_result *out, int *delay_ms)
+    const char *key, size_t keylen, const char *fingerprint, const char *source,
+    struct provider_result *out, int *delay_ms)
 {
 	memset(out, 0, sizeof(*out));
 	out->outcome = provider_outcome_for(source, &out->decline_code);

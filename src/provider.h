@@ -48,8 +48,8 @@ int provider_charge_id(const char *secret, const char *principal,
  * 0, or -1 (a part too long).
  */
 int provider_prepare(const struct config *cfg, const char *principal,
-    const char *key, size_t keylen, const char *fingerprint,
-    const char *source, struct provider_result *out, int *delay_ms);
+    const char *key, size_t keylen, const char *fingerprint, const char *source,
+    struct provider_result *out, int *delay_ms);
 
 /*
  * After the delay: deadline_us (monotonic, 0 for none) is when the

@@ -89,8 +89,8 @@ void redis_client_free(struct redis_client *c);
  * arguments; cb will not be called).
  */
 int redis_eval(struct redis_client *c, struct lua_script *s, const char *key,
-    size_t keylen, int argc, const char **argv, const size_t *argvlen,
-    int wait, redis_cb *cb, void *arg);
+    size_t keylen, int argc, const char **argv, const size_t *argvlen, int wait,
+    redis_cb *cb, void *arg);
 
 /*
  * PING the single Redis, the primary behind the sentinels, or every

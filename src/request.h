@@ -77,8 +77,8 @@ int request_read(struct request *r, const struct request_source *src,
  * The caller fills body, body_len and, when the input ended early or late,
  * body_status. 0, or -1 on ENOMEM/entropy error (free r either way).
  */
-int request_from_params(struct request *r, const struct fcgi_param *p,
-    size_t n, size_t max_body, size_t *want);
+int request_from_params(struct request *r, const struct fcgi_param *p, size_t n,
+    size_t max_body, size_t *want);
 
 /* NULL-safe. */
 void request_free(struct request *r);
