@@ -616,7 +616,7 @@ test_env_errors(void **state)
 	assert_int_equal(config_load(&c, write_conf("c.conf", "threads = 2\n"),
 	                     bad_num, err, sizeof(err)),
 	    -1);
-	assert_contains(err, "CHARGE_THREADS");
+	assert_contains(err, "CHARGE_IO_THREADS");
 }
 
 static void
