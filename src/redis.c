@@ -1179,7 +1179,7 @@ eval_failover(struct cmd *x)
 	struct redis_node *n = x->node;
 
 	log_info(NULL, "Redis %s:%d: %s", n->host, n->port, x->errstr);
-	if (n == c->main && c->primary_ok) {
+	if (n == c->main && c->primary_ok && x->ac == n->ac) {
 		if (reply_is(x->reply, "NOREPLICAS"))
 			primary_suspect(c);
 		else {
@@ -1312,7 +1312,7 @@ attempt_done(struct cmd *x)
 			    "WAIT: %lld of %d replica(s) acknowledged in time",
 			    x->acked < 0 ? 0 : x->acked, c->min_replicas);
 			if (c->t.mode == REDIS_MODE_SENTINEL &&
-			    x->node == c->main)
+			    x->node == c->main && x->ac == c->main->ac)
 				primary_suspect(c);
 		}
 	} else if (x->wait && c->min_replicas > 0) {

@@ -11,7 +11,9 @@
  *       [-r replica_timeout_ms] [-w] [-n per_round] [-c rounds]
  *       [-i interval_ms] [-k key_prefix] [-S] [-p] [-x] URL
  *
- * -w: commands with WAIT; -S: one command at a time (the next one after
+ * -q MS: redis_client_free() MS ms after the start, commands pending
+ * (their callbacks must come before it returns: "closed-before" counts
+ * the ones that did not). -w: commands with WAIT; -S: one command at a time (the next one after
  * the previous callback; unpipelined, a test's negative control); -p: PING
  * instead of the script; -x: redis_startup_check() only (prints its
  * return value and errstr). The script is INCR KEYS[1] and returns the new
@@ -35,7 +37,9 @@ struct drv {
 	uv_loop_t *loop;
 	struct redis_client *c;
 	struct lua_script s;
-	uv_timer_t round_timer;
+	uv_timer_t round_timer, quit_timer;
+	int quit_ms, freeing;
+	long after_free; /* callbacks after redis_client_free() returned */
 	int per_round, rounds, interval_ms, wait, serial, ping;
 	int round, issued, outstanding;
 	const char *prefix;
@@ -90,10 +94,12 @@ on_result(const struct redis_result *res, void *arg)
 	if (ms > d->maxms)
 		d->maxms = ms;
 	d->outstanding--;
+	if (d->c == NULL)
+		d->after_free++;
 	if (d->serial && k->index + 1 < d->per_round)
 		issue(d, k->index + 1);
 	free(k);
-	if (d->outstanding == 0 && d->round + 1 >= d->rounds &&
+	if (d->outstanding == 0 && d->c != NULL && d->round + 1 >= d->rounds &&
 	    (!d->serial || d->issued >= d->per_round * d->rounds))
 		uv_stop(d->loop);
 }
@@ -134,6 +140,17 @@ issue(struct drv *d, int index)
 		d->fail = 1;
 		free(k);
 	}
+}
+
+static void
+on_quit_timer(uv_timer_t *t)
+{
+	struct drv *d = t->data;
+
+	redis_client_free(d->c);
+	d->c = NULL;
+	printf("freed outstanding=%d\n", d->outstanding);
+	uv_stop(d->loop);
 }
 
 static void
@@ -192,6 +209,8 @@ main(int argc, char **argv)
 			d.interval_ms = atoi(argv[++i]);
 		else if (strcmp(argv[i], "-k") == 0)
 			d.prefix = argv[++i];
+		else if (strcmp(argv[i], "-q") == 0)
+			d.quit_ms = atoi(argv[++i]);
 		else if (strcmp(argv[i], "-w") == 0)
 			d.wait = 1;
 		else if (strcmp(argv[i], "-S") == 0)
@@ -232,6 +251,12 @@ main(int argc, char **argv)
 	if (uv_timer_init(&loop, &d.round_timer) != 0)
 		return 1;
 	d.round_timer.data = &d;
+	if (uv_timer_init(&loop, &d.quit_timer) != 0)
+		return 1;
+	d.quit_timer.data = &d;
+	if (d.quit_ms > 0)
+		(void)uv_timer_start(&d.quit_timer, on_quit_timer,
+		    (uint64_t)d.quit_ms, 0);
 	if (d.rounds > 1)
 		(void)uv_timer_start(&d.round_timer, on_round_timer,
 		    (uint64_t)d.interval_ms, (uint64_t)d.interval_ms);
@@ -241,13 +266,14 @@ main(int argc, char **argv)
 	rc = d.outstanding;
 	redis_client_free(d.c);
 	uv_close((uv_handle_t *)&d.round_timer, NULL);
+	uv_close((uv_handle_t *)&d.quit_timer, NULL);
 	(void)uv_run(&loop, UV_RUN_DEFAULT);
 	if (uv_loop_close(&loop) != 0) {
 		printf("loop-not-closed\n");
 		return 1;
 	}
 	printf("summary ok=%ld err=%ld unknown=%ld nondurable=%ld maxms=%ld "
-	       "pending=%d\n",
-	    d.ok, d.err, d.unknown, d.nondurable, d.maxms, rc);
+	       "pending=%d after-free=%ld\n",
+	    d.ok, d.err, d.unknown, d.nondurable, d.maxms, rc, d.after_free);
 	return d.fail ? 1 : 0;
 }

@@ -149,6 +149,17 @@ ms=$(field "$RUN/frozen2.out" '^0 0 err' ms)
 check '[ "$(grep -c "err .*unknown=0" "$RUN/frozen2.out")" = 2 ] && [ "${ms:-0}" -ge 290 ] && [ "${ms:-9999}" -le 450 ]' \
 	"connect timeout: frozen at connect, never sent (unknown=0) after ${ms:-?} ms" "$RUN/frozen2.out"
 
+# 4b. redis_client_free() with commands sent to a frozen Redis: every
+# callback comes before it returns ("shutting down", outcome unknown)
+drive "$RUN/quit.out" -t 1000 -n 3 -c 2 -i 300 -q 450 "$URL" &
+dpid=$!
+sleep 0.15
+kill -STOP "$pid"
+wait "$dpid"
+kill -CONT "$pid"
+check 'grep -q "^freed outstanding=0" "$RUN/quit.out" && [ "$(grep -c "^1 .* err .*unknown=1 .*err=incr: shutting down" "$RUN/quit.out")" = 3 ] && grep -q "pending=0 after-free=0" "$RUN/quit.out"' \
+	"redis_client_free: pending callbacks called before it returns" "$RUN/quit.out"
+
 # 5. Redis restarts while the client runs: it reconnects (no command hangs)
 drive "$RUN/restart.out" -t 500 -n 2 -c 14 -i 150 "$URL" &
 dpid=$!
@@ -256,11 +267,22 @@ drive "$RUN/norepl.out" -t 1000 -n 2 -k split= "redis-sentinel://127.0.0.1:$G1,1
 check '[ "$(count_ok "$RUN/norepl.out")" = 2 ] && [ "$(ha_cli "$M2" GET split)" = 2 ] && [ "$(ha_cli "$M1" EXISTS split)" = 0 ]' \
 	"NOREPLICAS: sentinels asked again, the commands resent to the other primary" "$RUN/norepl.out"
 
-# 13. WAIT shortfall behind sentinels: the next commands go to the primary
-# another sentinel names
-drive "$RUN/short.out" -t 1000 -w -m 1 -r 50 -n 1 -c 4 -i 150 -k short= "redis-sentinel://127.0.0.1:$F1,127.0.0.1:$SP/charge"
-check 'grep -q "^0 0 ok .*durable=0" "$RUN/short.out" && [ "$(count_ok "$RUN/short.out")" = 4 ]' \
-	"WAIT shortfall behind sentinels: durable 0, reply given" "$RUN/short.out"
+# 13. split brain seen by WAIT: with min_replicas 1 a shortfall on the
+# primary the first sentinel names makes the client ask the others; the
+# next commands go to the primary another sentinel names
+ha_port_pick && M3=$HA_PORT && ha_redis_create "$T" "$M3" >/dev/null
+# the majority's primary M2 has a replica (WAIT 1 holds there)
+ha_port_pick && R2=$HA_PORT && ha_redis_create "$T" "$R2" --replicaof 127.0.0.1 "$M2" >/dev/null
+for _ in $(seq 1 50); do
+	ha_cli "$R2" INFO replication | grep -q '^master_link_status:up' && break
+	sleep 0.1
+done
+ha_port_pick && G3=$HA_PORT && fake_start "$G3" sentinel 127.0.0.1 "$M3"
+drive "$RUN/short.out" -t 1000 -w -m 1 -r 50 -n 1 -c 4 -i 300 -k short= "redis-sentinel://127.0.0.1:$G3,127.0.0.1:$G2/charge"
+on3=$(ha_cli "$M3" GET short)
+on2=$(ha_cli "$M2" GET short)
+check 'grep -q "^0 0 ok .*durable=0 .*err=WAIT: 0 of 1" "$RUN/short.out" && [ "$(count_ok "$RUN/short.out")" = 4 ] && grep -q "^3 0 ok .*durable=1" "$RUN/short.out" && [ "${on2:-0}" -ge 2 ] && [ $((${on3:-0} + ${on2:-0})) = 4 ]' \
+	"WAIT shortfall: durable 0, then the next commands go to the other sentinel's primary, durable there (${on3:-0} then ${on2:-0} writes)" "$RUN/short.out.err"
 
 # --- cluster ------------------------------------------------------------------
 C="$RUN/cluster"
