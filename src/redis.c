@@ -414,7 +414,7 @@ cmd_expire(struct cmd *x)
 		/* the reply is lost: drop the connection; on_reply ends it */
 		if (n != NULL && n->ac == x->ac)
 			node_detach(n);
-		ac_drop(x->c, x->ac, "another command timed out");
+		ac_drop(x->c, x->ac, "connection dropped after a timeout");
 		return;
 	case CMD_QUEUED:
 		if (n != NULL && x->q == &n->wq) {
