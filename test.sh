@@ -124,6 +124,10 @@ suite_structure() {
 
 suite_lua() { tests/lua/run.sh; }
 
+# src/redis.c on a libuv loop (tests/redis_async/driver.c) against real
+# redis-server, redis-sentinel and a cluster; the ASan build's driver.
+suite_redis_async() { with_asan redis_async tests/redis_async/run.sh; }
+
 # libFuzzer smoke run over every parser (clang-14, ASan + UBSan).
 suite_fuzz() { tests/fuzz/run.sh; }
 
@@ -222,7 +226,11 @@ suite_bench_smoke() { bench/run --smoke; }
 suite_examples() { tests/with-stack.sh tests/examples/run.sh; }
 suite_browser() { tests/with-stack.sh tests/browser/run.sh; }
 
+<<<<<<< HEAD
 SUITES=(structure docs unit unit_asan lua fuzz fcgi_diff cgi signals e2e e2e_apache e2e_apache_cgi e2e_nginx
+=======
+SUITES=(structure docs unit unit_asan lua redis_async fuzz cgi signals e2e e2e_apache e2e_apache_cgi e2e_nginx
+>>>>>>> aredis
 	e2e_cluster ha_sentinel ha_cluster ha_nodes faults tsan deploy install systemd examples browser
 	bench_smoke)
 [ $# -gt 0 ] && SUITES=("$@")
