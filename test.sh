@@ -226,11 +226,7 @@ suite_bench_smoke() { bench/run --smoke; }
 suite_examples() { tests/with-stack.sh tests/examples/run.sh; }
 suite_browser() { tests/with-stack.sh tests/browser/run.sh; }
 
-<<<<<<< HEAD
-SUITES=(structure docs unit unit_asan lua fuzz fcgi_diff cgi signals e2e e2e_apache e2e_apache_cgi e2e_nginx
-=======
-SUITES=(structure docs unit unit_asan lua redis_async fuzz cgi signals e2e e2e_apache e2e_apache_cgi e2e_nginx
->>>>>>> aredis
+SUITES=(structure docs unit unit_asan lua redis_async fuzz fcgi_diff cgi signals e2e e2e_apache e2e_apache_cgi e2e_nginx
 	e2e_cluster ha_sentinel ha_cluster ha_nodes faults tsan deploy install systemd examples browser
 	bench_smoke)
 [ $# -gt 0 ] && SUITES=("$@")
