@@ -16,7 +16,7 @@ PACKAGES=(gcc pkg-config meson ninja-build python3
 	redis-server redis-sentinel redis-tools lighttpd curl valgrind clang-14 libclang-rt-14-dev procps
 	chromium apache2 libapache2-mod-fcgid nginx-light spawn-fcgi
 	wrk gnuplot-nox groff-base systemd fiu-utils clang-format-14
-	debhelper dpkg-dev lintian fakeroot adduser prometheus python3-jsonschema)
+	debhelper dpkg-dev lintian fakeroot adduser prometheus python3-jsonschema python3-yaml)
 
 install_packages() {
 	local missing=() p
@@ -239,9 +239,17 @@ suite_install() { tests/deploy/install.sh; }
 # conf/charge.service through systemd-analyze verify (nothing is started).
 suite_systemd() { tests/deploy/systemd.sh; }
 
-# docs/API.md against the code: problem types, configuration keys and
-# response headers agree both ways; nothing points outside the repository.
-suite_docs() { python3 tests/docs/check_api.py; }
+# docs/API.md against the code and docs/openapi.yaml: problem types,
+# configuration keys (one default wherever written), routes, statuses and
+# headers agree; no dead link or anchor; nothing points outside the
+# repository (Debian's python3: python3-yaml). Then the description lints
+# clean with the pinned Redocly CLI, and www/api.html is its rendering.
+suite_docs() {
+	local rc=0
+	/usr/bin/python3 tests/docs/check_api.py || rc=1
+	tools/openapi/lint.sh --check-html www/api.html || rc=1
+	return $rc
+}
 
 # bench/run with a one-second duration: keeps the harness alive; no timing
 # assertions.

@@ -37,7 +37,7 @@ import jsonschema
 
 PINNED_JSONSCHEMA = "4.10.3"
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-SPEC = os.path.join(ROOT, "docs", "openapi.yaml")
+DESCRIPTION_FILE = os.path.join(ROOT, "docs", "openapi.yaml")
 METHODS = ("get", "head", "post", "put", "delete", "patch", "options", "trace")
 # Headers only the responder sends (web servers add Date, Server, ...):
 # present where the description does not list them, they are a violation.
@@ -46,7 +46,7 @@ RESPONDER_HEADERS = ("Idempotent-Replayed", "Idempotency-Key-Expires", "Retry-Af
 
 
 class Contract:
-    def __init__(self, path=SPEC):
+    def __init__(self, path=DESCRIPTION_FILE):
         got = importlib.metadata.version("jsonschema")
         if got != PINNED_JSONSCHEMA:
             raise RuntimeError("openapi_check: jsonschema %s, want Debian 12's %s "
