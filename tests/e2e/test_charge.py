@@ -1548,6 +1548,21 @@ def t_crash_window():
     expect_replay_of(post_charge(key), r3, "replay after recovery")
 
 
+@test("/metrics after every other test passes promtool check metrics (names, HELP, TYPE, units)")
+def t_metrics_promtool():
+    r = request("GET", "/metrics")
+    check(r.status == 200, "GET /metrics: %r" % r)
+    check(b'outcome="created"' in r.body, "no outcome=\"created\" series: %r" % r.body[:300])
+    try:
+        p = subprocess.run(["promtool", "check", "metrics"], input=r.body,
+                           capture_output=True, timeout=30)
+    except FileNotFoundError:
+        raise Fail("promtool is not installed (Debian package prometheus)")
+    out = (p.stdout + p.stderr).decode(errors="replace").strip()
+    check(p.returncode == 0 and not out, "promtool check metrics: status %d\n%s"
+          % (p.returncode, out))
+
+
 # ================================================================= contract
 
 # Documented answers the e2e stack cannot provoke, and where they are tested.
