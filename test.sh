@@ -239,6 +239,11 @@ suite_install() { tests/deploy/install.sh; }
 # conf/charge.service through systemd-analyze verify (nothing is started).
 suite_systemd() { tests/deploy/systemd.sh; }
 
+# The Debian package: dpkg-buildpackage, lintian, its contents; as root
+# also dpkg -i, the unit's ExecStart as its user behind the installed nginx
+# snippet, and dpkg --purge.
+suite_package() { tests/deploy/package.sh; }
+
 # docs/API.md against the code and docs/openapi.yaml: problem types,
 # configuration keys (one default wherever written), routes, statuses and
 # headers agree; no dead link or anchor; nothing points outside the
@@ -260,7 +265,7 @@ suite_examples() { tests/with-stack.sh tests/examples/run.sh; }
 suite_browser() { tests/with-stack.sh tests/browser/run.sh; }
 
 SUITES=(structure builds docs unit unit_asan lua fuzz cgi signals e2e e2e_apache e2e_apache_cgi e2e_nginx
-	e2e_cluster ha_sentinel ha_cluster ha_nodes faults tsan deploy install systemd examples browser
+	e2e_cluster ha_sentinel ha_cluster ha_nodes faults tsan deploy install systemd package examples browser
 	bench_smoke)
 [ $# -gt 0 ] && SUITES=("$@")
 
