@@ -461,7 +461,7 @@ class Tap:
 
 def tracked_files():
     try:
-        out = subprocess.run(["git", "-C", ROOT, "ls-files", "-z"], check=True,
+        out = subprocess.run(["git", "-C", ROOT, "ls-files", "-z", "-co", "--exclude-standard"], check=True,
                              capture_output=True).stdout
         files = [p for p in out.decode().split("\0") if p]
         if files:
