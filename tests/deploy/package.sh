@@ -48,7 +48,7 @@ trap 'exit 130' INT TERM
 
 # --- build ------------------------------------------------------------------
 mkdir "$TMP/charge-$VERSION"
-(cd "$REPO" && git ls-files -co --exclude-standard -z |
+(cd "$REPO" && git -c safe.directory="$REPO" ls-files -co --exclude-standard -z |
 	tar --null -cf - -T - 2>/dev/null) | tar -xf - -C "$TMP/charge-$VERSION"
 DEB=$TMP/charge_${VERSION}_$ARCH.deb
 if (cd "$TMP/charge-$VERSION" && dpkg-buildpackage -us -uc -b) >"$TMP/build.log" 2>&1 &&
@@ -87,6 +87,53 @@ t "holds the web-server snippets in /usr/share/charge/conf/snippets" \
 	test "$(grep -cE ' \./usr/share/charge/conf/snippets/(nginx|lighttpd|apache)\.conf$' "$TMP/contents")" = 3
 t "holds nothing under /var (postinst and systemd make /var/lib/charge)" \
 	test -z "$(grep ' \./var/' "$TMP/contents")"
+
+# --- the snippets parse in their servers (from the package's files) ---------
+X=$TMP/x
+dpkg-deb -x "$DEB" "$X"
+SN=$X/usr/share/charge/conf/snippets
+mkdir -p "$TMP/snip/logs"
+cat >"$TMP/snip/nginx.conf" <<EOF
+pid $TMP/snip/nginx.pid;
+error_log $TMP/snip/logs/error.log;
+events { }
+http {
+    include /etc/nginx/mime.types;
+    access_log $TMP/snip/logs/access.log;
+    client_body_temp_path $TMP/snip/body;
+    fastcgi_temp_path $TMP/snip/fastcgi;
+    proxy_temp_path $TMP/snip/proxy;
+    uwsgi_temp_path $TMP/snip/uwsgi;
+    scgi_temp_path $TMP/snip/scgi;
+    server { listen 127.0.0.1:8; include $SN/nginx.conf; }
+}
+EOF
+out=$(nginx -t -p "$TMP/snip" -c "$TMP/snip/nginx.conf" -e "$TMP/snip/logs/error.log" 2>&1)
+[ $? -eq 0 ] && ok "the nginx snippet passes nginx -t" || notok "the nginx snippet passes nginx -t" "$out"
+cat >"$TMP/snip/lighttpd.conf" <<EOF
+server.document-root = "$X/usr/share/charge/www"
+server.port = 8
+include "$SN/lighttpd.conf"
+EOF
+out=$(lighttpd -tt -f "$TMP/snip/lighttpd.conf" 2>&1)
+[ $? -eq 0 ] && ok "the lighttpd snippet passes lighttpd -tt" || notok "the lighttpd snippet passes lighttpd -tt" "$out"
+M=/usr/lib/apache2/modules
+cat >"$TMP/snip/apache.conf" <<EOF
+ServerRoot "$TMP/snip"
+ServerName 127.0.0.1
+Listen 127.0.0.1:8
+PidFile "$TMP/snip/httpd.pid"
+DefaultRuntimeDir "$TMP/snip"
+ErrorLog "$TMP/snip/logs/apache-error.log"
+LoadModule mpm_event_module $M/mod_mpm_event.so
+LoadModule authz_core_module $M/mod_authz_core.so
+LoadModule proxy_module $M/mod_proxy.so
+LoadModule proxy_fcgi_module $M/mod_proxy_fcgi.so
+Include "$SN/apache.conf"
+EOF
+out=$(apache2 -t -f "$TMP/snip/apache.conf" 2>&1)
+[ $? -eq 0 ] && ok "the Apache snippet passes apache2 -t (mod_proxy_fcgi)" ||
+	notok "the Apache snippet passes apache2 -t (mod_proxy_fcgi)" "$out"
 
 # --- install, run, purge (root only) ----------------------------------------
 if [ "$(id -u)" -ne 0 ]; then
