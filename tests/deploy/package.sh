@@ -105,7 +105,7 @@ http {
     proxy_temp_path $TMP/snip/proxy;
     uwsgi_temp_path $TMP/snip/uwsgi;
     scgi_temp_path $TMP/snip/scgi;
-    server { listen 127.0.0.1:8; include $SN/nginx.conf; }
+    server { listen 127.0.0.1:$(stack_port_pick); include $SN/nginx.conf; }
 }
 EOF
 out=$(nginx -t -p "$TMP/snip" -c "$TMP/snip/nginx.conf" -e "$TMP/snip/logs/error.log" 2>&1)
