@@ -478,7 +478,7 @@ def tracked_files():
 
 
 def main():
-    NTESTS = 24
+    NTESTS = 25
     print("1..%d" % NTESTS)
     t = Tap()
     api = read(API) if os.path.exists(API) else ""
@@ -677,7 +677,17 @@ def main():
     t.check(not bad, "every relative link and #anchor of the markdown files leads somewhere",
             bad)
 
-    # 22: one default per key, wherever it is written
+    # 22: every page of docs/ is reachable from the README
+    readme_path = os.path.join(ROOT, "README.md")
+    readme = read(readme_path) if os.path.exists(readme_path) else ""
+    linked = {os.path.normpath(urllib.parse.unquote(tg.partition("#")[0]))
+              for _, tg in md_links(readme)}
+    pages = sorted(rel for rel in files if rel.startswith("docs/")
+                   and rel.endswith((".md", ".yaml", ".8")))
+    t.items([p_ for p_ in pages if p_ not in linked],
+            "every page of docs/ is linked from README.md", "not linked")
+
+    # 23: one default per key, wherever it is written
     places = {"src/config.c": {r[0]: str(r[4]) for r in rows if r[4] is not None},
               "docs/API.md": {k: unticked(v[1]) for k, v in dkeys.items() if len(v) > 1},
               "docs/charge.8": man_defaults(man)}
@@ -698,7 +708,7 @@ def main():
             % ", ".join(sorted(places)), diffs + ["no default in docs/charge.8: %s" % k
                                                  for k in missing])
 
-    # 23-24: the repository stands alone
+    # 24-25: the repository stands alone
     refs, cites = [], []
     for rel in files:
         path = os.path.join(ROOT, rel)
