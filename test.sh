@@ -16,7 +16,7 @@ PACKAGES=(gcc pkg-config meson ninja-build python3
 	redis-server redis-sentinel redis-tools lighttpd curl valgrind clang-14 libclang-rt-14-dev procps
 	chromium apache2 libapache2-mod-fcgid nginx-light spawn-fcgi
 	wrk gnuplot-nox groff-base systemd fiu-utils clang-format-14
-	debhelper dpkg-dev lintian fakeroot adduser prometheus python3-jsonschema python3-yaml)
+	build-essential debhelper dpkg-dev lintian fakeroot adduser prometheus python3-jsonschema python3-yaml)
 
 install_packages() {
 	local missing=() p
