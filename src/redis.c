@@ -59,6 +59,7 @@
 #define SETUP_MAX 4             /* AUTH, SELECT, ROLE, CONFIG GET */
 #define PORT_MAX 65535
 #define ERRSTR_MAX 128
+#define NOSCRIPT_LOG_EVERY_MS 1000
 
 /* --- queues -------------------------------------------------------------- */
 
@@ -86,9 +87,13 @@ enum cmd_state {
 
 enum node_state { NODE_IDLE, NODE_CONNECTING, NODE_READY };
 
+struct wait_group;
+
 struct redis_node {
 	struct redis_client *c;
 	redisAsyncContext *ac; /* NULL when not connected */
+	unsigned gen;          /* counts connections: a wait group's one */
+	struct wait_group *wg; /* commands sent this turn, WAIT to follow */
 	enum node_state st;
 	int is_unix;
 	char host[REDIS_HOST_MAX + 1];
@@ -118,7 +123,8 @@ struct cmd {
 	int lost;              /* a callback came with a NULL reply */
 	int timed_out;
 	int wait;      /* followed by WAIT */
-	int wait_sent; /* WAIT went with this attempt */
+	int wait_sent; /* a WAIT covers this attempt (-1: its reply lost) */
+	struct cmd *wg_next; /* in its wait group */
 	long long acked;
 	redisReply *reply; /* a copy, kept until the attempt is complete */
 	int outcome_unknown;
@@ -140,14 +146,31 @@ struct cmd {
 	char errstr[ERRSTR_MAX];
 };
 
+/*
+ * The commands sent with wait on one connection in one loop turn: one
+ * WAIT after the last covers them all (WAIT counts the replicas that
+ * acknowledged every write of the connection so far). A WAIT per command
+ * would serialize: Redis blocks the connection for each WAIT that falls
+ * short, replica_timeout_ms each.
+ */
+struct wait_group {
+	struct wait_group *next; /* c->wgs: not yet sent */
+	struct redis_node *n;
+	unsigned gen;
+	struct cmd *members;
+};
+
 struct redis_client {
 	uv_loop_t *loop;
+	uv_prepare_t *prep; /* sends the turn's WAITs before the loop polls */
+	struct wait_group *wgs;
 	struct redis_target t;
 	int timeout_ms;
 	int min_replicas;
 	int wait_timeout_ms; /* replica_timeout_ms when WAIT is sent */
 	char wait_n[16], wait_ms[16];
 	int closing;
+	uint64_t noscript_log_at;
 	const char *drop_reason; /* why a connection is being dropped */
 	struct cmd *all;         /* every live command */
 	struct redis_node *main; /* single Redis, or the primary */
@@ -910,6 +933,8 @@ node_connect(struct redis_node *n)
 	n->evicting = 0;
 	n->setup_failed = 0;
 	n->setup_left = 0;
+	n->gen++;
+	n->wg = NULL;
 	ac = n->is_unix ? redisAsyncConnectUnix(n->host)
 	                : redisAsyncConnect(n->host, n->port);
 	if (ac == NULL) {
@@ -993,6 +1018,75 @@ fail:
 
 static void on_reply(redisAsyncContext *ac, void *reply, void *privdata);
 static void on_wait_reply(redisAsyncContext *ac, void *reply, void *privdata);
+static void attempt_done(struct cmd *x);
+
+/* WAIT's answer (r), or its loss (NULL), to every member. Frees wg. */
+static void
+wait_resolve(struct wait_group *wg, const redisReply *r)
+{
+	struct cmd *x, *next;
+
+	for (x = wg->members; x != NULL; x = next) {
+		next = x->wg_next;
+		x->wg_next = NULL;
+		x->pending--;
+		if (r == NULL)
+			x->wait_sent = -1;
+		else if (r->type == REDIS_REPLY_INTEGER)
+			x->acked = r->integer;
+		if (x->pending == 0)
+			attempt_done(x);
+	}
+	free(wg);
+}
+
+/* Before the loop polls: one WAIT after each connection's group. */
+static void
+on_prepare(uv_prepare_t *h)
+{
+	struct redis_client *c = h->data;
+	struct wait_group *wg, *next;
+	const char *wait[] = { "WAIT", c->wait_n, c->wait_ms };
+
+	wg = c->wgs;
+	c->wgs = NULL;
+	(void)uv_prepare_stop(h);
+	for (; wg != NULL; wg = next) {
+		struct redis_node *n = wg->n;
+
+		next = wg->next;
+		if (n->wg == wg)
+			n->wg = NULL;
+		/* the connection of the group, still there and sending */
+		if (n->gen == wg->gen && n->ac != NULL &&
+		    redisAsyncCommandArgv(n->ac, on_wait_reply, wg, 3, wait,
+		        NULL) == REDIS_OK)
+			continue;
+		wait_resolve(wg, NULL);
+	}
+}
+
+/* x (just sent on n) joins n's group of this turn. 0, or -1 on ENOMEM. */
+static int
+wait_join(struct redis_node *n, struct cmd *x)
+{
+	struct redis_client *c = n->c;
+	struct wait_group *wg = n->wg;
+
+	if (wg == NULL) {
+		if ((wg = calloc(1, sizeof(*wg))) == NULL)
+			return -1;
+		wg->n = n;
+		wg->gen = n->gen;
+		wg->next = c->wgs;
+		c->wgs = wg;
+		n->wg = wg;
+		(void)uv_prepare_start(c->prep, on_prepare);
+	}
+	x->wg_next = wg->members;
+	wg->members = x;
+	return 0;
+}
 
 /* Hands x to hiredis on n's ready connection. */
 static void
@@ -1000,7 +1094,6 @@ node_send(struct redis_node *n, struct cmd *x)
 {
 	struct redis_client *c = n->c;
 	redisAsyncContext *ac = n->ac;
-	const char *wait[] = { "WAIT", c->wait_n, c->wait_ms };
 	const char *asking[] = { "ASKING" };
 	int rc;
 
@@ -1069,9 +1162,7 @@ node_send(struct redis_node *n, struct cmd *x)
 		goto fail;
 	x->st = CMD_SENT;
 	x->pending = 1;
-	if (x->wait && c->min_replicas > 0 &&
-	    redisAsyncCommandArgv(ac, on_wait_reply, x, 3, wait, NULL) ==
-	        REDIS_OK) {
+	if (x->wait && c->min_replicas > 0 && wait_join(n, x) == 0) {
 		x->wait_sent = 1;
 		x->pending = 2;
 	}
@@ -1099,8 +1190,6 @@ node_submit(struct redis_node *n, struct cmd *x)
 }
 
 /* --- replies --------------------------------------------------------------- */
-
-static void attempt_done(struct cmd *x);
 
 /* A NULL reply: hiredis is freeing ac; its node must not use it. */
 static void
@@ -1154,19 +1243,11 @@ on_reply(redisAsyncContext *ac, void *reply, void *privdata)
 static void
 on_wait_reply(redisAsyncContext *ac, void *reply, void *privdata)
 {
-	struct cmd *x = privdata;
-	const redisReply *r = reply;
+	struct wait_group *wg = privdata;
 
-	x->pending--;
-	if (r == NULL) {
-		x->wait_sent = -1; /* WAIT's reply lost */
-		ac_lost(x->c, ac);
-		if (x->reply == NULL)
-			reply_lost(x, ac);
-	} else if (r->type == REDIS_REPLY_INTEGER)
-		x->acked = r->integer;
-	if (x->pending == 0)
-		attempt_done(x);
+	if (reply == NULL)
+		ac_lost(wg->n->c, ac); /* the members' own replies said why */
+	wait_resolve(wg, reply);
 }
 
 static void primary_suspect(struct redis_client *c);
@@ -1279,8 +1360,14 @@ attempt_done(struct cmd *x)
 		if (x->kind == CMD_EVAL && !x->is_eval &&
 		    reply_is(r, "NOSCRIPT")) {
 			/* script cache lost (restart, SCRIPT FLUSH): EVAL */
-			log_info(NULL, "NOSCRIPT for %s: loading it again",
-			    x->s->name);
+			if (uv_now(c->loop) >= c->noscript_log_at) {
+				/* once a second: a whole turn's commands see it */
+				log_info(NULL,
+				    "NOSCRIPT for %s: loading it again",
+				    x->s->name);
+				c->noscript_log_at =
+				    uv_now(c->loop) + NOSCRIPT_LOG_EVERY_MS;
+			}
 			x->is_eval = 1;
 			freeReplyObject(r);
 			x->reply = NULL;
@@ -1762,6 +1849,12 @@ dispatch(struct cmd *x)
 
 /* --- the API ----------------------------------------------------------------- */
 
+static void
+on_handle_free(uv_handle_t *h)
+{
+	free(h);
+}
+
 struct redis_client *
 redis_client_new(uv_loop_t *loop, const struct redis_target *t, int timeout_ms,
     int min_replicas, int replica_timeout_ms)
@@ -1782,6 +1875,14 @@ redis_client_new(uv_loop_t *loop, const struct redis_target *t, int timeout_ms,
 		    replica_timeout_ms);
 	}
 	c->map_hint = -1;
+	if ((c->prep = malloc(sizeof(*c->prep))) == NULL)
+		goto fail;
+	if (uv_prepare_init(loop, c->prep) != 0) {
+		free(c->prep);
+		c->prep = NULL;
+		goto fail;
+	}
+	c->prep->data = c;
 	if (t->mode == REDIS_MODE_CLUSTER) {
 		if ((c->cl = cluster_new()) == NULL)
 			goto fail;
@@ -1799,6 +1900,8 @@ redis_client_new(uv_loop_t *loop, const struct redis_target *t, int timeout_ms,
 fail:
 	cluster_free(c->cl);
 	free(c->main);
+	if (c->prep != NULL)
+		uv_close((uv_handle_t *)c->prep, on_handle_free);
 	free(c);
 	return NULL;
 }
@@ -1828,6 +1931,7 @@ cluster_node_free(struct redis_node *n, void *arg)
 void
 redis_client_free(struct redis_client *c)
 {
+	struct wait_group *wg;
 	struct redis_node *n;
 	struct cmd *x;
 	int i;
@@ -1835,6 +1939,13 @@ redis_client_free(struct redis_client *c)
 	if (c == NULL)
 		return;
 	c->closing = 1;
+	/* groups whose WAIT is not sent yet: lost */
+	while ((wg = c->wgs) != NULL) {
+		c->wgs = wg->next;
+		if (wg->n->wg == wg)
+			wg->n->wg = NULL;
+		wait_resolve(wg, NULL);
+	}
 	/* commands sent: drop their connections (retired ones too) */
 	for (;;) {
 		for (x = c->all; x != NULL && x->st != CMD_SENT;
@@ -1868,6 +1979,7 @@ redis_client_free(struct redis_client *c)
 		node_close(n);
 		free(n);
 	}
+	uv_close((uv_handle_t *)c->prep, on_handle_free);
 	free(c);
 }
 

@@ -186,6 +186,14 @@ check 'grep -q "^startup_check 0" "$RUN/check.out"' "start-up check 0 on a noevi
 drive "$RUN/wait0.out" -w -m 1 -r 100 -n 2 "$URL"
 check '[ "$(grep -c " ok .*durable=0 .*err=WAIT: 0 of 1 replica" "$RUN/wait0.out")" = 2 ]' \
 	"WAIT 1 without a replica: reply given, durable 0" "$RUN/wait0.out"
+# 50 commands with WAIT in one turn share one WAIT: Redis blocks a
+# connection for each WAIT that falls short, so a WAIT each would take
+# 50 x 100 ms and most would time out
+w0=$(cmdstat "$P" wait calls)
+drive "$RUN/wait50.out" -w -m 1 -r 100 -t 1000 -n 50 "$URL"
+w1=$(cmdstat "$P" wait calls)
+check '[ "$(grep -c " ok .*durable=0 " "$RUN/wait50.out")" = 50 ] && [ $((w1 - w0)) -le 3 ]' \
+	"50 commands with WAIT in one turn: $((w1 - w0)) WAIT(s), all answered" "$RUN/wait50.out"
 # ... and with one replica: durable 1
 ha_port_pick && RP=$HA_PORT && ha_redis_create "$S" "$RP" --replicaof 127.0.0.1 "$P"
 for _ in $(seq 1 50); do
