@@ -425,6 +425,8 @@ node_detach(struct redis_node *n)
 	n->setup_failed = 0;
 }
 
+static void ac_lost(struct redis_client *c, redisAsyncContext *ac);
+
 static void
 cmd_expire(struct cmd *x)
 {
@@ -435,8 +437,7 @@ cmd_expire(struct cmd *x)
 	switch (x->st) {
 	case CMD_SENT:
 		/* the reply is lost: drop the connection; on_reply ends it */
-		if (n != NULL && n->ac == x->ac)
-			node_detach(n);
+		ac_lost(x->c, x->ac);
 		ac_drop(x->c, x->ac, "connection dropped after a timeout");
 		return;
 	case CMD_QUEUED:
@@ -1573,8 +1574,8 @@ primary_failed(struct redis_client *c, const char *err)
 	c->primary_ok = 0;
 	if (!c->disc_verifying)
 		return;
-	/* the answer just tried proved stale */
-	log_info(NULL, "Redis primary of '%s' named by sentinel %s:%d: %s",
+	/* the answer just tried proved stale (debug: a failover repeats it) */
+	log_debug(NULL, "Redis primary of '%s' named by sentinel %s:%d: %s",
 	    c->t.master_name, c->t.hosts[c->disc_k].host,
 	    c->t.hosts[c->disc_k].port, err);
 	c->disc_verifying = 0;

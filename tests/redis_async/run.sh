@@ -292,6 +292,24 @@ on2=$(ha_cli "$M2" GET short)
 check 'grep -q "^0 0 ok .*durable=0 .*err=WAIT: 0 of 1" "$RUN/short.out" && [ "$(count_ok "$RUN/short.out")" = 4 ] && grep -q "^3 0 ok .*durable=1" "$RUN/short.out" && [ "${on2:-0}" -ge 2 ] && [ $((${on3:-0} + ${on2:-0})) = 4 ]' \
 	"WAIT shortfall: durable 0, then the next commands go to the other sentinel's primary, durable there (${on3:-0} then ${on2:-0} writes)" "$RUN/short.out.err"
 
+# 14. a real failover: three sentinels, the primary killed; the client
+# follows the sentinels to the promoted replica
+H="$RUN/failover"
+if ha_sentinel_start "$H" >/dev/null 2>"$RUN/failover.err"; then
+	old=$HA_PRIMARY_PORT
+	drive "$RUN/failover.out" -t 1000 -n 1 -c 50 -i 100 -k fo: "$HA_URL" &
+	dpid=$!
+	sleep 0.5
+	ha_node_kill "$H" "$old" KILL
+	wait "$dpid"
+	new=$(ha_primary_port)
+	check '[ -n "$new" ] && [ "$new" != "$old" ] && grep -q "^49 0 ok" "$RUN/failover.out" && grep -q "Redis primary of .charge. is 127.0.0.1:$new" "$RUN/failover.out.err" && [ "$(field "$RUN/failover.out" "^summary" maxms)" -le 1100 ]' \
+		"sentinel failover: primary $old killed, the client moves to $new" "$RUN/failover.out.err"
+else
+	nok "sentinel topology did not start"
+	sed 's/^/#   /' "$RUN/failover.err" | tail -5
+fi
+
 # --- cluster ------------------------------------------------------------------
 C="$RUN/cluster"
 if ha_cluster_start "$C" 3 >/dev/null 2>"$RUN/cluster.err"; then
@@ -305,6 +323,24 @@ if ha_cluster_start "$C" 3 >/dev/null 2>"$RUN/cluster.err"; then
 	done
 	check '[ "$(count_ok "$RUN/route.out")" = 60 ] && [ "$total" = 60 ]' \
 		"cluster: 60 keys routed, $total stored" "$RUN/route.out"
+	# ASK: slot S of A migrating to B, its key not on A yet: A answers
+	# ASK, the client sends ASKING and the command to B in one write
+	B=${HA_NODE_PORTS[1]}
+	aid=$(ha_cli "$A" CLUSTER MYID)
+	bid=$(ha_cli "$B" CLUSTER MYID)
+	for i in $(seq 1 200); do
+		s=$(ha_cli "$A" CLUSTER KEYSLOT "ask$i")
+		if [ "$s" -le 5460 ]; then akey="ask$i"; break; fi
+	done
+	ha_cli "$B" CLUSTER SETSLOT "$s" IMPORTING "$aid" >/dev/null
+	ha_cli "$A" CLUSTER SETSLOT "$s" MIGRATING "$bid" >/dev/null
+	drive "$RUN/ask.out" -S -n 2 -k "$akey=" "$CURL"
+	onb=$(ha_cli "$B" DBSIZE)
+	ha_cli "$B" CLUSTER SETSLOT "$s" NODE "$bid" >/dev/null
+	ha_cli "$A" CLUSTER SETSLOT "$s" NODE "$bid" >/dev/null
+	val=$(timeout 5 redis-cli -c -h 127.0.0.1 -p "$A" GET "$akey" 2>/dev/null)
+	check '[ "$(count_ok "$RUN/ask.out")" = 2 ] && [ "$val" = 2 ] && grep -q "^0 1 ok .*reply=i:2" "$RUN/ask.out"' \
+		"cluster: ASK followed with ASKING (slot $s migrating, key on B: ${val:-none})" "$RUN/ask.out"
 	drive "$RUN/cping.out" -p "$CURL"
 	check '[ "$(count_ok "$RUN/cping.out")" = 1 ]' "cluster: PING of every primary" "$RUN/cping.out"
 
