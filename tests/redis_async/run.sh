@@ -211,6 +211,22 @@ drive "$RUN/auth.out" -n 2 "redis://:s3cret@127.0.0.1:$AP"
 drive "$RUN/authbad.out" -n 1 "redis://:wrong@127.0.0.1:$AP"
 check '[ "$(count_ok "$RUN/auth.out")" = 2 ] && grep -q "err .*unknown=0 .*err=AUTH: WRONGPASS" "$RUN/authbad.out"' \
 	"AUTH: the right password works, a wrong one fails with AUTH's error" "$RUN/authbad.out"
+# ACL user and password, SELECT
+ha_cli "$AP" -a s3cret --no-auth-warning ACL SETUSER app on '>pw' '~*' '+@all' >/dev/null
+drive "$RUN/acl.out" -n 2 -k acl= "redis://app:pw@127.0.0.1:$AP/3"
+in3=$(ha_cli "$AP" -a s3cret --no-auth-warning -n 3 GET acl)
+in0=$(ha_cli "$AP" -a s3cret --no-auth-warning -n 0 EXISTS acl)
+check '[ "$(count_ok "$RUN/acl.out")" = 2 ] && [ "$in3" = 2 ] && [ "$in0" = 0 ]' \
+	"AUTH user password and SELECT 3: the key is in database 3" "$RUN/acl.out"
+
+# a Redis that forbids CONFIG: the eviction check cannot be made, a
+# warning says so, commands run
+ha_port_pick && NP=$HA_PORT
+ha_redis_create "$S" "$NP" --rename-command CONFIG "" >/dev/null 2>&1
+drive "$RUN/noconfig.out" -n 2 "redis://127.0.0.1:$NP"
+check '[ "$(count_ok "$RUN/noconfig.out")" = 2 ] && grep -q "warn .*cannot read Redis maxmemory-policy" "$RUN/noconfig.out.err"' \
+	"CONFIG forbidden: a warning, commands run" "$RUN/noconfig.out.err"
+
 ha_port_pick && UP=$HA_PORT
 ha_redis_create "$S" "$UP" --unixsocket "$S/plain.sock" --unixsocketperm 700 >/dev/null 2>&1
 drive "$RUN/unix.out" -n 3 "unix://$S/plain.sock"
