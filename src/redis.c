@@ -32,6 +32,18 @@
  * it proves stale the next sentinel is asked in the same round, and the
  * stale one is not asked first again.
  *
+ * WAIT. The commands sent with wait on one connection in one loop turn
+ * share one WAIT, queued before the loop polls (uv_prepare), so it leaves
+ * in the same write as they do in the common case.
+ *
+ * Errors that mean the script did not run behind sentinels (READONLY,
+ * MASTERDOWN, LOADING, NOREPLICAS) resend after a pause; READONLY and the
+ * like retire the connection (its other replies still come) and ask the
+ * sentinels again; NOREPLICAS and a WAIT shortfall (with min_replicas)
+ * ask them again while the primary keeps serving, passing over answers
+ * that name it: under a split brain the majority's new primary takes over
+ * as soon as a sentinel names it.
+ *
  * Cluster. A command goes to the node of its slot; MOVED updates the slot
  * and sends the command straight to the named node (the map is reloaded
  * in the background, asking that node first: a lagging node's map would
@@ -42,7 +54,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <strings.h>
 
 #include <async.h>
 #include <uv.h>
@@ -56,7 +67,6 @@
 #define EVAL_ARGS_MAX 24        /* EVALSHA sha 1 key + at most 20 arguments */
 #define FAILOVER_PAUSE_MS 100   /* between attempts during a failover */
 #define CLUSTER_REDIRECTS_MAX 5 /* MOVED and ASK followed per command */
-#define SETUP_MAX 4             /* AUTH, SELECT, ROLE, CONFIG GET */
 #define PORT_MAX 65535
 #define ERRSTR_MAX 128
 #define NOSCRIPT_LOG_EVERY_MS 1000
