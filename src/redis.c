@@ -392,9 +392,9 @@ cmd_pause(struct cmd *x, int delay_ms)
 	cmd_timer_at(x, wake);
 }
 
-/* Ends with errstr on the next loop turn (never inside the caller's call). */
+/* Ends on the next loop turn, with its reply or errstr (never inside a call). */
 static void
-cmd_fail_soon(struct cmd *x, const char *err)
+cmd_end_soon(struct cmd *x, const char *err)
 {
 	q_remove(x);
 	if (err != NULL)
@@ -737,9 +737,9 @@ node_requeue(struct redis_node *n, const char *err)
 		if (err != NULL)
 			(void)snprintf(x->errstr, sizeof(x->errstr), "%s", err);
 		if (c->closing || n->evicting)
-			cmd_fail_soon(x, NULL);
+			cmd_end_soon(x, NULL);
 		else if (x->kind == CMD_SENTINEL || x->kind == CMD_SLOTS)
-			cmd_fail_soon(x, NULL);
+			cmd_end_soon(x, NULL);
 		else if (c->t.mode == REDIS_MODE_SENTINEL)
 			/* during discovery the next sentinel is asked at once */
 			cmd_pause(x, c->disc_verifying ? 0 : FAILOVER_PAUSE_MS);
@@ -747,7 +747,7 @@ node_requeue(struct redis_node *n, const char *err)
 			x->ask = x->moved = -1;
 			cmd_pause(x, FAILOVER_PAUSE_MS);
 		} else
-			cmd_fail_soon(x, NULL);
+			cmd_end_soon(x, NULL);
 	}
 }
 
@@ -1180,7 +1180,7 @@ node_send(struct redis_node *n, struct cmd *x)
 	return;
 fail:
 	/* nothing of x was queued (an ASKING alone is harmless) */
-	cmd_fail_soon(x, "out of memory");
+	cmd_end_soon(x, "out of memory");
 }
 
 static void
@@ -1767,7 +1767,7 @@ dispatch_cluster(struct cmd *x)
 
 	if (x->kind == CMD_SLOTS) {
 		/* not routed: back to map_ask() */
-		cmd_fail_soon(x, NULL);
+		cmd_end_soon(x, NULL);
 		return;
 	}
 	if (x->kind == CMD_PING) {
@@ -1781,14 +1781,15 @@ dispatch_cluster(struct cmd *x)
 				(void)snprintf(x->errstr, sizeof(x->errstr),
 				    "no cluster node serves slot %u", s);
 				cl->stale = 1;
-				cmd_fail_soon(x, NULL);
+				cmd_end_soon(x, NULL);
 				return;
 			}
 		for (; x->ping_idx < cl->nnodes; x->ping_idx++)
 			if (cl->nodes[x->ping_idx].in_map)
 				break;
 		if (x->ping_idx >= cl->nnodes) {
-			finish(x); /* every primary answered: the last PONG */
+			/* every primary answered: the last PONG (never inside the call) */
+			cmd_end_soon(x, NULL);
 			return;
 		}
 		if (x->reply != NULL) {
@@ -1814,7 +1815,7 @@ dispatch_cluster(struct cmd *x)
 			map_refresh_start(c); /* for the next commands */
 	}
 	if ((n = cluster_conn(c, idx)) == NULL) {
-		cmd_fail_soon(x, "out of memory");
+		cmd_end_soon(x, "out of memory");
 		return;
 	}
 	node_submit(n, x);
@@ -1828,7 +1829,7 @@ dispatch(struct cmd *x)
 
 	x->st = CMD_IDLE;
 	if (c->closing) {
-		cmd_fail_soon(x, "shutting down");
+		cmd_end_soon(x, "shutting down");
 		return;
 	}
 	if (uv_now(c->loop) >= x->deadline) {
@@ -1837,7 +1838,7 @@ dispatch(struct cmd *x)
 			freeReplyObject(x->reply);
 			x->reply = NULL;
 		}
-		cmd_fail_soon(x, NULL);
+		cmd_end_soon(x, NULL);
 		return;
 	}
 	switch (c->t.mode) {
