@@ -14,8 +14,6 @@
 #include "log.h"
 #include "metrics.h"
 
-#define FCGI_MAX_CONNS_SAID 1024 /* GET_VALUES: what web servers are told */
-
 static void on_exchange_done(struct exchange *x);
 
 /* --- one request ----------------------------------------------------------- */
@@ -297,8 +295,12 @@ conn_process(struct conn *c)
 		case FCGI_EV_STDIN_END: on_stdin_end(c); break;
 		case FCGI_EV_ABORT: on_abort(c); break;
 		case FCGI_EV_GET_VALUES:
+			/*
+			 * A connection carries one request at a time, so
+			 * max_inflight bounds both; no multiplexing.
+			 */
 			n = fcgi_write_values(tmp, sizeof(tmp), ev.params,
-			    ev.nparams, FCGI_MAX_CONNS_SAID,
+			    ev.nparams, (unsigned)cfg->max_inflight,
 			    (unsigned)cfg->max_inflight, 0);
 			if (n == 0 || conn_out_reserve(c, n) != 0)
 				break;
