@@ -93,6 +93,7 @@ on_exchange_done(struct exchange *x)
 		return;
 	}
 	c->state = C_DRAINING;
+	fcgi_reader_answered(c->rd);
 	(void)uv_timer_start(&c->timer, on_drain_timeout,
 	    (uint64_t)c->h->w->cfg->request_timeout_ms, 0);
 	conn_flush(c);
@@ -213,6 +214,16 @@ static void
 on_begin(struct conn *c, const struct fcgi_event *ev)
 {
 	c->served++;
+	if (c->state == C_DRAINING) {
+		/*
+		 * The web server gave up the rest of the answered request's
+		 * input and sends the next one (Apache mod_proxy_fcgi after
+		 * an early answer): that one begins.
+		 */
+		c->stdin_ended = 0;
+		c->aborted = 0;
+		c->discarded = 0;
+	}
 	if (ev->role != FCGI_RESPONDER) {
 		if (conn_out_end(c, ev->request_id, FCGI_UNKNOWN_ROLE) != 0)
 			conn_close(c);
