@@ -12,9 +12,15 @@
  *
  * Sent or not. A command handed to hiredis on a ready connection counts as
  * sent: if its reply is lost (connection error, timeout, shutdown) it ends
- * with outcome_unknown and is never sent again. A command still waiting
- * for a connection, a map or a primary was not sent and may go on another
- * connection.
+ * with outcome_unknown and is never sent again, except once: when the peer
+ * closed or reset the connection (EOF, ECONNRESET, EPIPE; not a timeout we
+ * enforced, not a drop of ours), the connection had been ready before the
+ * command came (it was not opened for it: an idle connection the server or
+ * a middlebox closed is found so on first use) and the command was not
+ * re-sent yet, it goes again on a new connection, on the next loop turn,
+ * within its deadline (claim, record and release are idempotent for their
+ * owner). A command still waiting for a connection, a map or a primary was
+ * not sent and may go on another connection.
  *
  * Timeouts. hiredis 0.14 has none: a command's timer fires at its
  * deadline; a command that was sent then drops its connection
@@ -50,6 +56,7 @@
  * send it back to the old owner); ASK sends ASKING and the command in one
  * write. At most CLUSTER_REDIRECTS_MAX redirections per command.
  */
+#include <errno.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -131,6 +138,9 @@ struct cmd {
 	redisAsyncContext *ac; /* sent on */
 	int pending;           /* hiredis callbacks to come for this attempt */
 	int lost;              /* a callback came with a NULL reply */
+	int reused; /* sent on a connection ready before it came (not opened for it) */
+	int peer_closed; /* this attempt's connection closed or reset by the peer */
+	int resent;      /* re-sent once after such a loss */
 	int timed_out;
 	int wait;      /* followed by WAIT */
 	int wait_sent; /* a WAIT covers this attempt (-1: its reply lost) */
@@ -349,6 +359,7 @@ put_bulk(char *p, const char *s, size_t len)
 static void dispatch(struct cmd *x);
 static void finish(struct cmd *x);
 static void node_submit(struct redis_node *n, struct cmd *x);
+static void node_send(struct redis_node *n, struct cmd *x);
 static void node_fail(struct redis_node *n, const char *err);
 static void sentinel_answer(struct cmd *x);
 static void map_answer(struct cmd *x);
@@ -812,7 +823,9 @@ node_ready(struct redis_node *n)
 	}
 	while ((x = n->wq.head) != NULL) {
 		q_remove(x);
-		node_submit(n, x);
+		/* waited for this connection: it was opened for them */
+		x->reused = 0;
+		node_send(n, x);
 		if (n->st != NODE_READY)
 			break; /* a send failed and dropped it */
 	}
@@ -1112,6 +1125,7 @@ node_send(struct redis_node *n, struct cmd *x)
 	x->ac = ac;
 	x->pending = 0;
 	x->lost = 0;
+	x->peer_closed = 0;
 	x->wait_sent = 0;
 	x->acked = -1;
 	if (x->ask >= 0 &&
@@ -1188,9 +1202,11 @@ node_submit(struct redis_node *n, struct cmd *x)
 {
 	x->node = n;
 	if (n->st == NODE_READY && n->ac != NULL) {
+		x->reused = 1;
 		node_send(n, x);
 		return;
 	}
+	x->reused = 0;
 	q_push(&n->wq, x);
 	if (n->st == NODE_IDLE && node_connect(n) != 0) {
 		char err[ERRSTR_MAX];
@@ -1218,11 +1234,30 @@ ac_lost(struct redis_client *c, redisAsyncContext *ac)
 	}
 }
 
+/*
+ * 1 when hiredis gave up ac because the peer closed or reset it (EOF,
+ * ECONNRESET, EPIPE): not a drop of ours (timeout, shutdown, a failed
+ * set-up), which leaves ac->err 0 and sets drop_reason.
+ */
+static int
+ac_peer_closed(const struct redis_client *c, const redisAsyncContext *ac)
+{
+	if (c->closing || c->drop_reason != NULL)
+		return 0;
+	/* hiredis 0.14 keeps only strerror(errno) of an I/O error */
+	return ac->err == REDIS_ERR_EOF ||
+	    (ac->err == REDIS_ERR_IO &&
+	        (strcmp(ac->errstr, strerror(ECONNRESET)) == 0 ||
+	            strcmp(ac->errstr, strerror(EPIPE)) == 0));
+}
+
 static void
 reply_lost(struct cmd *x, redisAsyncContext *ac)
 {
 	struct redis_client *c = x->c;
 
+	if (!x->lost)
+		x->peer_closed = ac_peer_closed(c, ac);
 	ac_lost(c, ac);
 	if (!x->lost)
 		(void)snprintf(x->errstr, sizeof(x->errstr), "%s: %s",
@@ -1335,6 +1370,18 @@ eval_cluster_error(struct cmd *x)
 	return 1;
 }
 
+/*
+ * The caller's command whose reply was lost goes once more: the peer
+ * closed a connection that was not opened for it, before the deadline.
+ */
+static int
+cmd_may_resend(const struct cmd *x)
+{
+	return (x->kind == CMD_EVAL || x->kind == CMD_PING) && x->peer_closed &&
+	    x->reused && !x->resent && !x->timed_out && !x->c->closing &&
+	    uv_now(x->c->loop) < x->deadline;
+}
+
 /* Every reply of one attempt is in (or lost): what next. */
 static void
 attempt_done(struct cmd *x)
@@ -1344,12 +1391,21 @@ attempt_done(struct cmd *x)
 
 	x->st = CMD_IDLE;
 	if (r == NULL || (x->lost && x->wait_sent != -1)) {
-		/* the command's own reply is lost: never sent again */
+		/* the command's own reply is lost: it may have run */
 		if (r != NULL) {
 			freeReplyObject(r);
 			x->reply = NULL;
 		}
 		x->outcome_unknown = 1;
+		if (r == NULL && cmd_may_resend(x)) {
+			/* once, on a new connection (see the top comment) */
+			x->resent = 1;
+			log_debug(NULL, "Redis %s:%d: %s; sending it again",
+			    x->node->is_unix ? "unix" : x->node->host,
+			    x->node->port, x->errstr);
+			cmd_pause(x, 0);
+			return;
+		}
 		finish(x);
 		return;
 	}
