@@ -6,7 +6,8 @@
  * is writable) and replies are matched in order. hiredis 0.14 has no
  * timeouts: every command carries a timer of the loop. Nothing here blocks
  * the loop: the sentinels are asked on the loop with asynchronous contexts
- * too (see redis.c). Only redis_startup_check() blocks (its own loop).
+ * too (see redis_sentinel.c). Only redis_startup_check() blocks (its own
+ * loop).
  */
 #ifndef CHARGE_REDIS_H
 #define CHARGE_REDIS_H

@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
-# tests/redis_async/run.sh - src/redis.c (hiredis async + libuv) against
-# real redis-server, redis-sentinel and cluster nodes on loopback ports,
-# through tests/redis_async/driver.c; a few fake nodes
+# tests/redis_async/run.sh - the Redis client (src/redis.c and its
+# redis_*.c files: hiredis async + libuv) against real redis-server,
+# redis-sentinel and cluster nodes on loopback ports, through
+# tests/redis_async/driver.c; a few fake nodes
 # (tests/redis_async/fake_redis.py) stand for a hung node, a sentinel that
-# names a stale primary and a cluster node with an old map. Prints TAP.
+# names a stale primary, a cluster node with an old map and a proxy that
+# loses a reply and resets the connection. Prints TAP.
 #
 #   REDIS_ASYNC_DRIVER  the driver binary (default: next to CHARGE_BIN,
 #                       else build/redis_async_driver)
