@@ -160,6 +160,7 @@ struct redis_client {
 	uint64_t suspect_at; /* when the last refresh started */
 	struct cmdq disc_q;
 	char disc_err[ERRSTR_MAX];
+	int disc_answered; /* disc_err is a sentinel's answer, not a silence */
 	/* cluster */
 	struct cluster *cl;
 	int map_active, map_hint;

@@ -131,12 +131,17 @@ redis_sentinel_answer(struct cmd *x)
 	        &v) == UTIL_DEC_OK &&
 	    v > 0;
 	if (!ok) {
-		(void)snprintf(c->disc_err, sizeof(c->disc_err),
-		    "sentinel %s:%d: %s", s->host, s->port,
-		    r == NULL                          ? x->errstr
-		        : r->type == REDIS_REPLY_NIL   ? "unknown master name"
-		        : r->type == REDIS_REPLY_ERROR ? r->str
-		                                       : "unexpected reply");
+		/* an answer says more than another one's silence: it stays */
+		if (r != NULL || !c->disc_answered)
+			(void)snprintf(c->disc_err, sizeof(c->disc_err),
+			    "sentinel %s:%d: %s", s->host, s->port,
+			    r == NULL ? x->errstr
+			        : r->type == REDIS_REPLY_NIL
+			        ? "unknown master name"
+			        : r->type == REDIS_REPLY_ERROR
+			        ? r->str
+			        : "unexpected reply");
+		c->disc_answered |= r != NULL;
 		c->disc_k = (c->disc_k + 1) % c->t.nhosts;
 		disc_ask(c);
 		return;
@@ -203,6 +208,7 @@ redis_sentinel_start(struct redis_client *c)
 	c->disc_active = 1;
 	c->disc_verifying = 0;
 	c->disc_asked = 0;
+	c->disc_answered = 0;
 	c->suspect_seen = 0;
 	c->disc_k = c->sentinel_first % c->t.nhosts;
 	c->disc_deadline = uv_now(c->loop) + (uint64_t)c->timeout_ms;
