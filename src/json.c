@@ -48,13 +48,16 @@ struct json_mark {
 	unsigned char flags;
 };
 
-enum parse_fail { FAIL_NONE, FAIL_SYNTAX, FAIL_DEEP, FAIL_NOMEM };
+enum parse_fail { FAIL_NONE, FAIL_SYNTAX, FAIL_DEEP, FAIL_MANY, FAIL_NOMEM };
 
 struct parser {
 	const unsigned char *s;
 	size_t len;
-	size_t i;  /* next byte */
-	int depth; /* containers open at i */
+	size_t i;      /* next byte */
+	int depth;     /* containers open at i */
+	size_t values; /* values begun so far */
+	/* the root object's member being read (for JSON_TOO_MANY) */
+	char top[JSON_FIELD_SIZE];
 	enum parse_fail fail;
 	size_t fail_at; /* FAIL_SYNTAX: the byte cJSON names */
 	size_t resume;  /* FAIL_SYNTAX: where tail_scan() goes on */
@@ -706,6 +709,8 @@ parse_object(struct parser *ps)
 		}
 		if ((name = parse_name(ps)) == NULL)
 			goto fail;
+		if (ps->depth == 1)
+			(void)snprintf(ps->top, sizeof(ps->top), "%s", name);
 		skip_ws(ps);
 		if (ps->i >= ps->len || ps->s[ps->i] != ':') {
 			cJSON_free(name);
@@ -750,6 +755,9 @@ parse_value(struct parser *ps)
 
 	if (left == 0)
 		return syntax_error(ps, ps->i, ps->i);
+	/* a bound on the tree, whatever the body's size (JSON_VALUES_MAX) */
+	if (++ps->values > JSON_VALUES_MAX)
+		return abandon(ps, FAIL_MANY);
 	switch (p[0]) {
 	case '"':
 		if (string_token(ps) == -1)
@@ -885,6 +893,15 @@ json_parse(const char *buf, size_t len, struct json_doc *doc)
 		else {
 			st = JSON_SYNTAX;
 			doc->at = ps.fail_at < len ? ps.fail_at : len - 1;
+		}
+	} else if (ps.fail == FAIL_MANY) {
+		/* nothing after is read, but nesting too deep still wins */
+		if (tail_scan(&ps, ps.i, ps.depth))
+			st = JSON_TOO_DEEP;
+		else {
+			st = JSON_TOO_MANY;
+			(void)snprintf(doc->field, sizeof(doc->field), "%s",
+			    ps.top);
 		}
 	} else
 		st = ps.fail == FAIL_DEEP ? JSON_TOO_DEEP : JSON_NOMEM;
