@@ -972,7 +972,7 @@ def t_negative_zero():
             b'[{"description":"a","quantity":1,"unit_amount":5},{"description":"b","quantity":1,"unit_amount":-0}]}')
     r = post_charge(key, body)
     expect_fresh(r, 201)
-    check(b"-0" not in r.body, "the charge object echoes -0: %r" % r.body)
+    check(b":-0" not in r.body, "the charge object echoes -0: %r" % r.body)
     items = r.json().get("line_items")
     check(items is None or items[1]["unit_amount"] == 0, "line_items echoed %r" % items)
     r2 = post_charge(key, body.replace(b":-0}", b":0}"))
