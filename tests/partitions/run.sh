@@ -14,10 +14,12 @@
 #   PARTITIONS_ONLY='split' tests/partitions/run.sh   some nemeses (regex)
 #   PARTITIONS_GATE_AVAILABILITY=1 ...   gate the time from failover to the
 #                                        first charge on the new primary (2 s)
-#   PARTITIONS_REDIS_MIN_REPLICAS_TO_WRITE=1 ...   every node gets
-#                                        min-replicas-to-write 1 and
-#                                        min-replicas-max-lag 2 (the
-#                                        tools/ha.sh recipe); default 0
+#   PARTITIONS_REDIS_MIN_REPLICAS_TO_WRITE=0 ...   the nodes without
+#                                        min-replicas-to-write; by default
+#                                        1, with min-replicas-max-lag 2, as
+#                                        tools/ha.sh sets them
+#   PARTITIONS_MIN_REPLICAS_RUNS="1 0"   the stacks' redis_min_replicas
+#                                        (default "2 1 0")
 #
 # Without root or CAP_NET_ADMIN it prints "# skipped: ..." and no TAP line.
 # Everything made here (namespaces, veths, bridge, processes by PID) is
@@ -42,7 +44,7 @@ ip netns del "$PROBE"
 . "$REPO/tests/ha/common.sh"
 
 PROCS=${PARTITIONS_PROCS:-4}
-MRTW=${PARTITIONS_REDIS_MIN_REPLICAS_TO_WRITE:-0}
+MRTW=${PARTITIONS_REDIS_MIN_REPLICAS_TO_WRITE:-1}
 MRML=2 # seconds: min-replicas-max-lag with the recipe
 PART_NS=()
 PART_PIDS=() # "pid comm"
