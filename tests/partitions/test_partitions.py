@@ -52,6 +52,7 @@ TAIL_S = 3.0           # load after the heal
 DECLINE_EVERY = 8
 SETTLE_S = 60
 CONVERGE_S = 45
+STABLE_S = 2.0         # converged for this long before the retries
 RUN_ID = uuid.uuid4().hex[:6]
 
 
@@ -93,10 +94,21 @@ def sentinel_master(i):
     return out[0] if len(out) == 2 else None
 
 
+def sentinel_flags(i):
+    """The flags sentinel i holds for the primary ("master" when calm)."""
+    out = ncli(i, 26379, "SENTINEL", "MASTER", MASTER).split("\n")
+    for k, v in zip(out[0::2], out[1::2]):
+        if k.strip() == "flags":
+            return v.strip()
+    return ""
+
+
 def converged():
     """The index of the primary when the topology has converged, else None:
     one master, both others its replicas with the link up, every sentinel
-    naming it."""
+    naming it and holding it neither down nor in a failover (a failover
+    the sentinels decide just after a heal would otherwise come during the
+    retries)."""
     roles = [role(i) for i in range(3)]
     masters = [i for i, r in enumerate(roles) if r and r[0] == "master"]
     if len(masters) != 1:
@@ -107,14 +119,23 @@ def converged():
             return None
     if any(sentinel_master(i) != IPS[m] for i in range(3)):
         return None
+    if any(sentinel_flags(i) != "master" for i in range(3)):
+        return None
     return m
 
 
 def converge(secs=CONVERGE_S):
+    """Waits until converged() names the same primary twice, STABLE_S
+    apart; returns (its index, seconds waited)."""
     t0 = time.monotonic()
+    first = None
     while time.monotonic() - t0 < secs:
         m = converged()
-        if m is not None:
+        if m is None:
+            first = None
+        elif first is None or first[0] != m:
+            first = (m, time.monotonic())
+        elif time.monotonic() - first[1] >= STABLE_S:
             return m, time.monotonic() - t0
         time.sleep(0.2)
     raise Fail("the topology did not converge within %ds: roles %r, sentinels %r"
@@ -361,6 +382,7 @@ def check_history(name, stack, events, t_nemesis, t_heal, mon):
         "acked": len(acked_keys),
         "acked_in_load": len({e.key for e in acked if e.phase == "load"}),
         "lost": len(lost_keys),
+        "lost_load": len(lost_load),  # of those acknowledged during the load
         "duplicates": len(two_ids),
         "reexecuted": len(reexecuted),
         "undocumented": len(undocumented),
@@ -371,15 +393,10 @@ def check_history(name, stack, events, t_nemesis, t_heal, mon):
         e = next(x for x in acked if x.key == lost_load[0])
         diag(("%s: e.g. lost %s: acknowledged %d %r, replayed %d %r"
               % (stack.name, e.key, e.r.status, e.r.body[:160], replay[e.key].status, replay[e.key].body[:160])))
-    # availability: the failover to the first charge the new primary served
-    # (acknowledged after it and not lost)
-    avail = None
-    if mon.t_switch is not None:
-        good = [e.r.t_end for e in mine if e.r.status in (201, 402) and not e.r.replayed
-                and e.key not in lost_keys and e.r.t_end > mon.t_switch]
-        if good:
-            avail = min(good) - mon.t_switch
-    nums["availability_s"] = None if avail is None else round(avail, 2)
+    # for availability (run_nemesis, once the monitor has stopped): when
+    # each fresh charge that survived was answered
+    nums["_kept"] = sorted(e.r.t_end for e in mine if e.r.status in (201, 402) and not e.r.replayed
+                           and e.key not in lost_keys)
     # the longest time without an acknowledged, kept charge while clients sent
     ok_t = sorted(e.r.t_end for e in mine if e.phase == "load" and e.r.status in (201, 402)
                   and e.key not in lost_keys)
@@ -425,26 +442,36 @@ def run_nemesis(tag, title, start, flap=False, hold=8.0):
     t_heal = time.monotonic()
     for t in threads:
         t.join(60)
-    mon.close()
-    p2, conv_s = converge()
-    diag("primary %s -> %s; failover seen %s; converged %.1fs after the heal" % (
-        IPS[p], IPS[p2], "%.2fs after the nemesis began" % (mon.t_switch - t_nem) if mon.t_switch else "never",
-        time.monotonic() - t_heal))
-    if err:
-        raise Fail(err)
-    out = []
-    for st in STACKS:
-        nums, probs = check_history(title, st, events, t_nem, t_heal, mon)
+    try:
+        p2, conv_s = converge()
+        diag("primary %s -> %s; converged (and calm for %.0fs) %.1fs after the heal" % (
+            IPS[p], IPS[p2], STABLE_S, time.monotonic() - t_heal))
+        if err:
+            raise Fail(err)
+        out = []
+        for st in STACKS:
+            nums, probs = check_history(title, st, events, t_nem, t_heal, mon)
+            out.append((st, nums, probs))
+    finally:
+        mon.close()   # watched through the retries too
+    diag("failover seen %s" % ("never" if mon.t_switch is None else "%.2fs after the nemesis began%s" % (
+        mon.t_switch - t_nem, ", %.2fs after the heal" % (mon.t_switch - t_heal) if mon.t_switch > t_heal else "")))
+    for st, nums, probs in out:
+        # availability: the failover to the first charge the new primary
+        # served (acknowledged after it and not lost)
+        kept = [t for t in nums.pop("_kept") if mon.t_switch is not None and t > mon.t_switch]
+        nums["availability_s"] = round(kept[0] - mon.t_switch, 2) if kept else None
         nums.update(nemesis=tag, title=title, mr=st.mr,
-                    failover_s=None if mon.t_switch is None else round(mon.t_switch - t_nem, 2))
+                    failover_s=None if mon.t_switch is None else round(mon.t_switch - t_nem, 2),
+                    failover_after_heal=mon.t_switch is not None and mon.t_switch > t_heal)
         RESULTS.append(nums)
-        out.append((st, nums, probs))
     bad = []
     for st, nums, probs in out:
-        diag("%s: %d keys, load answers %s; acknowledged %d (%d during the load), lost %d, "
+        diag("%s: %d keys, load answers %s; acknowledged %d (%d during the load), lost %d (%d during the load), "
              "charge ids > 1: %d, keys called twice: %d, undocumented %d, unsettled %d; "
              "failover to first charge on the new primary: %s s; longest stretch without a kept charge: %s s"
              % (st.name, nums["keys"], nums["statuses"], nums["acked"], nums["acked_in_load"], nums["lost"],
+                nums["lost_load"],
                 nums["duplicates"], nums["reexecuted"], nums["undocumented"], nums["unsettled"],
                 nums["availability_s"], nums["max_gap_s"]))
         for pr in probs:
