@@ -50,6 +50,7 @@ PART_NS=()
 PART_PIDS=() # "pid comm"
 PART_BR=
 PART_VETHS=()
+PART_PY= # the test's PID while it runs
 
 # part_net_down: processes by PID, namespaces, veths, the bridge.
 part_net_down() {
@@ -70,6 +71,9 @@ part_net_down() {
 }
 
 part_cleanup() {
+	# a signal to this script: the test first (timeout passes it on)
+	[ -n "$PART_PY" ] && kill -TERM "$PART_PY" 2>/dev/null && wait "$PART_PY" 2>/dev/null
+	PART_PY=
 	part_net_down
 	ha_suite_cleanup # stops the stacks, removes the run directory
 }
@@ -203,7 +207,12 @@ done
 PART_STACKS="${STACKS[*]}" PART_NS="${PART_NS[*]}" PART_IPS="${IPS[*]}" \
 	PART_VETHS="${PART_VETHS[*]}" PART_CLIENT_IP=$CLIENT_IP PART_MASTER=$HA_MASTER \
 	PART_MRTW=$MRTW PART_RUN=$HA_SUITE_RUN \
-	timeout --foreground -k 10 420 python3 "$REPO/tests/partitions/test_partitions.py"
+	timeout --foreground -k 10 420 python3 "$REPO/tests/partitions/test_partitions.py" &
+PART_PY=$!
+# in the background, so that a signal to this script runs the trap now, not
+# when the test ends
+wait "$PART_PY"
 rc=$?
+PART_PY=
 [ $rc -eq 0 ] || echo "# logs: $HA_SUITE_RUN/stack-*/lighttpd.stderr.log (HA_KEEP=1 keeps them)"
 exit $rc
