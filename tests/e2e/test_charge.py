@@ -54,6 +54,7 @@ HOST, PORT = _u.hostname or "127.0.0.1", _u.port or 80
 
 LEDGER = os.environ.get("E2E_LEDGER", "")
 SPILL_DIR = os.environ.get("E2E_SPILL_DIR", "")
+METRICS_FILE = os.environ.get("E2E_METRICS_FILE", "")
 REDIS_SOCKET = os.environ.get("E2E_REDIS_SOCKET", "")
 REDIS_NODES = [(h, int(p)) for h, p in
                (n.rsplit(":", 1) for n in os.environ.get("E2E_REDIS_NODES", "").split())]
@@ -1157,6 +1158,25 @@ def t_keys_long_path():
     # keeps: refused, under /charge/keys/ (400) as elsewhere (404)
     expect_problem(get_key(seg + "z" * 3000), 400, "invalid-idempotency-key", "a 4 KiB path")
     expect_problem(request("GET", "/charge" + "/x" * 1500), 404, "not-found", "a 3 KiB path elsewhere")
+
+
+@test("the metrics file truncated while serving: charges and /metrics go on, the counters restart, the file is whole again")
+def t_metrics_truncated():
+    check(METRICS_FILE and os.path.isfile(METRICS_FILE), "no metrics file %r" % METRICS_FILE)
+    size = os.path.getsize(METRICS_FILE)
+    expect_fresh(post_charge(new_key("mtr0")), 201)
+    os.truncate(METRICS_FILE, 0)
+    # every responder process touches the lost pages (before: SIGBUS, and
+    # the web server's 5xx for each request it was serving)
+    with concurrent.futures.ThreadPoolExecutor(max_workers=6) as ex:
+        rs = list(ex.map(lambda i: post_charge(new_key("mtr%d" % i)), range(12)))
+    check(all(r.status == 201 for r in rs), "charges after the truncation: %r" % [r.status for r in rs])
+    m = request("GET", "/metrics")
+    check(m.status == 200 and b"charge_requests_total" in m.body, "/metrics after the truncation: %r" % m)
+    created = re.search(rb'charge_requests_total\{outcome="created"\} (\d+)', m.body)
+    check(created and 1 <= int(created.group(1)) <= 12, "created counter %r: want it restarted, 1..12"
+          % (created and created.group(1)))
+    check(os.path.getsize(METRICS_FILE) == size, "metrics file %d bytes, was %d" % (os.path.getsize(METRICS_FILE), size))
 
 
 @test("GET /charge/keys/<key> never extends a TTL; counted as key-found in /metrics")
