@@ -15,7 +15,7 @@ PACKAGES=(gcc pkg-config meson ninja-build python3
 	libfcgi-dev libfcgi-bin libhiredis-dev libcjson-dev libssl-dev libcmocka-dev
 	redis-server redis-sentinel redis-tools lighttpd curl valgrind clang-14 libclang-rt-14-dev procps
 	chromium apache2 libapache2-mod-fcgid nginx-light spawn-fcgi
-	wrk gnuplot-nox groff-base systemd fiu-utils clang-format-14
+	wrk gnuplot-nox groff-base systemd fiu-utils clang-format-14 nftables iproute2
 	build-essential debhelper dpkg-dev lintian fakeroot adduser prometheus python3-jsonschema python3-yaml)
 
 install_packages() {
@@ -216,6 +216,11 @@ suite_ha_sentinel() { with_asan ha_sentinel tests/ha/sentinel.sh; }
 suite_ha_cluster() { with_asan ha_cluster tests/ha/cluster.sh; }
 suite_ha_nodes() { with_asan ha_nodes tests/ha/nodes.sh; }
 
+# Network partitions (Jepsen's nemeses: split brain, primary isolated, no
+# majority, flapping, a slow lossy link) between three Redis nodes in their
+# own network namespaces; needs root (prints "# skipped:" otherwise).
+suite_partitions() { with_asan partitions tests/partitions/run.sh; }
+
 # The binary as a plain CGI program, without a web server.
 suite_cgi() { with_asan cgi tests/cgi/run.sh; }
 
@@ -273,7 +278,7 @@ suite_examples() { tests/with-stack.sh tests/examples/run.sh; }
 suite_browser() { tests/with-stack.sh tests/browser/run.sh; }
 
 SUITES=(structure builds docs unit unit_asan lua redis_async fuzz fcgi_diff cgi signals e2e e2e_apache e2e_apache_cgi e2e_nginx
-	e2e_cluster ha_sentinel ha_cluster ha_nodes faults tsan deploy install systemd package examples browser
+	e2e_cluster ha_sentinel ha_cluster ha_nodes partitions faults tsan deploy install systemd package examples browser
 	bench_smoke)
 [ $# -gt 0 ] && SUITES=("$@")
 

@@ -8,7 +8,7 @@
 -- ARGV[6]  content type
 -- ARGV[7]  Retry-After value, or '' for none
 -- ARGV[8]  TTL in milliseconds
--- ARGV[9]  now, Unix milliseconds
+-- ARGV[9]  now, Unix milliseconds (file mode: at or before the file's write)
 -- ARGV[10] expires_ms: now + TTL (stored, so every replay names the same
 --          expiry; passed in because formatting a Lua number costs more)
 -- ARGV[11] 'inline' or 'file'
@@ -109,5 +109,13 @@ else
   f[#f + 1] = 'body'; f[#f + 1] = ARGV[12]
 end
 redis.call('HSET', key, unpack(f))
-redis.call('PEXPIRE', key, ttl)
+if mode == 'file' then
+  -- A spilled body's record expires ttl after its file was written (now is
+  -- taken then), not after it landed: a record landing late (a stalled
+  -- responder, a reply lost and re-sent) must not outlive its file, which
+  -- the spill collector removes ttl + lock_ttl_s after the file's mtime.
+  redis.call('PEXPIREAT', key, expires)
+else
+  redis.call('PEXPIRE', key, ttl)
+end
 return 'ok'

@@ -100,7 +100,7 @@ put_string(struct out *o, const char *s)
 
 /*
  * An integral double below 10^15 in magnitude as "%1.15g" prints it: its
- * digits, and "-0" for negative zero (a unit_amount written "-0").
+ * digits. No negative zero comes here: json.c reads "-0" as 0.
  */
 static void
 put_number(struct out *o, double d)

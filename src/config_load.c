@@ -21,6 +21,9 @@
 #define CONF_ENV_PREFIX "CHARGE_"
 #define CONF_ENV_FILE "CHARGE_CONF"
 #define CONF_NAME_MAX 64 /* bytes of a key name */
+/* bytes of CHARGE_<KEY> */
+#define CONF_ENV_NAME_MAX (sizeof(CONF_ENV_PREFIX) - 1 + CONF_NAME_MAX)
+#define CONF_ENV_SUGGEST_MAX 3 /* edits from a key to name it in an error */
 
 /* config_parse_text() with name ("path:N: ") or NULL ("line N: "). */
 static int
@@ -94,27 +97,117 @@ config_parse_text(struct config *c, const char *text, size_t len, char *errstr,
 	return cfg_parse(c, NULL, text, len, errstr, errlen);
 }
 
+/* Edit distance of a and b (bytes); CONF_ENV_NAME_MAX for longer names. */
+static size_t
+cfg_distance(const char *a, size_t an, const char *b, size_t bn)
+{
+	size_t row[CONF_ENV_NAME_MAX + 1], i, j, diag, up;
+
+	if (an > CONF_ENV_NAME_MAX || bn > CONF_ENV_NAME_MAX)
+		return CONF_ENV_NAME_MAX;
+	for (j = 0; j <= bn; j++)
+		row[j] = j;
+	for (i = 1; i <= an; i++) {
+		diag = row[0];
+		row[0] = i;
+		for (j = 1; j <= bn; j++) {
+			up = row[j];
+			row[j] = diag + (a[i - 1] != b[j - 1]);
+			if (up + 1 < row[j])
+				row[j] = up + 1;
+			if (row[j - 1] + 1 < row[j])
+				row[j] = row[j - 1] + 1;
+			diag = up;
+		}
+	}
+	return row[bn];
+}
+
+/* CHARGE_<KEY> of a row, in var (CONF_ENV_NAME_MAX + 1 bytes); its length. */
+static size_t
+cfg_env_name(const struct cfg_row *r, char *var)
+{
+	size_t n = strlen(CONF_ENV_PREFIX), j;
+
+	memcpy(var, CONF_ENV_PREFIX, n);
+	for (j = 0; r->name[j] != '\0' && n < CONF_ENV_NAME_MAX; j++)
+		var[n++] = (r->name[j] >= 'a' && r->name[j] <= 'z')
+		    ? (char)(r->name[j] - 'a' + 'A')
+		    : r->name[j];
+	var[n] = '\0';
+	return n;
+}
+
+/*
+ * -1 and errstr for a CHARGE_ variable that names no key (CHARGE_CONF,
+ * the file's path, aside): a typo must not leave a setting at its default
+ * unnoticed, as an unknown key in the file does not.
+ */
+static int
+cfg_env_unknown(char *const *envp, char *errstr, size_t errlen)
+{
+	char var[CONF_ENV_NAME_MAX + 1], best[CONF_ENV_NAME_MAX + 1];
+	char shown[CONF_WHY_MAX];
+	size_t pre = strlen(CONF_ENV_PREFIX), i, n, d, best_d;
+	char *const *e;
+	const char *eq;
+
+	for (e = envp; *e != NULL; e++) {
+		if (strncmp(*e, CONF_ENV_PREFIX, pre) != 0 ||
+		    (eq = strchr(*e, '=')) == NULL)
+			continue;
+		n = (size_t)(eq - *e);
+		if (n == strlen(CONF_ENV_FILE) &&
+		    strncmp(*e, CONF_ENV_FILE, n) == 0)
+			continue;
+		best_d = CONF_ENV_NAME_MAX;
+		best[0] = '\0';
+		for (i = 0; i < CFG_NROWS; i++) {
+			size_t vn = cfg_env_name(&cfg_rows[i], var);
+
+			if (vn == n && strncmp(*e, var, n) == 0)
+				break;
+			d = cfg_distance(*e + pre, n - pre, var + pre,
+			    vn - pre);
+			if (d < best_d) {
+				best_d = d;
+				memcpy(best, var, vn + 1);
+			}
+		}
+		if (i < CFG_NROWS)
+			continue;
+		(void)log_escape(shown, sizeof(shown), *e, n);
+		if (best_d <= CONF_ENV_SUGGEST_MAX)
+			util_err(errstr, errlen,
+			    "%s: not a configuration key (did you mean %s?)",
+			    shown, best);
+		else
+			util_err(errstr, errlen,
+			    "%s: not a configuration key (charge --check-config "
+			    "lists them)",
+			    shown);
+		return -1;
+	}
+	return 0;
+}
+
 int
 config_apply_env(struct config *c, char *const *envp, char *errstr,
     size_t errlen)
 {
-	char var[sizeof(CONF_ENV_PREFIX) + CONF_NAME_MAX];
+	char var[CONF_ENV_NAME_MAX + 1];
 	char why[CONF_WHY_MAX];
-	size_t i, j, n;
+	size_t i, n;
 	char *const *e;
 
 	if (envp == NULL)
 		return 0;
+	if (cfg_env_unknown(envp, errstr, errlen) != 0)
+		return -1;
 	for (i = 0; i < CFG_NROWS; i++) {
 		const struct cfg_row *r = &cfg_rows[i];
 
-		n = strlen(CONF_ENV_PREFIX);
-		memcpy(var, CONF_ENV_PREFIX, n);
-		for (j = 0; r->name[j] != '\0' && n < sizeof(var) - 1; j++)
-			var[n++] = (r->name[j] >= 'a' && r->name[j] <= 'z')
-			    ? (char)(r->name[j] - 'a' + 'A')
-			    : r->name[j];
-		var[n] = '\0';
+		n = cfg_env_name(r, var);
 		/* The first match wins, as with getenv(3). */
 		for (e = envp; *e != NULL; e++)
 			if (strncmp(*e, var, n) == 0 && (*e)[n] == '=')

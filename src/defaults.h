@@ -22,7 +22,13 @@
 #define LINE_ITEM_UNIT_MIN 0        /* minor units */
 #define LINE_ITEM_UNIT_MAX 99999999 /* minor units */
 #define JSON_DEPTH_MAX 8            /* our schema needs 4 */
-#define VALIDATION_ERRORS_MAX 16    /* listed in a 400 */
+/*
+ * JSON values (tree nodes) a body may hold: the largest valid body has
+ * 4059 (1000 line items of 4, 50 metadata members, the rest); without a
+ * bound a 1 MiB body of small array members built half a million nodes.
+ */
+#define JSON_VALUES_MAX 8192
+#define VALIDATION_ERRORS_MAX 16 /* listed in a 400 */
 
 /* Configuration defaults (docs/API.md §19). */
 #define DEF_REDIS_URL "unix://../var/run/redis.sock"

@@ -165,6 +165,8 @@ parse_object(struct parser *ps)
 		}
 		if ((name = parse_name(ps)) == NULL)
 			goto fail;
+		if (ps->depth == 1)
+			(void)snprintf(ps->top, sizeof(ps->top), "%s", name);
 		skip_ws(ps);
 		if (ps->i >= ps->len || ps->s[ps->i] != ':') {
 			cJSON_free(name);
@@ -209,6 +211,9 @@ parse_value(struct parser *ps)
 
 	if (left == 0)
 		return syntax_error(ps, ps->i, ps->i);
+	/* a bound on the tree, whatever the body's size (JSON_VALUES_MAX) */
+	if (++ps->values > JSON_VALUES_MAX)
+		return abandon(ps, FAIL_MANY);
 	switch (p[0]) {
 	case '"':
 		if (string_token(ps) == -1)
@@ -344,6 +349,15 @@ json_parse(const char *buf, size_t len, struct json_doc *doc)
 		else {
 			st = JSON_SYNTAX;
 			doc->at = ps.fail_at < len ? ps.fail_at : len - 1;
+		}
+	} else if (ps.fail == FAIL_MANY) {
+		/* nothing after is read, but nesting too deep still wins */
+		if (tail_scan(&ps, ps.i, ps.depth))
+			st = JSON_TOO_DEEP;
+		else {
+			st = JSON_TOO_MANY;
+			(void)snprintf(doc->field, sizeof(doc->field), "%s",
+			    ps.top);
 		}
 	} else
 		st = ps.fail == FAIL_DEEP ? JSON_TOO_DEEP : JSON_NOMEM;

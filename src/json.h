@@ -10,10 +10,13 @@
 
 #include <cJSON.h>
 
+#include "json_path.h"
+
 enum json_status {
 	JSON_OK,
 	JSON_EMPTY,    /* no bytes */
 	JSON_TOO_DEEP, /* brackets nest deeper than JSON_DEPTH_MAX */
+	JSON_TOO_MANY, /* more than JSON_VALUES_MAX values: doc->field */
 	JSON_NOT_UTF8, /* not JSON, and not UTF-8 either */
 	JSON_SYNTAX,   /* not JSON: the error is at byte doc->at */
 	JSON_BAD_BYTE, /* a BOM, a control byte between tokens: doc->at */
@@ -28,6 +31,8 @@ struct json_doc {
 	size_t at;   /* the byte JSON_SYNTAX/BAD_BYTE/TRAILING name */
 	struct json_mark *marks; /* what json_problems() reports; owned */
 	size_t nmarks;
+	/* JSON_TOO_MANY: the top-level member being read then, or "" */
+	char field[JSON_FIELD_SIZE];
 };
 
 /*

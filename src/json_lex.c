@@ -423,8 +423,10 @@ parse_number(struct parser *ps)
 			v = v * 10 + (p[k] - '0');
 		if (v > INT_SATURATE)
 			v = INT_SATURATE;
-		/* "-0" stays -0.0, as strtod() reads it */
-		num = cJSON_CreateNumber(p[0] == '-' ? -(double)v : (double)v);
+		/* "-0" is the value 0, not -0.0: it validates, echoes and
+		 * fingerprints as "0" (docs/API.md §7.1) */
+		num = cJSON_CreateNumber(
+		    p[0] == '-' && v != 0 ? -(double)v : (double)v);
 	} else {
 		if (scratch_room(ps, 0, used + 1) == -1)
 			return abandon(ps, FAIL_NOMEM);

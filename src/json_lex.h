@@ -10,6 +10,8 @@
 
 #include <cJSON.h>
 
+#include "json_path.h"
+
 #define SCRATCH_BYTES 256 /* decoded string held on the stack */
 
 /* What a string or object has that json_problems() reports. */
@@ -24,13 +26,16 @@ struct json_mark {
 	unsigned char flags;
 };
 
-enum parse_fail { FAIL_NONE, FAIL_SYNTAX, FAIL_DEEP, FAIL_NOMEM };
+enum parse_fail { FAIL_NONE, FAIL_SYNTAX, FAIL_DEEP, FAIL_MANY, FAIL_NOMEM };
 
 struct parser {
 	const unsigned char *s;
 	size_t len;
-	size_t i;  /* next byte */
-	int depth; /* containers open at i */
+	size_t i;      /* next byte */
+	int depth;     /* containers open at i */
+	size_t values; /* values begun so far */
+	/* the root object's member being read (for JSON_TOO_MANY) */
+	char top[JSON_FIELD_SIZE];
 	enum parse_fail fail;
 	size_t fail_at; /* FAIL_SYNTAX: the byte cJSON names */
 	size_t resume;  /* FAIL_SYNTAX: where tail_scan() goes on */

@@ -4,12 +4,15 @@
  * with atomic adds, so /metrics answers for the whole installation whichever
  * process serves the scrape. Without a file the counters are per process.
  */
+#include <errno.h>
 #include <fcntl.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -74,12 +77,57 @@ struct metrics_shm {
 
 static struct metrics_shm local_metrics;
 static struct metrics_shm *m = &local_metrics;
+/* The mapped file, kept open for on_sigbus(); -1 without one. */
+static int metrics_fd = -1;
+static struct sigaction sigbus_prev;
+
+/*
+ * A file truncated under the mapping (an operator, a rotation) makes the
+ * next access to a page past its end raise SIGBUS. Within the mapping the
+ * file is grown back to its size (ftruncate is async-signal-safe; the
+ * lost pages read as zero: the counters restart) and the access is
+ * retried; failing that, the pages become private anonymous memory
+ * (counters per process from then on). Any other SIGBUS goes to the
+ * handler that was there before, or kills as it would have.
+ */
+static void
+on_sigbus(int sig, siginfo_t *si, void *uctx)
+{
+	char *a = si != NULL ? (char *)si->si_addr : NULL;
+	char *base = (char *)m;
+	int saved = errno;
+
+	if (metrics_fd >= 0 && a >= base && a < base + sizeof(*m)) {
+		if (ftruncate(metrics_fd, sizeof(*m)) != 0 &&
+		    mmap(base, sizeof(*m), PROT_READ | PROT_WRITE,
+		        MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1,
+		        0) == MAP_FAILED)
+			_exit(EXIT_FAILURE);
+		(void)__atomic_compare_exchange_n(&m->magic, &(uint64_t){ 0 },
+		    METRICS_MAGIC, 0, __ATOMIC_RELEASE, __ATOMIC_RELAXED);
+		errno = saved;
+		return;
+	}
+	if (sigbus_prev.sa_flags & SA_SIGINFO &&
+	    sigbus_prev.sa_sigaction != NULL) {
+		sigbus_prev.sa_sigaction(sig, si, uctx);
+		return;
+	}
+	if (sigbus_prev.sa_handler != SIG_DFL &&
+	    sigbus_prev.sa_handler != SIG_IGN) {
+		sigbus_prev.sa_handler(sig);
+		return;
+	}
+	/* the default action: returning faults again, and kills */
+	(void)sigaction(SIGBUS, &sigbus_prev, NULL);
+}
 
 int
 metrics_open(const char *path)
 {
+	struct sigaction sa;
 	struct stat st;
-	void *p;
+	void *p = MAP_FAILED;
 	int fd;
 
 	if (path == NULL || path[0] == '\0' || strcmp(path, "none") == 0)
@@ -87,24 +135,46 @@ metrics_open(const char *path)
 	if ((fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, METRICS_FILE_MODE)) <
 	    0)
 		return -1;
+	/*
+	 * One process at a time sizes and initialises the file: two creating
+	 * it at once would each see no magic and zero it, the second wiping
+	 * what the first had counted meanwhile.
+	 */
+	if (flock(fd, LOCK_EX) != 0)
+		goto fail;
 	if (fstat(fd, &st) != 0 ||
 	    ((size_t)st.st_size < sizeof(struct metrics_shm) &&
-	        ftruncate(fd, sizeof(struct metrics_shm)) != 0)) {
-		(void)close(fd);
-		return -1;
-	}
+	        ftruncate(fd, sizeof(struct metrics_shm)) != 0))
+		goto fail;
 	p = mmap(NULL, sizeof(struct metrics_shm), PROT_READ | PROT_WRITE,
 	    MAP_SHARED, fd, 0);
-	(void)close(fd);
 	if (p == MAP_FAILED)
-		return -1;
-	m = p;
-	if (__atomic_load_n(&m->magic, __ATOMIC_ACQUIRE) != METRICS_MAGIC) {
+		goto fail;
+	if (__atomic_load_n(&((struct metrics_shm *)p)->magic,
+	        __ATOMIC_ACQUIRE) != METRICS_MAGIC) {
 		/* new file, or one of another layout: start from zero */
-		memset(m, 0, sizeof(*m));
-		__atomic_store_n(&m->magic, METRICS_MAGIC, __ATOMIC_RELEASE);
+		memset(p, 0, sizeof(struct metrics_shm));
+		__atomic_store_n(&((struct metrics_shm *)p)->magic,
+		    METRICS_MAGIC, __ATOMIC_RELEASE);
 	}
+	if (flock(fd, LOCK_UN) != 0)
+		goto fail;
+	memset(&sa, 0, sizeof(sa));
+	sa.sa_sigaction = on_sigbus;
+	sa.sa_flags = SA_SIGINFO | SA_RESTART;
+	(void)sigemptyset(&sa.sa_mask);
+	if (metrics_fd < 0 && sigaction(SIGBUS, &sa, &sigbus_prev) != 0)
+		goto fail;
+	if (metrics_fd >= 0)
+		(void)close(metrics_fd);
+	m = p;
+	metrics_fd = fd;
 	return 0;
+fail:
+	if (p != MAP_FAILED)
+		(void)munmap(p, sizeof(struct metrics_shm));
+	(void)close(fd);
+	return -1;
 }
 
 static void

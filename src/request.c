@@ -78,22 +78,37 @@ cgi_vars_collect(char **envp, struct cgi_vars *v)
 	}
 }
 
-/* The path part of REQUEST_URI, else SCRIPT_NAME + PATH_INFO. */
+/*
+ * The path part of REQUEST_URI, else SCRIPT_NAME + PATH_INFO. A path that
+ * does not fit is never cut into a shorter one that names another key: its
+ * last kept byte becomes a lone '%', malformed percent-encoding, so
+ * /charge/keys/... answers 400 invalid-idempotency-key (docs/API.md §14)
+ * and no exact route (all far shorter) matches: 404.
+ */
 static void
 request_set_path(struct request *r, const struct cgi_vars *v)
 {
 	size_t n;
+	int len;
 
 	if (v->uri != NULL && v->uri[0] != '\0') {
 		n = strcspn(v->uri, "?#");
-		if (n >= sizeof(r->path))
-			n = sizeof(r->path) - 1;
+		if (n >= sizeof(r->path)) {
+			memcpy(r->path, v->uri, sizeof(r->path) - 2);
+			r->path[sizeof(r->path) - 2] = '%';
+			r->path[sizeof(r->path) - 1] = '\0';
+			return;
+		}
 		memcpy(r->path, v->uri, n);
 		r->path[n] = '\0';
 		return;
 	}
-	(void)snprintf(r->path, sizeof(r->path), "%s%s",
+	len = snprintf(r->path, sizeof(r->path), "%s%s",
 	    v->script != NULL ? v->script : "", v->info != NULL ? v->info : "");
+	if (len < 0)
+		(void)snprintf(r->path, sizeof(r->path), "%%");
+	else if ((size_t)len >= sizeof(r->path))
+		r->path[sizeof(r->path) - 2] = '%';
 }
 
 /*

@@ -36,6 +36,8 @@ enum body_status {
 	BODY_TIMEOUT
 };
 
+#define REQUEST_PATH_SIZE 2048 /* bytes, with the NUL */
+
 struct request {
 	const char *method;
 	const char *content_type;
@@ -44,10 +46,12 @@ struct request {
 	const char *prefer;
 	/*
 	 * The path part of REQUEST_URI (or SCRIPT_NAME+PATH_INFO), still
-	 * percent-encoded; room for /charge/keys/ and a 255-byte key with
-	 * every byte encoded. Longer paths are cut, which no route accepts.
+	 * percent-encoded; room for /charge/keys/ and the longest key of
+	 * §4.2 in any spelling (a quoted 255-byte key of backslashes, every
+	 * byte encoded: 1549 bytes). A longer path is kept cut and ending in
+	 * a lone '%', which no route accepts (request_set_path).
 	 */
-	char path[1024];
+	char path[REQUEST_PATH_SIZE];
 	char *body; /* malloc'd, NUL-terminated, may be NULL when empty */
 	size_t body_len;
 	size_t content_length;

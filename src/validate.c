@@ -51,6 +51,7 @@ body_error(struct validation *v, enum json_status st, size_t at)
 		schema_error(v, FIELD_BODY,
 		    "could not be checked: out of memory");
 		break;
+	case JSON_TOO_MANY: /* validate_charge() names the member */
 	case JSON_OK: break;
 	}
 }
@@ -73,7 +74,13 @@ validate_charge(const char *body, size_t len, struct charge_params *p,
 	int rc = -1;
 
 	v->n = 0;
-	if ((st = json_parse(body, len, &doc)) != JSON_OK) {
+	if ((st = json_parse(body, len, &doc)) == JSON_TOO_MANY) {
+		schema_error(v, doc.field[0] != '\0' ? doc.field : FIELD_BODY,
+		    "makes the body hold more than %d JSON values",
+		    JSON_VALUES_MAX);
+		goto done;
+	}
+	if (st != JSON_OK) {
 		body_error(v, st, doc.at);
 		goto done;
 	}

@@ -8,6 +8,13 @@
 #   tools/ha.sh --cluster    a Redis Cluster of 3 primaries
 #   tools/ha.sh --dir DIR    keep the state under DIR (default: a new
 #                            temporary directory, removed at the end)
+#   tools/ha.sh --min-replicas-to-write N   every Redis node of the sentinel
+#                            topology gets min-replicas-to-write N and
+#                            min-replicas-max-lag 2 (default here: 1; 0 turns
+#                            it off). A primary cut off from its replicas
+#                            then refuses writes after 2 s instead of taking
+#                            them for as long as the partition lasts, only
+#                            to lose them when it rejoins (docs/partitions.md)
 #
 # It runs in the foreground until Ctrl-C or SIGTERM, then stops what it
 # started, by PID. In another terminal:
@@ -36,6 +43,10 @@ declare -F stack_pid_alive >/dev/null || . "$HA_ROOT/tools/stack.sh"
 HA_MASTER=charge
 HA_DOWN_AFTER_MS=${HA_DOWN_AFTER_MS:-1000}
 HA_FAILOVER_TIMEOUT_MS=${HA_FAILOVER_TIMEOUT_MS:-3000}
+# min-replicas-to-write of every node of ha_sentinel_start (0: not set; the
+# program's default is 1, see ha_main) and its min-replicas-max-lag, seconds
+HA_MIN_REPLICAS_TO_WRITE=${HA_MIN_REPLICAS_TO_WRITE:-0}
+HA_MIN_REPLICAS_MAX_LAG=${HA_MIN_REPLICAS_MAX_LAG:-2}
 HA_CLUSTER_BUS_OFFSET=10000       # Redis: the cluster bus is port + 10000
 HA_PRIMARY_PORT=
 HA_REPLICA_PORTS=()
@@ -158,17 +169,21 @@ ha_redis_create() {
 # (quorum 2); returns once every sentinel knows both replicas and the other
 # sentinels, so a failover can start at once.
 ha_sentinel_start() {
-	local dir=$1 p s nd i ok
+	local dir=$1 p s nd i ok mrw=()
 	mkdir -p "$dir" || return 1
+	# on every node: any of them may be promoted
+	[ "$HA_MIN_REPLICAS_TO_WRITE" -gt 0 ] &&
+		mrw=(--min-replicas-to-write "$HA_MIN_REPLICAS_TO_WRITE"
+			--min-replicas-max-lag "$HA_MIN_REPLICAS_MAX_LAG")
 	HA_PICKED=
 	ha_port_pick || return 1
 	HA_PRIMARY_PORT=$HA_PORT
-	ha_redis_create "$dir" "$HA_PRIMARY_PORT" || return 1
+	ha_redis_create "$dir" "$HA_PRIMARY_PORT" "${mrw[@]}" || return 1
 	HA_REPLICA_PORTS=()
 	for i in 1 2; do
 		ha_port_pick || return 1
 		p=$HA_PORT
-		ha_redis_create "$dir" "$p" --replicaof 127.0.0.1 "$HA_PRIMARY_PORT" || return 1
+		ha_redis_create "$dir" "$p" --replicaof 127.0.0.1 "$HA_PRIMARY_PORT" "${mrw[@]}" || return 1
 		HA_REPLICA_PORTS+=("$p")
 	done
 	HA_SENTINEL_PORTS=()
@@ -294,8 +309,15 @@ ha_stop_all() {
 
 ha_main() {
 	local mode=sentinel dir= own=0 nd alive
+	HA_MIN_REPLICAS_TO_WRITE=1
 	while [ $# -gt 0 ]; do
 		case $1 in
+		--min-replicas-to-write)
+			HA_MIN_REPLICAS_TO_WRITE=${2:?--min-replicas-to-write needs a number}
+			case $HA_MIN_REPLICAS_TO_WRITE in *[!0-9]*)
+				ha_log "--min-replicas-to-write: not a number"; return 2 ;;
+			esac
+			shift ;;
 		--cluster) mode=cluster ;;
 		--sentinel) mode=sentinel ;;
 		--dir) dir=${2:?--dir needs a directory}; shift ;;
@@ -357,6 +379,7 @@ EOF
     CHARGE_REDIS_URL=$HA_URL ./run.sh
     CHARGE_REDIS_URL=$HA_URL CHARGE_REDIS_MIN_REPLICAS=1 ./run.sh   # records acknowledged by a replica
 
+  Nodes: min-replicas-to-write $HA_MIN_REPLICAS_TO_WRITE, min-replicas-max-lag $HA_MIN_REPLICAS_MAX_LAG (--min-replicas-to-write 0: off)
   Fail over: kill -9 $(cat "$dir/node-$HA_PRIMARY_PORT/pid")    (or: redis-cli -p ${HA_SENTINEL_PORTS[0]} SENTINEL failover $HA_MASTER)
   Primary:   redis-cli -p ${HA_SENTINEL_PORTS[0]} SENTINEL get-master-addr-by-name $HA_MASTER
 

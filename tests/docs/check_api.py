@@ -23,6 +23,11 @@ contract users read. This script checks that the two name the same things:
   - a configuration key's default is the same wherever it is written:
     src/config.c, conf/charge.conf, API.md's table, docs/charge.8 and
     docs/configuration.md;
+  - a problem example's detail is
+    one the code writes (a C string, adjacent literals joined, printf
+    conversions matching any text);
+  - the series of GET /metrics (src/metrics.c) and API.md's metrics table
+    name the same things, and the table lists every outcome label;
   - the repository stands alone: no tracked file refers to the external
     contract by file name or section.
 
@@ -46,6 +51,8 @@ EXTERNAL_PATH = ".." + "/shared"
 EXTERNAL_FILE = "SP" + "EC.md"
 EXTERNAL_CITE = re.compile(rb"\bSP" + rb"EC\b")
 
+# Characters of its own a format string needs to count as a problem detail.
+MIN_FIXED = 12
 # Response "headers" that are not HTTP headers: CGI's Status directive.
 CGI_PSEUDO_HEADERS = {"Status"}
 # Request headers that CGI passes without the HTTP_ prefix.
@@ -150,6 +157,61 @@ def code_emitted_headers():
         for h in found - CGI_PSEUDO_HEADERS:
             out.setdefault(h, []).append("src/" + name)
     return out
+
+
+def code_strings():
+    """Every C string of src/*.c, adjacent literals joined (escapes kept)."""
+    out = []
+    src = os.path.join(ROOT, "src")
+    for name in sorted(os.listdir(src)):
+        if not name.endswith(".c"):
+            continue
+        text = strip_c_comments(read(os.path.join(src, name)))
+        for m in re.finditer(r'"(?:[^"\\\n]|\\.)*"(?:\s*"(?:[^"\\\n]|\\.)*")*', text):
+            out.append("".join(c_literals(m.group(0))))
+    return out
+
+
+def detail_written(detail, strings):
+    """True when some C string is detail, or formats to it: %s as any text,
+    integer conversions as digits; the string's own text must be at least
+    MIN_FIXED characters (a bare "%s" proves nothing)."""
+    conv = re.compile(r"%[-+ #0-9.]*(?:ll|l|z|h)?([sdiuxXgfc])")
+    for lit in strings:
+        lit = lit.replace('\\"', '"').replace("\\\\", "\\")
+        if lit == detail:
+            return True
+        if "%" not in lit:
+            continue
+        lit = lit.replace("%%", "\0")
+        fixed = conv.sub("", lit)
+        if len(fixed) < MIN_FIXED:
+            continue
+        pat, pos = "", 0
+        for m in conv.finditer(lit):
+            pat += re.escape(lit[pos:m.start()].replace("\0", "%"))
+            pat += ".+" if m.group(1) == "s" else "-?[0-9a-fA-F.]+"
+            pos = m.end()
+        pat += re.escape(lit[pos:].replace("\0", "%"))
+        if re.fullmatch(pat, detail, re.S):
+            return True
+    return False
+
+
+def code_metric_series():
+    """The series names src/metrics.c renders (histogram parts folded)."""
+    text = strip_c_comments(read(os.path.join(ROOT, "src", "metrics.c")))
+    out = set()
+    for lit in c_literals(text):
+        for n in re.findall(r"\bcharge_[a-z_]+", lit):
+            out.add(re.sub(r"_(bucket|sum|count)$", "", n))
+    return out
+
+
+def code_outcome_labels():
+    """The success labels of charge_requests_total (src/response.c)."""
+    text = read(os.path.join(ROOT, "src", "response.c"))
+    return re.findall(r'const char OUTCOME_\w+\[\]\s*=\s*"([^"]+)"', text)
 
 
 def code_text():
@@ -478,7 +540,7 @@ def tracked_files():
 
 
 def main():
-    NTESTS = 25
+    NTESTS = 28
     print("1..%d" % NTESTS)
     t = Tap()
     api = read(API) if os.path.exists(API) else ""
@@ -608,6 +670,22 @@ def main():
                 bad.append("%s: unknown problem type %s" % (where, slug))
     t.check(bool(ex) and not bad, "the %d example responses in docs/API.md are consistent"
             % len(ex), bad)
+    strings = code_strings()
+    stale = []
+    for sec, status_line, headers, body in ex:
+        if headers.get("Content-Type") != "application/problem+json":
+            continue
+        try:
+            detail = json.loads(body).get("detail")
+        except ValueError:
+            continue
+        # invalid-request: "<field>: <message>" of the first error
+        fm = re.fullmatch(r"[\w.\[\]]+: (.+)", detail or "")
+        if detail is not None and not detail_written(detail, strings) and not (
+                fm and detail_written(fm.group(1), strings)):
+            stale.append("%s %s: detail %r is not written by src/" % (sec, status_line, detail))
+    t.check(bool(strings) and not stale, "every problem example's detail is one the code writes",
+            stale)
 
     # 15-20: docs/openapi.yaml against API.md and src/defaults.h
     oa_path = os.path.join(ROOT, "docs", "openapi.yaml")
@@ -671,7 +749,25 @@ def main():
         diffs = ["docs/openapi.yaml lacks a body limit: %r" % e]
     t.check(not diffs, "docs/openapi.yaml's body limits are src/defaults.h's", diffs)
 
-    # 21: links
+    # GET /metrics
+    series = code_metric_series()
+    mrows = doc_table(api, "metrics") or []
+    dseries = {re.match(r"`?([a-z_]+)", r[0]).group(1): r for r in mrows
+               if r and re.match(r"`?([a-z_]+)", r[0])}
+    diffs = ["rendered by src/metrics.c, not in docs/API.md's metrics table: %s" % n
+             for n in sorted(series - set(dseries))]
+    diffs += ["in docs/API.md's metrics table, not rendered: %s" % n for n in sorted(set(dseries) - series)]
+    t.check(bool(series) and bool(dseries) and not diffs,
+            "the series of GET /metrics and docs/API.md's metrics table agree", diffs)
+    req = dseries.get("charge_requests_total", [""] * 3)
+    cell = " ".join(req[1:])
+    labels = code_outcome_labels()
+    t.items(sorted(x for x in labels if "`%s`" % x not in cell),
+            "docs/API.md's charge_requests_total row lists every outcome label of src/response.c",
+            "outcome not listed")
+
+
+    # links
     files = tracked_files()
     bad = dead_links(files)
     t.check(not bad, "every relative link and #anchor of the markdown files leads somewhere",

@@ -55,6 +55,7 @@ HOST, PORT = _u.hostname or "127.0.0.1", _u.port or 80
 
 LEDGER = os.environ.get("E2E_LEDGER", "")
 SPILL_DIR = os.environ.get("E2E_SPILL_DIR", "")
+METRICS_FILE = os.environ.get("E2E_METRICS_FILE", "")
 REDIS_SOCKET = os.environ.get("E2E_REDIS_SOCKET", "")
 REDIS_NODES = [(h, int(p)) for h, p in
                (n.rsplit(":", 1) for n in os.environ.get("E2E_REDIS_NODES", "").split())]
@@ -998,6 +999,22 @@ def expect_mismatched(r, names, what):
     return p
 
 
+@test("unit_amount written -0 is 0: echoed as 0, and the body written 0 replays it (not 422)")
+def t_negative_zero():
+    key = new_key("negz")
+    body = (b'{"amount":5,"currency":"usd","source":"tok_visa","line_items":'
+            b'[{"description":"a","quantity":1,"unit_amount":5},{"description":"b","quantity":1,"unit_amount":-0}]}')
+    r = post_charge(key, body)
+    expect_fresh(r, 201)
+    check(b":-0" not in r.body, "the charge object echoes -0: %r" % r.body)
+    items = r.json().get("line_items")
+    check(items is None or items[1]["unit_amount"] == 0, "line_items echoed %r" % items)
+    r2 = post_charge(key, body.replace(b":-0}", b":0}"))
+    check(r2.status == 201 and r2.h("Idempotent-Replayed") == "true", "written 0: want the replay, got %r" % r2)
+    expect_problem(post_charge(new_key("negza"), charge_body(amount=0).replace(b'"amount": 0', b'"amount": -0')),
+                   400, "invalid-request", "amount -0")
+
+
 @test("422 names exactly the changed parameters, in the fixed order")
 def t_422_names():
     li = [{"description": "a", "quantity": 2, "unit_amount": 500}, {"description": "b", "quantity": 1, "unit_amount": 999}]
@@ -1149,6 +1166,50 @@ def t_keys_encoding():
     expect_problem(get_key(""), 400, "invalid-idempotency-key", "empty key")
     # the quoted Structured-Field form names the same key, as in the header
     expect_key_info(get_key("%22" + quote_key(plain) + "%22"), plain, "completed", 201, "quoted key")
+
+
+@test("GET /charge/keys/<key>: a path past 1023 bytes is read whole; one too long for the responder is 400, never a shorter key")
+def t_keys_long_path():
+    # a path whose first 1023 bytes name a live key and whose whole is not
+    # a key: cutting it would show that other key's record
+    key = "\\" * 160 + "a" * 44
+    redis("DEL", rkey(PRINCIPAL_A, key))
+    expect_fresh(post_charge(key), 201)
+    seg = "%22" + "%5C%5C" * 160 + "a" * 44 + "%22"
+    check(len("/charge/keys/" + seg) == 1023, "path length %d" % len("/charge/keys/" + seg))
+    expect_key_info(get_key(seg), key, "completed", 201, "the 1023-byte path")
+    expect_problem(get_key(seg + "zz"), 400, "invalid-idempotency-key", "the same path and two bytes more")
+    # a valid key whose quoted, fully encoded form is 1026 bytes (the path
+    # 1039): every byte of it counts
+    long_key = "\\" * 170
+    redis("DEL", rkey(PRINCIPAL_A, long_key))
+    expect_fresh(post_charge(long_key), 201)
+    seg = "%22" + "%5C%5C" * 170 + "%22"
+    check(len("/charge/keys/" + seg) == 1039, "path length %d" % len("/charge/keys/" + seg))
+    expect_key_info(get_key(seg), long_key, "completed", 201, "a 1039-byte path naming a valid key")
+    # longer than any encoded key can be, and longer than the responder
+    # keeps: refused, under /charge/keys/ (400) as elsewhere (404)
+    expect_problem(get_key(seg + "z" * 3000), 400, "invalid-idempotency-key", "a 4 KiB path")
+    expect_problem(request("GET", "/charge" + "/x" * 1500), 404, "not-found", "a 3 KiB path elsewhere")
+
+
+@test("the metrics file truncated while serving: charges and /metrics go on, the counters restart, the file is whole again")
+def t_metrics_truncated():
+    check(METRICS_FILE and os.path.isfile(METRICS_FILE), "no metrics file %r" % METRICS_FILE)
+    size = os.path.getsize(METRICS_FILE)
+    expect_fresh(post_charge(new_key("mtr0")), 201)
+    os.truncate(METRICS_FILE, 0)
+    # every responder process touches the lost pages (before: SIGBUS, and
+    # the web server's 5xx for each request it was serving)
+    with concurrent.futures.ThreadPoolExecutor(max_workers=6) as ex:
+        rs = list(ex.map(lambda i: post_charge(new_key("mtr%d" % i)), range(12)))
+    check(all(r.status == 201 for r in rs), "charges after the truncation: %r" % [r.status for r in rs])
+    m = request("GET", "/metrics")
+    check(m.status == 200 and b"charge_requests_total" in m.body, "/metrics after the truncation: %r" % m)
+    created = re.search(rb'charge_requests_total\{outcome="created"\} (\d+)', m.body)
+    check(created and 1 <= int(created.group(1)) <= 12, "created counter %r: want it restarted, 1..12"
+          % (created and created.group(1)))
+    check(os.path.getsize(METRICS_FILE) == size, "metrics file %d bytes, was %d" % (os.path.getsize(METRICS_FILE), size))
 
 
 @test("GET /charge/keys/<key> never extends a TTL; counted as key-found in /metrics")

@@ -48,7 +48,9 @@ same_tree(const cJSON *a, const cJSON *b)
 		return fabs(b->valuedouble) >= JSON_INT_EXACT
 		    ? fabs(a->valuedouble) == JSON_INT_EXACT
 		    : a->valuedouble == b->valuedouble &&
-		        signbit(a->valuedouble) == signbit(b->valuedouble);
+		        /* "-0" reads as 0 here, as -0.0 in cJSON */
+		        (signbit(a->valuedouble) == signbit(b->valuedouble) ||
+		            (a->valuedouble == 0 && !signbit(a->valuedouble)));
 	if (cJSON_IsString(a))
 		return strcmp(a->valuestring, b->valuestring) == 0;
 	for (a = a->child, b = b->child; a != NULL && b != NULL;

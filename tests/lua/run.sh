@@ -327,16 +327,41 @@ is "claim replays retry_after as nil" "$(ev claim $K , $FP ownerB 2000 $CLAIM_TT
 echo "# record in file mode"
 fresh
 SHA=9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08
+# file mode expires at expires_ms (PEXPIREAT): a real now, not 1500
+FNOW=$(date +%s%3N)
 ev claim $K , $FP ownerA 1000 $CLAIM_TTL $PR >/dev/null
 is "owner records completed in file mode -> ok" \
-	"$(ev record $K , ownerA $FP $PR completed 201 $CT '' $DONE_TTL 1500 $((1500 + DONE_TTL)) file 0f3c9a.body 20000 $SHA)" '"ok"'
+	"$(ev record $K , ownerA $FP $PR completed 201 $CT '' $DONE_TTL $FNOW $((FNOW + DONE_TTL)) file 0f3c9a.body 20000 $SHA)" '"ok"'
 is "file hash has body_file/body_len/body_sha256 and no body" "$(fields $K)" \
 	"body_file body_len body_sha256 content_type created_ms expires_ms fingerprint owner param_digests state status updated_ms"
 is "file hash values" "$(r HMGET $K body_file body_len body_sha256 body)" \
 	"$(lines '"0f3c9a.body"' '"20000"' "\"$SHA\"" '(nil)')"
 is "claim replays file reference with body nil" "$(ev claim $K , $FP ownerB 2000 $CLAIM_TTL $PR)" \
-	"$(lines '"recorded"' '"completed"' '"201"' "\"$CT\"" '(nil)' '(nil)' '"0f3c9a.body"' '"20000"' "\"$SHA\"" "\"$((1500 + DONE_TTL))\"")"
+	"$(lines '"recorded"' '"completed"' '"201"' "\"$CT\"" '(nil)' '(nil)' '"0f3c9a.body"' '"20000"' "\"$SHA\"" "\"$((FNOW + DONE_TTL))\"")"
 sentinels_intact "file-mode record touched only KEYS[1]" "$K"
+
+echo "# a file-mode record that lands late expires ttl after its file was written"
+fresh
+NOW_MS=$(date +%s%3N)
+LATE=$((NOW_MS - 10000)) # now (ARGV[9]) taken when the file was written, 10 s ago
+ev claim $K , $FP ownerA $LATE $CLAIM_TTL $PR >/dev/null
+r DEL $K >/dev/null # the claim lapsed and nobody took the key
+is "late file-mode record on a vanished claim -> ok" \
+	"$(ev record $K , ownerA $FP $PR completed 201 $CT '' $DONE_TTL $LATE $((LATE + DONE_TTL)) file 0f3c9a.body 20000 $SHA)" '"ok"'
+# the spill collector removes the file once older than the TTL plus
+# lock_ttl_s: the record must not outlive that (it did: PTTL = the whole TTL)
+in_range "its PTTL is the TTL less the 10 s since the file was written" "$(rv PTTL $K)" \
+	$((DONE_TTL - 11000)) $((DONE_TTL - 9000))
+is "expires_ms is the instant it expires" "$(r HGET $K expires_ms)" "\"$((LATE + DONE_TTL))\""
+fresh
+ev claim $K , $FP ownerA $LATE $CLAIM_TTL $PR >/dev/null
+ev record $K , ownerA $FP $PR completed 201 $CT '' $DONE_TTL $LATE $((LATE + DONE_TTL)) file 0f3c9a.body 20000 $SHA >/dev/null
+in_range "the same for the owner's own claim" "$(rv PTTL $K)" $((DONE_TTL - 11000)) $((DONE_TTL - 9000))
+fresh
+ev claim $K , $FP ownerA $LATE $CLAIM_TTL $PR >/dev/null
+ev record $K , ownerA $FP $PR completed 201 $CT '' $DONE_TTL $LATE $((LATE + DONE_TTL)) inline '{}' '' '' >/dev/null
+in_range "an inline record (no file to outlive) keeps its whole TTL from landing" "$(rv PTTL $K)" \
+	$((DONE_TTL - 1000)) $DONE_TTL
 
 # ---------------------------------------------------------------- binary body
 
@@ -535,7 +560,7 @@ echo "# each script touches only KEYS[1]: run as an ACL user allowed that key on
 fresh
 AK=charge:idem:acl:only
 r ACL SETUSER lim on nopass resetkeys "~$AK" -@all +eval +evalsha +script\|load \
-	+exists +hmget +hset +hget +pexpire +pttl +del +get >/dev/null
+	+exists +hmget +hset +hget +pexpire +pexpireat +pttl +del +get >/dev/null
 la() { r --user lim --pass x "$@" 2>/dev/null; }
 got=$(la EVAL "return redis.call('GET', KEYS[1] .. 'x')" 1 $AK)
 case $got in

@@ -132,7 +132,11 @@ test_members(void **state)
 	    "\"unit_amount\":99999999}]}");
 }
 
-/* A unit_amount written -0 prints as cJSON printed it: -0. */
+/*
+ * A unit_amount written -0 is the value 0 (docs/API.md §7.1: formatting
+ * must not matter, values must): it prints 0, and the body fingerprints as
+ * the one written 0.
+ */
 static void
 test_negative_zero(void **state)
 {
@@ -145,7 +149,16 @@ test_negative_zero(void **state)
 	    "\"customer\":null,\"description\":null,\"metadata\":{},"
 	    "\"line_items\":[{\"description\":\"a\",\"quantity\":1,"
 	    "\"unit_amount\":5},{\"description\":\"b\",\"quantity\":1,"
-	    "\"unit_amount\":-0}]}");
+	    "\"unit_amount\":0}]}");
+	expect_canon("{\"amount\":5,\"currency\":\"usd\",\"source\":\"tok_x\","
+	             "\"line_items\":[{\"description\":\"a\",\"quantity\":1,"
+	             "\"unit_amount\":5},{\"description\":\"b\",\"quantity\":1,"
+	             "\"unit_amount\":0}]}",
+	    "{\"amount\":5,\"currency\":\"usd\",\"source\":\"tok_x\","
+	    "\"customer\":null,\"description\":null,\"metadata\":{},"
+	    "\"line_items\":[{\"description\":\"a\",\"quantity\":1,"
+	    "\"unit_amount\":5},{\"description\":\"b\",\"quantity\":1,"
+	    "\"unit_amount\":0}]}");
 }
 
 static void

@@ -560,10 +560,9 @@ test_load_and_env(void **state)
 		"CHARGE_SPILL_DIR=sp",
 		"CHARGE_REDIS_URL=unix://redis.sock",
 		"CHARGE_LOG_LEVEL=debug",
-		"CHARGE_UNKNOWN_THING=1",
+		"CHARGE_CONF=/elsewhere.conf", /* the file's path: not a key */
 		"XCHARGE_THREADS=9",
-		"CHARGE_THREADSX=9",
-		"CHARGE_THREADS",
+		"CHARGE_THREADS", /* no '=': not a variable */
 		NULL,
 	};
 	const char *path;
@@ -619,6 +618,44 @@ test_env_errors(void **state)
 	                     bad_num, err, sizeof(err)),
 	    -1);
 	assert_contains(err, "CHARGE_IO_THREADS");
+}
+
+/*
+ * A CHARGE_ variable that names no key (a typo) refuses the start, as an
+ * unknown key in the file does, naming it and the key it resembles.
+ */
+static void
+test_env_unknown(void **state)
+{
+	struct config c;
+	char err[512];
+	char *typo[] = { "CHARGE_REDIS_TIMOUT_MS=5", NULL };
+	char *extra[] = { "CHARGE_THREADSX=9", NULL };
+	char *other[] = { "CHARGE_UNKNOWN_THING=1", NULL };
+	char *ctl[] = { "CHARGE_\x1b[2J=1", NULL };
+
+	(void)state;
+	config_defaults(&c, BASE);
+	assert_int_equal(config_apply_env(&c, typo, err, sizeof(err)), -1);
+	assert_string_equal(err,
+	    "CHARGE_REDIS_TIMOUT_MS: not a configuration key (did you mean "
+	    "CHARGE_REDIS_TIMEOUT_MS?)");
+	assert_int_equal(c.redis_timeout_ms, DEF_REDIS_TIMEOUT_MS);
+	assert_int_equal(config_apply_env(&c, extra, err, sizeof(err)), -1);
+	assert_string_equal(err,
+	    "CHARGE_THREADSX: not a configuration key (did you mean "
+	    "CHARGE_THREADS?)");
+	assert_int_equal(config_apply_env(&c, other, err, sizeof(err)), -1);
+	assert_string_equal(err,
+	    "CHARGE_UNKNOWN_THING: not a configuration "
+	    "key (charge --check-config lists them)");
+	assert_int_equal(config_apply_env(&c, ctl, err, sizeof(err)), -1);
+	assert_contains(err, "CHARGE_\\x1b[2J: not a configuration key");
+	/* through config_load too */
+	assert_int_equal(config_load(&c, write_conf("c.conf", "threads = 2\n"),
+	                     typo, err, sizeof(err)),
+	    -1);
+	assert_contains(err, "CHARGE_REDIS_TIMOUT_MS");
 }
 
 static void
@@ -841,6 +878,7 @@ main(void)
 		cmocka_unit_test(test_last_wins),
 		cmocka_unit_test(test_load_and_env),
 		cmocka_unit_test(test_env_errors),
+		cmocka_unit_test(test_env_unknown),
 		cmocka_unit_test(test_load_missing),
 		cmocka_unit_test(test_cross_check),
 		cmocka_unit_test(test_validate_table),

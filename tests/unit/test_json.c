@@ -10,6 +10,7 @@
 #include <setjmp.h>
 #include <cmocka.h>
 
+#include <malloc.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -191,8 +192,9 @@ test_numbers(void **state)
 	assert_true(cJSON_IsNumber(n) && n->valuedouble == 0 &&
 	    !signbit(n->valuedouble));
 	n = n->next;
+	/* -0 is the value 0: no negative zero reaches the schema or canon */
 	assert_true(cJSON_IsNumber(n) && n->valuedouble == 0 &&
-	    signbit(n->valuedouble));
+	    !signbit(n->valuedouble));
 	assert_true(n->next->valuedouble == 7);
 	assert_true(n->next->next->valuedouble == -42);
 	n = n->next->next->next;
@@ -453,6 +455,93 @@ test_utf8_valid(void **state)
 	assert_int_equal(utf8_valid("\xf0\x9f\x28\xb3", 4), 0);
 }
 
+/* Bytes cJSON holds, and the most it held, through counting hooks. */
+static size_t tree_bytes, tree_peak;
+
+static void *
+counting_malloc(size_t n)
+{
+	void *p = malloc(n);
+
+	if (p != NULL) {
+		tree_bytes += malloc_usable_size(p);
+		if (tree_bytes > tree_peak)
+			tree_peak = tree_bytes;
+	}
+	return p;
+}
+
+static void
+counting_free(void *p)
+{
+	if (p != NULL)
+		tree_bytes -= malloc_usable_size(p);
+	free(p);
+}
+
+/*
+ * A 1 MiB body of small array members (half a million zeros) must not
+ * build half a million nodes (43 MiB of RSS measured): the parse stops
+ * after JSON_VALUES_MAX values, naming the top-level member it was in,
+ * with little memory held; the largest valid body still parses.
+ */
+static void
+test_values_bounded(void **state)
+{
+	cJSON_Hooks hooks = { counting_malloc, counting_free };
+	const char *pre = "{\"amount\":1,\"currency\":\"usd\","
+	                  "\"source\":\"tok_visa\",\"line_items\":[";
+	size_t n = 1048576, i;
+	struct json_doc doc;
+	char *b = malloc(n + 1), *items, *meta, *big;
+
+	(void)state;
+	assert_non_null(b);
+	i = strlen(pre);
+	memcpy(b, pre, i);
+	while (i + 3 < n) {
+		b[i++] = '0';
+		b[i++] = ',';
+	}
+	b[i++] = '0';
+	b[i++] = ']';
+	b[i++] = '}';
+	tree_bytes = tree_peak = 0;
+	cJSON_InitHooks(&hooks);
+	assert_int_equal(json_parse(b, i, &doc), JSON_TOO_MANY);
+	assert_string_equal(doc.field, "line_items");
+	json_doc_free(&doc);
+	cJSON_InitHooks(NULL);
+	free(b);
+	if (tree_peak > 2 * 1024 * 1024)
+		fail_msg("the tree of a 1 MiB body peaked at %zu bytes",
+		    tree_peak);
+
+	/* the largest valid body: 1000 line items, 50 metadata members */
+	items = rep("{\"description\":\"d\",\"quantity\":1,"
+	            "\"unit_amount\":1},",
+	    LINE_ITEMS_MAX);
+	items[strlen(items) - 1] = '\0';
+	meta = malloc(METADATA_KEYS_MAX * 16 + 1);
+	assert_non_null(meta);
+	meta[0] = '\0';
+	for (i = 0; i < METADATA_KEYS_MAX; i++)
+		(void)sprintf(meta + strlen(meta), "%s\"k%zu\":\"v\"",
+		    i > 0 ? "," : "", i);
+	big = malloc(strlen(items) + strlen(meta) + 256);
+	assert_non_null(big);
+	(void)sprintf(big,
+	    "{\"amount\":1000,\"currency\":\"usd\",\"source\":\"tok_visa\","
+	    "\"customer\":\"c\",\"description\":\"d\",\"metadata\":{%s},"
+	    "\"line_items\":[%s]}",
+	    meta, items);
+	assert_int_equal(json_parse(big, strlen(big), &doc), JSON_OK);
+	json_doc_free(&doc);
+	free(big);
+	free(meta);
+	free(items);
+}
+
 int
 main(void)
 {
@@ -465,6 +554,7 @@ main(void)
 		cmocka_unit_test(test_paths),
 		cmocka_unit_test(test_out_of_memory),
 		cmocka_unit_test(test_utf8_valid),
+		cmocka_unit_test(test_values_bounded),
 	};
 
 	return cmocka_run_group_tests_name("json", tests, NULL, NULL);
