@@ -22,6 +22,7 @@
  * (see resync_error() in json_lex.c).
  */
 #include <stddef.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
