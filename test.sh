@@ -160,6 +160,7 @@ suite_e2e() { E2E_SERVER=lighttpd with_asan e2e tests/e2e/run.sh; }
 suite_e2e_apache() { E2E_SERVER=apache E2E_MAX_PROCS=4 with_asan e2e_apache tests/e2e/run.sh; }
 suite_e2e_apache_cgi() { E2E_SERVER=apache-cgi with_asan e2e_apache_cgi tests/e2e/run.sh; }
 suite_e2e_nginx() { E2E_SERVER=nginx with_asan e2e_nginx tests/e2e/run.sh; }
+suite_e2e_apache_proxy() { E2E_SERVER=apache-proxy with_asan e2e_apache_proxy tests/e2e/run.sh; }
 
 # The fault matrix (Redis killed, frozen, out of memory; spill dir full;
 # lost Redis replies; responders stopped, killed, out of descriptors; bad
@@ -219,7 +220,7 @@ suite_examples() { tests/with-stack.sh tests/examples/run.sh; }
 suite_browser() { tests/with-stack.sh tests/browser/run.sh; }
 
 SUITES=(structure docs unit unit_asan lua fuzz cgi signals e2e e2e_apache e2e_apache_cgi e2e_nginx
-	e2e_cluster ha_sentinel ha_cluster ha_nodes faults tsan deploy install systemd examples browser
+	e2e_apache_proxy e2e_cluster ha_sentinel ha_cluster ha_nodes faults tsan deploy install systemd examples browser
 	bench_smoke)
 [ $# -gt 0 ] && SUITES=("$@")
 
