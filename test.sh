@@ -127,6 +127,10 @@ suite_lua() { tests/lua/run.sh; }
 # libFuzzer smoke run over every parser (clang-14, ASan + UBSan).
 suite_fuzz() { tests/fuzz/run.sh; }
 
+# The FastCGI codec against libfcgi's own reader: hand-made and generated
+# streams, the same params and body or both refuse.
+suite_fcgi_diff() { tests/fcgi_diff/run.sh; }
+
 # Sanitizer reports of responder processes go to files; none may exist.
 asan_check() {
 	local dir=$1 what=$2 f
@@ -219,7 +223,7 @@ suite_bench_smoke() { bench/run --smoke; }
 suite_examples() { tests/with-stack.sh tests/examples/run.sh; }
 suite_browser() { tests/with-stack.sh tests/browser/run.sh; }
 
-SUITES=(structure docs unit unit_asan lua fuzz cgi signals e2e e2e_apache e2e_apache_cgi e2e_nginx
+SUITES=(structure docs unit unit_asan lua fuzz fcgi_diff cgi signals e2e e2e_apache e2e_apache_cgi e2e_nginx
 	e2e_apache_proxy e2e_cluster ha_sentinel ha_cluster ha_nodes faults tsan deploy install systemd examples browser
 	bench_smoke)
 [ $# -gt 0 ] && SUITES=("$@")

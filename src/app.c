@@ -19,90 +19,106 @@ method_is_get(const char *m)
 	return strcmp(m, "GET") == 0 || strcmp(m, "HEAD") == 0;
 }
 
-/*
- * Readiness: a PING on this worker's connection (bounded by
- * redis_timeout_ms) and the spill directory writable with room for a few
- * spilled bodies. 503 names the check that failed.
- */
+/* A readiness check waiting for its PING. */
+struct health {
+	struct exchange *x;
+	int spill_ok;
+	const char *spill;
+};
+
 static void
-health_handle(struct worker *w, struct response *resp)
+health_answer(struct health *h, int redis_ok, const char *redis_err)
 {
-	const struct config *cfg = w->cfg;
-	long long need =
-	    HEALTH_SPILL_ROOM * (long long)cfg->spill_threshold_bytes;
-	long long avail;
-	int redis_ok = redis_ping(&w->redis) == 0;
-	int spill_ok = spill_dir_writable(cfg->spill_dir);
-	const char *spill = "ok";
+	struct exchange *x = h->x;
 	char body[160];
 	int n;
 
-	if (need < HEALTH_SPILL_ROOM_MIN_BYTES)
-		need = HEALTH_SPILL_ROOM_MIN_BYTES;
-	if (!spill_ok)
-		spill = "not writable";
-	else if ((avail = spill_dir_avail(cfg->spill_dir)) >= 0 &&
-	    avail < need) {
-		spill = "low on space";
-		spill_ok = 0;
-	}
 	if (!redis_ok)
-		log_warn(NULL, "healthz: redis: %s", w->redis.errstr);
-	if (!spill_ok)
-		log_warn(NULL, "healthz: spill_dir %s: %s", cfg->spill_dir,
-		    spill);
+		log_warn(x->req.request_id, "healthz: redis: %s", redis_err);
+	if (!h->spill_ok)
+		log_warn(x->req.request_id, "healthz: spill_dir %s: %s",
+		    x->w->cfg->spill_dir, h->spill);
 	n = snprintf(body, sizeof(body),
 	    "{\"status\":\"%s\",\"redis\":\"%s\",\"spill_dir\":\"%s\"}",
-	    redis_ok && spill_ok ? "ok" : "unavailable",
-	    redis_ok ? "ok" : "unreachable", spill);
-	(void)response_copy_body(resp, redis_ok && spill_ok ? 200 : 503,
+	    redis_ok && h->spill_ok ? "ok" : "unavailable",
+	    redis_ok ? "ok" : "unreachable", h->spill);
+	(void)response_copy_body(&x->resp, redis_ok && h->spill_ok ? 200 : 503,
 	    "application/json", body, (size_t)n);
-	resp->outcome = OUTCOME_OK;
+	x->resp.outcome = OUTCOME_OK;
+	free(h);
+	exchange_finish(x);
 }
 
 static void
-metrics_handle(struct response *resp)
+on_health_pong(const struct redis_result *res, void *arg)
+{
+	health_answer(arg, res->reply != NULL, res->errstr);
+}
+
+/*
+ * Readiness: a PING on this loop's Redis client (bounded by
+ * redis_timeout_ms) and the spill directory writable with room for a few
+ * spilled bodies (two system calls: bounded, on the loop). 503 names the
+ * check that failed.
+ */
+static void
+health_route(struct exchange *x)
+{
+	const struct config *cfg = x->w->cfg;
+	long long need =
+	    HEALTH_SPILL_ROOM * (long long)cfg->spill_threshold_bytes;
+	long long avail;
+	struct health *h;
+
+	if ((h = calloc(1, sizeof(*h))) == NULL) {
+		response_problem(&x->resp, PROB_INTERNAL, NULL, NULL);
+		exchange_finish(x);
+		return;
+	}
+	h->x = x;
+	h->spill_ok = spill_dir_writable(cfg->spill_dir);
+	h->spill = "ok";
+	if (need < HEALTH_SPILL_ROOM_MIN_BYTES)
+		need = HEALTH_SPILL_ROOM_MIN_BYTES;
+	if (!h->spill_ok)
+		h->spill = "not writable";
+	else if ((avail = spill_dir_avail(cfg->spill_dir)) >= 0 &&
+	    avail < need) {
+		h->spill = "low on space";
+		h->spill_ok = 0;
+	}
+	if (redis_ping(x->w->redis, on_health_pong, h) != 0)
+		health_answer(h, 0, "out of memory");
+}
+
+static void
+metrics_route(struct exchange *x)
 {
 	size_t len = 0;
 	char *text = metrics_render(&len);
 
-	if (text == NULL) {
-		response_problem(resp, PROB_INTERNAL, NULL, NULL);
-		return;
+	if (text == NULL)
+		response_problem(&x->resp, PROB_INTERNAL, NULL, NULL);
+	else {
+		response_set_body(&x->resp, 200,
+		    "text/plain; version=0.0.4; charset=utf-8", text, len);
+		x->resp.outcome = OUTCOME_OK;
 	}
-	response_set_body(resp, 200, "text/plain; version=0.0.4; charset=utf-8",
-	    text, len);
-	resp->outcome = OUTCOME_OK;
+	exchange_finish(x);
 }
 
 /* /charge checks its method itself (POST only, 405 with Allow: POST). */
 static void
-charge_route(struct worker *w, const struct request *req, struct response *resp)
+charge_route(struct exchange *x)
 {
-	charge_handle(w, req, resp);
+	charge_handle(x);
 }
 
 /* GET /charge/keys/<key>: the key is the rest of the path. */
 static void
-keys_route(struct worker *w, const struct request *req, struct response *resp)
+keys_route(struct exchange *x)
 {
-	introspect_handle(w, req, req->path + strlen(INTROSPECT_PREFIX), resp);
-}
-
-static void
-health_route(struct worker *w, const struct request *req, struct response *resp)
-{
-	(void)req;
-	health_handle(w, resp);
-}
-
-static void
-metrics_route(struct worker *w, const struct request *req,
-    struct response *resp)
-{
-	(void)w;
-	(void)req;
-	metrics_handle(resp);
+	introspect_handle(x, x->req.path + strlen(INTROSPECT_PREFIX));
 }
 
 /*
@@ -113,8 +129,7 @@ static const struct route {
 	const char *path;
 	int prefix;
 	const char *methods; /* the Allow header; NULL: the handler checks */
-	void (*handle)(struct worker *, const struct request *,
-	    struct response *);
+	void (*handle)(struct exchange *x);
 } routes[] = {
 	{ "/charge", 0, NULL, charge_route },
 	{ INTROSPECT_PREFIX, 1, "GET, HEAD", keys_route },
@@ -123,8 +138,9 @@ static const struct route {
 };
 
 void
-app_handle(struct worker *w, const struct request *req, struct response *resp)
+app_handle(struct exchange *x)
 {
+	const struct request *req = &x->req;
 	const struct route *r;
 	size_t i;
 
@@ -135,16 +151,19 @@ app_handle(struct worker *w, const struct request *req, struct response *resp)
 		        : strcmp(req->path, r->path) != 0)
 			continue;
 		if (r->methods != NULL && !method_is_get(req->method)) {
-			response_problem(resp, PROB_METHOD_NOT_ALLOWED,
+			response_problem(&x->resp, PROB_METHOD_NOT_ALLOWED,
 			    "Use GET or HEAD on this path.", NULL);
-			(void)response_header(resp, "Allow", "%s", r->methods);
+			(void)response_header(&x->resp, "Allow", "%s",
+			    r->methods);
+			exchange_finish(x);
 			return;
 		}
-		r->handle(w, req, resp);
+		r->handle(x);
 		return;
 	}
-	response_problem(resp, PROB_NOT_FOUND,
+	response_problem(&x->resp, PROB_NOT_FOUND,
 	    "No such resource. The API serves POST /charge, "
 	    "GET /charge/keys/<idempotency-key>, GET /healthz and GET /metrics.",
 	    NULL);
+	exchange_finish(x);
 }

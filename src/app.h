@@ -4,12 +4,12 @@
 #ifndef CHARGE_APP_H
 #define CHARGE_APP_H
 
-#include "request.h"
-#include "response.h"
-#include "worker.h"
+#include "exchange.h"
 
-/* Routes the request and fills resp (always: errors become problems). */
-void app_handle(struct worker *w, const struct request *req,
-    struct response *resp);
+/*
+ * Routes x->req; the handler fills x->resp (errors become problems) and
+ * calls exchange_finish(x) once, at once or when its waits are over.
+ */
+void app_handle(struct exchange *x);
 
 #endif

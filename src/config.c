@@ -101,8 +101,15 @@ static const struct cfg_row cfg_rows[] = {
 	    DEF_METRICS_FILE, FIELD(metrics_file), CFG_F_NONE_OK },
 	{ "log_level", CFG_LOG_LEVEL, LL_ERROR, LL_DEBUG, 0, DEF_LOG_LEVEL,
 	    FIELD(log_level), 0 },
-	{ "threads", CFG_INT, 1, THREADS_MAX, DEF_THREADS, NULL, FIELD(threads),
+	/* 0: one event loop per core */
+	{ "threads", CFG_INT, 0, THREADS_MAX, DEF_THREADS, NULL, FIELD(threads),
 	    0 },
+	{ "io_threads", CFG_INT, 1, IO_THREADS_MAX, DEF_IO_THREADS, NULL,
+	    FIELD(io_threads), 0 },
+	{ "max_inflight", CFG_INT, 1, MAX_INFLIGHT_MAX, DEF_MAX_INFLIGHT, NULL,
+	    FIELD(max_inflight), 0 },
+	{ "drain_timeout_ms", CFG_INT, 0, DRAIN_TIMEOUT_MS_MAX,
+	    DEF_DRAIN_TIMEOUT_MS, NULL, FIELD(drain_timeout_ms), 0 },
 	{ "request_timeout_ms", CFG_INT, 1, REQUEST_TIMEOUT_MS_MAX,
 	    DEF_REQUEST_TIMEOUT_MS, NULL, FIELD(request_timeout_ms), 0 },
 };

@@ -35,8 +35,11 @@ struct config {
 	char
 	    metrics_file[PATH_MAX_LEN]; /* "" or "none": per-process counters */
 	int log_level;                  /* enum log_level */
-	int threads;                    /* worker threads per process */
-	int request_timeout_ms;         /* reading params and body */
+	int threads;          /* event loops (threads) per process; 0: cores */
+	int io_threads;       /* the worker pool for spill files */
+	int max_inflight;     /* requests in progress per process */
+	int drain_timeout_ms; /* after SIGTERM, for requests in progress */
+	int request_timeout_ms; /* reading params and body */
 	char conf_dir
 	    [PATH_MAX_LEN]; /* directory of the file; base of relative paths */
 };

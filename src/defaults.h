@@ -44,7 +44,10 @@
 #define DEF_PROVIDER_SECRET "demo-provider-secret-change-me"
 #define DEF_METRICS_FILE "../var/metrics.shm"
 #define DEF_LOG_LEVEL "info"
-#define DEF_THREADS 4                /* measured: bench/run --sweep */
+#define DEF_THREADS 0              /* event loops per process: one per core */
+#define DEF_IO_THREADS 2           /* spill writes and reads off the loops */
+#define DEF_MAX_INFLIGHT 16384     /* requests per process; about 2 KiB each */
+#define DEF_DRAIN_TIMEOUT_MS 15000 /* SIGTERM: time to finish in flight */
 #define DEF_REQUEST_TIMEOUT_MS 10000 /* reading params and body */
 
 /* Hard bounds for configuration values. */
@@ -56,6 +59,9 @@
 #define MAX_WAIT_S_MAX 300
 #define PROVIDER_MS_MAX 600000 /* 10 min */
 #define THREADS_MAX 64
+#define IO_THREADS_MAX 64
+#define MAX_INFLIGHT_MAX 1048576
+#define DRAIN_TIMEOUT_MS_MAX 600000   /* 10 min */
 #define REQUEST_TIMEOUT_MS_MAX 600000 /* 10 min */
 #define KEY_PREFIX_MAX 64             /* bytes */
 #define PATH_MAX_LEN 1024             /* bytes, configured paths */

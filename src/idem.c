@@ -320,19 +320,149 @@ reply_conflict(const redisReply *r, int with_params, struct idem_conflict *cf)
 		cf->claim_created_ms = 0;
 }
 
-enum idem_status
-idem_claim(struct redis_conn *c, const char *rkey, const char *fingerprint,
+/* One operation in flight: what to decode its reply as, and for whom. */
+enum idem_op_kind { OP_CLAIM, OP_RECORD, OP_RELEASE, OP_LOOKUP };
+
+struct idem_op {
+	enum idem_op_kind kind;
+	idem_cb *cb;
+	void *arg;
+};
+
+static void
+claim_decode(const redisReply *r, struct idem_result *res)
+{
+	if (reply_tag_is(r, "claimed"))
+		res->st = IDEM_CLAIMED;
+	else if (reply_tag_is(r, "in_progress")) {
+		res->st = IDEM_IN_PROGRESS;
+		reply_conflict(r, 0, &res->cf);
+	} else if (reply_tag_is(r, "mismatch")) {
+		res->st = IDEM_MISMATCH;
+		reply_conflict(r, 1, &res->cf);
+	} else if (reply_tag_is(r, "recorded"))
+		res->st = reply_decode_recorded(r, &res->rec);
+	else
+		res->errstr = "claim: unexpected reply";
+}
+
+static void
+record_decode(const redisReply *r, int durable, struct idem_result *res)
+{
+	if (reply_tag_is(r, "ok"))
+		res->st = durable ? IDEM_RECORDED : IDEM_NOT_DURABLE;
+	else if (reply_tag_is(r, "mismatch")) {
+		res->st = IDEM_MISMATCH;
+		reply_conflict(r, 1, &res->cf);
+	} else if (reply_tag_is(r, "fenced")) {
+		res->st = IDEM_FENCED;
+		reply_conflict(r, 0, &res->cf);
+	} else if (reply_tag_is(r, "recorded"))
+		res->st = reply_decode_recorded(r, &res->rec);
+	else
+		res->errstr = "record: unexpected reply";
+}
+
+/* err (errlen bytes, the caller's) holds a decoding error for res. */
+static void
+lookup_decode(const redisReply *r, struct idem_result *res, char *err,
+    size_t errlen)
+{
+	struct idem_field f[INFO_FIELDS];
+	size_t i;
+
+	if (r->type != REDIS_REPLY_ARRAY || r->elements != INFO_FIELDS + 1 ||
+	    r->element[INFO_FIELDS]->type != REDIS_REPLY_INTEGER)
+		goto bad;
+	for (i = 0; i < INFO_FIELDS; i++) {
+		const redisReply *e = r->element[i];
+
+		if (e->type == REDIS_REPLY_NIL) {
+			f[i].p = NULL;
+			f[i].n = 0;
+		} else if (e->type == REDIS_REPLY_STRING) {
+			f[i].p = e->str;
+			f[i].n = e->len;
+		} else
+			goto bad;
+	}
+	switch (idem_info_decode(f, INFO_FIELDS,
+	    r->element[INFO_FIELDS]->integer, &res->info, err, errlen)) {
+	case 1: res->st = IDEM_FOUND; break;
+	case 0: res->st = IDEM_ABSENT; break;
+	default:
+		log_error(NULL, "%s", err);
+		res->errstr = err;
+		break;
+	}
+	return;
+bad:
+	res->errstr = "lookup: unexpected reply";
+}
+
+/* The script's reply: decoded for the caller, whose callback runs once. */
+static void
+on_script_reply(const struct redis_result *rr, void *arg)
+{
+	struct idem_op *op = arg;
+	struct idem_result res;
+	const redisReply *r = rr->reply;
+	char err[128];
+
+	memset(&res, 0, sizeof(res));
+	res.st = IDEM_ERR_REDIS;
+	res.outcome_unknown = rr->outcome_unknown;
+	res.errstr = rr->errstr;
+	if (r != NULL) {
+		switch (op->kind) {
+		case OP_CLAIM: claim_decode(r, &res); break;
+		case OP_RECORD: record_decode(r, rr->durable, &res); break;
+		case OP_RELEASE:
+			if (r->type == REDIS_REPLY_INTEGER)
+				res.st = r->integer == 1 ? IDEM_RELEASED
+				                         : IDEM_NOT_OWNER;
+			else
+				res.errstr = "release: unexpected reply";
+			break;
+		case OP_LOOKUP: lookup_decode(r, &res, err, sizeof(err)); break;
+		}
+	}
+	op->cb(&res, op->arg);
+	idem_record_free(&res.rec);
+	free(op);
+}
+
+/* Sends script s for cb; 0, or -1 (ENOMEM: cb will not be called). */
+static int
+op_send(struct redis_client *c, struct lua_script *s, enum idem_op_kind kind,
+    const char *rkey, int argc, const char **argv, const size_t *argvlen,
+    int wait, idem_cb *cb, void *arg)
+{
+	struct idem_op *op;
+
+	if ((op = malloc(sizeof(*op))) == NULL)
+		return -1;
+	op->kind = kind;
+	op->cb = cb;
+	op->arg = arg;
+	if (redis_eval(c, s, rkey, strlen(rkey), argc, argv, argvlen, wait,
+	        on_script_reply, op) != 0) {
+		free(op);
+		return -1;
+	}
+	return 0;
+}
+
+int
+idem_claim(struct redis_client *c, const char *rkey, const char *fingerprint,
     const char *params, const char *owner, long long now_ms,
-    long long lock_ttl_ms, struct idem_record *rec, struct idem_conflict *cf)
+    long long lock_ttl_ms, idem_cb *cb, void *arg)
 {
 	char now[24], ttl[24];
 	const char *argv[5];
 	size_t argvlen[5];
-	redisReply *r;
-	enum idem_status st = IDEM_ERR_REDIS;
 	int i;
 
-	memset(cf, 0, sizeof(*cf));
 	(void)util_lltoa(now_ms, now, sizeof(now));
 	(void)util_lltoa(lock_ttl_ms, ttl, sizeof(ttl));
 	argv[0] = fingerprint;
@@ -342,40 +472,20 @@ idem_claim(struct redis_conn *c, const char *rkey, const char *fingerprint,
 	argv[4] = params;
 	for (i = 0; i < 5; i++)
 		argvlen[i] = strlen(argv[i]);
-	r = redis_eval(c, &script_claim, rkey, strlen(rkey), 5, argv, argvlen);
-	if (r == NULL)
-		return IDEM_ERR_REDIS;
-	if (reply_tag_is(r, "claimed"))
-		st = IDEM_CLAIMED;
-	else if (reply_tag_is(r, "in_progress")) {
-		st = IDEM_IN_PROGRESS;
-		reply_conflict(r, 0, cf);
-	} else if (reply_tag_is(r, "mismatch")) {
-		st = IDEM_MISMATCH;
-		reply_conflict(r, 1, cf);
-	} else if (reply_tag_is(r, "recorded"))
-		st = reply_decode_recorded(r, rec);
-	else
-		(void)snprintf(c->errstr, sizeof(c->errstr),
-		    "claim: unexpected reply");
-	freeReplyObject(r);
-	return st;
+	return op_send(c, &script_claim, OP_CLAIM, rkey, 5, argv, argvlen, 0,
+	    cb, arg);
 }
 
-enum idem_status
-idem_record(struct redis_conn *c, const char *rkey, const char *owner,
+int
+idem_record(struct redis_client *c, const char *rkey, const char *owner,
     const char *fingerprint, const char *params, const struct idem_record *out,
-    long long ttl_ms, long long now_ms, struct idem_record *existing,
-    struct idem_conflict *cf)
+    long long ttl_ms, long long now_ms, idem_cb *cb, void *arg)
 {
 	char status[8], ttl[24], now[24], expires[24], blen[24] = "";
 	const char *argv[14];
 	size_t argvlen[14];
-	redisReply *r;
-	enum idem_status st = IDEM_ERR_REDIS;
-	int file = out->body_file[0] != '\0', i, n, durable = 1;
+	int file = out->body_file[0] != '\0', i, n;
 
-	memset(cf, 0, sizeof(*cf));
 	(void)util_lltoa(out->status, status, sizeof(status));
 	(void)util_lltoa(ttl_ms, ttl, sizeof(ttl));
 	(void)util_lltoa(now_ms, now, sizeof(now));
@@ -401,87 +511,24 @@ idem_record(struct redis_conn *c, const char *rkey, const char *owner,
 		argvlen[i] = strlen(argv[i]);
 	if (!file)
 		argvlen[11] = out->body_len; /* binary-safe inline body */
-	r = redis_eval_durable(c, &script_record, rkey, strlen(rkey), n, argv,
-	    argvlen, &durable);
-	if (r == NULL)
-		return IDEM_ERR_REDIS;
-	if (reply_tag_is(r, "ok"))
-		st = durable ? IDEM_RECORDED : IDEM_NOT_DURABLE;
-	else if (reply_tag_is(r, "mismatch")) {
-		st = IDEM_MISMATCH;
-		reply_conflict(r, 1, cf);
-	} else if (reply_tag_is(r, "fenced")) {
-		st = IDEM_FENCED;
-		reply_conflict(r, 0, cf);
-	} else if (reply_tag_is(r, "recorded"))
-		st = reply_decode_recorded(r, existing);
-	else
-		(void)snprintf(c->errstr, sizeof(c->errstr),
-		    "record: unexpected reply");
-	freeReplyObject(r);
-	return st;
+	return op_send(c, &script_record, OP_RECORD, rkey, n, argv, argvlen, 1,
+	    cb, arg);
 }
 
-enum idem_status
-idem_release(struct redis_conn *c, const char *rkey, const char *owner)
+int
+idem_release(struct redis_client *c, const char *rkey, const char *owner,
+    idem_cb *cb, void *arg)
 {
 	const char *argv[1] = { owner };
 	size_t argvlen[1] = { strlen(owner) };
-	redisReply *r;
-	enum idem_status st = IDEM_ERR_REDIS;
 
-	r = redis_eval(c, &script_release, rkey, strlen(rkey), 1, argv,
-	    argvlen);
-	if (r == NULL)
-		return IDEM_ERR_REDIS;
-	if (r->type == REDIS_REPLY_INTEGER)
-		st = r->integer == 1 ? IDEM_RELEASED : IDEM_NOT_OWNER;
-	freeReplyObject(r);
-	return st;
+	return op_send(c, &script_release, OP_RELEASE, rkey, 1, argv, argvlen,
+	    0, cb, arg);
 }
 
-enum idem_status
-idem_lookup(struct redis_conn *c, const char *rkey, struct idem_info *info)
+int
+idem_lookup(struct redis_client *c, const char *rkey, idem_cb *cb, void *arg)
 {
-	struct idem_field f[INFO_FIELDS];
-	char err[128];
-	redisReply *r;
-	enum idem_status st = IDEM_ERR_REDIS;
-	size_t i;
-
-	memset(info, 0, sizeof(*info));
-	r = redis_eval(c, &script_lookup, rkey, strlen(rkey), 0, NULL, NULL);
-	if (r == NULL)
-		return IDEM_ERR_REDIS;
-	if (r->type != REDIS_REPLY_ARRAY || r->elements != INFO_FIELDS + 1 ||
-	    r->element[INFO_FIELDS]->type != REDIS_REPLY_INTEGER)
-		goto bad;
-	for (i = 0; i < INFO_FIELDS; i++) {
-		const redisReply *e = r->element[i];
-
-		if (e->type == REDIS_REPLY_NIL) {
-			f[i].p = NULL;
-			f[i].n = 0;
-		} else if (e->type == REDIS_REPLY_STRING) {
-			f[i].p = e->str;
-			f[i].n = e->len;
-		} else
-			goto bad;
-	}
-	switch (idem_info_decode(f, INFO_FIELDS,
-	    r->element[INFO_FIELDS]->integer, info, err, sizeof(err))) {
-	case 1: st = IDEM_FOUND; break;
-	case 0: st = IDEM_ABSENT; break;
-	default:
-		log_error(NULL, "%s", err);
-		(void)snprintf(c->errstr, sizeof(c->errstr), "lookup: %s", err);
-		break;
-	}
-	freeReplyObject(r);
-	return st;
-bad:
-	(void)snprintf(c->errstr, sizeof(c->errstr),
-	    "lookup: unexpected reply");
-	freeReplyObject(r);
-	return st;
+	return op_send(c, &script_lookup, OP_LOOKUP, rkey, 0, NULL, NULL, 0, cb,
+	    arg);
 }

@@ -98,39 +98,58 @@ int idem_key_name(char *out, size_t outlen, const char *prefix,
 int idem_init(void);
 
 /*
- * Claims rkey for owner, storing params (the request's per-parameter
- * digests) with the claim. CLAIMED, REPLAY (rec filled: free it with
- * idem_record_free), IN_PROGRESS (cf->claim_created_ms), MISMATCH
- * (cf->params), ERR_REDIS (c->errstr).
+ * What an operation came to, given to its callback: st, and by status
+ * rec (REPLAY: the callback may take rec.body, setting it NULL; the rest is
+ * freed after the callback), cf (IN_PROGRESS, FENCED, MISMATCH) or info
+ * (FOUND). With ERR_REDIS: errstr, and outcome_unknown when the script may
+ * have run (its reply was lost). Valid during the callback only.
  */
-enum idem_status idem_claim(struct redis_conn *c, const char *rkey,
+struct idem_result {
+	enum idem_status st;
+	struct idem_record rec;
+	struct idem_conflict cf;
+	struct idem_info info;
+	int outcome_unknown;
+	const char *errstr;
+};
+
+/* Called exactly once per operation, never before the call returned. */
+typedef void idem_cb(struct idem_result *res, void *arg);
+
+/*
+ * The operations below send one script and return 0 (cb will be called),
+ * or -1 when it could not be queued (ENOMEM; cb will not be called).
+ *
+ * idem_claim: claims rkey for owner, storing params (the request's
+ * per-parameter digests) with the claim. CLAIMED, REPLAY, IN_PROGRESS,
+ * MISMATCH, ERR_REDIS.
+ */
+int idem_claim(struct redis_client *c, const char *rkey,
     const char *fingerprint, const char *params, const char *owner,
-    long long now_ms, long long lock_ttl_ms, struct idem_record *rec,
-    struct idem_conflict *cf);
+    long long now_ms, long long lock_ttl_ms, idem_cb *cb, void *arg);
 
 /*
  * Records out (inline when out->body_file is "", else the file reference),
- * to expire at now_ms + ttl_ms (stored as expires_ms). RECORDED (also when
- * this owner's outcome was already written: a re-sent record is
- * idempotent), NOT_DURABLE (recorded, but fewer than redis_min_replicas
- * replicas acknowledged it in time: c->errstr), REPLAY (another attempt
- * recorded first; existing filled), MISMATCH (the key now holds another
- * request; cf->params), FENCED (cf->claim_created_ms), ERR_REDIS.
+ * to expire at now_ms + ttl_ms (stored as expires_ms), followed by WAIT
+ * when redis_min_replicas is set. RECORDED (also when this owner's outcome
+ * was already written: a re-sent record is idempotent), NOT_DURABLE
+ * (recorded, but fewer replicas acknowledged it in time: errstr), REPLAY
+ * (another attempt recorded first; rec filled), MISMATCH (the key now holds
+ * another request), FENCED, ERR_REDIS. out is copied before this returns.
  */
-enum idem_status idem_record(struct redis_conn *c, const char *rkey,
-    const char *owner, const char *fingerprint, const char *params,
-    const struct idem_record *out, long long ttl_ms, long long now_ms,
-    struct idem_record *existing, struct idem_conflict *cf);
+int idem_record(struct redis_client *c, const char *rkey, const char *owner,
+    const char *fingerprint, const char *params, const struct idem_record *out,
+    long long ttl_ms, long long now_ms, idem_cb *cb, void *arg);
 
 /* RELEASED, NOT_OWNER, ERR_REDIS. */
-enum idem_status idem_release(struct redis_conn *c, const char *rkey,
-    const char *owner);
+int idem_release(struct redis_client *c, const char *rkey, const char *owner,
+    idem_cb *cb, void *arg);
 
 /*
  * Reads what rkey holds without writing anything (no key created, no TTL
  * touched): FOUND (info filled), ABSENT, ERR_REDIS.
  */
-enum idem_status idem_lookup(struct redis_conn *c, const char *rkey,
-    struct idem_info *info);
+int idem_lookup(struct redis_client *c, const char *rkey, idem_cb *cb,
+    void *arg);
 
 #endif

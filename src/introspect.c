@@ -71,25 +71,78 @@ info_expires_ms(const struct worker *w, const struct idem_info *info)
 	return info->pttl_ms > 0 ? now_wall_ms() + info->pttl_ms : 0;
 }
 
-void
-introspect_handle(struct worker *w, const struct request *req, const char *seg,
-    struct response *resp)
+/* A lookup waiting for its reply: the decoded key travels with it. */
+struct lookup {
+	struct exchange *x;
+	size_t keylen;
+	char key[IDEM_KEY_MAX + 1];
+};
+
+static void
+on_lookup_reply(struct idem_result *res, void *arg)
 {
-	const char *principal;
-	char key[IDEM_KEY_MAX + 1], rkey[IDEM_RKEY_MAX];
-	struct idem_info info;
-	size_t keylen, len = 0;
+	struct lookup *lk = arg;
+	struct exchange *x = lk->x;
+	struct response *resp = &x->resp;
+	size_t len = 0;
 	char *body;
 
-	principal = auth_principal(w->auth, req->authorization);
+	switch (res->st) {
+	case IDEM_FOUND:
+		body = introspect_render(lk->key, &res->info,
+		    info_expires_ms(x->w, &res->info), &len);
+		if (body == NULL) {
+			response_problem(resp, PROB_INTERNAL, NULL, NULL);
+			break;
+		}
+		response_set_body(resp, 200, JSON_CTYPE, body, len);
+		resp->outcome = OUTCOME_KEY_FOUND;
+		break;
+	case IDEM_ABSENT:
+		response_problem(resp, PROB_KEY_NOT_FOUND,
+		    "No live record "
+		    "exists for this Idempotency-Key.",
+		    NULL);
+		break;
+	default:
+		metrics_inc(MC_REDIS_ERRORS);
+		log_warn(x->req.request_id, "idempotency store unavailable: %s",
+		    res->errstr != NULL ? res->errstr : "?");
+		response_problem(resp, PROB_UNAVAILABLE,
+		    "The idempotency store "
+		    "is unavailable. Retry later.",
+		    NULL);
+		(void)response_header(resp, "Retry-After", "%d",
+		    RETRY_AFTER_UNAVAILABLE_S);
+		break;
+	}
+	free(lk);
+	exchange_finish(x);
+}
+
+void
+introspect_handle(struct exchange *x, const char *seg)
+{
+	struct worker *w = x->w;
+	struct response *resp = &x->resp;
+	char rkey[IDEM_RKEY_MAX];
+	const char *principal;
+	struct lookup *lk = NULL;
+
+	principal = auth_principal(w->auth, x->req.authorization);
 	if (principal == NULL) {
 		response_problem(resp, PROB_UNAUTHORIZED,
 		    "Send a valid API key as Authorization: Bearer <key>.",
 		    NULL);
 		(void)response_header(resp, "WWW-Authenticate", "Bearer");
-		return;
+		goto answer;
 	}
-	if (idem_key_from_path(seg, key, &keylen) != KEY_OK) {
+	if ((lk = calloc(1, sizeof(*lk))) == NULL) {
+		response_problem(resp, PROB_INTERNAL, NULL, NULL);
+		goto answer;
+	}
+	lk->x = x;
+	if (idem_key_from_path(seg, lk->key, &lk->keylen) != KEY_OK) {
 		/* an empty key too: there is no list of keys to show */
 		response_problem(resp, PROB_INVALID_KEY,
 		    "Name the key as "
@@ -97,38 +150,16 @@ introspect_handle(struct worker *w, const struct request *req, const char *seg,
 		    "1-255 visible ASCII characters (0x21-0x7E), bare or as a "
 		    "quoted Structured-Field string, with well-formed %-escapes.",
 		    NULL);
-		return;
+		goto answer;
 	}
 	if (idem_key_name(rkey, sizeof(rkey), w->cfg->key_prefix, principal,
-	        key, keylen) < 0) {
+	        lk->key, lk->keylen) < 0 ||
+	    idem_lookup(w->redis, rkey, on_lookup_reply, lk) != 0) {
 		response_problem(resp, PROB_INTERNAL, NULL, NULL);
-		return;
+		goto answer;
 	}
-	switch (idem_lookup(&w->redis, rkey, &info)) {
-	case IDEM_FOUND: break;
-	case IDEM_ABSENT:
-		response_problem(resp, PROB_KEY_NOT_FOUND,
-		    "No live record "
-		    "exists for this Idempotency-Key.",
-		    NULL);
-		return;
-	default:
-		metrics_inc(MC_REDIS_ERRORS);
-		log_warn(req->request_id, "idempotency store unavailable: %s",
-		    w->redis.errstr);
-		response_problem(resp, PROB_UNAVAILABLE,
-		    "The idempotency store "
-		    "is unavailable. Retry later.",
-		    NULL);
-		(void)response_header(resp, "Retry-After", "%d",
-		    RETRY_AFTER_UNAVAILABLE_S);
-		return;
-	}
-	body = introspect_render(key, &info, info_expires_ms(w, &info), &len);
-	if (body == NULL) {
-		response_problem(resp, PROB_INTERNAL, NULL, NULL);
-		return;
-	}
-	response_set_body(resp, 200, JSON_CTYPE, body, len);
-	resp->outcome = OUTCOME_KEY_FOUND;
+	return;
+answer:
+	free(lk);
+	exchange_finish(x);
 }

@@ -6,10 +6,8 @@
 #ifndef CHARGE_INTROSPECT_H
 #define CHARGE_INTROSPECT_H
 
+#include "exchange.h"
 #include "idem.h"
-#include "request.h"
-#include "response.h"
-#include "worker.h"
 
 /* The route prefix; the rest of the path is the percent-encoded key. */
 #define INTROSPECT_PREFIX "/charge/keys/"
@@ -20,8 +18,7 @@
  * malformed or empty key, 503 when Redis fails.
  * The caller has checked the method (GET or HEAD).
  */
-void introspect_handle(struct worker *w, const struct request *req,
-    const char *seg, struct response *resp);
+void introspect_handle(struct exchange *x, const char *seg);
 
 /*
  * The 200 body for key and info as compact JSON: {"key","state","created",

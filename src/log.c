@@ -5,9 +5,11 @@
  * web server's error log do not interleave.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -19,6 +21,9 @@
 
 /* The only mutable global besides the configuration: set once at start-up. */
 static int log_threshold = LL_INFO;
+
+/* Lines dropped because stderr was full (atomic). */
+static unsigned long log_dropped;
 
 static const char *const log_names[] = { "error", "warn", "info", "debug" };
 
@@ -104,6 +109,7 @@ log_msg(int level, const char *rid, const char *fmt, ...)
 	size_t pos = 0, cap, i;
 	va_list ap;
 	int saved_errno = errno, n;
+	unsigned long dropped;
 	ssize_t w;
 
 	if (!log_enabled(level))
@@ -157,9 +163,42 @@ log_msg(int level, const char *rid, const char *fmt, ...)
 	do {
 		w = write(STDERR_FILENO, line, pos);
 	} while (w < 0 && errno == EINTR);
-	/* A failed write to stderr has nowhere to be reported. */
+	/*
+	 * A failed write to stderr has nowhere to be reported. A full pipe
+	 * (log_nonblocking) drops the line rather than stop an event loop;
+	 * the count is told with the next line that gets through.
+	 */
+	if (w < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+		__atomic_add_fetch(&log_dropped, 1, __ATOMIC_RELAXED);
+	else if (w > 0 &&
+	    (dropped = __atomic_exchange_n(&log_dropped, 0, __ATOMIC_RELAXED)) >
+	        0) {
+		n = snprintf(msg, sizeof(msg),
+		    "warn: %lu log line(s) dropped: stderr was full\n",
+		    dropped);
+		if (n > 0 && (size_t)n < sizeof(msg))
+			(void)!write(STDERR_FILENO, msg, (size_t)n);
+	}
 out:
 	errno = saved_errno;
+}
+
+void
+log_nonblocking(void)
+{
+	struct stat st;
+	int fd;
+
+	/* a pipe or a terminal: a new open file description of its own */
+	if (fstat(STDERR_FILENO, &st) != 0 || S_ISREG(st.st_mode) ||
+	    S_ISSOCK(st.st_mode))
+		return;
+	fd = open("/proc/self/fd/2", O_WRONLY | O_NONBLOCK | O_CLOEXEC);
+	if (fd < 0)
+		return;
+	if (dup2(fd, STDERR_FILENO) < 0)
+		log_warn(NULL, "stderr stays blocking: %s", strerror(errno));
+	(void)close(fd);
 }
 
 size_t

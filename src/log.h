@@ -16,6 +16,14 @@ int log_level_parse(const char *s);
 const char *log_level_name(int level);
 /* Sets the process-wide threshold; called once at start-up. */
 void log_set_level(int level);
+
+/*
+ * Makes stderr non-blocking when it is a pipe or a terminal (a private
+ * open file description, so the web server's end is not changed): an event
+ * loop never waits for a full error log; a line that does not fit is
+ * dropped and counted. A regular file is written as before (bounded).
+ */
+void log_nonblocking(void);
 int log_enabled(int level);
 
 /* Writes "ts level [pid] [rid] message\n"; rid may be NULL. */

@@ -18,7 +18,7 @@
 #include "response.h"
 
 #define METRICS_MAGIC                                                          \
-	0x6368726734ULL /* "chrg4": bump when the layout changes */
+	0x6368726735ULL /* "chrg5": bump when the layout changes */
 #define METRICS_FILE_MODE 0600
 #define RENDER_MAX 8192 /* bytes of exposition text */
 
@@ -41,6 +41,8 @@ static const char *const counter_names[MC_COUNT][2] = {
 	    "Calls to the payment provider" },
 	[MC_NOT_DURABLE] = { "charge_not_durable_total",
 	    "Records fewer than redis_min_replicas replicas acknowledged (503)" },
+	[MC_OVERLOADED] = { "charge_overloaded_total",
+	    "Requests refused because max_inflight were in progress (503)" },
 };
 
 /* Upper bounds of the latency buckets, microseconds. */

@@ -17,6 +17,7 @@ enum metric_counter {
 	MC_REDIS_ERRORS,
 	MC_PROVIDER_CALLS,
 	MC_NOT_DURABLE,
+	MC_OVERLOADED,
 	MC_COUNT
 };
 

@@ -144,21 +144,24 @@ provider_close(int *ledger_fd)
 }
 
 int
-provider_charge(const struct config *cfg, int *ledger_fd, const char *principal,
-    const char *key, size_t keylen, const char *fingerprint, long long amount,
-    const char *currency, const char *source, long long deadline_us,
-    struct provider_result *out)
+provider_prepare(const struct config *cfg, const char *principal,
+    const char *key, size_t keylen, const char *fingerprint, const char *source,
+    struct provider_result *out, int *delay_ms)
 {
 	memset(out, 0, sizeof(*out));
 	out->outcome = provider_outcome_for(source, &out->decline_code);
-	if (provider_charge_id(cfg->provider_secret, principal, key, keylen,
-	        fingerprint, out->charge_id) != 0)
-		return -1;
-	if (out->outcome == PROV_TIMEOUT)
-		sleep_ms(cfg->provider_timeout_ms);
-	else
-		sleep_ms(cfg->provider_latency_ms);
-	/* a worker stopped for longer than its claim lives charges nothing */
+	*delay_ms = out->outcome == PROV_TIMEOUT ? cfg->provider_timeout_ms
+	                                         : cfg->provider_latency_ms;
+	return provider_charge_id(cfg->provider_secret, principal, key, keylen,
+	    fingerprint, out->charge_id);
+}
+
+int
+provider_complete(const struct config *cfg, int *ledger_fd,
+    const char *principal, const char *key, size_t keylen, long long amount,
+    const char *currency, long long deadline_us, struct provider_result *out)
+{
+	/* a request held up for longer than its claim lives charges nothing */
 	if (deadline_us != 0 && now_mono_us() >= deadline_us) {
 		out->outcome = PROV_LAPSED;
 		out->decline_code = NULL;
@@ -167,4 +170,20 @@ provider_charge(const struct config *cfg, int *ledger_fd, const char *principal,
 	out->created = now_wall_ms() / 1000;
 	return ledger_append(cfg->provider_ledger, ledger_fd, principal, key,
 	    keylen, out, amount, currency);
+}
+
+int
+provider_charge(const struct config *cfg, int *ledger_fd, const char *principal,
+    const char *key, size_t keylen, const char *fingerprint, long long amount,
+    const char *currency, const char *source, long long deadline_us,
+    struct provider_result *out)
+{
+	int delay_ms;
+
+	if (provider_prepare(cfg, principal, key, keylen, fingerprint, source,
+	        out, &delay_ms) != 0)
+		return -1;
+	sleep_ms(delay_ms);
+	return provider_complete(cfg, ledger_fd, principal, key, keylen, amount,
+	    currency, deadline_us, out);
 }

@@ -41,15 +41,31 @@ int provider_charge_id(const char *secret, const char *principal,
     char out[4 + CHARGE_ID_HEX_LEN]);
 
 /*
- * Calls the provider: waits provider_latency_ms (or provider_timeout_ms for
- * tok_providerTimeout), appends the ledger line, fills out. *ledger_fd is the
- * caller's ledger descriptor (-1: opened on first use; close it with
- * provider_close). deadline_us (monotonic, 0 for none) is when the caller's
- * claim on the key stops protecting it: a call that reaches the charge after
- * it charges nothing and answers PROV_LAPSED, as a real provider drops a
- * request past its deadline. 0, or -1 when the ledger cannot be written
- * (treated as a provider error by the caller).
+ * The two halves of a call, for an event loop that waits in between
+ * without a thread. provider_prepare: the outcome the source token decides,
+ * the charge id, and *delay_ms, how long the provider takes to answer
+ * (provider_latency_ms, or provider_timeout_ms for tok_providerTimeout).
+ * 0, or -1 (a part too long).
  */
+int provider_prepare(const struct config *cfg, const char *principal,
+    const char *key, size_t keylen, const char *fingerprint, const char *source,
+    struct provider_result *out, int *delay_ms);
+
+/*
+ * After the delay: deadline_us (monotonic, 0 for none) is when the
+ * caller's claim on the key stops protecting it: a call that reaches the
+ * charge after it charges nothing and answers PROV_LAPSED, as a real
+ * provider drops a request past its deadline. Otherwise sets created and
+ * appends the ledger line (one write(2) of at most LEDGER_LINE_MAX bytes
+ * on an O_APPEND descriptor, no fsync: bounded, so it runs on the loop).
+ * *ledger_fd is the caller's (-1: opened on first use). 0, or -1 when the
+ * ledger cannot be written (a provider error for the caller).
+ */
+int provider_complete(const struct config *cfg, int *ledger_fd,
+    const char *principal, const char *key, size_t keylen, long long amount,
+    const char *currency, long long deadline_us, struct provider_result *out);
+
+/* Both halves with a sleep between: for tests and tools, not a loop. */
 int provider_charge(const struct config *cfg, int *ledger_fd,
     const char *principal, const char *key, size_t keylen,
     const char *fingerprint, long long amount, const char *currency,

@@ -1,11 +1,11 @@
 /*
- * redis.h - one Redis connection per worker: connect (TCP or unix socket),
- * AUTH, SELECT, timeouts, reconnect, EVALSHA with NOSCRIPT reload, and the
- * start-up check that Redis does not evict. Behind a redis-sentinel:// URL
- * the connection goes to the primary the sentinels name, and again after a
- * failover; behind redis-cluster:// each script goes to the node owning its
- * key (one connection per node, see cluster.h). Records may be followed by
- * WAIT in the same round trip.
+ * redis.h - Redis for one event loop (libuv): one asynchronous hiredis
+ * connection per Redis node the loop talks to (the single Redis; the
+ * primary behind the sentinels; each cluster primary). Commands queued in
+ * one loop turn leave in one write (hiredis buffers them until the socket
+ * is writable) and replies are matched in order. hiredis 0.14 has no
+ * timeouts: every command carries a timer of the loop. Nothing here blocks
+ * the loop (discovery work that must block runs on libuv's worker pool).
  */
 #ifndef CHARGE_REDIS_H
 #define CHARGE_REDIS_H
@@ -13,6 +13,7 @@
 #include <stddef.h>
 
 #include <hiredis.h>
+#include <uv.h>
 
 #include "defaults.h"
 #include "redis_url.h"
@@ -27,75 +28,85 @@ struct lua_script {
 /* Computes the script's SHA-1. 0 or -1. */
 int redis_script_init(struct lua_script *s);
 
-struct cluster;
-
-struct redis_conn {
-	redisContext *ctx; /* NULL until connected; freed after any error */
-	struct redis_target target;
-	int timeout_ms;     /* connect and reply; bounds failover retries */
-	int io_timeout_ms;  /* timeout_ms, plus the WAIT timeout */
-	int min_replicas;   /* redis_eval_durable() sends WAIT; 0: never */
-	char wait_cmd[128]; /* "WAIT <min_replicas> <ms>", RESP-framed */
-	size_t wait_len;
+/* What a command came to; valid only during the callback. */
+struct redis_result {
 	/*
-	 * 1 after a failed command that may have reached Redis (its reply was
-	 * lost): a script's writes may or may not have happened. 0 when it
-	 * failed before being sent, or Redis answered with an error.
+	 * The reply (never an error reply), or NULL when the command failed:
+	 * errstr says why (connection error, timeout, error reply such as
+	 * OOM, NOPERM, BUSY, or the script's own error). Owned by the client.
+	 */
+	redisReply *reply;
+	/*
+	 * 1 when the command may have run: it was sent and its reply was lost
+	 * or did not come within the timeout. 0 when it surely did not run
+	 * (never sent, or Redis answered with an error).
 	 */
 	int outcome_unknown;
-	/* 1 when the last connect found a Redis that may evict records */
-	int evicting;
-	/* sentinel: the primary last connected to, the sentinel to ask first */
-	char primary[REDIS_HOST_MAX + 1];
-	int primary_port;
-	int sentinel_next;
-	struct cluster *cluster; /* cluster: slot map and nodes, lazily */
+	/*
+	 * With wait: 1 when min_replicas replicas acknowledged this
+	 * connection's writes in time (always 1 without WAIT or when
+	 * min_replicas is 0); else 0 and errstr says "WAIT: n of m ...". The
+	 * reply is still given.
+	 */
+	int durable;
 	char errstr[128];
 };
 
-/* Prepares (does not connect). */
-void redis_conn_init(struct redis_conn *c, const struct redis_target *t,
-    int timeout_ms);
+/* Called exactly once per command, never before redis_eval() returns. */
+typedef void redis_cb(const struct redis_result *res, void *arg);
+
+struct redis_client; /* one per loop, owned by it */
+
 /*
- * Makes redis_eval_durable() wait for min_replicas replicas (0: it does
- * not), at most replica_timeout_ms; replies may then take that much longer.
- * Call before the first command.
+ * A client on loop for target t (single, unix, sentinel or cluster).
+ * timeout_ms bounds each command from the call to its callback, including
+ * connecting, discovery, failover retries and redirections (with wait,
+ * plus replica_timeout_ms). min_replicas > 0: commands sent with wait are
+ * followed by WAIT min_replicas replica_timeout_ms in the same write.
+ * Connects lazily. NULL on ENOMEM.
  */
-void redis_conn_set_wait(struct redis_conn *c, int min_replicas,
+struct redis_client *redis_client_new(uv_loop_t *loop,
+    const struct redis_target *t, int timeout_ms, int min_replicas,
     int replica_timeout_ms);
-/* NULL-safe; frees the context(s). */
-void redis_conn_close(struct redis_conn *c);
 
 /*
- * Runs the script with one key and argc arguments (binary-safe). Connects
- * first when needed; retries once on a connection that was found closed.
- * Behind sentinels, an error that means nothing ran on a node that is no
- * longer the primary (READONLY, MASTERDOWN, LOADING) or a failed connect
- * sends it again to the primary the sentinels name, until timeout_ms; in a
- * cluster it follows MOVED and ASK, and retries TRYAGAIN and CLUSTERDOWN
- * until timeout_ms. Returns the reply (caller frees with freeReplyObject),
- * or NULL with c->errstr set: connection errors, timeouts and error replies
- * (OOM, READONLY, NOPERM...) alike. After NULL the outcome of a write is
- * unknown.
+ * Closes every connection and timer; commands still pending get their
+ * callback (reply NULL, errstr "shutting down", outcome_unknown when sent)
+ * before this returns. The loop must then run until its handles closed.
+ * NULL-safe.
  */
-redisReply *redis_eval(struct redis_conn *c, struct lua_script *s,
-    const char *key, size_t keylen, int argc, const char **argv,
-    const size_t *argvlen);
+void redis_client_free(struct redis_client *c);
 
 /*
- * redis_eval(), followed in the same round trip by WAIT when min_replicas
- * is set. *durable: 1 when that many replicas acknowledged this
- * connection's writes in time (always 1 without WAIT), else 0 (the reply
- * is still returned).
+ * EVALSHA of script s with one key and argc arguments (binary-safe),
+ * EVAL on NOSCRIPT. Behind sentinels an error that means nothing ran on a
+ * node that is no longer the primary (READONLY, MASTERDOWN, LOADING) or a
+ * failed connect asks the sentinels again and resends, within the
+ * timeout; in a cluster it follows MOVED and ASK (with ASKING) and retries
+ * TRYAGAIN and CLUSTERDOWN within the timeout. A command whose reply was
+ * lost after it was sent is never sent again (outcome_unknown).
+ * 0 (cb will be called), or -1 when it cannot be queued (ENOMEM, too many
+ * arguments; cb will not be called).
  */
-redisReply *redis_eval_durable(struct redis_conn *c, struct lua_script *s,
-    const char *key, size_t keylen, int argc, const char **argv,
-    const size_t *argvlen, int *durable);
+int redis_eval(struct redis_client *c, struct lua_script *s, const char *key,
+    size_t keylen, int argc, const char **argv, const size_t *argvlen, int wait,
+    redis_cb *cb, void *arg);
 
 /*
- * PING: the one Redis, the primary behind the sentinels, or every primary
- * of the cluster (which must serve every slot). 0 or -1 (errstr).
+ * PING the single Redis, the primary behind the sentinels, or every
+ * primary of the cluster (which must serve every slot). res->reply is the
+ * last PONG, or NULL with errstr.
  */
-int redis_ping(struct redis_conn *c);
+int redis_ping(struct redis_client *c, redis_cb *cb, void *arg);
+
+/*
+ * Blocking, for start-up only (before any loop runs): connects once and
+ * checks that Redis does not evict (maxmemory-policy noeviction). 0 when
+ * reachable and safe; 1 when unreachable (errstr; serving may start, it
+ * answers 503 until Redis is back); -1 when Redis may evict records
+ * (errstr; the start must fail).
+ */
+int redis_startup_check(const struct redis_target *t, int timeout_ms,
+    char *errstr, size_t errlen);
 
 #endif

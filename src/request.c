@@ -139,6 +139,68 @@ request_drain(const struct request_source *src, size_t limit)
 	}
 }
 
+/* The variables of envp into r: id, method, headers, path. 0 or -1. */
+static int
+request_start(struct request *r, char **envp, struct cgi_vars *v)
+{
+	r->start_us = now_mono_us();
+	if (digest_random_hex(r->request_id, TOKEN_HEX_LEN / 2) != 0)
+		return -1;
+	cgi_vars_collect(envp, v);
+	r->method = v->method != NULL ? v->method : "GET";
+	r->content_type = v->ctype;
+	r->authorization = v->auth;
+	r->idem_key = v->key;
+	r->prefer = v->prefer;
+	request_set_path(r, v);
+	return 0;
+}
+
+int
+request_from_params(struct request *r, const struct fcgi_param *p, size_t n,
+    size_t max_body, size_t *want)
+{
+	struct cgi_vars v;
+	size_t i, total = 0;
+	char *q;
+
+	memset(r, 0, sizeof(*r));
+	*want = 0;
+	/* "NAME=value\0" each, in one block; then the NULL-ended array */
+	for (i = 0; i < n; i++) {
+		if (memchr(p[i].name, '\0', p[i].namelen) != NULL ||
+		    memchr(p[i].value, '\0', p[i].valuelen) != NULL) {
+			r->nul_param = 1;
+			(void)snprintf(r->nul_name, sizeof(r->nul_name), "%.*s",
+			    (int)p[i].namelen, p[i].name);
+		}
+		total += p[i].namelen + p[i].valuelen + 2;
+	}
+	if ((r->env_block = malloc(total + 1)) == NULL ||
+	    (r->envp = calloc(n + 1, sizeof(char *))) == NULL)
+		return -1;
+	for (q = r->env_block, i = 0; i < n; i++) {
+		r->envp[i] = q;
+		memcpy(q, p[i].name, p[i].namelen);
+		q += p[i].namelen;
+		*q++ = '=';
+		memcpy(q, p[i].value, p[i].valuelen);
+		q += p[i].valuelen;
+		*q++ = '\0';
+	}
+	if (request_start(r, r->envp, &v) != 0)
+		return -1;
+	switch (content_length_parse(v.clen, max_body, want)) {
+	case CLEN_OK: r->body_status = BODY_OK; break;
+	case CLEN_TOO_LARGE: r->body_status = BODY_TOO_LARGE; break;
+	case CLEN_INVALID: r->body_status = BODY_BAD_LENGTH; break;
+	}
+	if (r->body_status != BODY_OK)
+		*want = 0;
+	r->content_length = *want;
+	return 0;
+}
+
 int
 request_read(struct request *r, const struct request_source *src,
     size_t max_body, int drain)
@@ -148,16 +210,8 @@ request_read(struct request *r, const struct request_source *src,
 	int to_eof = 0, timed_out = 0;
 
 	memset(r, 0, sizeof(*r));
-	r->start_us = now_mono_us();
-	if (digest_random_hex(r->request_id, TOKEN_HEX_LEN / 2) != 0)
+	if (request_start(r, src->envp, &v) != 0)
 		return -1;
-	cgi_vars_collect(src->envp, &v);
-	r->method = v.method != NULL ? v.method : "GET";
-	r->content_type = v.ctype;
-	r->authorization = v.auth;
-	r->idem_key = v.key;
-	r->prefer = v.prefer;
-	request_set_path(r, &v);
 
 	if (drain && v.clen == NULL) {
 		/*
@@ -211,4 +265,8 @@ request_free(struct request *r)
 		return;
 	free(r->body);
 	r->body = NULL;
+	free(r->envp);
+	r->envp = NULL;
+	free(r->env_block);
+	r->env_block = NULL;
 }

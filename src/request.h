@@ -8,6 +8,7 @@
 #include <stddef.h>
 
 #include "defaults.h"
+#include "fcgi_codec.h"
 
 struct request_source {
 	/*
@@ -53,6 +54,11 @@ struct request {
 	enum body_status body_status;
 	char request_id[TOKEN_HEX_LEN + 1];
 	long long start_us; /* monotonic microseconds */
+	/* FastCGI: the params as "NAME=value" strings (owned) */
+	char *env_block;
+	char **envp;
+	int nul_param;     /* a name or value held a NUL byte */
+	char nul_name[64]; /* the first such name, cut */
 };
 
 /*
@@ -63,6 +69,17 @@ struct request {
  */
 int request_read(struct request *r, const struct request_source *src,
     size_t max_body, int drain);
+/*
+ * Fills r from a FastCGI request's params (their lengths kept: a NUL inside
+ * a name or value sets nul_param, which the caller answers with 400). The
+ * body is the caller's to read: *want bytes (CONTENT_LENGTH) when
+ * body_status is BODY_OK; BODY_TOO_LARGE or BODY_BAD_LENGTH read none.
+ * The caller fills body, body_len and, when the input ended early or late,
+ * body_status. 0, or -1 on ENOMEM/entropy error (free r either way).
+ */
+int request_from_params(struct request *r, const struct fcgi_param *p, size_t n,
+    size_t max_body, size_t *want);
+
 /* NULL-safe. */
 void request_free(struct request *r);
 

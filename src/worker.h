@@ -1,9 +1,12 @@
 /*
- * worker.h - everything one worker thread owns: its Redis connection and
- * ledger descriptor, with the read-only configuration and API keys.
+ * worker.h - everything one event loop owns: the loop, its Redis client
+ * and ledger descriptor, with the read-only configuration and API keys.
+ * Every request the loop serves borrows them; none owns a thread.
  */
 #ifndef CHARGE_WORKER_H
 #define CHARGE_WORKER_H
+
+#include <uv.h>
 
 #include "auth.h"
 #include "config.h"
@@ -12,23 +15,25 @@
 struct worker {
 	const struct config *cfg;
 	const struct auth_table *auth;
-	struct redis_conn redis;
+	uv_loop_t *loop;
+	struct redis_client *redis;
 	int ledger_fd; /* the provider ledger, -1 until first used */
 	int id;
 };
 
-/* Prepares w for cfg->redis (does not connect). */
-void worker_init(struct worker *w, const struct config *cfg,
-    const struct auth_table *auth, int id);
-
-/* NULL-safe: closes the Redis connection and the ledger. */
-void worker_close(struct worker *w);
+/*
+ * Prepares w on loop for cfg->redis (connects lazily) and opens the
+ * ledger, so that a later shortage of descriptors cannot stop it serving
+ * (a failure is logged; the request path retries it). 0, or -1 on ENOMEM.
+ */
+int worker_init(struct worker *w, const struct config *cfg,
+    const struct auth_table *auth, uv_loop_t *loop, int id);
 
 /*
- * Opens the worker's Redis connection and ledger before its first request,
- * so that a later shortage of descriptors cannot stop it serving. Failures
- * are logged; the request path retries them.
+ * NULL-safe: frees the Redis client (pending commands get their callbacks
+ * first) and closes the ledger. Run the loop afterwards until its handles
+ * have closed.
  */
-void worker_warm(struct worker *w);
+void worker_close(struct worker *w);
 
 #endif

@@ -2,8 +2,9 @@
  * fuzz_parsers.c - libFuzzer target over every parser that takes bytes from
  * outside: the JSON layer (against cJSON's own parser), the charge body
  * (with a canonical-form round trip), the request headers, a stored record,
- * a Redis URL, configuration text, and a Redis Cluster redirection and key
- * slot.
+ * a Redis URL, configuration text, a Redis Cluster redirection and key
+ * slot, and FastCGI streams through the codec (fed in varied pieces, every
+ * event checked, the writer's framing read back).
  * Build and run: tests/fuzz/run.sh (clang-14, ASan + UBSan).
  */
 #include <math.h>
@@ -15,13 +16,15 @@
 
 #include "cluster.h"
 #include "config.h"
+#include "fcgi_codec.h"
 #include "headers.h"
 #include "idem.h"
 #include "json.h"
 #include "redis_url.h"
 #include "validate.h"
 
-#define JSON_INT_EXACT 1e15 /* json.c's plain integers saturate here */
+#define JSON_INT_EXACT 1e15      /* json.c's plain integers saturate here */
+#define FUZZ_FCGI_CHUNK_MAX 4096 /* bytes: the largest piece fed at once */
 
 /* 1 when json.c's tree a reads as cJSON's tree b of the same text. */
 static int
@@ -194,6 +197,164 @@ fuzz_cluster(const char *buf, size_t size)
 		abort();
 }
 
+/* Reads every byte of p (ASan sees an out-of-bounds event pointer). */
+static unsigned
+touch(const char *p, size_t n)
+{
+	unsigned sum = 0;
+	size_t i;
+
+	for (i = 0; i < n; i++)
+		sum += (unsigned char)p[i];
+	return sum;
+}
+
+/* The invariants of one event; 1 when the reader ended (ERROR). */
+static int
+fcgi_check_event(struct fcgi_reader *r, const struct fcgi_event *ev,
+    unsigned *sum)
+{
+	size_t i, total = 0;
+
+	switch (ev->type) {
+	case FCGI_EV_PARAMS:
+	case FCGI_EV_GET_VALUES:
+		if (ev->nparams > FCGI_PARAMS_COUNT_MAX ||
+		    (ev->nparams > 0 && ev->params == NULL))
+			abort();
+		for (i = 0; i < ev->nparams; i++) {
+			*sum +=
+			    touch(ev->params[i].name, ev->params[i].namelen);
+			*sum +=
+			    touch(ev->params[i].value, ev->params[i].valuelen);
+			total += ev->params[i].namelen + ev->params[i].valuelen;
+		}
+		if (total > (ev->type == FCGI_EV_PARAMS ? FCGI_PARAMS_MAX
+		                                        : FCGI_MAX_LENGTH))
+			abort();
+		break;
+	case FCGI_EV_STDIN:
+		if (ev->len == 0 || ev->len > FCGI_MAX_LENGTH ||
+		    ev->data == NULL)
+			abort();
+		*sum += touch(ev->data, ev->len);
+		break;
+	case FCGI_EV_BEGIN:
+	case FCGI_EV_REFUSE_MPX:
+	case FCGI_EV_ABORT:
+		if (ev->request_id == 0 || ev->request_id > 0xffff)
+			abort();
+		break;
+	case FCGI_EV_ERROR:
+		if (*fcgi_reader_error(r) == '\0' || fcgi_reader_room(r) != 0 ||
+		    fcgi_reader_feed(r, "x", 1) != -1)
+			abort();
+		return 1;
+	default: break;
+	}
+	return 0;
+}
+
+/*
+ * The first two bytes seed the sizes of the pieces fed; the rest is the
+ * stream. Every event is checked; after FCGI_EV_NONE the reader has room
+ * for more (it never stalls); an error stays.
+ */
+static void
+fuzz_fcgi_reader(const uint8_t *data, size_t size)
+{
+	struct fcgi_reader *r;
+	struct fcgi_event ev;
+	unsigned seed, sum = 0;
+	size_t off = 2, k;
+
+	if (size < 2 || (r = fcgi_reader_new()) == NULL)
+		return;
+	seed = (unsigned)data[0] << 8 | data[1];
+	for (;;) {
+		do {
+			fcgi_reader_next(r, &ev);
+			if (fcgi_check_event(r, &ev, &sum))
+				goto out;
+			if (ev.type == FCGI_EV_STDIN_END ||
+			    ev.type == FCGI_EV_ABORT || (seed & 0x10000) != 0)
+				fcgi_reader_request_done(r);
+		} while (ev.type != FCGI_EV_NONE);
+		if (off == size)
+			break;
+		if (fcgi_reader_room(r) == 0)
+			abort();
+		seed = seed * 1103515245u + 12345u;
+		k = 1 + (seed >> 8) % FUZZ_FCGI_CHUNK_MAX;
+		if (k > size - off)
+			k = size - off;
+		if (k > fcgi_reader_room(r))
+			k = fcgi_reader_room(r);
+		if (fcgi_reader_feed(r, (const char *)data + off, k) != 0)
+			abort();
+		off += k;
+	}
+	fcgi_reader_next(r, &ev);
+	if (ev.type != FCGI_EV_NONE && ev.type != FCGI_EV_ERROR)
+		abort();
+out:
+	fcgi_reader_free(r);
+	(void)sum;
+}
+
+/* The input framed as one request's STDIN reads back as its body. */
+static void
+fuzz_fcgi_writer(const char *buf, size_t size)
+{
+	static const unsigned char head[] = { 1, FCGI_BEGIN_REQUEST, 0, 9, 0, 8,
+		0, 0, 0, FCGI_RESPONDER, 0, 0, 0, 0, 0, 0, 1, FCGI_PARAMS, 0, 9,
+		0, 0, 0, 0 };
+	struct fcgi_reader *r = NULL;
+	struct fcgi_event ev;
+	size_t n = 0, got = 0, k, framed;
+	char *out = NULL;
+	int ended = 0;
+
+	framed = fcgi_stream_size(size);
+	if ((out = malloc(sizeof(head) + framed + FCGI_HEADER_LEN)) == NULL ||
+	    (r = fcgi_reader_new()) == NULL)
+		goto out;
+	memcpy(out, head, sizeof(head));
+	n = sizeof(head);
+	if (fcgi_write_stream(out + n, FCGI_STDIN, 9, buf, size) != framed)
+		abort();
+	n += framed;
+	if (size > 0)
+		n += fcgi_write_stream(out + n, FCGI_STDIN, 9, NULL, 0);
+	for (k = 0; k < n;) {
+		size_t piece =
+		    n - k < fcgi_reader_room(r) ? n - k : fcgi_reader_room(r);
+
+		if (fcgi_reader_feed(r, out + k, piece) != 0)
+			abort();
+		k += piece;
+		for (fcgi_reader_next(r, &ev); ev.type != FCGI_EV_NONE;
+		     fcgi_reader_next(r, &ev)) {
+			if (ev.type == FCGI_EV_STDIN) {
+				if (ev.len > size - got ||
+				    memcmp(ev.data, buf + got, ev.len) != 0)
+					abort();
+				got += ev.len;
+			} else if (ev.type == FCGI_EV_STDIN_END) {
+				ended = 1;
+			} else if (ev.type != FCGI_EV_BEGIN &&
+			    ev.type != FCGI_EV_PARAMS) {
+				abort();
+			}
+		}
+	}
+	if (!ended || got != size)
+		abort();
+out:
+	free(out);
+	fcgi_reader_free(r);
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 int
@@ -214,6 +375,8 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	fuzz_record(buf, size);
 	(void)redis_url_parse(buf, &t, err, sizeof(err));
 	fuzz_cluster(buf, size);
+	fuzz_fcgi_reader(data, size);
+	fuzz_fcgi_writer(buf, size);
 	config_defaults(&c, "/base");
 	(void)config_parse_text(&c, buf, size, err, sizeof(err));
 	free(buf);

@@ -143,7 +143,10 @@ static const struct num_key num_keys[] = {
 	NUM_LONG(spill_threshold_bytes, 0, MAX_REQUEST_BYTES_MAX),
 	NUM_INT(provider_latency_ms, 0, PROVIDER_MS_MAX),
 	NUM_INT(provider_timeout_ms, 0, PROVIDER_MS_MAX),
-	NUM_INT(threads, 1, THREADS_MAX),
+	NUM_INT(threads, 0, THREADS_MAX),
+	NUM_INT(io_threads, 1, IO_THREADS_MAX),
+	NUM_INT(max_inflight, 1, MAX_INFLIGHT_MAX),
+	NUM_INT(drain_timeout_ms, 0, DRAIN_TIMEOUT_MS_MAX),
 };
 
 static long
@@ -586,7 +589,7 @@ test_env_errors(void **state)
 {
 	struct config c;
 	char err[256];
-	char *bad_num[] = { "CHARGE_THREADS=0", NULL };
+	char *bad_num[] = { "CHARGE_IO_THREADS=0", NULL };
 	char *bad_syntax[] = { "CHARGE_MAX_WAIT_S=ten", NULL };
 	char *bad_level[] = { "CHARGE_LOG_LEVEL=loud", NULL };
 	char *bad_nl[] = { "CHARGE_PROVIDER_SECRET=a\nb", NULL };
@@ -596,7 +599,7 @@ test_env_errors(void **state)
 	config_defaults(&c, BASE);
 	assert_int_equal(config_apply_env(&c, bad_num, err, sizeof(err)), -1);
 	assert_string_equal(err,
-	    "CHARGE_THREADS: threads: 0 is below the "
+	    "CHARGE_IO_THREADS: io_threads: 0 is below the "
 	    "minimum 1");
 	assert_int_equal(config_apply_env(&c, bad_syntax, err, sizeof(err)),
 	    -1);
@@ -613,7 +616,7 @@ test_env_errors(void **state)
 	assert_int_equal(config_load(&c, write_conf("c.conf", "threads = 2\n"),
 	                     bad_num, err, sizeof(err)),
 	    -1);
-	assert_contains(err, "CHARGE_THREADS");
+	assert_contains(err, "CHARGE_IO_THREADS");
 }
 
 static void
@@ -726,7 +729,10 @@ test_print(void **state)
 		"provider_secret = ",
 		"metrics_file = ",
 		"log_level = warn\n",
-		"threads = 4\n",
+		"threads = 0\n",
+		"io_threads = 2\n",
+		"max_inflight = 16384\n",
+		"drain_timeout_ms = 15000\n",
 	};
 	struct config c, back;
 	char err[256], *out, *out2;

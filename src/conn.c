@@ -1,0 +1,382 @@
+/*
+ * conn.c - one FastCGI connection's socket, in the manner of Redis's networking.c:
+ * the connection owns its reader (the codec), its pending output and the
+ * request it serves; one read handler feeds bytes to the codec and acts on
+ * complete events; writes are tried at once and the rest is flushed when
+ * the socket is writable.
+ *
+ * A request's life on a connection:
+ *
+ *   BEGIN ─▶ PARAMS ─▶ BODY ─▶ SERVING ─▶ (answer sent) ─▶ DRAINING ─▶ done
+ *
+ * It is dispatched once its body is complete (or refused early: 413, 400,
+ * 503 for max_inflight). After the answer the rest of the input is read and
+ * discarded up to the end of STDIN, so a web server still sending a body
+ * never meets a closed socket; then the connection closes, or with
+ * FCGI_KEEP_CONN serves the next request. A connection that goes away
+ * while a charge runs detaches from it: the charge still records.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "conn.h"
+#include "conn_int.h"
+#include "log.h"
+
+#define READ_CHUNK 16384   /* bytes read at a time */
+#define READS_PER_EVENT 16 /* reads before other connections' turn */
+
+static void on_poll(uv_poll_t *p, int status, int events);
+static void conn_linger(struct conn *c);
+
+/* --- output -------------------------------------------------------------- */
+
+int
+conn_out_reserve(struct conn *c, size_t n)
+{
+	size_t cap;
+	char *p;
+
+	if (c->out_off > 0 && c->out_off == c->out_len)
+		c->out_off = c->out_len = 0;
+	if (c->out_cap - c->out_len >= n)
+		return 0;
+	cap = c->out_cap ? c->out_cap : 4096;
+	while (cap - c->out_len < n)
+		cap *= 2;
+	if ((p = realloc(c->out, cap)) == NULL)
+		return -1;
+	c->out = p;
+	c->out_cap = cap;
+	return 0;
+}
+
+/* Writes what is pending; the rest waits for the socket to be writable. */
+void
+conn_flush(struct conn *c)
+{
+	ssize_t n;
+
+	while (c->out_off < c->out_len) {
+		n = write(c->fd, c->out + c->out_off, c->out_len - c->out_off);
+		if (n > 0) {
+			c->out_off += (size_t)n;
+			continue;
+		}
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+			c->poll_events = UV_READABLE | UV_WRITABLE;
+			if (uv_poll_start(&c->poll, c->poll_events, on_poll) !=
+			    0)
+				conn_close(c);
+			return;
+		}
+		log_debug(NULL, "FastCGI connection: write: %s",
+		    n < 0 ? strerror(errno) : "nothing written");
+		conn_close(c);
+		return;
+	}
+	c->out_off = c->out_len = 0;
+	if (c->closing && c->linger && c->state != C_LINGER) {
+		conn_linger(c);
+		return;
+	}
+	if (c->closing && c->state != C_LINGER) {
+		conn_close(c);
+		return;
+	}
+	if (c->poll_events != UV_READABLE) {
+		c->poll_events = UV_READABLE;
+		if (uv_poll_start(&c->poll, UV_READABLE, on_poll) != 0)
+			conn_close(c);
+	}
+}
+
+/* Appends END_REQUEST (and nothing else) for id. 0 or -1. */
+int
+conn_out_end(struct conn *c, unsigned id, int protocol_status)
+{
+	if (conn_out_reserve(c, FCGI_END_REQUEST_SIZE) != 0)
+		return -1;
+	c->out_len +=
+	    fcgi_write_end(c->out + c->out_len, id, 0, protocol_status);
+	return 0;
+}
+
+/* A growing buffer behind a response_sink. */
+struct body_buf {
+	char *p;
+	size_t len, cap;
+};
+
+static int
+body_buf_write(void *ctx, const char *p, size_t n)
+{
+	struct body_buf *b = ctx;
+	size_t cap;
+	char *q;
+
+	if (b->cap - b->len < n) {
+		cap = b->cap ? b->cap : 1024;
+		while (cap - b->len < n)
+			cap *= 2;
+		if ((q = realloc(b->p, cap)) == NULL)
+			return -1;
+		b->p = q;
+		b->cap = cap;
+	}
+	memcpy(b->p + b->len, p, n);
+	b->len += n;
+	return 0;
+}
+
+/* The response as STDOUT records, the empty one, END_REQUEST. 0 or -1. */
+int
+conn_out_response(struct conn *c, const struct exchange *x)
+{
+	struct body_buf b = { NULL, 0, 0 };
+	struct response_sink sink = { body_buf_write, &b };
+	int rc = -1;
+
+	if (response_send(&x->resp, x->req.request_id, &sink,
+	        x->req.method != NULL && strcmp(x->req.method, "HEAD") == 0) !=
+	        0 ||
+	    conn_out_reserve(c,
+	        fcgi_stream_size(b.len) + fcgi_stream_size(0) +
+	            FCGI_END_REQUEST_SIZE) != 0)
+		goto done;
+	c->out_len += fcgi_write_stream(c->out + c->out_len, FCGI_STDOUT,
+	    c->req_id, b.p, b.len);
+	c->out_len += fcgi_write_stream(c->out + c->out_len, FCGI_STDOUT,
+	    c->req_id, NULL, 0);
+	c->out_len += fcgi_write_end(c->out + c->out_len, c->req_id, 0,
+	    FCGI_REQUEST_COMPLETE);
+	rc = 0;
+done:
+	free(b.p);
+	return rc;
+}
+
+static void
+conn_read(struct conn *c)
+{
+	char buf[READ_CHUNK];
+	size_t room;
+	ssize_t n;
+	int i;
+
+	for (i = 0; i < READS_PER_EVENT && !c->closed; i++) {
+		room = c->state == C_LINGER ? sizeof(buf)
+		                            : fcgi_reader_room(c->rd);
+		if (room == 0) {
+			/* cannot happen: conn_process takes every event */
+			conn_close(c);
+			return;
+		}
+		n = read(c->fd, buf, room < sizeof(buf) ? room : sizeof(buf));
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+			return;
+		if (n <= 0) {
+			/* the web server closed or reset the connection */
+			if (n < 0)
+				log_debug(NULL, "FastCGI connection: read: %s",
+				    strerror(errno));
+			conn_close(c);
+			return;
+		}
+		if (c->state == C_LINGER)
+			continue; /* discarded until the peer closes */
+		if (fcgi_reader_feed(c->rd, buf, (size_t)n) != 0) {
+			log_warn(NULL, "FastCGI connection: input too large");
+			conn_close(c);
+			return;
+		}
+		conn_process(c);
+	}
+}
+
+static void
+on_poll(uv_poll_t *p, int status, int events)
+{
+	struct conn *c = p->data;
+
+	if (status < 0) {
+		conn_close(c);
+		return;
+	}
+	if (events & UV_WRITABLE)
+		conn_flush(c);
+	if (!c->closed && (events & UV_READABLE))
+		conn_read(c);
+}
+
+/* --- open and close ---------------------------------------------------- */
+
+static void
+on_linger_timeout(uv_timer_t *t)
+{
+	conn_close(t->data);
+}
+
+/*
+ * The last answer is out: shut the connection down for writing and read
+ * (discarding) until the web server closes it, at most
+ * request_timeout_ms, as libfcgi's close does.
+ */
+static void
+conn_linger(struct conn *c)
+{
+	c->state = C_LINGER;
+	if (shutdown(c->fd, SHUT_WR) != 0) {
+		conn_close(c);
+		return;
+	}
+	(void)uv_timer_start(&c->timer, on_linger_timeout,
+	    (uint64_t)c->h->w->cfg->request_timeout_ms, 0);
+}
+
+static void
+on_handle_closed(uv_handle_t *hd)
+{
+	struct conn *c = hd->data;
+	struct conn_host *h = c->h;
+
+	if (--c->handles_open > 0)
+		return;
+	(void)close(c->fd);
+	fcgi_reader_free(c->rd);
+	free(c->out);
+	free(c);
+	if (h->on_idle != NULL)
+		h->on_idle(h);
+}
+
+void
+conn_close(struct conn *c)
+{
+	struct conn_host *h = c->h;
+
+	if (c->closed)
+		return;
+	c->closed = 1;
+	if (c->x != NULL) {
+		/* a request in progress finishes without its connection */
+		conn_inflight_release(c);
+		if (c->state == C_SERVING)
+			c->x->transport = NULL;
+		else
+			conn_exchange_free(h, c->x);
+		c->x = NULL;
+	}
+	if (c->prev != NULL)
+		c->prev->next = c->next;
+	else
+		h->conns = c->next;
+	if (c->next != NULL)
+		c->next->prev = c->prev;
+	h->nconns--;
+	uv_close((uv_handle_t *)&c->poll, on_handle_closed);
+	uv_close((uv_handle_t *)&c->timer, on_handle_closed);
+}
+
+int
+conn_open(struct conn_host *h, int fd)
+{
+	struct conn *c;
+
+	if ((c = calloc(1, sizeof(*c))) == NULL ||
+	    (c->rd = fcgi_reader_new()) == NULL) {
+		free(c);
+		(void)close(fd);
+		return -1;
+	}
+	c->h = h;
+	c->fd = fd;
+	c->linger = !h->listen_unix;
+	if (uv_poll_init_socket(h->w->loop, &c->poll, fd) != 0) {
+		fcgi_reader_free(c->rd);
+		free(c);
+		(void)close(fd);
+		return -1;
+	}
+	(void)uv_timer_init(h->w->loop, &c->timer);
+	c->poll.data = c;
+	c->timer.data = c;
+	c->handles_open = 2;
+	c->next = h->conns;
+	if (h->conns != NULL)
+		h->conns->prev = c;
+	h->conns = c;
+	h->nconns++;
+	c->poll_events = UV_READABLE;
+	if (uv_poll_start(&c->poll, UV_READABLE, on_poll) != 0) {
+		conn_close(c);
+		return -1;
+	}
+	(void)uv_timer_start(&c->timer, conn_on_read_timeout,
+	    (uint64_t)h->w->cfg->request_timeout_ms, 0);
+	return 0;
+}
+
+void
+conn_stop_idle(struct conn_host *h)
+{
+	struct conn *c, *next;
+
+	h->stopping = 1;
+	for (c = h->conns; c != NULL; c = next) {
+		next = c->next;
+		/* a new connection carries a request on its way: serve it */
+		if (c->state != C_IDLE || c->served == 0)
+			continue;
+		c->closing = 1;
+		conn_flush(c);
+	}
+}
+
+void
+conn_expire_all(struct conn_host *h)
+{
+	struct conn *c, *next;
+	struct exchange *x;
+
+	for (c = h->conns; c != NULL; c = next) {
+		next = c->next;
+		x = c->x;
+		if (c->state == C_SERVING && x != NULL) {
+			/*
+			 * The use case keeps x and finishes it later (nothing
+			 * is sent then); this answer is made from a copy.
+			 */
+			struct exchange tmp;
+
+			memset(&tmp, 0, sizeof(tmp));
+			response_init(&tmp.resp);
+			tmp.req.method = x->req.method;
+			memcpy(tmp.req.request_id, x->req.request_id,
+			    sizeof(tmp.req.request_id));
+			response_problem(&tmp.resp, PROB_UNAVAILABLE,
+			    "The responder is shutting down. Retry with the "
+			    "same key.",
+			    NULL);
+			(void)response_header(&tmp.resp, "Retry-After", "%d",
+			    RETRY_AFTER_UNAVAILABLE_S);
+			(void)conn_out_response(c, &tmp);
+			response_free(&tmp.resp);
+			x->transport = NULL;
+			c->x = NULL;
+			conn_inflight_release(c);
+		}
+		c->closing = 1;
+		conn_flush(c);
+		if (!c->closed)
+			conn_close(c);
+	}
+}

@@ -1,0 +1,52 @@
+/*
+ * conn.h - one FastCGI connection from the web server: bytes in through the
+ * codec, requests out to the use cases, responses back as records. Runs on
+ * one event loop; a connection never blocks it and holds no thread. One
+ * request at a time per connection; with FCGI_KEEP_CONN the next one
+ * follows on the same connection.
+ */
+#ifndef CHARGE_CONN_H
+#define CHARGE_CONN_H
+
+#include <uv.h>
+
+#include "worker.h"
+
+struct conn;
+
+/* What connections share with their loop. */
+struct conn_host {
+	struct worker *w;
+	int *inflight;      /* requests in flight in the process (atomic) */
+	struct conn *conns; /* the loop's open connections */
+	unsigned nconns;
+	unsigned nexchanges; /* requests not yet finished, detached ones too */
+	int stopping;        /* closing connections as they go idle */
+	int listen_unix;     /* the listener is AF_UNIX (TCP lingers) */
+	/* a connection closed or a request ended (the loop may be done) */
+	void (*on_idle)(struct conn_host *h);
+};
+
+/*
+ * Serves the accepted, non-blocking descriptor fd on h's loop. 0, or -1
+ * (fd closed, ENOMEM).
+ */
+int conn_open(struct conn_host *h, int fd);
+
+/*
+ * A stop: connections without a request close now; the others close once
+ * their request is answered.
+ */
+void conn_stop_idle(struct conn_host *h);
+
+/*
+ * The drain time is over: every request still waiting gets 503 with
+ * Retry-After, and every connection closes. The use cases still running
+ * go on to record their outcome; nothing more is sent.
+ */
+void conn_expire_all(struct conn_host *h);
+
+/* Retry-After of a 503 for max_inflight. */
+#define CONN_RETRY_AFTER_OVERLOADED_S 1
+
+#endif
