@@ -124,6 +124,10 @@ suite_structure() {
 
 suite_lua() { tests/lua/run.sh; }
 
+# src/redis.c on a libuv loop (tests/redis_async/driver.c) against real
+# redis-server, redis-sentinel and a cluster; the ASan build's driver.
+suite_redis_async() { with_asan redis_async tests/redis_async/run.sh; }
+
 # libFuzzer smoke run over every parser (clang-14, ASan + UBSan).
 suite_fuzz() { tests/fuzz/run.sh; }
 
@@ -165,6 +169,16 @@ suite_e2e_apache() { E2E_SERVER=apache E2E_MAX_PROCS=4 with_asan e2e_apache test
 suite_e2e_apache_cgi() { E2E_SERVER=apache-cgi with_asan e2e_apache_cgi tests/e2e/run.sh; }
 suite_e2e_nginx() { E2E_SERVER=nginx with_asan e2e_nginx tests/e2e/run.sh; }
 suite_e2e_apache_proxy() { E2E_SERVER=apache-proxy with_asan e2e_apache_proxy tests/e2e/run.sh; }
+
+# Many requests at once (the plain build, for speed): 1 000 charges through
+# lighttpd, nginx and Apache mod_proxy_fcgi, max_inflight's 503, SIGTERM
+# with 500 charges in flight; threads per responder process sampled.
+suite_concurrency() { tests/concurrency/run.sh; }
+
+# The FastCGI protocol on the responder's own socket: kept-alive and
+# pipelined requests, multiplexing refused, management records, unknown
+# roles, malformed records.
+suite_fcgi_wire() { with_asan fcgi_wire tests/fcgi_wire/run.sh; }
 
 # The fault matrix (Redis killed, frozen, out of memory; spill dir full;
 # lost Redis replies; responders stopped, killed, out of descriptors; bad
@@ -223,8 +237,9 @@ suite_bench_smoke() { bench/run --smoke; }
 suite_examples() { tests/with-stack.sh tests/examples/run.sh; }
 suite_browser() { tests/with-stack.sh tests/browser/run.sh; }
 
-SUITES=(structure docs unit unit_asan lua fuzz fcgi_diff cgi signals e2e e2e_apache e2e_apache_cgi e2e_nginx
-	e2e_apache_proxy e2e_cluster ha_sentinel ha_cluster ha_nodes faults tsan deploy install systemd examples browser
+SUITES=(structure docs unit unit_asan lua redis_async fuzz fcgi_diff fcgi_wire cgi signals e2e e2e_apache
+	e2e_apache_cgi e2e_nginx e2e_apache_proxy concurrency e2e_cluster ha_sentinel ha_cluster ha_nodes faults
+	tsan deploy install systemd examples browser
 	bench_smoke)
 [ $# -gt 0 ] && SUITES=("$@")
 

@@ -124,8 +124,8 @@ cluster_free(struct cluster *cl)
 	if (cl == NULL)
 		return;
 	for (i = 0; i < cl->nnodes; i++)
-		if (cl->nodes[i].ctx != NULL)
-			redisFree(cl->nodes[i].ctx);
+		if (cl->nodes[i].conn != NULL && cl->node_drop != NULL)
+			cl->node_drop(cl->nodes[i].conn, cl->node_drop_arg);
 	free(cl);
 }
 
@@ -155,8 +155,8 @@ node_get(struct cluster *cl, const char *host, int port,
 	if (victim < 0)
 		return -1;
 	nd = &cl->nodes[victim];
-	if (nd->ctx != NULL)
-		redisFree(nd->ctx);
+	if (nd->conn != NULL && cl->node_drop != NULL)
+		cl->node_drop(nd->conn, cl->node_drop_arg);
 	memset(nd, 0, sizeof(*nd));
 	(void)snprintf(nd->host, sizeof(nd->host), "%s", host);
 	nd->port = port;

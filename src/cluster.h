@@ -2,9 +2,9 @@
  * cluster.h - Redis Cluster's key space as a client sees it: the slot of a
  * key (CRC16 with hash tags, as Redis computes it), MOVED and ASK
  * redirections, and the slot map of CLUSTER SLOTS with a table of nodes,
- * each holding at most one connection. No I/O: redis.c opens the
- * connections and feeds the replies in; this module only closes the
- * connections of nodes it drops.
+ * each holding at most one connection (redis.c's struct redis_node). No
+ * I/O: redis.c opens the connections and feeds the replies in; a node this
+ * module gives up is handed to cl->node_drop.
  */
 #ifndef CHARGE_CLUSTER_H
 #define CHARGE_CLUSTER_H
@@ -49,11 +49,13 @@ struct cluster_redirect {
 enum cluster_redirect_kind cluster_redirect_parse(const char *s, size_t len,
     struct cluster_redirect *r);
 
+struct redis_node; /* redis.c's connection to one node */
+
 struct cluster_node {
 	char host[REDIS_HOST_MAX + 1];
 	int port;
-	redisContext *ctx; /* NULL until redis.c connects */
-	int in_map;        /* serves slots in the current map */
+	struct redis_node *conn; /* NULL until redis.c connects */
+	int in_map;              /* serves slots in the current map */
 };
 
 struct cluster {
@@ -61,17 +63,20 @@ struct cluster {
 	int nnodes;
 	unsigned char slot_node[CLUSTER_SLOTS]; /* index into nodes[] */
 	int stale; /* ask for the map before the next command */
+	/* called with a node's conn when its entry is given up or freed */
+	void (*node_drop)(struct redis_node *conn, void *arg);
+	void *node_drop_arg;
 };
 
 /* A new, empty map (every slot unassigned, stale). NULL on ENOMEM. */
 struct cluster *cluster_new(void);
 
-/* NULL-safe; closes every node's connection. */
+/* NULL-safe; hands every node's conn to node_drop. */
 void cluster_free(struct cluster *cl);
 
 /*
  * The index of host:port in the node table, added when missing. A full
- * table gives up a node outside the map (closing its connection). -1 when
+ * table gives up a node outside the map (its conn to node_drop). -1 when
  * every entry serves slots.
  */
 int cluster_node_get(struct cluster *cl, const char *host, int port);
