@@ -32,6 +32,7 @@ export CHARGE_REDIS_URL="unix://$RUN/redis.sock" CHARGE_SPILL_DIR="$RUN/spill"
 export CHARGE_API_KEYS_FILE="$RUN/api-keys" CHARGE_PROVIDER_LEDGER="$RUN/ledger.log"
 export CHARGE_METRICS_FILE=none CHARGE_PROVIDER_LATENCY_MS=50 CHARGE_LOG_LEVEL=warn
 export CHARGE_THREADS=2 CHARGE_MAX_INFLIGHT=$MAX_INFLIGHT CHARGE_REQUEST_TIMEOUT_MS=2000
+export CHARGE_MAX_REQUEST_BYTES=65536   # wire.py's MAX_REQUEST_BYTES
 stack_redis_start "$RUN" "$RUN/redis" "$RUN" 2>"$RUN/stack.err" ||
 	{ sed 's/^/# /' "$RUN/stack.err"; echo "not ok 1 - redis-server did not start"; exit 1; }
 

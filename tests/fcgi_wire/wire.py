@@ -3,7 +3,7 @@
 tests/fcgi_wire/run.sh. Prints TAP lines without numbers (run.sh numbers
 them). Python standard library only.
 
-  wire.py SOCKET LEDGER MAX_INFLIGHT PID
+  wire.py SOCKET LEDGER MAX_INFLIGHT PID   (max_request_bytes = 65536)
 
 SOCKET: charge --listen on a unix socket; LEDGER: its provider ledger;
 MAX_INFLIGHT: its max_inflight (FCGI_MAX_REQS must say the same); PID: the
@@ -29,6 +29,7 @@ API_KEY = "sk_test_demo"
 BODY = b'{"amount":1999,"currency":"usd","source":"tok_visa"}'
 
 SOCK, LEDGER, MAX_INFLIGHT, PID = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
+MAX_REQUEST_BYTES = 65536
 
 
 def tap(ok, desc, why=None):
@@ -261,6 +262,78 @@ def t_mpx_refused():
         "one ledger line", describe(r))
 
 
+def t_refused_body_kept():
+    """A body over max_request_bytes on a kept connection: 413, and the
+    connection carries the next request (the spec: with FCGI_KEEP_CONN the
+    application does not close it; Apache's enablereuse sends the next
+    request on it)."""
+    s = connect()
+    rd = Reader(s)
+    big = b" " * (MAX_REQUEST_BYTES + 1)
+    key = "wire-413-%s" % uuid.uuid4().hex
+    data = begin(1) + params_recs(charge_params(key, big))
+    for i in range(0, len(big), 65528):
+        data += rec(fcgi.STDIN, big[i:i + 65528], 1)
+    data += rec(fcgi.STDIN, b"", 1)
+    why = None
+    try:
+        s.sendall(data)
+        r = rd.response()
+        if not (isinstance(r, tuple) and r[0] != "other" and status_of(r[0]) == 413):
+            why = "the large body: %s" % describe(r)
+        else:
+            time.sleep(0.2)
+            key2 = "wire-after-413-%s" % uuid.uuid4().hex
+            s.sendall(request_bytes(key2, 1))
+            r = rd.response()
+            if not (isinstance(r, tuple) and r[0] != "other" and status_of(r[0]) == 201):
+                why = "the next request on the connection: %s" % describe(r)
+    except OSError as e:
+        why = "%s" % e
+    s.close()
+    tap(why is None, "FCGI_KEEP_CONN: a body over max_request_bytes gets 413, and the kept "
+        "connection then serves the next request (201)", why)
+
+
+def t_answered_early_kept():
+    """Apache's mod_proxy_fcgi (enablereuse=on) stops sending a request's
+    input once it has that request's END_REQUEST: a GET answered from its
+    params never gets its empty STDIN record, a body answered 413 early is
+    cut off. The next request on the kept connection (the same id, 1) must
+    be served."""
+    cases = (
+        ("GET /healthz answered from its params, no STDIN record at all",
+         begin(1) + params_recs({"REQUEST_METHOD": "GET", "REQUEST_URI": "/healthz",
+                                 "SCRIPT_NAME": "/healthz", "QUERY_STRING": ""}), 200),
+        ("PUT /charge answered 405 from its params, no STDIN record at all",
+         begin(1) + params_recs(dict(charge_params("wire-405-x", b""), REQUEST_METHOD="PUT")),
+         405),
+        ("a body over max_request_bytes answered 413, cut off after 8 KiB",
+         begin(1) + params_recs(charge_params("wire-413-x", b" " * (MAX_REQUEST_BYTES + 1)))
+         + rec(fcgi.STDIN, b" " * 8192, 1), 413),
+    )
+    for what, data, want in cases:
+        s = connect()
+        rd = Reader(s)
+        why = None
+        try:
+            s.sendall(data)
+            r = rd.response()
+            if not (isinstance(r, tuple) and r[0] != "other" and status_of(r[0]) == want):
+                why = "the first request: %s" % describe(r)
+            else:
+                key = "wire-next-%s" % uuid.uuid4().hex
+                s.sendall(request_bytes(key, 1))
+                r = rd.response()
+                if not (isinstance(r, tuple) and r[0] != "other" and status_of(r[0]) == 201):
+                    why = "the next request (id 1) on the connection: %s" % describe(r)
+        except OSError as e:
+            why = "%s" % e
+        s.close()
+        tap(why is None, "FCGI_KEEP_CONN, %s (as Apache mod_proxy_fcgi does): %d, then the "
+            "next request on the connection is served 201" % (what, want), why)
+
+
 def t_get_values():
     s = connect()
     names = {"FCGI_MAX_CONNS": "", "FCGI_MAX_REQS": "", "FCGI_MPXS_CONNS": ""}
@@ -381,6 +454,8 @@ def main():
     t_pipelined([1, 1, 1], "all with id 1 (as web servers send them)")
     t_pipelined([1, 2, 3], "ids 1, 2, 3")
     t_mpx_refused()
+    t_refused_body_kept()
+    t_answered_early_kept()
     t_get_values()
     t_unknown_type()
     t_roles()
