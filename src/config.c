@@ -1,66 +1,29 @@
 /*
- * config.c - the configuration as one table of rows. File parsing,
- * CHARGE_<KEY> environment overrides, validation and printing all walk
- * cfg_rows[]; adding a key means adding a field to struct config and a row.
+ * config.c - the configuration as one table of rows. File parsing and
+ * CHARGE_<KEY> environment overrides (config_load.c), validation (here) and
+ * printing (config_print.c) all walk cfg_rows[]; adding a key means adding a
+ * field to struct config and a row. Here too: setting one value within its
+ * row's bounds, and the defaults.
  */
-#include <errno.h>
-#include <fcntl.h>
 #include <limits.h>
-#include <stdarg.h>
 #include <stddef.h>
 #include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
 #include "config.h"
 #include "util.h"
 #include "log.h"
 #include "redis_url.h"
 
-#ifndef CHARGE_DEFAULT_CONF
-#define CHARGE_DEFAULT_CONF "conf/charge.conf"
-#endif
-
-#define CONF_FILE_MAX (1024 * 1024) /* bytes; a real file is a few KiB */
-#define CONF_ENV_PREFIX "CHARGE_"
-#define CONF_ENV_FILE "CHARGE_CONF"
-#define CONF_NAME_MAX 64     /* bytes of a key name */
-#define CONF_WHY_MAX 512     /* bytes of one error reason */
-#define CONF_ECHO_MAX 48     /* bytes of a bad value quoted back */
-#define CONF_MASK "********" /* printed instead of secrets */
+#define CONF_ECHO_MAX 48 /* bytes of a bad value quoted back */
 #define MS_PER_S 1000L
-
-enum cfg_type {
-	CFG_INT,      /* int field, bounds are values */
-	CFG_LONG,     /* long field, bounds are values */
-	CFG_STRING,   /* char[] field, bounds are lengths in bytes */
-	CFG_PATH,     /* like CFG_STRING; relative: against conf_dir */
-	CFG_URL,      /* redis_url: checked by redis_url_parse() */
-	CFG_LOG_LEVEL /* int field holding an enum log_level */
-};
-
-#define CFG_F_SECRET 0x1  /* masked by config_print */
-#define CFG_F_NONE_OK 0x2 /* path: "" and "none" are kept as they are */
-#define CFG_F_TOKEN 0x4   /* string: no whitespace */
-
-struct cfg_row {
-	const char *name;
-	enum cfg_type type;
-	long min, max;
-	long defnum;        /* CFG_INT, CFG_LONG */
-	const char *defstr; /* the other types */
-	size_t off, size;
-	int flags;
-};
 
 #define FIELD(f)                                                               \
 	.off = offsetof(struct config, f),                                     \
 	.size = sizeof(((struct config *)NULL)->f)
 #define FIELD_LEN(f) ((long)sizeof(((struct config *)NULL)->f) - 1)
 
-static const struct cfg_row cfg_rows[] = {
+const struct cfg_row cfg_rows[] = {
 	{ "redis_url", CFG_URL, 1, FIELD_LEN(redis_url), 0, DEF_REDIS_URL,
 	    FIELD(redis_url), 0 },
 	{ "redis_timeout_ms", CFG_INT, 1, REDIS_TIMEOUT_MS_MAX,
@@ -114,7 +77,7 @@ static const struct cfg_row cfg_rows[] = {
 	    DEF_REQUEST_TIMEOUT_MS, NULL, FIELD(request_timeout_ms), 0 },
 };
 
-#define CFG_NROWS (sizeof(cfg_rows) / sizeof(cfg_rows[0]))
+const size_t cfg_nrows = sizeof(cfg_rows) / sizeof(cfg_rows[0]);
 
 static int *
 cfg_int(struct config *c, const struct cfg_row *r)
@@ -134,13 +97,13 @@ cfg_str(struct config *c, const struct cfg_row *r)
 	return (char *)c + r->off;
 }
 
-static const char *
+const char *
 cfg_cstr(const struct config *c, const struct cfg_row *r)
 {
 	return (const char *)c + r->off;
 }
 
-static long
+long
 cfg_num(const struct config *c, const struct cfg_row *r)
 {
 	const char *p = (const char *)c + r->off;
@@ -150,7 +113,7 @@ cfg_num(const struct config *c, const struct cfg_row *r)
 	return *(const int *)(const void *)p;
 }
 
-static const struct cfg_row *
+const struct cfg_row *
 cfg_row_find(const char *name, size_t n)
 {
 	size_t i;
@@ -336,11 +299,7 @@ cfg_parse_url(const struct cfg_row *r, const char *url, struct redis_target *t,
 	return 0;
 }
 
-/*
- * Sets the row's field of c from v[0..n). 0, or -1 with why holding
- * "key: reason" (secrets are never quoted back).
- */
-static int
+int
 cfg_set(struct config *c, const struct cfg_row *r, const char *v, size_t n,
     char *why, size_t whylen)
 {
@@ -475,114 +434,6 @@ config_defaults(struct config *c, const char *base_dir)
 	}
 }
 
-/* config_parse_text() with name ("path:N: ") or NULL ("line N: "). */
-static int
-cfg_parse(struct config *c, const char *name, const char *text, size_t len,
-    char *err, size_t errlen)
-{
-	char why[CONF_WHY_MAX], key[CONF_NAME_MAX];
-	char where[PATH_MAX_LEN + 32];
-	const struct cfg_row *r;
-	struct util_lines it;
-	const char *line, *k, *v;
-	size_t ll, i, klen, vstart, vend;
-	int got;
-
-	util_lines_init(&it, text, len);
-	while ((got = util_lines_next(&it, &line, &ll)) != 0) {
-		if (name != NULL)
-			(void)snprintf(where, sizeof(where), "%s:%zu", name,
-			    it.lineno);
-		else
-			(void)snprintf(where, sizeof(where), "line %zu",
-			    it.lineno);
-		if (got < 0) {
-			util_err(err, errlen, "%s: NUL byte", where);
-			return -1;
-		}
-		i = 0;
-		k = line;
-		for (klen = 0; i < ll && !util_is_space(line[i]) &&
-		     line[i] != '=' && line[i] != '#';
-		     i++)
-			klen++;
-		for (; i < ll && util_is_space(line[i]); i++)
-			;
-		if (klen == 0 || i == ll || line[i] != '=') {
-			util_err(err, errlen, "%s: expected 'key = value'",
-			    where);
-			return -1;
-		}
-		for (i++; i < ll && util_is_space(line[i]); i++)
-			;
-		vstart = i;
-		/* A '#' after whitespace starts a comment; "a#b" is a value. */
-		for (vend = vstart; vend < ll; vend++)
-			if (line[vend] == '#' &&
-			    (vend == vstart || util_is_space(line[vend - 1])))
-				break;
-		while (vend > vstart && util_is_space(line[vend - 1]))
-			vend--;
-		v = line + vstart;
-
-		r = cfg_row_find(k, klen);
-		if (r == NULL) {
-			(void)log_escape(key, sizeof(key), k, klen);
-			util_err(err, errlen, "%s: unknown key '%s'", where,
-			    key);
-			return -1;
-		}
-		if (cfg_set(c, r, v, vend - vstart, why, sizeof(why)) != 0) {
-			util_err(err, errlen, "%s: %s", where, why);
-			return -1;
-		}
-	}
-	return 0;
-}
-
-int
-config_parse_text(struct config *c, const char *text, size_t len, char *errstr,
-    size_t errlen)
-{
-	return cfg_parse(c, NULL, text, len, errstr, errlen);
-}
-
-int
-config_apply_env(struct config *c, char *const *envp, char *errstr,
-    size_t errlen)
-{
-	char var[sizeof(CONF_ENV_PREFIX) + CONF_NAME_MAX];
-	char why[CONF_WHY_MAX];
-	size_t i, j, n;
-	char *const *e;
-
-	if (envp == NULL)
-		return 0;
-	for (i = 0; i < CFG_NROWS; i++) {
-		const struct cfg_row *r = &cfg_rows[i];
-
-		n = strlen(CONF_ENV_PREFIX);
-		memcpy(var, CONF_ENV_PREFIX, n);
-		for (j = 0; r->name[j] != '\0' && n < sizeof(var) - 1; j++)
-			var[n++] = (r->name[j] >= 'a' && r->name[j] <= 'z')
-			    ? (char)(r->name[j] - 'a' + 'A')
-			    : r->name[j];
-		var[n] = '\0';
-		/* The first match wins, as with getenv(3). */
-		for (e = envp; *e != NULL; e++)
-			if (strncmp(*e, var, n) == 0 && (*e)[n] == '=')
-				break;
-		if (*e == NULL)
-			continue;
-		if (cfg_set(c, r, *e + n + 1, strlen(*e + n + 1), why,
-		        sizeof(why)) != 0) {
-			util_err(errstr, errlen, "%s: %s", var, why);
-			return -1;
-		}
-	}
-	return 0;
-}
-
 int
 config_validate(const struct config *c, char *errstr, size_t errlen)
 {
@@ -633,131 +484,4 @@ config_validate(const struct config *c, char *errstr, size_t errlen)
 fail:
 	util_err(errstr, errlen, "%s", why);
 	return -1;
-}
-
-int
-config_load(struct config *c, const char *path, char *const *envp, char *errstr,
-    size_t errlen)
-{
-	char dir[PATH_MAX_LEN];
-	const char *slash;
-	char *real = NULL, *text = NULL;
-	size_t len = 0, dlen;
-	int rc = -1;
-
-	if (path == NULL)
-		path = config_default_path(envp);
-	slash = strrchr(path, '/');
-	if (slash == NULL) {
-		dir[0] = '.';
-		dir[1] = '\0';
-	} else {
-		dlen = slash == path ? 1 : (size_t)(slash - path);
-		if (dlen >= sizeof(dir)) {
-			util_err(errstr, errlen, "%s: path too long", path);
-			goto fail;
-		}
-		memcpy(dir, path, dlen);
-		dir[dlen] = '\0';
-	}
-	real = realpath(dir, NULL);
-	if (real == NULL) {
-		util_err(errstr, errlen, "%s: %s", path, strerror(errno));
-		goto fail;
-	}
-	if (strlen(real) >= sizeof(c->conf_dir)) {
-		util_err(errstr, errlen, "%s: directory path too long", path);
-		goto fail;
-	}
-	if (util_read_file(path, CONF_FILE_MAX, &text, &len, errstr, errlen) !=
-	    0)
-		goto fail;
-	config_defaults(c, real);
-	if (cfg_parse(c, path, text, len, errstr, errlen) != 0)
-		goto fail;
-	if (config_apply_env(c, envp, errstr, errlen) != 0)
-		goto fail;
-	if (config_validate(c, errstr, errlen) != 0)
-		goto fail;
-	rc = 0;
-fail:
-	free(text);
-	free(real);
-	return rc;
-}
-
-/* Prints url with the password of redis://user:password@ masked. */
-static int
-cfg_print_url(const char *url, FILE *f)
-{
-	const char *auth, *at, *colon;
-
-	auth = strstr(url, "://");
-	if (auth == NULL || strncmp(url, "redis", 5) != 0)
-		return fprintf(f, "%s", url);
-	auth += 3;
-	at = strrchr(auth, '@');
-	if (at == NULL)
-		return fprintf(f, "%s", url);
-	colon = memchr(auth, ':', (size_t)(at - auth));
-	if (colon == NULL)
-		/* "redis://secret@host": the one field may be a password. */
-		return fprintf(f, "%.*s%s%s", (int)(auth - url), url, CONF_MASK,
-		    at);
-	return fprintf(f, "%.*s%s%s", (int)(colon + 1 - url), url, CONF_MASK,
-	    at);
-}
-
-void
-config_print(const struct config *c, FILE *f)
-{
-	const char *s;
-	size_t i;
-	int lvl;
-
-	for (i = 0; i < CFG_NROWS; i++) {
-		const struct cfg_row *r = &cfg_rows[i];
-
-		if (fprintf(f, "%s = ", r->name) < 0)
-			return;
-		switch (r->type) {
-		case CFG_INT:
-		case CFG_LONG:
-			if (fprintf(f, "%ld", cfg_num(c, r)) < 0)
-				return;
-			break;
-		case CFG_LOG_LEVEL:
-			lvl = (int)cfg_num(c, r);
-			if (fprintf(f, "%s", log_level_name(lvl)) < 0)
-				return;
-			break;
-		case CFG_URL:
-			if (cfg_print_url(cfg_cstr(c, r), f) < 0)
-				return;
-			break;
-		case CFG_STRING:
-		case CFG_PATH:
-			s = cfg_cstr(c, r);
-			if ((r->flags & CFG_F_SECRET) && s[0] != '\0')
-				s = CONF_MASK;
-			if (fprintf(f, "%s", s) < 0)
-				return;
-			break;
-		}
-		if (fputc('\n', f) == EOF)
-			return;
-	}
-}
-
-const char *
-config_default_path(char *const *envp)
-{
-	size_t n = strlen(CONF_ENV_FILE);
-	char *const *e;
-
-	for (e = envp; e != NULL && *e != NULL; e++)
-		if (strncmp(*e, CONF_ENV_FILE, n) == 0 && (*e)[n] == '=' &&
-		    (*e)[n + 1] != '\0')
-			return *e + n + 1;
-	return CHARGE_DEFAULT_CONF;
 }

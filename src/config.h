@@ -2,13 +2,13 @@
  * config.h - the configuration: conf/charge.conf ("key = value", '#'
  * comments), each key overridable by CHARGE_<KEY> in the environment.
  * One table of rows (name, type, bounds, default, field) drives parsing,
- * validation and printing. Read-only after start-up.
+ * validation and printing. Read-only after start-up. Reading the file and
+ * the environment: config_load.h; printing: config_print.h.
  */
 #ifndef CHARGE_CONFIG_H
 #define CHARGE_CONFIG_H
 
 #include <stddef.h>
-#include <stdio.h>
 
 #include "defaults.h"
 #include "redis_url.h"
@@ -48,34 +48,56 @@ struct config {
 void config_defaults(struct config *c, const char *base_dir);
 
 /*
- * Applies "key = value" lines from text[0..len) to c. Relative paths are
- * resolved against c->conf_dir. Returns 0, or -1 with errstr naming the key
- * (or the line number for syntax errors).
- */
-int config_parse_text(struct config *c, const char *text, size_t len,
-    char *errstr, size_t errlen);
-
-/* Applies CHARGE_<KEY>=value entries of envp (NULL-terminated). 0 or -1. */
-int config_apply_env(struct config *c, char *const *envp, char *errstr,
-    size_t errlen);
-
-/*
  * Checks every value and the cross-field rules (e.g. lock_ttl_s must exceed
  * the provider timeout). 0 or -1 with errstr naming the key.
  */
 int config_validate(const struct config *c, char *errstr, size_t errlen);
 
 /*
- * Loads defaults, the file at path (CHARGE_CONF, else the compiled-in
- * project path), the environment, then validates. 0 or -1 with errstr.
+ * The table itself, for config_load.c and config_print.c: one row per key,
+ * in the order --check-config prints them.
  */
-int config_load(struct config *c, const char *path, char *const *envp,
-    char *errstr, size_t errlen);
+enum cfg_type {
+	CFG_INT,      /* int field, bounds are values */
+	CFG_LONG,     /* long field, bounds are values */
+	CFG_STRING,   /* char[] field, bounds are lengths in bytes */
+	CFG_PATH,     /* like CFG_STRING; relative: against conf_dir */
+	CFG_URL,      /* redis_url: checked by redis_url_parse() */
+	CFG_LOG_LEVEL /* int field holding an enum log_level */
+};
 
-/* Prints every key and its effective value (secrets masked). */
-void config_print(const struct config *c, FILE *f);
+#define CFG_F_SECRET 0x1  /* masked by config_print */
+#define CFG_F_NONE_OK 0x2 /* path: "" and "none" are kept as they are */
+#define CFG_F_TOKEN 0x4   /* string: no whitespace */
 
-/* The configuration file to use: $CHARGE_CONF or the compiled-in default. */
-const char *config_default_path(char *const *envp);
+struct cfg_row {
+	const char *name;
+	enum cfg_type type;
+	long min, max;
+	long defnum;        /* CFG_INT, CFG_LONG */
+	const char *defstr; /* the other types */
+	size_t off, size;
+	int flags;
+};
+
+#define CONF_WHY_MAX 512 /* bytes of one error reason */
+
+extern const struct cfg_row cfg_rows[];
+extern const size_t cfg_nrows;
+#define CFG_NROWS cfg_nrows
+
+/* The row named name[0..n), or NULL. */
+const struct cfg_row *cfg_row_find(const char *name, size_t n);
+
+/* The row's field of c: a number (CFG_LONG, else an int), a string. */
+long cfg_num(const struct config *c, const struct cfg_row *r);
+const char *cfg_cstr(const struct config *c, const struct cfg_row *r);
+
+/*
+ * Sets the row's field of c from v[0..n). 0, or -1 with why holding
+ * "key: reason" (secrets are never quoted back).
+ */
+int cfg_set(struct config *c, const struct cfg_row *r, const char *v, size_t n,
+    char *why, size_t whylen);
 
 #endif

@@ -10,8 +10,6 @@
 
 #include <cJSON.h>
 
-#define JSON_FIELD_SIZE 96 /* bytes with the NUL: "line_items[3].quantity" */
-
 enum json_status {
 	JSON_OK,
 	JSON_EMPTY,    /* no bytes */
@@ -60,23 +58,10 @@ typedef void json_problem_fn(void *ctx, const char *field, const char *message);
  * Calls fn once per problem of a JSON_OK document, in document order (an
  * object's duplicate names, sorted, before its members), with the path of
  * the member ("" for the root, "metadata.k", "line_items[3].description")
- * and a message such as "value is not valid UTF-8" or "duplicate member".
+ * and a message such as "value is not valid UTF-8" or "duplicate member";
+ * a path fits in JSON_FIELD_SIZE bytes (json_path.h).
  * 0, or -1 on ENOMEM (some problems may have been reported).
  */
 int json_problems(const struct json_doc *doc, json_problem_fn *fn, void *ctx);
-
-/*
- * dst = parent "." name (name alone when parent is ""), cut to size on a
- * UTF-8 boundary. A name that is not UTF-8 shows its bytes >= 0x80 as '?',
- * so a path is always UTF-8.
- */
-void json_path_member(char *dst, size_t size, const char *parent,
-    const char *name);
-
-/* dst = parent "[" i "]", or parent alone when that does not fit in size. */
-void json_path_index(char *dst, size_t size, const char *parent, size_t i);
-
-/* 1 when s[0..n) is well-formed UTF-8 (no overlongs, no surrogates). */
-int utf8_valid(const char *s, size_t n);
 
 #endif

@@ -21,6 +21,8 @@
 #include "app.h"
 #include "clock.h"
 #include "config.h"
+#include "config_load.h"
+#include "config_print.h"
 #include "digest.h"
 #include "idem.h"
 #include "log.h"

@@ -9,7 +9,7 @@
 #include <cJSON.h>
 
 #include "defaults.h"
-#include "json.h"
+#include "json_path.h"
 
 struct validation_error {
 	/* "amount", "metadata.k", "line_items[3].quantity", "body" */

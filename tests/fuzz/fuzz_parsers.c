@@ -16,10 +16,12 @@
 
 #include "cluster.h"
 #include "config.h"
+#include "config_load.h"
 #include "fcgi_codec.h"
 #include "headers.h"
 #include "idem.h"
 #include "json.h"
+#include "utf8.h"
 #include "redis_url.h"
 #include "validate.h"
 

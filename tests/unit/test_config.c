@@ -16,6 +16,8 @@
 #include <unistd.h>
 
 #include "config.h"
+#include "config_load.h"
+#include "config_print.h"
 #include "log.h"
 
 #ifndef CHARGE_DEFAULT_CONF

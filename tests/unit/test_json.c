@@ -17,6 +17,8 @@
 
 #include "defaults.h"
 #include "json.h"
+#include "json_path.h"
+#include "utf8.h"
 
 /* n copies of unit, concatenated (caller frees). */
 static char *

@@ -16,6 +16,7 @@
 
 #include "json.h"
 #include "schema.h"
+#include "utf8.h"
 
 #define BASE "\"amount\":1999,\"currency\":\"usd\",\"source\":\"tok_visa\""
 

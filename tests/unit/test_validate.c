@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "json.h"
+#include "utf8.h"
 #include "validate.h"
 
 #define BASE_MEMBERS                                                           \

@@ -1,0 +1,195 @@
+/*
+ * config_load.c - where the configuration comes from: "key = value" text
+ * (conf/charge.conf), CHARGE_<KEY> in the environment, and the order
+ * config_load() applies them in before config_validate().
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "config.h"
+#include "config_load.h"
+#include "log.h"
+#include "util.h"
+
+#ifndef CHARGE_DEFAULT_CONF
+#define CHARGE_DEFAULT_CONF "conf/charge.conf"
+#endif
+
+#define CONF_FILE_MAX (1024 * 1024) /* bytes; a real file is a few KiB */
+#define CONF_ENV_PREFIX "CHARGE_"
+#define CONF_ENV_FILE "CHARGE_CONF"
+#define CONF_NAME_MAX 64 /* bytes of a key name */
+
+/* config_parse_text() with name ("path:N: ") or NULL ("line N: "). */
+static int
+cfg_parse(struct config *c, const char *name, const char *text, size_t len,
+    char *err, size_t errlen)
+{
+	char why[CONF_WHY_MAX], key[CONF_NAME_MAX];
+	char where[PATH_MAX_LEN + 32];
+	const struct cfg_row *r;
+	struct util_lines it;
+	const char *line, *k, *v;
+	size_t ll, i, klen, vstart, vend;
+	int got;
+
+	util_lines_init(&it, text, len);
+	while ((got = util_lines_next(&it, &line, &ll)) != 0) {
+		if (name != NULL)
+			(void)snprintf(where, sizeof(where), "%s:%zu", name,
+			    it.lineno);
+		else
+			(void)snprintf(where, sizeof(where), "line %zu",
+			    it.lineno);
+		if (got < 0) {
+			util_err(err, errlen, "%s: NUL byte", where);
+			return -1;
+		}
+		i = 0;
+		k = line;
+		for (klen = 0; i < ll && !util_is_space(line[i]) &&
+		     line[i] != '=' && line[i] != '#';
+		     i++)
+			klen++;
+		for (; i < ll && util_is_space(line[i]); i++)
+			;
+		if (klen == 0 || i == ll || line[i] != '=') {
+			util_err(err, errlen, "%s: expected 'key = value'",
+			    where);
+			return -1;
+		}
+		for (i++; i < ll && util_is_space(line[i]); i++)
+			;
+		vstart = i;
+		/* A '#' after whitespace starts a comment; "a#b" is a value. */
+		for (vend = vstart; vend < ll; vend++)
+			if (line[vend] == '#' &&
+			    (vend == vstart || util_is_space(line[vend - 1])))
+				break;
+		while (vend > vstart && util_is_space(line[vend - 1]))
+			vend--;
+		v = line + vstart;
+
+		r = cfg_row_find(k, klen);
+		if (r == NULL) {
+			(void)log_escape(key, sizeof(key), k, klen);
+			util_err(err, errlen, "%s: unknown key '%s'", where,
+			    key);
+			return -1;
+		}
+		if (cfg_set(c, r, v, vend - vstart, why, sizeof(why)) != 0) {
+			util_err(err, errlen, "%s: %s", where, why);
+			return -1;
+		}
+	}
+	return 0;
+}
+
+int
+config_parse_text(struct config *c, const char *text, size_t len, char *errstr,
+    size_t errlen)
+{
+	return cfg_parse(c, NULL, text, len, errstr, errlen);
+}
+
+int
+config_apply_env(struct config *c, char *const *envp, char *errstr,
+    size_t errlen)
+{
+	char var[sizeof(CONF_ENV_PREFIX) + CONF_NAME_MAX];
+	char why[CONF_WHY_MAX];
+	size_t i, j, n;
+	char *const *e;
+
+	if (envp == NULL)
+		return 0;
+	for (i = 0; i < CFG_NROWS; i++) {
+		const struct cfg_row *r = &cfg_rows[i];
+
+		n = strlen(CONF_ENV_PREFIX);
+		memcpy(var, CONF_ENV_PREFIX, n);
+		for (j = 0; r->name[j] != '\0' && n < sizeof(var) - 1; j++)
+			var[n++] = (r->name[j] >= 'a' && r->name[j] <= 'z')
+			    ? (char)(r->name[j] - 'a' + 'A')
+			    : r->name[j];
+		var[n] = '\0';
+		/* The first match wins, as with getenv(3). */
+		for (e = envp; *e != NULL; e++)
+			if (strncmp(*e, var, n) == 0 && (*e)[n] == '=')
+				break;
+		if (*e == NULL)
+			continue;
+		if (cfg_set(c, r, *e + n + 1, strlen(*e + n + 1), why,
+		        sizeof(why)) != 0) {
+			util_err(errstr, errlen, "%s: %s", var, why);
+			return -1;
+		}
+	}
+	return 0;
+}
+
+int
+config_load(struct config *c, const char *path, char *const *envp, char *errstr,
+    size_t errlen)
+{
+	char dir[PATH_MAX_LEN];
+	const char *slash;
+	char *real = NULL, *text = NULL;
+	size_t len = 0, dlen;
+	int rc = -1;
+
+	if (path == NULL)
+		path = config_default_path(envp);
+	slash = strrchr(path, '/');
+	if (slash == NULL) {
+		dir[0] = '.';
+		dir[1] = '\0';
+	} else {
+		dlen = slash == path ? 1 : (size_t)(slash - path);
+		if (dlen >= sizeof(dir)) {
+			util_err(errstr, errlen, "%s: path too long", path);
+			goto fail;
+		}
+		memcpy(dir, path, dlen);
+		dir[dlen] = '\0';
+	}
+	real = realpath(dir, NULL);
+	if (real == NULL) {
+		util_err(errstr, errlen, "%s: %s", path, strerror(errno));
+		goto fail;
+	}
+	if (strlen(real) >= sizeof(c->conf_dir)) {
+		util_err(errstr, errlen, "%s: directory path too long", path);
+		goto fail;
+	}
+	if (util_read_file(path, CONF_FILE_MAX, &text, &len, errstr, errlen) !=
+	    0)
+		goto fail;
+	config_defaults(c, real);
+	if (cfg_parse(c, path, text, len, errstr, errlen) != 0)
+		goto fail;
+	if (config_apply_env(c, envp, errstr, errlen) != 0)
+		goto fail;
+	if (config_validate(c, errstr, errlen) != 0)
+		goto fail;
+	rc = 0;
+fail:
+	free(text);
+	free(real);
+	return rc;
+}
+
+const char *
+config_default_path(char *const *envp)
+{
+	size_t n = strlen(CONF_ENV_FILE);
+	char *const *e;
+
+	for (e = envp; e != NULL && *e != NULL; e++)
+		if (strncmp(*e, CONF_ENV_FILE, n) == 0 && (*e)[n] == '=' &&
+		    (*e)[n + 1] != '\0')
+			return *e + n + 1;
+	return CHARGE_DEFAULT_CONF;
+}

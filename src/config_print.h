@@ -1,0 +1,15 @@
+/*
+ * config_print.h - the effective configuration, as --check-config prints
+ * it.
+ */
+#ifndef CHARGE_CONFIG_PRINT_H
+#define CHARGE_CONFIG_PRINT_H
+
+#include <stdio.h>
+
+#include "config.h"
+
+/* Prints every key and its effective value (secrets masked). */
+void config_print(const struct config *c, FILE *f);
+
+#endif
