@@ -22,6 +22,7 @@
 #   CONC_THREAD_LIMIT=1           the thread check must then fail
 #   CONC_MAX_INFLIGHT=            (empty) max_inflight left at its default:
 #                                 the 503 checks must then fail
+#   CONC_DRAIN_TIMEOUT_MS=100     the drain checks must then fail
 set -uo pipefail
 
 REPO=$(cd "$(dirname "$(readlink -f "${BASH_SOURCE[0]}")")/../.." && pwd)
@@ -113,10 +114,29 @@ burst() {
 		--ledger "$CHARGE_PROVIDER_LEDGER" --top "$top" --thread-limit "$THREAD_LIMIT" \
 		--within 2 || echo "not ok - [$scen] client.py exited with status $?"
 	case $scen in
+	nginx) kept "$scen" "$RUN/nginx/sock/charge.sock" ;;
+	apache-proxy) kept "$scen" "$RUN/apache-proxy/sock/charge.sock" ;;
+	esac
+	case $scen in
 	lighttpd) stack_lighttpd_stop "$RUN" ;;
 	nginx) stop_nginx "$RUN" ;;
 	apache-proxy) stop_apache_proxy "$RUN" ;;
 	esac
+}
+
+# kept SERVER SOCKET: the server keeps FastCGI connections to the
+# responder's socket open after the burst (nginx: keepalive; Apache:
+# enablereuse): the responder's ends of them, connected sockets bound to
+# SOCKET in /proc/net/unix (state 03).
+kept() {
+	local n
+	sleep 0.5
+	n=$(awk -v p="$2" '$NF == p && $6 == "03"' /proc/net/unix | wc -l)
+	if [ "$n" -gt 0 ]; then
+		echo "ok - [$1] FastCGI connections are kept open after the burst ($n)"
+	else
+		echo "not ok - [$1] FastCGI connections are kept open after the burst (none: keep-alive off?)"
+	fi
 }
 
 overload() {
@@ -141,11 +161,13 @@ drain() {
 	local rc i
 	export CHARGE_PROVIDER_LEDGER="$RUN/ledger-drain.log"
 	export CHARGE_METRICS_FILE="$RUN/metrics-drain.shm"
+	[ -n "${CONC_DRAIN_TIMEOUT_MS:-}" ] && export CHARGE_DRAIN_TIMEOUT_MS=$CONC_DRAIN_TIMEOUT_MS
 	CHARGE_PROVIDER_LATENCY_MS=$DRAIN_LATENCY_MS listen "$RUN/drain.sock" ||
 		{ echo "not ok - drain: the listener starts"; tail -5 "$RUN/listener.log" | sed 's/^/#   /'; return; }
 	"${CLIENT[@]}" drain "$RUN/drain.sock" "$N_DRAIN" "drain-$RANDOM$RANDOM" "$PID" \
 		--ledger "$CHARGE_PROVIDER_LEDGER" --redis "$RUN/redis.sock" ||
 		echo "not ok - drain: client.py exited with status $?"
+	unset CHARGE_DRAIN_TIMEOUT_MS
 	# drain_timeout_ms (default 15 s) bounds it; 20 s here
 	for i in $(seq 1 200); do
 		stack_pid_alive "$PID" || break
