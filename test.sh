@@ -15,7 +15,8 @@ PACKAGES=(gcc pkg-config meson ninja-build python3
 	libfcgi-dev libfcgi-bin libhiredis-dev libcjson-dev libssl-dev libcmocka-dev
 	redis-server redis-sentinel redis-tools lighttpd curl valgrind clang-14 libclang-rt-14-dev procps
 	chromium apache2 libapache2-mod-fcgid nginx-light spawn-fcgi
-	wrk gnuplot-nox groff-base systemd fiu-utils clang-format-14)
+	wrk gnuplot-nox groff-base systemd fiu-utils clang-format-14
+	build-essential debhelper dpkg-dev lintian fakeroot adduser prometheus python3-jsonschema python3-yaml)
 
 install_packages() {
 	local missing=() p
@@ -122,6 +123,38 @@ suite_structure() {
 	fi
 }
 
+# Every build type builds, warnings as errors: meson's release build (-O3)
+# and a build with the distribution's flags, as a package build uses them
+# (dpkg-buildflags with every hardening feature: -O2, fortify, PIE, relro).
+suite_builds() {
+	local name dir
+	(
+	for name in release dpkg-buildflags; do
+		dir="$LOGDIR/build-$name"
+		rm -rf "$dir"
+		case $name in
+		release)
+			meson setup "$dir" --buildtype=release -Dwerror=true \
+				>"$LOGDIR/setup-$name.log" 2>&1 ;;
+		dpkg-buildflags)
+			export DEB_BUILD_MAINT_OPTIONS=hardening=+all
+			CFLAGS="$(dpkg-buildflags --get CFLAGS) $(dpkg-buildflags --get CPPFLAGS)" \
+				LDFLAGS=$(dpkg-buildflags --get LDFLAGS) \
+				meson setup "$dir" --buildtype=plain -Dwerror=true \
+				>"$LOGDIR/setup-$name.log" 2>&1 ;;
+		esac
+		if [ $? -eq 0 ] && ninja -C "$dir" >"$LOGDIR/build-$name.log" 2>&1; then
+			echo "ok - the tree builds with $name flags, warnings as errors"
+		else
+			echo "not ok - the tree builds with $name flags, warnings as errors"
+			grep -hE 'error|FAILED' "$LOGDIR/setup-$name.log" "$LOGDIR/build-$name.log" 2>/dev/null |
+				head -20 | sed 's/^/# /'
+		fi
+		rm -rf "$dir"
+	done
+	)
+}
+
 suite_lua() { tests/lua/run.sh; }
 
 # src/redis.c on a libuv loop (tests/redis_async/driver.c) against real
@@ -225,9 +258,22 @@ suite_install() { tests/deploy/install.sh; }
 # conf/charge.service through systemd-analyze verify (nothing is started).
 suite_systemd() { tests/deploy/systemd.sh; }
 
-# docs/API.md against the code: problem types, configuration keys and
-# response headers agree both ways; nothing points outside the repository.
-suite_docs() { python3 tests/docs/check_api.py; }
+# The Debian package: dpkg-buildpackage, lintian, its contents; as root
+# also dpkg -i, the unit's ExecStart as its user behind the installed nginx
+# snippet, and dpkg --purge.
+suite_package() { tests/deploy/package.sh; }
+
+# docs/API.md against the code and docs/openapi.yaml: problem types,
+# configuration keys (one default wherever written), routes, statuses and
+# headers agree; no dead link or anchor; nothing points outside the
+# repository (Debian's python3: python3-yaml). Then the description lints
+# clean with the pinned Redocly CLI, and www/api.html is its rendering.
+suite_docs() {
+	local rc=0
+	/usr/bin/python3 tests/docs/check_api.py || rc=1
+	tools/openapi/lint.sh --check-html www/api.html || rc=1
+	return $rc
+}
 
 # bench/run with a one-second duration: keeps the harness alive; no timing
 # assertions.
@@ -237,9 +283,9 @@ suite_bench_smoke() { bench/run --smoke; }
 suite_examples() { tests/with-stack.sh tests/examples/run.sh; }
 suite_browser() { tests/with-stack.sh tests/browser/run.sh; }
 
-SUITES=(structure docs unit unit_asan lua redis_async fuzz fcgi_diff fcgi_wire cgi signals e2e e2e_apache
+SUITES=(structure builds docs unit unit_asan lua redis_async fuzz fcgi_diff fcgi_wire cgi signals e2e e2e_apache
 	e2e_apache_cgi e2e_nginx e2e_apache_proxy concurrency e2e_cluster ha_sentinel ha_cluster ha_nodes faults
-	tsan deploy install systemd examples browser
+	tsan deploy install systemd package examples browser
 	bench_smoke)
 [ $# -gt 0 ] && SUITES=("$@")
 

@@ -14,8 +14,6 @@
 #include "log.h"
 #include "metrics.h"
 
-#define FCGI_MAX_CONNS_SAID 1024 /* GET_VALUES: what web servers are told */
-
 static void on_exchange_done(struct exchange *x);
 
 /* --- one request ----------------------------------------------------------- */
@@ -95,6 +93,7 @@ on_exchange_done(struct exchange *x)
 		return;
 	}
 	c->state = C_DRAINING;
+	fcgi_reader_answered(c->rd);
 	(void)uv_timer_start(&c->timer, on_drain_timeout,
 	    (uint64_t)c->h->w->cfg->request_timeout_ms, 0);
 	conn_flush(c);
@@ -215,6 +214,16 @@ static void
 on_begin(struct conn *c, const struct fcgi_event *ev)
 {
 	c->served++;
+	if (c->state == C_DRAINING) {
+		/*
+		 * The web server gave up the rest of the answered request's
+		 * input and sends the next one (Apache mod_proxy_fcgi after
+		 * an early answer): that one begins.
+		 */
+		c->stdin_ended = 0;
+		c->aborted = 0;
+		c->discarded = 0;
+	}
 	if (ev->role != FCGI_RESPONDER) {
 		if (conn_out_end(c, ev->request_id, FCGI_UNKNOWN_ROLE) != 0)
 			conn_close(c);
@@ -297,8 +306,12 @@ conn_process(struct conn *c)
 		case FCGI_EV_STDIN_END: on_stdin_end(c); break;
 		case FCGI_EV_ABORT: on_abort(c); break;
 		case FCGI_EV_GET_VALUES:
+			/*
+			 * A connection carries one request at a time, so
+			 * max_inflight bounds both; no multiplexing.
+			 */
 			n = fcgi_write_values(tmp, sizeof(tmp), ev.params,
-			    ev.nparams, FCGI_MAX_CONNS_SAID,
+			    ev.nparams, (unsigned)cfg->max_inflight,
 			    (unsigned)cfg->max_inflight, 0);
 			if (n == 0 || conn_out_reserve(c, n) != 0)
 				break;

@@ -40,6 +40,7 @@ struct fcgi_reader {
 	struct fcgi_param pv[FCGI_PARAMS_COUNT_MAX];
 	enum fcgi_phase phase;
 	unsigned active_id; /* meaningful unless phase == PHASE_IDLE */
+	int answered;       /* END_REQUEST sent for the active request */
 	int failed;
 	char errstr[FCGI_ERRSTR_LEN];
 };
@@ -112,6 +113,13 @@ fcgi_reader_request_done(struct fcgi_reader *r)
 	r->phase = PHASE_IDLE;
 	r->active_id = 0;
 	r->params_len = 0;
+	r->answered = 0;
+}
+
+void
+fcgi_reader_answered(struct fcgi_reader *r)
+{
+	r->answered = 1;
 }
 
 /* Marks the reader failed with errstr (sticky) and fills ev. */
@@ -243,6 +251,9 @@ on_begin(struct fcgi_reader *r, struct fcgi_event *ev, unsigned id,
 		reader_fail(r, ev, "bad BEGIN_REQUEST length");
 		return;
 	}
+	/* the web server gave up the rest of an answered request's input */
+	if (r->phase != PHASE_IDLE && r->answered)
+		fcgi_reader_request_done(r);
 	if (r->phase != PHASE_IDLE && id == r->active_id) {
 		reader_fail(r, ev, "BEGIN_REQUEST for the active request");
 		return;

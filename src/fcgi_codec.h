@@ -115,6 +115,16 @@ const char *fcgi_reader_error(const struct fcgi_reader *r);
 void fcgi_reader_request_done(struct fcgi_reader *r);
 
 /*
+ * END_REQUEST was sent for the active request while its input goes on: its
+ * STDIN records still come as events, and a BEGIN_REQUEST (of any id) now
+ * ends it and begins the next request instead of being refused. Apache's
+ * mod_proxy_fcgi, answered before it sent a whole body, stops the body
+ * without the empty STDIN record and sends the next request on the kept
+ * connection.
+ */
+void fcgi_reader_answered(struct fcgi_reader *r);
+
+/*
  * Bytes fcgi_write_stream writes for n bytes of stream data (STDOUT), exactly:
  * records of FCGI_STREAM_CHUNK content bytes and a last shorter one, each
  * padded to a multiple of 8 (as libfcgi does); 8 for n == 0.

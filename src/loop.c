@@ -241,6 +241,15 @@ loop_main(void *arg)
 	return NULL;
 }
 
+static void
+on_warm_pong(const struct redis_result *res, void *arg)
+{
+	struct loop_ctx *l = arg;
+
+	if (res->reply == NULL)
+		log_warn(NULL, "loop %d: redis: %s", l->w.id, res->errstr);
+}
+
 /* 1 if fd is a unix-domain socket, else 0 (TCP, or unknown). */
 static int
 socket_is_unix(int fd)
@@ -283,6 +292,12 @@ loop_init(struct loop_ctx *l, const struct config *cfg,
 	l->retry_timer.data = l->drain_timer.data = l->gc_timer.data = l;
 	if (uv_poll_start(&l->listen_poll, UV_READABLE, on_listen) != 0)
 		return -1;
+	/*
+	 * Opens the loop's Redis connection before its first request, so that
+	 * a later shortage of descriptors cannot stop it serving.
+	 */
+	if (redis_ping(l->w.redis, on_warm_pong, l) != 0)
+		log_warn(NULL, "loop %d: cannot queue the first PING", id);
 	/* every process collects, idle or not; the first pass ran at start */
 	if (id == 0)
 		(void)uv_timer_start(&l->gc_timer, on_gc_timer, GC_INTERVAL_MS,

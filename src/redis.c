@@ -32,6 +32,18 @@
  * it proves stale the next sentinel is asked in the same round, and the
  * stale one is not asked first again.
  *
+ * WAIT. The commands sent with wait on one connection in one loop turn
+ * share one WAIT, queued before the loop polls (uv_prepare), so it leaves
+ * in the same write as they do in the common case.
+ *
+ * Errors that mean the script did not run behind sentinels (READONLY,
+ * MASTERDOWN, LOADING, NOREPLICAS) resend after a pause; READONLY and the
+ * like retire the connection (its other replies still come) and ask the
+ * sentinels again; NOREPLICAS and a WAIT shortfall (with min_replicas)
+ * ask them again while the primary keeps serving, passing over answers
+ * that name it: under a split brain the majority's new primary takes over
+ * as soon as a sentinel names it.
+ *
  * Cluster. A command goes to the node of its slot; MOVED updates the slot
  * and sends the command straight to the named node (the map is reloaded
  * in the background, asking that node first: a lagging node's map would
@@ -42,7 +54,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <strings.h>
 
 #include <async.h>
 #include <uv.h>
@@ -56,9 +67,9 @@
 #define EVAL_ARGS_MAX 24        /* EVALSHA sha 1 key + at most 20 arguments */
 #define FAILOVER_PAUSE_MS 100   /* between attempts during a failover */
 #define CLUSTER_REDIRECTS_MAX 5 /* MOVED and ASK followed per command */
-#define SETUP_MAX 4             /* AUTH, SELECT, ROLE, CONFIG GET */
 #define PORT_MAX 65535
 #define ERRSTR_MAX 128
+#define NOSCRIPT_LOG_EVERY_MS 1000
 
 /* --- queues -------------------------------------------------------------- */
 
@@ -86,9 +97,13 @@ enum cmd_state {
 
 enum node_state { NODE_IDLE, NODE_CONNECTING, NODE_READY };
 
+struct wait_group;
+
 struct redis_node {
 	struct redis_client *c;
 	redisAsyncContext *ac; /* NULL when not connected */
+	unsigned gen;          /* counts connections: a wait group's one */
+	struct wait_group *wg; /* commands sent this turn, WAIT to follow */
 	enum node_state st;
 	int is_unix;
 	char host[REDIS_HOST_MAX + 1];
@@ -118,7 +133,8 @@ struct cmd {
 	int lost;              /* a callback came with a NULL reply */
 	int timed_out;
 	int wait;      /* followed by WAIT */
-	int wait_sent; /* WAIT went with this attempt */
+	int wait_sent; /* a WAIT covers this attempt (-1: its reply lost) */
+	struct cmd *wg_next; /* in its wait group */
 	long long acked;
 	redisReply *reply; /* a copy, kept until the attempt is complete */
 	int outcome_unknown;
@@ -140,14 +156,31 @@ struct cmd {
 	char errstr[ERRSTR_MAX];
 };
 
+/*
+ * The commands sent with wait on one connection in one loop turn: one
+ * WAIT after the last covers them all (WAIT counts the replicas that
+ * acknowledged every write of the connection so far). A WAIT per command
+ * would serialize: Redis blocks the connection for each WAIT that falls
+ * short, replica_timeout_ms each.
+ */
+struct wait_group {
+	struct wait_group *next; /* c->wgs: not yet sent */
+	struct redis_node *n;
+	unsigned gen;
+	struct cmd *members;
+};
+
 struct redis_client {
 	uv_loop_t *loop;
+	uv_prepare_t *prep; /* sends the turn's WAITs before the loop polls */
+	struct wait_group *wgs;
 	struct redis_target t;
 	int timeout_ms;
 	int min_replicas;
 	int wait_timeout_ms; /* replica_timeout_ms when WAIT is sent */
 	char wait_n[16], wait_ms[16];
 	int closing;
+	uint64_t noscript_log_at;
 	const char *drop_reason; /* why a connection is being dropped */
 	struct cmd *all;         /* every live command */
 	struct redis_node *main; /* single Redis, or the primary */
@@ -359,9 +392,9 @@ cmd_pause(struct cmd *x, int delay_ms)
 	cmd_timer_at(x, wake);
 }
 
-/* Ends with errstr on the next loop turn (never inside the caller's call). */
+/* Ends on the next loop turn, with its reply or errstr (never inside a call). */
 static void
-cmd_fail_soon(struct cmd *x, const char *err)
+cmd_end_soon(struct cmd *x, const char *err)
 {
 	q_remove(x);
 	if (err != NULL)
@@ -402,6 +435,8 @@ node_detach(struct redis_node *n)
 	n->setup_failed = 0;
 }
 
+static void ac_lost(struct redis_client *c, redisAsyncContext *ac);
+
 static void
 cmd_expire(struct cmd *x)
 {
@@ -412,8 +447,7 @@ cmd_expire(struct cmd *x)
 	switch (x->st) {
 	case CMD_SENT:
 		/* the reply is lost: drop the connection; on_reply ends it */
-		if (n != NULL && n->ac == x->ac)
-			node_detach(n);
+		ac_lost(x->c, x->ac);
 		ac_drop(x->c, x->ac, "connection dropped after a timeout");
 		return;
 	case CMD_QUEUED:
@@ -703,9 +737,9 @@ node_requeue(struct redis_node *n, const char *err)
 		if (err != NULL)
 			(void)snprintf(x->errstr, sizeof(x->errstr), "%s", err);
 		if (c->closing || n->evicting)
-			cmd_fail_soon(x, NULL);
+			cmd_end_soon(x, NULL);
 		else if (x->kind == CMD_SENTINEL || x->kind == CMD_SLOTS)
-			cmd_fail_soon(x, NULL);
+			cmd_end_soon(x, NULL);
 		else if (c->t.mode == REDIS_MODE_SENTINEL)
 			/* during discovery the next sentinel is asked at once */
 			cmd_pause(x, c->disc_verifying ? 0 : FAILOVER_PAUSE_MS);
@@ -713,7 +747,7 @@ node_requeue(struct redis_node *n, const char *err)
 			x->ask = x->moved = -1;
 			cmd_pause(x, FAILOVER_PAUSE_MS);
 		} else
-			cmd_fail_soon(x, NULL);
+			cmd_end_soon(x, NULL);
 	}
 }
 
@@ -910,6 +944,8 @@ node_connect(struct redis_node *n)
 	n->evicting = 0;
 	n->setup_failed = 0;
 	n->setup_left = 0;
+	n->gen++;
+	n->wg = NULL;
 	ac = n->is_unix ? redisAsyncConnectUnix(n->host)
 	                : redisAsyncConnect(n->host, n->port);
 	if (ac == NULL) {
@@ -993,6 +1029,75 @@ fail:
 
 static void on_reply(redisAsyncContext *ac, void *reply, void *privdata);
 static void on_wait_reply(redisAsyncContext *ac, void *reply, void *privdata);
+static void attempt_done(struct cmd *x);
+
+/* WAIT's answer (r), or its loss (NULL), to every member. Frees wg. */
+static void
+wait_resolve(struct wait_group *wg, const redisReply *r)
+{
+	struct cmd *x, *next;
+
+	for (x = wg->members; x != NULL; x = next) {
+		next = x->wg_next;
+		x->wg_next = NULL;
+		x->pending--;
+		if (r == NULL)
+			x->wait_sent = -1;
+		else if (r->type == REDIS_REPLY_INTEGER)
+			x->acked = r->integer;
+		if (x->pending == 0)
+			attempt_done(x);
+	}
+	free(wg);
+}
+
+/* Before the loop polls: one WAIT after each connection's group. */
+static void
+on_prepare(uv_prepare_t *h)
+{
+	struct redis_client *c = h->data;
+	struct wait_group *wg, *next;
+	const char *wait[] = { "WAIT", c->wait_n, c->wait_ms };
+
+	wg = c->wgs;
+	c->wgs = NULL;
+	(void)uv_prepare_stop(h);
+	for (; wg != NULL; wg = next) {
+		struct redis_node *n = wg->n;
+
+		next = wg->next;
+		if (n->wg == wg)
+			n->wg = NULL;
+		/* the connection of the group, still there and sending */
+		if (n->gen == wg->gen && n->ac != NULL &&
+		    redisAsyncCommandArgv(n->ac, on_wait_reply, wg, 3, wait,
+		        NULL) == REDIS_OK)
+			continue;
+		wait_resolve(wg, NULL);
+	}
+}
+
+/* x (just sent on n) joins n's group of this turn. 0, or -1 on ENOMEM. */
+static int
+wait_join(struct redis_node *n, struct cmd *x)
+{
+	struct redis_client *c = n->c;
+	struct wait_group *wg = n->wg;
+
+	if (wg == NULL) {
+		if ((wg = calloc(1, sizeof(*wg))) == NULL)
+			return -1;
+		wg->n = n;
+		wg->gen = n->gen;
+		wg->next = c->wgs;
+		c->wgs = wg;
+		n->wg = wg;
+		(void)uv_prepare_start(c->prep, on_prepare);
+	}
+	x->wg_next = wg->members;
+	wg->members = x;
+	return 0;
+}
 
 /* Hands x to hiredis on n's ready connection. */
 static void
@@ -1000,7 +1105,6 @@ node_send(struct redis_node *n, struct cmd *x)
 {
 	struct redis_client *c = n->c;
 	redisAsyncContext *ac = n->ac;
-	const char *wait[] = { "WAIT", c->wait_n, c->wait_ms };
 	const char *asking[] = { "ASKING" };
 	int rc;
 
@@ -1069,16 +1173,14 @@ node_send(struct redis_node *n, struct cmd *x)
 		goto fail;
 	x->st = CMD_SENT;
 	x->pending = 1;
-	if (x->wait && c->min_replicas > 0 &&
-	    redisAsyncCommandArgv(ac, on_wait_reply, x, 3, wait, NULL) ==
-	        REDIS_OK) {
+	if (x->wait && c->min_replicas > 0 && wait_join(n, x) == 0) {
 		x->wait_sent = 1;
 		x->pending = 2;
 	}
 	return;
 fail:
 	/* nothing of x was queued (an ASKING alone is harmless) */
-	cmd_fail_soon(x, "out of memory");
+	cmd_end_soon(x, "out of memory");
 }
 
 static void
@@ -1099,8 +1201,6 @@ node_submit(struct redis_node *n, struct cmd *x)
 }
 
 /* --- replies --------------------------------------------------------------- */
-
-static void attempt_done(struct cmd *x);
 
 /* A NULL reply: hiredis is freeing ac; its node must not use it. */
 static void
@@ -1154,19 +1254,11 @@ on_reply(redisAsyncContext *ac, void *reply, void *privdata)
 static void
 on_wait_reply(redisAsyncContext *ac, void *reply, void *privdata)
 {
-	struct cmd *x = privdata;
-	const redisReply *r = reply;
+	struct wait_group *wg = privdata;
 
-	x->pending--;
-	if (r == NULL) {
-		x->wait_sent = -1; /* WAIT's reply lost */
-		ac_lost(x->c, ac);
-		if (x->reply == NULL)
-			reply_lost(x, ac);
-	} else if (r->type == REDIS_REPLY_INTEGER)
-		x->acked = r->integer;
-	if (x->pending == 0)
-		attempt_done(x);
+	if (reply == NULL)
+		ac_lost(wg->n->c, ac); /* the members' own replies said why */
+	wait_resolve(wg, reply);
 }
 
 static void primary_suspect(struct redis_client *c);
@@ -1279,8 +1371,14 @@ attempt_done(struct cmd *x)
 		if (x->kind == CMD_EVAL && !x->is_eval &&
 		    reply_is(r, "NOSCRIPT")) {
 			/* script cache lost (restart, SCRIPT FLUSH): EVAL */
-			log_info(NULL, "NOSCRIPT for %s: loading it again",
-			    x->s->name);
+			if (uv_now(c->loop) >= c->noscript_log_at) {
+				/* once a second: a whole turn's commands see it */
+				log_info(NULL,
+				    "NOSCRIPT for %s: loading it again",
+				    x->s->name);
+				c->noscript_log_at =
+				    uv_now(c->loop) + NOSCRIPT_LOG_EVERY_MS;
+			}
 			x->is_eval = 1;
 			freeReplyObject(r);
 			x->reply = NULL;
@@ -1486,8 +1584,8 @@ primary_failed(struct redis_client *c, const char *err)
 	c->primary_ok = 0;
 	if (!c->disc_verifying)
 		return;
-	/* the answer just tried proved stale */
-	log_info(NULL, "Redis primary of '%s' named by sentinel %s:%d: %s",
+	/* the answer just tried proved stale (debug: a failover repeats it) */
+	log_debug(NULL, "Redis primary of '%s' named by sentinel %s:%d: %s",
 	    c->t.master_name, c->t.hosts[c->disc_k].host,
 	    c->t.hosts[c->disc_k].port, err);
 	c->disc_verifying = 0;
@@ -1669,7 +1767,7 @@ dispatch_cluster(struct cmd *x)
 
 	if (x->kind == CMD_SLOTS) {
 		/* not routed: back to map_ask() */
-		cmd_fail_soon(x, NULL);
+		cmd_end_soon(x, NULL);
 		return;
 	}
 	if (x->kind == CMD_PING) {
@@ -1683,14 +1781,15 @@ dispatch_cluster(struct cmd *x)
 				(void)snprintf(x->errstr, sizeof(x->errstr),
 				    "no cluster node serves slot %u", s);
 				cl->stale = 1;
-				cmd_fail_soon(x, NULL);
+				cmd_end_soon(x, NULL);
 				return;
 			}
 		for (; x->ping_idx < cl->nnodes; x->ping_idx++)
 			if (cl->nodes[x->ping_idx].in_map)
 				break;
 		if (x->ping_idx >= cl->nnodes) {
-			finish(x); /* every primary answered: the last PONG */
+			/* every primary answered: the last PONG (never inside the call) */
+			cmd_end_soon(x, NULL);
 			return;
 		}
 		if (x->reply != NULL) {
@@ -1716,7 +1815,7 @@ dispatch_cluster(struct cmd *x)
 			map_refresh_start(c); /* for the next commands */
 	}
 	if ((n = cluster_conn(c, idx)) == NULL) {
-		cmd_fail_soon(x, "out of memory");
+		cmd_end_soon(x, "out of memory");
 		return;
 	}
 	node_submit(n, x);
@@ -1730,7 +1829,7 @@ dispatch(struct cmd *x)
 
 	x->st = CMD_IDLE;
 	if (c->closing) {
-		cmd_fail_soon(x, "shutting down");
+		cmd_end_soon(x, "shutting down");
 		return;
 	}
 	if (uv_now(c->loop) >= x->deadline) {
@@ -1739,7 +1838,7 @@ dispatch(struct cmd *x)
 			freeReplyObject(x->reply);
 			x->reply = NULL;
 		}
-		cmd_fail_soon(x, NULL);
+		cmd_end_soon(x, NULL);
 		return;
 	}
 	switch (c->t.mode) {
@@ -1762,6 +1861,12 @@ dispatch(struct cmd *x)
 
 /* --- the API ----------------------------------------------------------------- */
 
+static void
+on_handle_free(uv_handle_t *h)
+{
+	free(h);
+}
+
 struct redis_client *
 redis_client_new(uv_loop_t *loop, const struct redis_target *t, int timeout_ms,
     int min_replicas, int replica_timeout_ms)
@@ -1782,6 +1887,14 @@ redis_client_new(uv_loop_t *loop, const struct redis_target *t, int timeout_ms,
 		    replica_timeout_ms);
 	}
 	c->map_hint = -1;
+	if ((c->prep = malloc(sizeof(*c->prep))) == NULL)
+		goto fail;
+	if (uv_prepare_init(loop, c->prep) != 0) {
+		free(c->prep);
+		c->prep = NULL;
+		goto fail;
+	}
+	c->prep->data = c;
 	if (t->mode == REDIS_MODE_CLUSTER) {
 		if ((c->cl = cluster_new()) == NULL)
 			goto fail;
@@ -1799,6 +1912,8 @@ redis_client_new(uv_loop_t *loop, const struct redis_target *t, int timeout_ms,
 fail:
 	cluster_free(c->cl);
 	free(c->main);
+	if (c->prep != NULL)
+		uv_close((uv_handle_t *)c->prep, on_handle_free);
 	free(c);
 	return NULL;
 }
@@ -1828,6 +1943,7 @@ cluster_node_free(struct redis_node *n, void *arg)
 void
 redis_client_free(struct redis_client *c)
 {
+	struct wait_group *wg;
 	struct redis_node *n;
 	struct cmd *x;
 	int i;
@@ -1835,6 +1951,13 @@ redis_client_free(struct redis_client *c)
 	if (c == NULL)
 		return;
 	c->closing = 1;
+	/* groups whose WAIT is not sent yet: lost */
+	while ((wg = c->wgs) != NULL) {
+		c->wgs = wg->next;
+		if (wg->n->wg == wg)
+			wg->n->wg = NULL;
+		wait_resolve(wg, NULL);
+	}
 	/* commands sent: drop their connections (retired ones too) */
 	for (;;) {
 		for (x = c->all; x != NULL && x->st != CMD_SENT;
@@ -1868,6 +1991,7 @@ redis_client_free(struct redis_client *c)
 		node_close(n);
 		free(n);
 	}
+	uv_close((uv_handle_t *)c->prep, on_handle_free);
 	free(c);
 }
 

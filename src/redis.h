@@ -5,7 +5,8 @@
  * one loop turn leave in one write (hiredis buffers them until the socket
  * is writable) and replies are matched in order. hiredis 0.14 has no
  * timeouts: every command carries a timer of the loop. Nothing here blocks
- * the loop (discovery work that must block runs on libuv's worker pool).
+ * the loop: the sentinels are asked on the loop with asynchronous contexts
+ * too (see redis.c). Only redis_startup_check() blocks (its own loop).
  */
 #ifndef CHARGE_REDIS_H
 #define CHARGE_REDIS_H
@@ -62,7 +63,9 @@ struct redis_client; /* one per loop, owned by it */
  * timeout_ms bounds each command from the call to its callback, including
  * connecting, discovery, failover retries and redirections (with wait,
  * plus replica_timeout_ms). min_replicas > 0: commands sent with wait are
- * followed by WAIT min_replicas replica_timeout_ms in the same write.
+ * followed by WAIT min_replicas replica_timeout_ms: one WAIT after the last
+ * of those sent on a connection in one loop turn covers them all (WAIT
+ * counts the replicas that have every earlier write of the connection).
  * Connects lazily. NULL on ENOMEM.
  */
 struct redis_client *redis_client_new(uv_loop_t *loop,
@@ -73,7 +76,7 @@ struct redis_client *redis_client_new(uv_loop_t *loop,
  * Closes every connection and timer; commands still pending get their
  * callback (reply NULL, errstr "shutting down", outcome_unknown when sent)
  * before this returns. The loop must then run until its handles closed.
- * NULL-safe.
+ * Not from inside one of its callbacks. NULL-safe.
  */
 void redis_client_free(struct redis_client *c);
 

@@ -28,7 +28,9 @@ for f in sbin/charge share/man/man8/charge.8 etc/charge/charge.conf \
 	share/charge/www/problems/idempotency-key-reused \
 	share/charge/conf/lighttpd.conf share/charge/conf/nginx.conf \
 	share/charge/conf/apache-fcgid.conf share/charge/conf/apache-proxy-fcgi.conf \
-	share/charge/conf/charge.service; do
+	share/charge/conf/charge.service \
+	share/charge/www/api.html share/charge/conf/snippets/nginx.conf \
+	share/charge/conf/snippets/lighttpd.conf share/charge/conf/snippets/apache.conf; do
 	[ -e "$P/$f" ] && ok "installed: $f" || notok "installed: $f" "missing"
 done
 [ -d "$P/var/lib/charge/spill" ] && ok "installed: var/lib/charge/spill (state directory)" ||

@@ -74,6 +74,7 @@ REQUIRED=(
 	"Environment=CHARGE_CONF=/usr/local/etc/charge/charge\\.conf"
 	"Restart=always"
 	"User=charge"
+	"SupplementaryGroups=charge"
 	"UMask=0007"
 	"RuntimeDirectory=charge"
 	"StateDirectory=charge"

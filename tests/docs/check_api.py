@@ -15,6 +15,14 @@ contract users read. This script checks that the two name the same things:
     request-header table is read (as its CGI variable);
   - every example response in API.md is self-consistent (Content-Length,
     status, problem type/title/status);
+  - docs/openapi.yaml and API.md name the same routes, statuses, problem
+    types (with status and title) and headers, and the description's body
+    limits are src/defaults.h's;
+  - every relative link of every tracked markdown file leads to a file that
+    exists, and its #anchor to a heading (or <a id>) of the target;
+  - a configuration key's default is the same wherever it is written:
+    src/config.c, conf/charge.conf, API.md's table, docs/charge.8 and
+    docs/configuration.md;
   - the repository stands alone: no tracked file refers to the external
     contract by file name or section.
 
@@ -24,6 +32,7 @@ when any check fails. Standard library only.
 """
 import json
 import os
+import urllib.parse
 import re
 import subprocess
 import sys
@@ -196,6 +205,239 @@ def doc_examples(text):
     return out
 
 
+# --- docs/openapi.yaml ---------------------------------------------------------
+
+def load_openapi(path):
+    """The description as a dict, or None (no python3-yaml: Debian's python
+    runs this suite, see test.sh)."""
+    try:
+        import yaml
+    except ImportError:
+        return None
+    with open(path, encoding="utf-8") as f:
+        return yaml.safe_load(f)
+
+
+def oa_deref(spec, obj):
+    while isinstance(obj, dict) and "$ref" in obj:
+        node = spec
+        for part in obj["$ref"].lstrip("#/").split("/"):
+            node = node[part.replace("~1", "/").replace("~0", "~")]
+        obj = node
+    return obj
+
+
+def oa_routes(spec):
+    """{(METHOD, path)} with {key} for a path parameter."""
+    out = set()
+    for path, item in spec.get("paths", {}).items():
+        for m in ("get", "head", "post", "put", "delete", "patch"):
+            if m in item:
+                out.add((m.upper(), re.sub(r"\{[^}]*\}", "{key}", path)))
+    return out
+
+
+def oa_responses(spec):
+    """Every response object with its status: [(status, response)]."""
+    out = []
+    for item in spec.get("paths", {}).values():
+        for k, v in item.items():
+            if k.startswith("x-charge-") and isinstance(v, dict):
+                out.append((None, oa_deref(spec, v)))
+            elif isinstance(v, dict) and "responses" in v:
+                for st, r in v["responses"].items():
+                    out.append((st, oa_deref(spec, r)))
+    if "x-charge-unknown-path" in spec:
+        out.append(("404", oa_deref(spec, spec["x-charge-unknown-path"])))
+    return out
+
+
+def oa_problems(spec):
+    """{slug: (status, title)} of the problem schemas (type const)."""
+    out = {}
+    for schema in spec.get("components", {}).get("schemas", {}).values():
+        props = schema.get("properties", {})
+        t = props.get("type", {})
+        if isinstance(t, dict) and str(t.get("const", "")).startswith("/problems/"):
+            out[t["const"].rpartition("/")[2]] = (props.get("status", {}).get("const"),
+                                                  props.get("title", {}).get("const"))
+    return out
+
+
+def oa_limits(spec):
+    """{src/defaults.h name: value in the description} for the body limits."""
+    sch = spec["components"]["schemas"]
+    req, item = sch["ChargeRequest"]["properties"], sch["LineItem"]["properties"]
+    src_max = re.search(r"\{1,(\d+)\}", req["source"]["pattern"])
+    key_max = re.search(r"\{0,(\d+)\}", spec["components"]["parameters"]["IdempotencyKey"]
+                        ["schema"]["anyOf"][0]["pattern"])
+    return {
+        "AMOUNT_MIN": req["amount"]["minimum"], "AMOUNT_MAX": req["amount"]["maximum"],
+        "SOURCE_TOKEN_MAX": int(src_max.group(1)) if src_max else None,
+        "CUSTOMER_MAX": req["customer"]["maxLength"],
+        "DESCRIPTION_MAX": req["description"]["maxLength"],
+        "METADATA_KEYS_MAX": req["metadata"]["maxProperties"],
+        "METADATA_KEY_MAX": req["metadata"]["propertyNames"]["maxLength"],
+        "METADATA_VALUE_MAX": req["metadata"]["additionalProperties"]["maxLength"],
+        "LINE_ITEMS_MAX": req["line_items"]["maxItems"],
+        "LINE_ITEM_DESC_MAX": item["description"]["maxLength"],
+        "LINE_ITEM_QTY_MIN": item["quantity"]["minimum"],
+        "LINE_ITEM_QTY_MAX": item["quantity"]["maximum"],
+        "LINE_ITEM_UNIT_MIN": item["unit_amount"]["minimum"],
+        "LINE_ITEM_UNIT_MAX": item["unit_amount"]["maximum"],
+        "IDEM_KEY_MAX": int(key_max.group(1)) + 1 if key_max else None,
+        "VALIDATION_ERRORS_MAX": sch["InvalidRequestProblem"]["properties"]["errors"]["maxItems"],
+    }
+
+
+def api_routes(api):
+    """{(METHOD, path)} from API.md's routes table (§2), HEAD where it says
+    a route accepts GET and HEAD."""
+    out = set()
+    sec = re.search(r"^## §2 .*?(?=^## )", api, re.S | re.M)
+    text = sec.group(0) if sec else ""
+    for m in re.finditer(r"^\| `(GET|POST|HEAD|PUT|DELETE) (/[^`]*)`", text, re.M):
+        out.add((m.group(1), re.sub(r"<[^>]*>", "{key}", m.group(2))))
+    for bullet in re.split(r"\n(?=- )", text):
+        m = re.match(r"- (.*?) accept `GET`\s+and `HEAD`", bullet, re.S)
+        if m:
+            for p in re.findall(r"`(/[^`]*)`", m.group(1)):
+                out.add(("HEAD", re.sub(r"<[^>]*>", "{key}", p)))
+    return out
+
+
+# --- markdown links -------------------------------------------------------------
+
+def md_slug(heading):
+    """GitHub's anchor of a heading."""
+    h = heading.strip().lower()
+    h = re.sub(r"[^\w\- ]", "", h)
+    return h.replace(" ", "-")
+
+
+def md_anchors(text):
+    """The anchors a markdown text defines: headings (GitHub's slugs, -N for
+    repeats) and explicit <a id/name>."""
+    out, seen = set(), {}
+    for line in strip_fences(text).split("\n"):
+        m = re.match(r"#{1,6}\s+(.*?)\s*#*\s*$", line)
+        if m:
+            s = md_slug(m.group(1))
+            n = seen.get(s, 0)
+            out.add(s if n == 0 else "%s-%d" % (s, n))
+            seen[s] = n + 1
+    out.update(re.findall(r"<a\s+(?:id|name)=\"([^\"]+)\"", text))
+    return out
+
+
+def strip_fences(text):
+    """text with fenced code blocks blanked (links in code are not links)."""
+    return re.sub(r"^(```|~~~).*?^\1[^\n]*$", "", text, flags=re.S | re.M)
+
+
+def md_links(text):
+    """(line, target) of the inline and reference links of a markdown text."""
+    body = strip_fences(text)
+    body = re.sub(r"`[^`\n]*`", "", body)
+    out = []
+    for m in re.finditer(r"\]\(\s*<?([^)\s>]+)>?(?:\s+\"[^\"]*\")?\s*\)", body):
+        out.append((body.count("\n", 0, m.start()) + 1, m.group(1)))
+    for m in re.finditer(r"^\s*\[[^\]]+\]:\s*<?(\S+?)>?(?:\s|$)", body, re.M):
+        out.append((body.count("\n", 0, m.start()) + 1, m.group(1)))
+    for m in re.finditer(r"<a\s[^>]*href=\"([^\"]+)\"", body):
+        out.append((body.count("\n", 0, m.start()) + 1, m.group(1)))
+    return out
+
+
+def dead_links(files):
+    """Relative links of tracked markdown files that lead nowhere."""
+    bad, anchors = [], {}
+
+    def anchors_of(path):
+        if path not in anchors:
+            anchors[path] = md_anchors(read(path)) if path.endswith(".md") else None
+        return anchors[path]
+
+    for rel in files:
+        if not rel.endswith(".md"):
+            continue
+        src = os.path.join(ROOT, rel)
+        if not os.path.isfile(src):
+            continue
+        for line, target in md_links(read(src)):
+            if re.match(r"[a-z][a-z0-9+.-]*:", target, re.I):
+                continue            # http:, https:, mailto:, man: ...
+            path, _, frag = target.partition("#")
+            path = urllib.parse.unquote(path.split("?", 1)[0])
+            dest = os.path.normpath(os.path.join(os.path.dirname(src), path)) if path else src
+            if not os.path.exists(dest):
+                bad.append("%s:%d: %s: no such file" % (rel, line, target))
+                continue
+            if frag:
+                if os.path.isdir(dest):
+                    dest = os.path.join(dest, "README.md")
+                known = anchors_of(dest) if os.path.isfile(dest) else None
+                if known is None:
+                    bad.append("%s:%d: %s: #%s in a file that is not markdown"
+                               % (rel, line, target, frag))
+                elif urllib.parse.unquote(frag) not in known:
+                    bad.append("%s:%d: %s: no heading or <a id> #%s in %s"
+                               % (rel, line, target, frag, os.path.relpath(dest, ROOT)))
+    return bad
+
+
+# --- configuration defaults everywhere they are written ---------------------------
+
+def roff_text(s):
+    s = re.sub(r"^\.(?:B|I|BR|IR|RB|RI|BI|IB)\s+", "", s, flags=re.M)
+    s = s.replace("\\-", "-").replace("\\(mu", "x").replace('\\(dq', '"')
+    return re.sub(r"\\[&:]", "", s)
+
+
+def man_defaults(man):
+    """{key: default} from docs/charge.8's .TP entries ("default X", or
+    "X (default)")."""
+    out = {}
+    for m in re.finditer(r"^\.TP\n\.B (\w+)\n(.*?)(?=^\.(?:TP|SH|SS)\b)", man, re.S | re.M):
+        text = roff_text(m.group(2))
+        text = re.sub(r"\s+", " ", text)
+        d = re.search(r"\bdefault (\S+)", text)
+        if d:
+            out[m.group(1)] = d.group(1).rstrip(",;")
+        else:
+            d = re.search(r"(\S+) \(default\)", text)
+            if d:
+                out[m.group(1)] = d.group(1)
+    return out
+
+
+def conf_values(text):
+    """{key: value} of the active "key = value" lines of a charge.conf."""
+    out = {}
+    for line in text.split("\n"):
+        m = re.match(r"\s*([a-z][a-z0-9_]*)\s*=\s*(.*?)\s*$", line)
+        if m and not line.lstrip().startswith("#"):
+            out[m.group(1)] = m.group(2)
+    return out
+
+
+def md_config_defaults(text):
+    """{key: default} of a markdown table with columns "key" and "default"."""
+    out = {}
+    lines = text.split("\n")
+    for i, line in enumerate(lines):
+        cells = [c.strip().lower() for c in line.strip().strip("|").split("|")]
+        if line.startswith("|") and "key" in cells and "default" in cells:
+            ki, di = cells.index("key"), cells.index("default")
+            for row in lines[i + 2:]:
+                if not row.startswith("|"):
+                    break
+                rc = [c.strip() for c in re.split(r"(?<!\\)\|", row.strip())[1:-1]]
+                if len(rc) > max(ki, di):
+                    out[unticked(rc[ki])] = unticked(rc[di])
+    return out
+
+
 # --- TAP --------------------------------------------------------------------
 
 class Tap:
@@ -219,7 +461,7 @@ class Tap:
 
 def tracked_files():
     try:
-        out = subprocess.run(["git", "-C", ROOT, "ls-files", "-z"], check=True,
+        out = subprocess.run(["git", "-C", ROOT, "ls-files", "-z", "-co", "--exclude-standard"], check=True,
                              capture_output=True).stdout
         files = [p for p in out.decode().split("\0") if p]
         if files:
@@ -236,7 +478,7 @@ def tracked_files():
 
 
 def main():
-    NTESTS = 16
+    NTESTS = 25
     print("1..%d" % NTESTS)
     t = Tap()
     api = read(API) if os.path.exists(API) else ""
@@ -367,8 +609,106 @@ def main():
     t.check(bool(ex) and not bad, "the %d example responses in docs/API.md are consistent"
             % len(ex), bad)
 
-    # 15-16: the repository stands alone
+    # 15-20: docs/openapi.yaml against API.md and src/defaults.h
+    oa_path = os.path.join(ROOT, "docs", "openapi.yaml")
+    spec = load_openapi(oa_path) if os.path.exists(oa_path) else None
+    t.check(isinstance(spec, dict) and str(spec.get("openapi", "")).startswith("3.1"),
+            "docs/openapi.yaml parses as OpenAPI 3.1", ["missing, not YAML, or python3-yaml "
+                                                       "is not installed"])
+    spec = spec if isinstance(spec, dict) else {"paths": {}, "components": {}}
+    ar, orr = api_routes(api), oa_routes(spec)
+    t.check(bool(ar) and ar == orr, "docs/API.md §2 and docs/openapi.yaml have the same routes",
+            ["only in docs/API.md: %s %s" % r for r in sorted(ar - orr)] +
+            ["only in docs/openapi.yaml: %s %s" % r for r in sorted(orr - ar)])
+    api_st = {str(v[0]) for v in dprobs.values()} | {
+        m.group(1) for m in re.finditer(r"^HTTP/1\.1 (\d{3}) ", api, re.M)}
+    oa_st = {st for st, _ in oa_responses(spec) if st}
+    t.check(bool(oa_st) and api_st == oa_st,
+            "docs/API.md and docs/openapi.yaml have the same statuses",
+            ["only in docs/API.md: %s" % x for x in sorted(api_st - oa_st)] +
+            ["only in docs/openapi.yaml: %s" % x for x in sorted(oa_st - api_st)])
+    oprobs = oa_problems(spec)
+    diffs = ["only in docs/API.md: %s" % x for x in sorted(set(dprobs) - set(oprobs))]
+    diffs += ["only in docs/openapi.yaml: %s" % x for x in sorted(set(oprobs) - set(dprobs))]
+    diffs += ["%s: %s in docs/API.md, %s in docs/openapi.yaml" % (x, dprobs[x], oprobs[x])
+              for x in sorted(set(dprobs) & set(oprobs)) if dprobs[x] != oprobs[x]]
+    t.check(bool(oprobs) and not diffs, "docs/API.md and docs/openapi.yaml have the same "
+            "problem types, statuses and titles", diffs)
+    # headers: Content-Type and Content-Length are the media type and the
+    # body in OpenAPI, not header objects
+    body_headers = {"Content-Type", "Content-Length"}
+    api_resp = set(resp_doc) - body_headers
+    oa_resp = {h for _, r in oa_responses(spec) for h in r.get("headers", {})}
+    api_req = set(req_doc)
+    oa_req = set()
+    for item in spec.get("paths", {}).values():
+        for op in item.values():
+            if not isinstance(op, dict):
+                continue
+            for prm in op.get("parameters", []) + item.get("parameters", []):
+                prm = oa_deref(spec, prm)
+                if prm.get("in") == "header":
+                    oa_req.add(prm["name"])
+            rb = op.get("requestBody")
+            if rb:
+                oa_req.add("Content-Type")
+                if "Content-Length" in rb.get("description", ""):
+                    oa_req.add("Content-Length")
+    if any(sc.get("scheme") == "bearer" for sc in
+           spec.get("components", {}).get("securitySchemes", {}).values()):
+        oa_req.add("Authorization")
+    diffs = ["response header only in docs/API.md: %s" % x for x in sorted(api_resp - oa_resp)]
+    diffs += ["response header only in docs/openapi.yaml: %s" % x for x in sorted(oa_resp - api_resp)]
+    diffs += ["request header only in docs/API.md: %s" % x for x in sorted(api_req - oa_req)]
+    diffs += ["request header only in docs/openapi.yaml: %s" % x for x in sorted(oa_req - api_req)]
+    t.check(bool(oa_resp) and not diffs, "docs/API.md and docs/openapi.yaml have the same "
+            "request and response headers", diffs)
+    try:
+        lim = oa_limits(spec)
+        diffs = ["%s: %s in src/defaults.h, %s in docs/openapi.yaml" % (k, defs.get(k), v)
+                 for k, v in sorted(lim.items()) if defs.get(k) != v]
+    except (KeyError, TypeError) as e:
+        diffs = ["docs/openapi.yaml lacks a body limit: %r" % e]
+    t.check(not diffs, "docs/openapi.yaml's body limits are src/defaults.h's", diffs)
+
+    # 21: links
     files = tracked_files()
+    bad = dead_links(files)
+    t.check(not bad, "every relative link and #anchor of the markdown files leads somewhere",
+            bad)
+
+    # 22: every page of docs/ is reachable from the README
+    readme_path = os.path.join(ROOT, "README.md")
+    readme = read(readme_path) if os.path.exists(readme_path) else ""
+    linked = {os.path.normpath(urllib.parse.unquote(tg.partition("#")[0]))
+              for _, tg in md_links(readme)}
+    pages = sorted(rel for rel in files if rel.startswith("docs/")
+                   and rel.endswith((".md", ".yaml", ".8")))
+    t.items([p_ for p_ in pages if p_ not in linked],
+            "every page of docs/ is linked from README.md", "not linked")
+
+    # 23: one default per key, wherever it is written
+    places = {"src/config.c": {r[0]: str(r[4]) for r in rows if r[4] is not None},
+              "docs/API.md": {k: unticked(v[1]) for k, v in dkeys.items() if len(v) > 1},
+              "docs/charge.8": man_defaults(man)}
+    conf = os.path.join(ROOT, "conf", "charge.conf")
+    if os.path.exists(conf):
+        places["conf/charge.conf"] = conf_values(read(conf))
+    cfgmd = os.path.join(ROOT, "docs", "configuration.md")
+    if os.path.exists(cfgmd):
+        places["docs/configuration.md"] = md_config_defaults(read(cfgmd))
+    diffs = []
+    for k in sorted(set().union(*[set(v) for v in places.values()])):
+        vals = {where: v[k] for where, v in places.items() if k in v}
+        if len(set(vals.values())) > 1:
+            diffs.append("%s: %s" % (k, ", ".join("%s in %s" % (v, w)
+                                                 for w, v in sorted(vals.items()))))
+    missing = sorted(k for k in places["src/config.c"] if k not in places["docs/charge.8"])
+    t.check(not diffs and not missing, "each configuration key has one default in %s"
+            % ", ".join(sorted(places)), diffs + ["no default in docs/charge.8: %s" % k
+                                                 for k in missing])
+
+    # 24-25: the repository stands alone
     refs, cites = [], []
     for rel in files:
         path = os.path.join(ROOT, rel)

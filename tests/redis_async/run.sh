@@ -186,6 +186,14 @@ check 'grep -q "^startup_check 0" "$RUN/check.out"' "start-up check 0 on a noevi
 drive "$RUN/wait0.out" -w -m 1 -r 100 -n 2 "$URL"
 check '[ "$(grep -c " ok .*durable=0 .*err=WAIT: 0 of 1 replica" "$RUN/wait0.out")" = 2 ]' \
 	"WAIT 1 without a replica: reply given, durable 0" "$RUN/wait0.out"
+# 50 commands with WAIT in one turn share one WAIT: Redis blocks a
+# connection for each WAIT that falls short, so a WAIT each would take
+# 50 x 100 ms and most would time out
+w0=$(cmdstat "$P" wait calls)
+drive "$RUN/wait50.out" -w -m 1 -r 100 -t 1000 -n 50 "$URL"
+w1=$(cmdstat "$P" wait calls)
+check '[ "$(grep -c " ok .*durable=0 " "$RUN/wait50.out")" = 50 ] && [ $((w1 - w0)) -le 3 ]' \
+	"50 commands with WAIT in one turn: $((w1 - w0)) WAIT(s), all answered" "$RUN/wait50.out"
 # ... and with one replica: durable 1
 ha_port_pick && RP=$HA_PORT && ha_redis_create "$S" "$RP" --replicaof 127.0.0.1 "$P"
 for _ in $(seq 1 50); do
@@ -203,6 +211,22 @@ drive "$RUN/auth.out" -n 2 "redis://:s3cret@127.0.0.1:$AP"
 drive "$RUN/authbad.out" -n 1 "redis://:wrong@127.0.0.1:$AP"
 check '[ "$(count_ok "$RUN/auth.out")" = 2 ] && grep -q "err .*unknown=0 .*err=AUTH: WRONGPASS" "$RUN/authbad.out"' \
 	"AUTH: the right password works, a wrong one fails with AUTH's error" "$RUN/authbad.out"
+# ACL user and password, SELECT
+ha_cli "$AP" -a s3cret --no-auth-warning ACL SETUSER app on '>pw' '~*' '+@all' >/dev/null
+drive "$RUN/acl.out" -n 2 -k acl= "redis://app:pw@127.0.0.1:$AP/3"
+in3=$(ha_cli "$AP" -a s3cret --no-auth-warning -n 3 GET acl)
+in0=$(ha_cli "$AP" -a s3cret --no-auth-warning -n 0 EXISTS acl)
+check '[ "$(count_ok "$RUN/acl.out")" = 2 ] && [ "$in3" = 2 ] && [ "$in0" = 0 ]' \
+	"AUTH user password and SELECT 3: the key is in database 3" "$RUN/acl.out"
+
+# a Redis that forbids CONFIG: the eviction check cannot be made, a
+# warning says so, commands run
+ha_port_pick && NP=$HA_PORT
+ha_redis_create "$S" "$NP" --rename-command CONFIG "" >/dev/null 2>&1
+drive "$RUN/noconfig.out" -n 2 "redis://127.0.0.1:$NP"
+check '[ "$(count_ok "$RUN/noconfig.out")" = 2 ] && grep -q "warn .*cannot read Redis maxmemory-policy" "$RUN/noconfig.out.err"' \
+	"CONFIG forbidden: a warning, commands run" "$RUN/noconfig.out.err"
+
 ha_port_pick && UP=$HA_PORT
 ha_redis_create "$S" "$UP" --unixsocket "$S/plain.sock" --unixsocketperm 700 >/dev/null 2>&1
 drive "$RUN/unix.out" -n 3 "unix://$S/plain.sock"
@@ -284,6 +308,24 @@ on2=$(ha_cli "$M2" GET short)
 check 'grep -q "^0 0 ok .*durable=0 .*err=WAIT: 0 of 1" "$RUN/short.out" && [ "$(count_ok "$RUN/short.out")" = 4 ] && grep -q "^3 0 ok .*durable=1" "$RUN/short.out" && [ "${on2:-0}" -ge 2 ] && [ $((${on3:-0} + ${on2:-0})) = 4 ]' \
 	"WAIT shortfall: durable 0, then the next commands go to the other sentinel's primary, durable there (${on3:-0} then ${on2:-0} writes)" "$RUN/short.out.err"
 
+# 14. a real failover: three sentinels, the primary killed; the client
+# follows the sentinels to the promoted replica
+H="$RUN/failover"
+if ha_sentinel_start "$H" >/dev/null 2>"$RUN/failover.err"; then
+	old=$HA_PRIMARY_PORT
+	drive "$RUN/failover.out" -t 1000 -n 1 -c 50 -i 100 -k fo: "$HA_URL" &
+	dpid=$!
+	sleep 0.5
+	ha_node_kill "$H" "$old" KILL
+	wait "$dpid"
+	new=$(ha_primary_port)
+	check '[ -n "$new" ] && [ "$new" != "$old" ] && grep -q "^49 0 ok" "$RUN/failover.out" && grep -q "Redis primary of .charge. is 127.0.0.1:$new" "$RUN/failover.out.err" && [ "$(field "$RUN/failover.out" "^summary" maxms)" -le 1100 ]' \
+		"sentinel failover: primary $old killed, the client moves to $new" "$RUN/failover.out.err"
+else
+	nok "sentinel topology did not start"
+	sed 's/^/#   /' "$RUN/failover.err" | tail -5
+fi
+
 # --- cluster ------------------------------------------------------------------
 C="$RUN/cluster"
 if ha_cluster_start "$C" 3 >/dev/null 2>"$RUN/cluster.err"; then
@@ -297,6 +339,24 @@ if ha_cluster_start "$C" 3 >/dev/null 2>"$RUN/cluster.err"; then
 	done
 	check '[ "$(count_ok "$RUN/route.out")" = 60 ] && [ "$total" = 60 ]' \
 		"cluster: 60 keys routed, $total stored" "$RUN/route.out"
+	# ASK: slot S of A migrating to B, its key not on A yet: A answers
+	# ASK, the client sends ASKING and the command to B in one write
+	B=${HA_NODE_PORTS[1]}
+	aid=$(ha_cli "$A" CLUSTER MYID)
+	bid=$(ha_cli "$B" CLUSTER MYID)
+	for i in $(seq 1 200); do
+		s=$(ha_cli "$A" CLUSTER KEYSLOT "ask$i")
+		if [ "$s" -le 5460 ]; then akey="ask$i"; break; fi
+	done
+	ha_cli "$B" CLUSTER SETSLOT "$s" IMPORTING "$aid" >/dev/null
+	ha_cli "$A" CLUSTER SETSLOT "$s" MIGRATING "$bid" >/dev/null
+	drive "$RUN/ask.out" -S -n 2 -k "$akey=" "$CURL"
+	onb=$(ha_cli "$B" DBSIZE)
+	ha_cli "$B" CLUSTER SETSLOT "$s" NODE "$bid" >/dev/null
+	ha_cli "$A" CLUSTER SETSLOT "$s" NODE "$bid" >/dev/null
+	val=$(timeout 5 redis-cli -c -h 127.0.0.1 -p "$A" GET "$akey" 2>/dev/null)
+	check '[ "$(count_ok "$RUN/ask.out")" = 2 ] && [ "$val" = 2 ] && grep -q "^0 1 ok .*reply=i:2" "$RUN/ask.out"' \
+		"cluster: ASK followed with ASKING (slot $s migrating, key on B: ${val:-none})" "$RUN/ask.out"
 	drive "$RUN/cping.out" -p "$CURL"
 	check '[ "$(count_ok "$RUN/cping.out")" = 1 ]' "cluster: PING of every primary" "$RUN/cping.out"
 

@@ -703,6 +703,61 @@ test_pipelined(void **state)
 	bytes_free(&s);
 }
 
+/*
+ * After fcgi_reader_answered the rest of the body still comes, and a
+ * BEGIN_REQUEST (even of the same id) begins the next request, as Apache's
+ * mod_proxy_fcgi sends it after abandoning a body answered early.
+ */
+static void
+test_answered_abandoned(void **state)
+{
+	struct fcgi_reader *r = fcgi_reader_new();
+	struct bytes a = { 0 }, b = { 0 };
+	struct fcgi_event ev;
+
+	(void)state;
+	assert_non_null(r);
+	begin(&a, 1, FCGI_RESPONDER, FCGI_KEEP_CONN);
+	rec(&a, FCGI_PARAMS, 1,
+	    "\x01\x01"
+	    "Ax",
+	    4, 4);
+	rec(&a, FCGI_PARAMS, 1, NULL, 0, 0);
+	rec(&a, FCGI_STDIN, 1, "ab", 2, 6);
+	assert_int_equal(fcgi_reader_feed(r, a.p, a.n), 0);
+	fcgi_reader_next(r, &ev);
+	assert_int_equal(ev.type, FCGI_EV_BEGIN);
+	fcgi_reader_next(r, &ev);
+	assert_int_equal(ev.type, FCGI_EV_PARAMS);
+	fcgi_reader_next(r, &ev);
+	assert_int_equal(ev.type, FCGI_EV_STDIN);
+	fcgi_reader_next(r, &ev);
+	assert_int_equal(ev.type, FCGI_EV_NONE);
+	/* without the mark the same BEGIN would be a protocol error */
+	fcgi_reader_answered(r);
+	rec(&b, FCGI_STDIN, 1, "cd", 2, 6);
+	begin(&b, 1, FCGI_RESPONDER, FCGI_KEEP_CONN);
+	rec(&b, FCGI_PARAMS, 1,
+	    "\x01\x01"
+	    "By",
+	    4, 4);
+	rec(&b, FCGI_PARAMS, 1, NULL, 0, 0);
+	assert_int_equal(fcgi_reader_feed(r, b.p, b.n), 0);
+	fcgi_reader_next(r, &ev);
+	assert_int_equal(ev.type, FCGI_EV_STDIN);
+	assert_int_equal(ev.len, 2);
+	fcgi_reader_next(r, &ev);
+	assert_int_equal(ev.type, FCGI_EV_BEGIN);
+	assert_int_equal(ev.request_id, 1);
+	fcgi_reader_next(r, &ev);
+	assert_int_equal(ev.type, FCGI_EV_PARAMS);
+	assert_int_equal(ev.nparams, 1);
+	assert_memory_equal(ev.params[0].name, "B", 1);
+	fcgi_reader_free(r);
+	bytes_free(&a);
+	bytes_free(&b);
+}
+
 static void
 test_ignored(void **state)
 {
@@ -987,6 +1042,7 @@ main(void)
 		cmocka_unit_test(test_roles),
 		cmocka_unit_test(test_refuse_mpx),
 		cmocka_unit_test(test_pipelined),
+		cmocka_unit_test(test_answered_abandoned),
 		cmocka_unit_test(test_ignored),
 		cmocka_unit_test(test_order_errors),
 		cmocka_unit_test(test_feed_bound),

@@ -58,8 +58,10 @@ expect_status_n(const char *b, size_t n, enum json_status want, size_t at)
 	    ((want == JSON_SYNTAX || want == JSON_BAD_BYTE ||
 	         want == JSON_TRAILING) &&
 	        doc.at != at))
-		fail_msg("%.60s: status %d at %zu, want %d at %zu", b, st,
-		    doc.at, want, at);
+		/* b may be NULL (n == 0); show at most 60 of its n bytes */
+		fail_msg("%.*s: status %d at %zu, want %d at %zu",
+		    b != NULL ? (int)(n < 60 ? n : 60) : 6,
+		    b != NULL ? b : "(null)", st, doc.at, want, at);
 	if (want == JSON_SYNTAX)
 		assert_int_equal(cjson_error_at(b, n), (long)at);
 	assert_true((st == JSON_OK) == (doc.root != NULL));
