@@ -856,11 +856,47 @@ class Bench:
             if rc not in (0, None):
                 log('charge --listen behind nginx exited with status %s' % rc)
 
+    def log_files(self):
+        """The logs of the servers and responders of this run directory."""
+        return [os.path.join(self.run, x) for x in
+                ('lighttpd.out', 'lighttpd-error.log', 'charge-nginx.log',
+                 'nginx-error.log')]
+
+    def log_offsets(self):
+        out = {}
+        for path in self.log_files():
+            try:
+                out[path] = os.path.getsize(path)
+            except OSError:
+                out[path] = 0
+        return out
+
+    def log_summary(self, offsets, top=8):
+        """The lines the logs got since offsets, counted by message (dates,
+        pids, request ids and numbers blanked): what a run's errors were."""
+        count = {}
+        for path, off in offsets.items():
+            try:
+                with open(path, 'rb') as f:
+                    f.seek(off)
+                    data = f.read(4 << 20).decode(errors='replace')
+            except OSError:
+                continue
+            for line in data.splitlines():
+                msg = re.sub(r'^\S+ (\S+ )?', '', line.strip())
+                msg = re.sub(r'\[[0-9a-f-]{6,}\]|\b\d+\b', '#', msg)
+                if msg:
+                    key = '%s: %s' % (os.path.basename(path), msg[:160])
+                    count[key] = count.get(key, 0) + 1
+        return sorted(count.items(), key=lambda kv: -kv[1])[:top]
+
     def measure_plain(self, label, scenario, conns, duration, port, pids, rnd=1):
         """One wrk run on port without the CPU accounting of measure():
         throughput, latency, errors, requests in flight, RSS and threads of
-        the responder processes pids. Errors are reported, not fatal."""
+        the responder processes pids, and what the logs got meanwhile.
+        Errors are reported, not fatal."""
         run_id = 'b%s' % uuid.uuid4().hex[:10]
+        offsets = self.log_offsets()
         l0 = self.read_ledger()
         w, argv = self.wrk(scenario, conns, duration, run_id, port=port)
         w.pop('machine_window', None)
@@ -878,11 +914,15 @@ class Bench:
                'in_flight': n * w['lat_mean_us'] / 1e6 / secs if secs else 0,
                'errors': errors, 'ledger_delta': self.read_ledger() - l0,
                'rss_kb': [proc_rss_kb(p) for p in pids],
-               'threads': [proc_threads(p) for p in pids]}
+               'threads': [proc_threads(p) for p in pids],
+               'logs': self.log_summary(offsets)}
         log('%-22s c=%-5d round %d: %8.1f req/s  p50 %8.2f ms  p99 %8.2f ms  in flight '
             '%7.1f  errors %d  RSS %s KiB  threads %s' % (
                 label, conns, rnd, res['rps'], w['p50_us'] / 1e3, w['p99_us'] / 1e3,
                 res['in_flight'], errors, res['rss_kb'], res['threads']))
+        if errors:
+            for msg, k in res['logs']:
+                log('    %5d x %s' % (k, msg))
         if n == 0:
             raise BenchError('%s: no request completed' % label)
         return res

@@ -512,6 +512,13 @@ def concurrency_section(res, L):
                     'in flight', 'errors', 'provider calls', 'RSS MiB per process',
                     'threads per process'], rows))
     L.append('')
+    for r in c['latency_runs']:
+        if r['errors'] and r.get('logs'):
+            L.append('Log lines during the run at %d connections (%d errors: wrk counts '
+                     'non-2xx answers, connect, read, write and timeout errors):\n' % (
+                         r['conns'], r['errors']))
+            L += ['- %d × `%s`' % (k, msg.replace('`', "'")) for msg, k in r['logs']]
+            L.append('')
     runs = c['keepalive_runs']
     if not runs:
         return
