@@ -201,6 +201,17 @@ suite_e2e() { E2E_SERVER=lighttpd with_asan e2e tests/e2e/run.sh; }
 suite_e2e_apache() { E2E_SERVER=apache E2E_MAX_PROCS=4 with_asan e2e_apache tests/e2e/run.sh; }
 suite_e2e_apache_cgi() { E2E_SERVER=apache-cgi with_asan e2e_apache_cgi tests/e2e/run.sh; }
 suite_e2e_nginx() { E2E_SERVER=nginx with_asan e2e_nginx tests/e2e/run.sh; }
+suite_e2e_apache_proxy() { E2E_SERVER=apache-proxy with_asan e2e_apache_proxy tests/e2e/run.sh; }
+
+# Many requests at once (the plain build, for speed): 1 000 charges through
+# lighttpd, nginx and Apache mod_proxy_fcgi, max_inflight's 503, SIGTERM
+# with 500 charges in flight; threads per responder process sampled.
+suite_concurrency() { tests/concurrency/run.sh; }
+
+# The FastCGI protocol on the responder's own socket: kept-alive and
+# pipelined requests, multiplexing refused, management records, unknown
+# roles, malformed records.
+suite_fcgi_wire() { with_asan fcgi_wire tests/fcgi_wire/run.sh; }
 
 # The fault matrix (Redis killed, frozen, out of memory; spill dir full;
 # lost Redis replies; responders stopped, killed, out of descriptors; bad
@@ -277,8 +288,9 @@ suite_bench_smoke() { bench/run --smoke; }
 suite_examples() { tests/with-stack.sh tests/examples/run.sh; }
 suite_browser() { tests/with-stack.sh tests/browser/run.sh; }
 
-SUITES=(structure builds docs unit unit_asan lua redis_async fuzz fcgi_diff cgi signals e2e e2e_apache e2e_apache_cgi e2e_nginx
-	e2e_cluster ha_sentinel ha_cluster ha_nodes partitions faults tsan deploy install systemd package examples browser
+SUITES=(structure builds docs unit unit_asan lua redis_async fuzz fcgi_diff fcgi_wire cgi signals e2e e2e_apache
+	e2e_apache_cgi e2e_nginx e2e_apache_proxy concurrency e2e_cluster ha_sentinel ha_cluster ha_nodes partitions faults
+	tsan deploy install systemd package examples browser
 	bench_smoke)
 [ $# -gt 0 ] && SUITES=("$@")
 

@@ -135,6 +135,12 @@ def log(msg):
     print('# ' + msg, flush=True)
 
 
+def eff_threads(n):
+    """Threads a process runs for the setting n (0: one per core, as the
+    responder's threads = 0 means)."""
+    return n if n > 0 else (os.cpu_count() or 1)
+
+
 # ---------------------------------------------------------------- processes
 
 class Procs:
@@ -497,6 +503,10 @@ class Bench:
         self.replay_key = None
         self.procs_n = args.procs   # processes x threads of every backend
         self.threads_n = args.threads
+        self.latency_ms = 0         # the responder's provider_latency_ms
+        self.nginx = None           # --concurrency: nginx + charge --listen
+        self.nginx_charge = None
+        self.nginx_port = None
 
     # -- redis
     def start_redis(self):
@@ -535,7 +545,7 @@ class Bench:
             'CHARGE_SPILL_DIR': os.path.join(self.run, 'spill'),
             'CHARGE_PROVIDER_LEDGER': self.ledger,
             'CHARGE_API_KEYS_FILE': keys,
-            'CHARGE_PROVIDER_LATENCY_MS': '0',
+            'CHARGE_PROVIDER_LATENCY_MS': str(self.latency_ms),
             'CHARGE_METRICS_FILE': 'none',
             'CHARGE_LOG_LEVEL': 'warn',
             'CHARGE_THREADS': str(self.threads_n),
@@ -572,14 +582,15 @@ class Bench:
             elif b.startswith('floor'):
                 env = {'FLOOR_REDIS_SOCKET': self.redis_sock,
                        'FLOOR_ROUNDTRIPS': b[len('floor'):],
-                       'FLOOR_THREADS': str(self.threads_n)}
+                       'FLOOR_THREADS': str(eff_threads(self.threads_n))}
             elif b == 'baseline':
-                env = {'BASELINE_THREADS': str(self.threads_n)}
+                env = {'BASELINE_THREADS': str(eff_threads(self.threads_n))}
             env['BENCH_BACKEND'] = b     # never empty: lighttpd needs one
             envs = ', '.join('"%s" => "%s"' % kv for kv in env.items())
             entries.append(
                 '  "/%s" => (( "bin-path" => "%s", "socket" => "%s",\n'
                 '    "max-procs" => %d, "check-local" => "disable",\n'
+                '    "listen-backlog" => 8192,\n'
                 '    "bin-environment" => ( %s ),\n'
                 '    "bin-copy-environment" => ( "PATH" ) ))' % (
                     'charge' if b == 'charge' else b, link,
@@ -614,7 +625,7 @@ class Bench:
                     b, len(self.backends.get(b, [])), self.procs_n))
         # every worker thread up: a thread count short of T means a backend
         # that failed to start a worker (or to connect to Redis)
-        wait_for(lambda: all(proc_threads(p) >= self.threads_n
+        wait_for(lambda: all(proc_threads(p) >= eff_threads(self.threads_n)
                              for pids in self.backends.values() for p in pids),
                  10, 'worker threads of every backend')
 
@@ -682,7 +693,7 @@ class Bench:
                                  '(a responder died)' % (b, pids, now.get(b)))
 
     # -- one wrk run
-    def wrk(self, scenario, conns, duration, run_id):
+    def wrk(self, scenario, conns, duration, run_id, port=None):
         path, _ = SCENARIOS[scenario]
         env = dict(os.environ, BENCH_PATH=path, BENCH_RUN=run_id)
         env.pop('BENCH_KEY', None)
@@ -692,13 +703,13 @@ class Bench:
         argv = ['wrk', '-t', str(threads), '-c', str(conns),
                 '-d', '%gs' % duration, '--timeout', '10s', '--latency',
                 '-s', os.path.join(BENCH, 'charge.lua'),
-                'http://127.0.0.1:%d/' % self.port]
+                'http://127.0.0.1:%d/' % (port or self.port)]
         # the machine's busy share is taken over wrk's lifetime only
         m0 = machine_busy_ticks()
         p = self.procs.start('wrk', argv, stdout=subprocess.PIPE,
                              stderr=subprocess.STDOUT, text=True, env=env)
         try:
-            out, _ = p.communicate(timeout=duration + 30)
+            out, _ = p.communicate(timeout=duration + 60)
             m1 = machine_busy_ticks()
         except subprocess.TimeoutExpired:
             self.procs.stop(p, signal.SIGKILL)
@@ -789,6 +800,132 @@ class Bench:
                 scenario, w['err_status'], w['err_connect']))
         if n == 0:
             raise BenchError(scenario + ': no request completed')
+        return res
+
+    # -- nginx with kept-alive FastCGI connections (--concurrency)
+    def start_nginx(self):
+        """charge --listen on a unix socket (threads_n event loops) behind
+        nginx with upstream keepalive 64 + fastcgi_keep_conn on."""
+        self.write_charge_conf()
+        sock = os.path.join(self.run, 'sock', 'charge-nginx.sock')
+        os.makedirs(os.path.dirname(sock), exist_ok=True)
+        for d in ('body', 'fastcgi', 'proxy', 'uwsgi', 'scgi'):
+            os.makedirs(os.path.join(self.run, 'nginx-tmp', d), exist_ok=True)
+        if os.path.exists(sock):
+            os.unlink(sock)
+        env = dict(self.base_env(), **self.charge_env)
+        out = open(os.path.join(self.run, 'charge-nginx.log'), 'a')
+        self.nginx_charge = self.procs.start(
+            'charge', [self.bins['charge'], '--listen', sock], stdout=out,
+            stderr=subprocess.STDOUT, env=env, cwd=self.run)
+        wait_for(lambda: os.path.exists(sock) or self.nginx_charge.poll() is not None,
+                 10, 'charge --listen ' + sock)
+        if self.nginx_charge.poll() is not None:
+            raise BenchError('charge --listen exited; see charge-nginx.log')
+        with open(os.path.join(BENCH, 'nginx.conf')) as f:
+            tpl = ''.join(x for x in f if not x.startswith('#'))
+        self.nginx_port = port_free()
+        conf = (tpl.replace('@RUN@', self.run)
+                .replace('@PORT@', str(self.nginx_port))
+                .replace('@USER@', 'user root root;' if os.geteuid() == 0 else ''))
+        path = os.path.join(self.run, 'nginx.conf')
+        with open(path, 'w') as f:
+            f.write(conf)
+        elog = os.path.join(self.run, 'nginx-error.log')
+        run_checked(['nginx', '-t', '-q', '-p', self.run, '-c', path, '-e', elog],
+                    'nginx -t')
+        nout = open(os.path.join(self.run, 'nginx.out'), 'w')
+        self.nginx = self.procs.start(
+            'nginx', ['nginx', '-p', self.run, '-c', path, '-e', elog],
+            stdout=nout, stderr=subprocess.STDOUT, env=self.base_env(), cwd=self.run)
+        wait_for(lambda: tcp_listening(self.nginx_port) or self.nginx.poll() is not None,
+                 10, 'nginx')
+        if self.nginx.poll() is not None:
+            raise BenchError('nginx exited; see nginx-error.log')
+        key = 'bench-sanity-nginx-' + uuid.uuid4().hex
+        st, h, b = http_post(self.nginx_port, '/charge', key, DEFAULT_BODY)
+        if st != 201:
+            raise BenchError('fresh /charge through nginx answered %d: %r' % (st, b[:300]))
+
+    def stop_nginx(self):
+        if self.nginx is not None:
+            self.procs.stop(self.nginx, signal.SIGQUIT)
+            self.nginx = None
+        if self.nginx_charge is not None:
+            rc = self.procs.stop(self.nginx_charge)
+            self.nginx_charge = None
+            if rc not in (0, None):
+                log('charge --listen behind nginx exited with status %s' % rc)
+
+    def log_files(self):
+        """The logs of the servers and responders of this run directory."""
+        return [os.path.join(self.run, x) for x in
+                ('lighttpd.out', 'lighttpd-error.log', 'charge-nginx.log',
+                 'nginx-error.log')]
+
+    def log_offsets(self):
+        out = {}
+        for path in self.log_files():
+            try:
+                out[path] = os.path.getsize(path)
+            except OSError:
+                out[path] = 0
+        return out
+
+    def log_summary(self, offsets, top=8):
+        """The lines the logs got since offsets, counted by message (dates,
+        pids, request ids and numbers blanked): what a run's errors were."""
+        count = {}
+        for path, off in offsets.items():
+            try:
+                with open(path, 'rb') as f:
+                    f.seek(off)
+                    data = f.read(4 << 20).decode(errors='replace')
+            except OSError:
+                continue
+            for line in data.splitlines():
+                msg = re.sub(r'^\S+ (\S+ )?', '', line.strip())
+                msg = re.sub(r'\[[0-9a-f-]{6,}\]|\b\d+\b', '#', msg)
+                if msg:
+                    key = '%s: %s' % (os.path.basename(path), msg[:160])
+                    count[key] = count.get(key, 0) + 1
+        return sorted(count.items(), key=lambda kv: -kv[1])[:top]
+
+    def measure_plain(self, label, scenario, conns, duration, port, pids, rnd=1):
+        """One wrk run on port without the CPU accounting of measure():
+        throughput, latency, errors, requests in flight, RSS and threads of
+        the responder processes pids, and what the logs got meanwhile.
+        Errors are reported, not fatal."""
+        run_id = 'b%s' % uuid.uuid4().hex[:10]
+        offsets = self.log_offsets()
+        l0 = self.read_ledger()
+        w, argv = self.wrk(scenario, conns, duration, run_id, port=port)
+        w.pop('machine_window', None)
+        time.sleep(0.3)
+        n = w['requests']
+        secs = w['duration_us'] / 1e6 if w['duration_us'] else 0
+        if scenario == 'fresh' or scenario == 'replay':
+            self.charge_requests += n
+        errors = (w['err_connect'] + w['err_read'] + w['err_write'] +
+                  w['err_status'] + w['err_timeout'])
+        res = {'label': label, 'scenario': scenario, 'conns': conns, 'round': rnd,
+               'latency_ms': self.latency_ms, 'duration_s': duration, 'wrk': w,
+               'wrk_argv': argv, 'rps': n / secs if secs else 0,
+               # Little's law: requests in flight on average
+               'in_flight': n * w['lat_mean_us'] / 1e6 / secs if secs else 0,
+               'errors': errors, 'ledger_delta': self.read_ledger() - l0,
+               'rss_kb': [proc_rss_kb(p) for p in pids],
+               'threads': [proc_threads(p) for p in pids],
+               'logs': self.log_summary(offsets)}
+        log('%-22s c=%-5d round %d: %8.1f req/s  p50 %8.2f ms  p99 %8.2f ms  in flight '
+            '%7.1f  errors %d  RSS %s KiB  threads %s' % (
+                label, conns, rnd, res['rps'], w['p50_us'] / 1e3, w['p99_us'] / 1e3,
+                res['in_flight'], errors, res['rss_kb'], res['threads']))
+        if errors:
+            for msg, k in res['logs']:
+                log('    %5d x %s' % (k, msg))
+        if n == 0:
+            raise BenchError('%s: no request completed' % label)
         return res
 
     # -- sanity checks and priming
@@ -966,6 +1103,7 @@ class Bench:
                 replayed, head))
 
     def close(self):
+        self.stop_nginx()
         self.stop_lighttpd()
         if self.rc is not None:
             try:
@@ -1100,8 +1238,9 @@ def parse_args(argv):
                     help='responder processes (lighttpd max-procs) of every '
                          'backend (%d, from %s)' % (dep['procs'], dep['procs_from']))
     ap.add_argument('--threads', type=int, default=dep['threads'],
-                    help='worker threads per process of every backend: the '
-                         'responder\'s threads, FLOOR_THREADS, BASELINE_THREADS '
+                    help='threads per process of every backend: the '
+                         'responder\'s threads (event loops; 0: one per core), '
+                         'FLOOR_THREADS, BASELINE_THREADS (0: one per core) '
                          '(%d, from %s)' % (dep['threads'], dep['threads_from']))
     ap.add_argument('--sweep', metavar='"PxT ..."',
                     help='measure each processes x threads combination, e.g. '
@@ -1135,14 +1274,30 @@ def parse_args(argv):
                     help='before the runs and before every round, wait up to '
                          'S s for other processes to use < 10 %% of the '
                          'machine (0: do not wait)')
+    ap.add_argument('--concurrency', action='store_true',
+                    help='instead of the full run: fresh charges at provider '
+                         'latency --latency-ms through lighttpd at '
+                         '--latency-connections, then at latency 0 fresh and '
+                         'replay through lighttpd and through nginx with '
+                         'kept-alive FastCGI connections against the libfcgi '
+                         'baseline at --keepalive-connections (--smoke: a '
+                         'short one)')
+    ap.add_argument('--latency-ms', type=int, default=200,
+                    help='--concurrency: provider_latency_ms of the first part (200)')
+    ap.add_argument('--latency-connections', default=None,
+                    help='--concurrency: connection counts at --latency-ms '
+                         '("64 1024 4096"; --smoke "64")')
+    ap.add_argument('--keepalive-connections', default=None,
+                    help='--concurrency: connection counts at latency 0 '
+                         '("32 64"; --smoke "32")')
     ap.add_argument('--charge', help='use this responder binary (no meson build)')
     ap.add_argument('--port', type=int, default=0, help='lighttpd port (free one)')
     ap.add_argument('--out', help='report directory (bench/results)')
     ap.add_argument('--keep', action='store_true', help='keep the run directory')
     a = ap.parse_args(argv)
     a.deployment = dep
-    if a.sweep and a.callgrind_only:
-        ap.error('--sweep and --callgrind-only are separate modes')
+    if sum(bool(x) for x in (a.sweep, a.callgrind_only, a.concurrency)) > 1 and not a.smoke:
+        ap.error('--sweep, --callgrind-only and --concurrency are separate modes')
     if a.smoke:
         dflt = dict(duration=1.0, rounds=1, connections='8 32', warmup=0.0,
                     mem_records='200 20', callgrind_n='3 8',
@@ -1151,6 +1306,13 @@ def parse_args(argv):
         a.sweep_scen = list(SCENARIOS)
         a.sweep_conns = [32]
         a.main_runs = not a.callgrind_only
+    elif a.concurrency:
+        dflt = dict(duration=5.0, rounds=2, connections='32', warmup=1.0,
+                    mem_records='0 0', callgrind_n='200 1200',
+                    scenarios='fresh')
+        a.sweep_spec = None
+        a.main_runs = False
+        a.no_callgrind = True
     elif a.sweep:
         dflt = dict(duration=3.0, rounds=2, connections='32', warmup=1.0,
                     mem_records='0 0', callgrind_n='200 1200',
@@ -1173,6 +1335,16 @@ def parse_args(argv):
         a.mem_records = '0 0'
     if a.smoke and not a.compare:
         a.compare = newest_result()
+    if a.smoke:
+        a.concurrency = True
+    a.lat_conns = [int(x) for x in (a.latency_connections or
+                                    ('64' if a.smoke else '64 1024 4096')).split()]
+    a.ka_conns = [int(x) for x in (a.keepalive_connections or
+                                   ('32' if a.smoke else '32 64')).split()]
+    # runs at a provider latency last at least 10 s (4 096 connections need
+    # a while to reach a steady state); --smoke: --duration
+    a.lat_duration = a.duration if a.smoke else max(a.duration, 10.0)
+    a.conc_rounds = a.rounds
     try:
         a.sweep_points = parse_sweep(a.sweep_spec) if a.sweep_spec else []
     except ValueError as e:
@@ -1189,9 +1361,9 @@ def parse_args(argv):
     if len(a.mem) != 2 or len(a.cgn) != 2 or a.cgn[1] <= a.cgn[0]:
         ap.error('--mem-records and --callgrind-n take two numbers (N2 > N1)')
     if a.duration <= 0 or a.rounds < 1 or not a.conns or a.procs < 1 or \
-            not 1 <= a.threads <= 64:
-        ap.error('duration, rounds, connections, procs and threads (1..64) '
-                 'must be positive')
+            not 0 <= a.threads <= 64:
+        ap.error('duration, rounds, connections and procs must be positive, '
+                 'threads 0..64 (0: one per core)')
     if a.duration != int(a.duration) or a.warmup != int(a.warmup) or a.warmup < 0:
         ap.error('--duration and --warmup are whole seconds (wrk -d)')
     if a.compare and not os.path.exists(a.compare):
@@ -1255,15 +1427,70 @@ def rounds(bench, args, scenarios, conns, rss, label):
     return runs
 
 
+def concurrency(bench, args):
+    """--concurrency (and a short one in --smoke): the event-driven
+    responder under many connections.
+
+    1. provider_latency_ms = --latency-ms (200): fresh charges through
+       lighttpd (procs x threads) at each of --latency-connections; the
+       ideal throughput is connections / latency (C/L).
+    2. provider_latency_ms = 0: fresh and replay through lighttpd and
+       through nginx with kept-alive FastCGI connections (charge --listen,
+       one process), and the libfcgi baseline through lighttpd, interleaved
+       for --rounds at each of --keepalive-connections."""
+    out = {'procs': bench.procs_n, 'threads': bench.threads_n,
+           'latency_ms': args.latency_ms, 'latency_runs': [],
+           'keepalive_runs': [], 'latency_duration_s': args.lat_duration,
+           'duration_s': args.duration, 'rounds': args.conc_rounds}
+    bench.latency_ms = args.latency_ms
+    bench.start_lighttpd(['charge'], bench.procs_n, bench.threads_n)
+    log('concurrency: lighttpd on 127.0.0.1:%d, charge %dx%d, provider latency %d ms' % (
+        bench.port, bench.procs_n, bench.threads_n, bench.latency_ms))
+    for c in args.lat_conns:
+        if args.warmup > 0:
+            bench.measure_plain('warm-up', 'fresh', c, args.warmup, bench.port,
+                                bench.backends['charge'])
+        r = bench.measure_plain('fresh L=%d lighttpd' % bench.latency_ms, 'fresh', c,
+                                args.lat_duration, bench.port, bench.backends['charge'])
+        r['ideal_rps'] = c * 1000.0 / bench.latency_ms if bench.latency_ms else None
+        out['latency_runs'].append(r)
+    bench.stop_lighttpd()
+    bench.latency_ms = 0
+    bench.start_lighttpd(['charge', 'baseline'], bench.procs_n, bench.threads_n)
+    bench.start_nginx()
+    bench.prime_replay()
+    log('concurrency: lighttpd on 127.0.0.1:%d (charge, baseline %dx%d), nginx on '
+        '127.0.0.1:%d (charge --listen, threads %d, keepalive 64)' % (
+            bench.port, bench.procs_n, bench.threads_n, bench.nginx_port, bench.threads_n))
+    cases = [('fresh lighttpd', 'fresh', bench.port, bench.backends['charge']),
+             ('fresh nginx-keepalive', 'fresh', bench.nginx_port, [bench.nginx_charge.pid]),
+             ('replay lighttpd', 'replay', bench.port, bench.backends['charge']),
+             ('replay nginx-keepalive', 'replay', bench.nginx_port, [bench.nginx_charge.pid]),
+             ('baseline lighttpd', 'baseline', bench.port, bench.backends['baseline'])]
+    if args.warmup > 0:
+        for label, sc, port, pids in cases:
+            bench.measure_plain('warm-up ' + label, sc, max(args.ka_conns), args.warmup,
+                                port, pids)
+    for c in args.ka_conns:
+        for rnd in range(1, args.conc_rounds + 1):
+            for label, sc, port, pids in cases:
+                out['keepalive_runs'].append(bench.measure_plain(
+                    label, sc, c, args.duration, port, pids, rnd))
+    bench.stop_nginx()
+    bench.stop_lighttpd()
+    return out
+
+
 def main(argv):
     args = parse_args(argv)
     t_start = time.time()
     date = time.strftime('%Y-%m-%d')
     stem = date + ('-sweep' if args.sweep and not args.smoke else
-                   '-callgrind' if args.callgrind_only else '')
+                   '-callgrind' if args.callgrind_only else
+                   '-concurrency' if args.concurrency and not args.smoke else '')
     all_scen = list(dict.fromkeys((args.scen if args.main_runs else []) +
                                   (args.sweep_scen if args.sweep_points else [])))
-    need_charge = args.callgrind_only or \
+    need_charge = args.callgrind_only or args.concurrency or \
         any(SCENARIOS[x][1] == 'charge' for x in all_scen)
     out_dir = args.out or (tempfile.mkdtemp(prefix='charge-bench-report-')
                            if args.smoke else os.path.join(BENCH, 'results'))
@@ -1274,6 +1501,10 @@ def main(argv):
     def on_signal(signum, frame):
         raise KeyboardInterrupt
     signal.signal(signal.SIGTERM, on_signal)
+    # wrk's connections and lighttpd's two descriptors per request
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if hard == resource.RLIM_INFINITY or hard > soft:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
     try:
         log('building (release) into ' + BUILD)
         bins = build(args, need_charge)
@@ -1287,7 +1518,8 @@ def main(argv):
         phases = {}
         results = {'date': date, 'stem': stem, 'smoke': args.smoke,
                    'mode': 'sweep' if args.sweep and not args.smoke else
-                   'callgrind' if args.callgrind_only else 'full',
+                   'callgrind' if args.callgrind_only else
+                   'concurrency' if args.concurrency and not args.smoke else 'full',
                    'machine': machine_info(),
                    'busy_before_pct': busy_before,
                    'config': {'duration_s': args.duration, 'rounds': args.rounds,
@@ -1338,6 +1570,10 @@ def main(argv):
                     results['sweep']['rss'], '%dx%d' % (procs, threads))
                 bench.stop_lighttpd()
             phases['sweep'] = round(time.time() - t0, 1)
+        if args.concurrency:
+            t0 = time.time()
+            results['concurrency'] = concurrency(bench, args)
+            phases['concurrency'] = round(time.time() - t0, 1)
         failed = None
         if not args.no_callgrind:
             t0 = time.time()

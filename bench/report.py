@@ -484,6 +484,79 @@ CPU_NOTE = ('"responder", "lighttpd" and "Redis" are utime + stime deltas of the
             'their behalf outside their own accounting lands here too).')
 
 
+def concurrency_section(res, L):
+    """bench/run --concurrency: throughput against connections / latency at
+    a provider latency, and latency 0 through lighttpd and through nginx
+    with kept-alive FastCGI connections against the libfcgi baseline."""
+    c = res.get('concurrency')
+    if not c:
+        return
+    L.append('## Many connections: provider latency %d ms\n' % c['latency_ms'])
+    L.append('Fresh charges through lighttpd (mod_fastcgi `bin-path`, %d process(es), '
+             '`threads` = %d), one wrk run of %g s per connection count. **C/L** = '
+             'connections / provider latency: the throughput if every connection always '
+             'had one request waiting on the provider. "in flight" = requests × mean '
+             'latency ÷ duration (Little\'s law). RSS and threads per responder process '
+             'after the run.\n' % (c['procs'], c['threads'], c.get('latency_duration_s', 0)))
+    rows = []
+    for r in c['latency_runs']:
+        w = r['wrk']
+        rows.append([r['conns'], f_rps(r['ideal_rps']) if r.get('ideal_rps') else '–',
+                     f_rps(r['rps']),
+                     '%.2f' % (r['rps'] / r['ideal_rps']) if r.get('ideal_rps') else '–',
+                     f_ms(w['p50_us']), f_ms(w['p99_us']), '%.0f' % r['in_flight'],
+                     r['errors'], r['ledger_delta'],
+                     ' / '.join('%.1f' % (k / 1024.0) for k in r['rss_kb']),
+                     ' / '.join(str(t) for t in r['threads'])])
+    L.append(table(['connections', 'C/L req/s', 'req/s', 'req/s ÷ C/L', 'p50 ms', 'p99 ms',
+                    'in flight', 'errors', 'provider calls', 'RSS MiB per process',
+                    'threads per process'], rows))
+    L.append('')
+    for r in c['latency_runs']:
+        if r['errors'] and r.get('logs'):
+            L.append('Log lines during the run at %d connections (%d errors: wrk counts '
+                     'non-2xx answers, connect, read, write and timeout errors):\n' % (
+                         r['conns'], r['errors']))
+            L += ['- %d × `%s`' % (k, msg.replace('`', "'")) for msg, k in r['logs']]
+            L.append('')
+    runs = c['keepalive_runs']
+    if not runs:
+        return
+    labels = list(dict.fromkeys(r['label'] for r in runs))
+    conns = list(dict.fromkeys(r['conns'] for r in runs))
+    L.append('## Provider latency 0: lighttpd, nginx with kept-alive connections, '
+             'the libfcgi baseline\n')
+    L.append('lighttpd: `bin-path`, %d process(es) of each responder (`threads` = %d; the '
+             'baseline: libfcgi, one accepting thread per core when 0). nginx: '
+             '`charge --listen` on a unix socket, one process, `threads` = %d, upstream '
+             '`keepalive 64` + `fastcgi_keep_conn on` (`bench/nginx.conf`). Interleaved, '
+             '%d round(s) of %g s; req/s median [min–max] over rounds, "in flight" as '
+             'above (a backend that starves kept connections shows few in flight).\n' % (
+                 c['procs'], c['threads'], c['threads'], c['rounds'], c['duration_s']))
+
+    def vals(label, conn, f):
+        return [f(r) for r in runs if r['label'] == label and r['conns'] == conn]
+    rows = []
+    for conn in conns:
+        for label in labels:
+            rps = vals(label, conn, lambda r: r['rps'])
+            base = vals('baseline lighttpd', conn, lambda r: r['rps'])
+            ratio = ['%.2f' % (a / b) for a, b in zip(rps, base) if b]
+            rows.append([conn, label, spread(rps, f_rps),
+                         ' / '.join(ratio) if ratio else '–',
+                         f_ms(statistics.median(vals(label, conn, lambda r: r['wrk']['p50_us'])))
+                         if rps else '–',
+                         f_ms(statistics.median(vals(label, conn, lambda r: r['wrk']['p99_us'])))
+                         if rps else '–',
+                         '%.1f' % statistics.median(vals(label, conn, lambda r: r['in_flight'])),
+                         sum(vals(label, conn, lambda r: r['errors'])),
+                         ' / '.join('%.1f' % (k / 1024.0) for k in
+                                    vals(label, conn, lambda r: r['rss_kb'])[-1])])
+    L.append(table(['connections', 'path', 'req/s', '÷ baseline (per round)', 'p50 ms',
+                    'p99 ms', 'in flight', 'errors', 'RSS MiB per process'], rows, left=2))
+    L.append('')
+
+
 def sweep_section(res, L):
     sw = res.get('sweep')
     if not sw or not sw.get('runs'):
@@ -685,7 +758,8 @@ def write_report(json_path, out_dir=None, notes=None, compare=None):
     L = []
     L.append('# Benchmark of `/charge` — %s%s%s\n' % (
         res['date'], {'sweep': ', processes × threads sweep',
-                      'callgrind': ', instruction counts only'}.get(mode, ''),
+                      'callgrind': ', instruction counts only',
+                      'concurrency': ', many connections'}.get(mode, ''),
         ' (smoke run)' if res['smoke'] else ''))
     phases = res.get('phases_s') or {}
     L.append('Produced by `bench/run` (took %s s%s). Raw data: [`%s.json`](%s.json).\n' % (
@@ -764,6 +838,7 @@ def write_report(json_path, out_dir=None, notes=None, compare=None):
 
     compare_section(res, L)
     sweep_section(res, L)
+    concurrency_section(res, L)
 
     if d is not None:
         svg = stem + '.svg'

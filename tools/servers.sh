@@ -9,11 +9,15 @@
 #   start_apache     RUN_DIR LOG_DIR PORT CHARGE_BIN [MAX_PROCS]   # mod_fcgid
 #   start_apache_cgi RUN_DIR LOG_DIR PORT CHARGE_BIN               # mod_cgid
 #   start_nginx      RUN_DIR LOG_DIR PORT CHARGE_BIN [THREADS]     # + --listen
+#   start_apache_proxy RUN_DIR LOG_DIR PORT CHARGE_BIN [THREADS]   # mod_proxy_fcgi
+#                                                                  # + --listen
 #   servers_worker_pids          # the responder processes, one PID a line
-#   stop_apache / stop_apache_cgi / stop_nginx / servers_stop_all
+#   stop_apache / stop_apache_cgi / stop_nginx / stop_apache_proxy /
+#   servers_stop_all
 #
 # Each start function creates its own directory under RUN_DIR (apache/,
-# apache-cgi/, nginx/), writes its logs to LOG_DIR, starts the server on
+# apache-cgi/, nginx/, apache-proxy/), writes its logs to LOG_DIR, starts
+# the server on
 # 127.0.0.1:PORT and waits (15 s) until GET /healthz answers (200, or 503
 # while Redis is unreachable); it returns non-zero after printing the tail
 # of the logs to stderr. Every process is started by this shell in its own
@@ -32,10 +36,11 @@
 # and "user" in conf/nginx.conf.)
 #
 # Globals: SERVERS_ROOT, SERVERS_APACHE_PID, SERVERS_APACHE_CGI_PID,
-# SERVERS_NGINX_PID, SERVERS_RESPONDER_SUPERVISOR_PID, SERVERS_HTTP_PORT,
+# SERVERS_NGINX_PID, SERVERS_RESPONDER_SUPERVISOR_PID,
+# SERVERS_APACHE_PROXY_PID, SERVERS_PROXY_SUPERVISOR_PID, SERVERS_HTTP_PORT,
 # and SERVERS_TOP_PID: the process the last start function started whose
 # descendants are the responders (apache2, or the responder's supervisor
-# for nginx); another shell lists them with
+# for nginx and apache-proxy); another shell lists them with
 # ". tools/servers.sh && servers_descendants $SERVERS_TOP_PID charge".
 # SERVERS_NGINX_UPSTREAM selects how start_nginx runs the responder:
 # "unix" (default: --listen RUN/nginx/charge.sock), "tcp" (--listen
@@ -53,6 +58,8 @@ SERVERS_APACHE_PID=
 SERVERS_APACHE_CGI_PID=
 SERVERS_NGINX_PID=
 SERVERS_RESPONDER_SUPERVISOR_PID=
+SERVERS_APACHE_PROXY_PID=
+SERVERS_PROXY_SUPERVISOR_PID=
 SERVERS_HTTP_PORT=
 SERVERS_TOP_PID=
 SERVERS_WORKER_USER=nobody
@@ -577,6 +584,62 @@ start_nginx() {
 	fi
 }
 
+# --- Apache + mod_proxy_fcgi + the responder's own listener ----------------
+
+# start_apache_proxy RUN_DIR LOG_DIR PORT CHARGE_BIN [THREADS]: the
+# responder on its own unix socket (RUN_DIR/apache-proxy/sock/charge.sock;
+# charge --listen, CHARGE_THREADS=THREADS when given, else the
+# configuration's), supervised like start_nginx's, then Apache with
+# conf/apache-proxy-fcgi.conf: mod_proxy_fcgi sends every request it holds
+# to that one process at once, on kept-alive FastCGI connections. Logs:
+# LOG_DIR/apache-proxy-error.log, apache-proxy-access.log, responder.log
+# (the responder's stderr).
+start_apache_proxy() {
+	local run=$1 logs=$2 port=$3 bin=$4 threads=${5:-}
+	local srv="$run/apache-proxy" rlog="$logs/responder.log" sock
+	local -a env=()
+	if [ ! -x "$bin" ]; then
+		servers_log "responder binary $bin is missing or not executable"
+		return 1
+	fi
+	mkdir -p "$run" "$logs" || return 1
+	servers_is_root && { chmod a+x "$run" || return 1; }
+	rm -rf "$srv"
+	servers_worker_dir "$srv" "$srv/sock" || return 1
+	sock="$srv/sock/charge.sock"
+	[ -n "$threads" ] && env=(env "CHARGE_THREADS=$threads")
+	if ! servers_supervise "$srv/responder.pid" "$rlog" \
+		"${env[@]}" "$bin" --listen "$sock"; then
+		servers_log "the responder supervisor did not start"
+		servers_tail "$rlog"
+		return 1
+	fi
+	SERVERS_PROXY_SUPERVISOR_PID=$SERVERS_LAST_PID
+	if ! STACK_FCGI_SOCKET=$sock servers_apache_run apache-proxy \
+		"$SERVERS_ROOT/conf/apache-proxy-fcgi.conf" "$run" "$logs" "$port" \
+		"$bin" 1 SetEnv; then
+		servers_tail "$rlog"
+		stop_apache_proxy "$run"
+		return 1
+	fi
+	SERVERS_APACHE_PROXY_PID=$SERVERS_LAST_PID
+	SERVERS_TOP_PID=$SERVERS_PROXY_SUPERVISOR_PID
+	SERVERS_HTTP_PORT=$port
+}
+
+# stop_apache_proxy [RUN_DIR]: stops Apache (its kept FastCGI connections
+# close), then the responder's supervisor (which TERMs the responder: it
+# finishes the requests in flight).
+stop_apache_proxy() {
+	local run=${1:-} sup=$SERVERS_PROXY_SUPERVISOR_PID
+	servers_apache_stop apache-proxy "$SERVERS_APACHE_PROXY_PID" "$run"
+	[ -z "$sup" ] && [ -n "$run" ] && [ -f "$run/apache-proxy/responder.pid" ] &&
+		sup=$(cat "$run/apache-proxy/responder.pid")
+	stack_stop_pid "$sup" bash 10
+	SERVERS_APACHE_PROXY_PID=
+	SERVERS_PROXY_SUPERVISOR_PID=
+}
+
 # stop_nginx [RUN_DIR]: stops nginx (QUIT: graceful), then the responder's
 # supervisor (which TERMs the responder: it finishes requests in hand).
 stop_nginx() {
@@ -601,12 +664,14 @@ servers_worker_pids() {
 		servers_descendants "$SERVERS_APACHE_PID" charge
 		servers_descendants "$SERVERS_APACHE_CGI_PID" charge
 		servers_descendants "$SERVERS_RESPONDER_SUPERVISOR_PID" charge
+		servers_descendants "$SERVERS_PROXY_SUPERVISOR_PID" charge
 	} | sort -n
 }
 
 # servers_stop_all [RUN_DIR]: stops every server started here.
 servers_stop_all() {
 	stop_nginx "${1:-}"
+	stop_apache_proxy "${1:-}"
 	stop_apache "${1:-}"
 	stop_apache_cgi "${1:-}"
 }

@@ -14,7 +14,8 @@
 # Scenarios: apache (mod_fcgid, 4 processes), apache-cgi (mod_cgid, one
 # process per request), nginx (--listen on a unix socket, 4 threads),
 # nginx-tcp (--listen 127.0.0.1:PORT), nginx-spawn-fcgi (spawn-fcgi hands
-# the socket over as fd 0), apache-unprivileged (when run as root: the
+# the socket over as fd 0), apache-proxy (mod_proxy_fcgi, --listen on a
+# unix socket, 4 threads), apache-unprivileged (when run as root: the
 # whole stack, Redis and Apache included, started as nobody).
 set -uo pipefail
 
@@ -325,6 +326,8 @@ scenario() {
 		SERVERS_NGINX_UPSTREAM=tcp start_nginx "$RUN" "$RUN" "$PORT" "$BIN" "$PROCS" 2>>"$RUN/start.err" && started=1 ;;
 	nginx-spawn-fcgi)
 		SERVERS_NGINX_UPSTREAM=spawn-fcgi start_nginx "$RUN" "$RUN" "$PORT" "$BIN" "$PROCS" 2>>"$RUN/start.err" && started=1 ;;
+	apache-proxy)
+		start_apache_proxy "$RUN" "$RUN" "$PORT" "$BIN" "$PROCS" 2>>"$RUN/start.err" && started=1 ;;
 	apache-unprivileged)
 		# everything as nobody: nothing of Apache needs root
 		servers_as_worker bash -c '. "$1/tools/servers.sh" && start_apache "$2" "$2" "$3" "$4" "$5"' \
@@ -362,7 +365,7 @@ scenario() {
 	apache|apache-unprivileged)
 		t "mod_fcgid runs $PROCS responder processes" c_procs "$PROCS"
 		t "$PROCS Redis connections, one per process" c_redis_clients "$PROCS" ;;
-	nginx*)
+	nginx*|apache-proxy)
 		t "one responder process" c_procs 1
 		t "$PROCS Redis connections, one per worker thread" c_redis_clients "$PROCS" ;;
 	apache-cgi)
@@ -374,7 +377,7 @@ scenario() {
 	rm -rf "$RUN"
 }
 
-SCENARIOS=(apache apache-cgi nginx nginx-tcp nginx-spawn-fcgi)
+SCENARIOS=(apache apache-cgi nginx nginx-tcp nginx-spawn-fcgi apache-proxy)
 servers_is_root && SCENARIOS+=(apache-unprivileged)
 [ $# -gt 0 ] && SCENARIOS=("$@")
 

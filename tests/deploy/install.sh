@@ -27,7 +27,8 @@ for f in sbin/charge share/man/man8/charge.8 etc/charge/charge.conf \
 	etc/charge/api-keys share/charge/www/index.html \
 	share/charge/www/problems/idempotency-key-reused \
 	share/charge/conf/lighttpd.conf share/charge/conf/nginx.conf \
-	share/charge/conf/apache-fcgid.conf share/charge/conf/charge.service \
+	share/charge/conf/apache-fcgid.conf share/charge/conf/apache-proxy-fcgi.conf \
+	share/charge/conf/charge.service \
 	share/charge/www/api.html share/charge/conf/snippets/nginx.conf \
 	share/charge/conf/snippets/lighttpd.conf share/charge/conf/snippets/apache.conf; do
 	[ -e "$P/$f" ] && ok "installed: $f" || notok "installed: $f" "missing"

@@ -9,6 +9,7 @@
 #   E2E_SERVER=apache tests/e2e/run.sh        Apache + mod_fcgid (tools/servers.sh)
 #   E2E_SERVER=apache-cgi tests/e2e/run.sh    Apache + mod_cgid, plain CGI
 #   E2E_SERVER=nginx tests/e2e/run.sh         nginx + charge --listen (4 threads)
+#   E2E_SERVER=apache-proxy tests/e2e/run.sh  Apache + mod_proxy_fcgi + charge --listen
 #   CHARGE_BIN=/tmp/build-x/charge tests/e2e/run.sh
 #   E2E_ONLY='spill|crash' tests/e2e/run.sh   a subset (regex on names)
 #   E2E_KEEP=1 tests/e2e/run.sh               keep the run directory
@@ -23,10 +24,11 @@ REPO=$(cd "$(dirname "$(readlink -f "${BASH_SOURCE[0]}")")/../.." && pwd)
 BIN=${CHARGE_BIN:-$REPO/build/charge}
 MAX_PROCS=${E2E_MAX_PROCS:-3}
 # lighttpd (default), apache (mod_fcgid), apache-cgi (mod_cgid, plain CGI),
-# nginx (the responder's own --listen socket, E2E_THREADS worker threads)
+# nginx and apache-proxy (mod_proxy_fcgi) (the responder's own --listen
+# socket, E2E_THREADS threads)
 SERVER=${E2E_SERVER:-lighttpd}
-case $SERVER in lighttpd|apache|apache-cgi|nginx) ;; *)
-	echo "not ok 1 - e2e: E2E_SERVER=$SERVER: want lighttpd, apache, apache-cgi or nginx"
+case $SERVER in lighttpd|apache|apache-cgi|nginx|apache-proxy) ;; *)
+	echo "not ok 1 - e2e: E2E_SERVER=$SERVER: want lighttpd, apache, apache-cgi, nginx or apache-proxy"
 	exit 1 ;;
 esac
 # single (default): a private Redis on a unix socket; cluster: 3 primaries
@@ -153,6 +155,9 @@ apache-cgi)
 nginx)
 	start_nginx "$RUN" "$RUN" "$PORT" "$BIN" "${E2E_THREADS:-4}" 2>"$RUN/stack.err" && started=1
 	TOP_PID=$SERVERS_TOP_PID ;;
+apache-proxy)
+	start_apache_proxy "$RUN" "$RUN" "$PORT" "$BIN" "${E2E_THREADS:-4}" 2>"$RUN/stack.err" && started=1
+	TOP_PID=$SERVERS_TOP_PID ;;
 esac
 [ "$started" = 1 ] && [ -n "$TOP_PID" ] ||
 	{ sed 's/^/# /' "$RUN/stack.err"; bail "$SERVER did not start"; }
@@ -198,7 +203,8 @@ fi
 
 if [ $rc -ne 0 ]; then
 	for f in lighttpd-error.log lighttpd.stderr.log apache-error.log \
-		apache-cgi-error.log nginx-error.log responder.log redis.log; do
+		apache-cgi-error.log apache-proxy-error.log nginx-error.log \
+		responder.log redis.log; do
 		[ -s "$RUN/$f" ] || continue
 		echo "# ---- last lines of $f"
 		tail -n 25 "$RUN/$f" | sed 's/^/#   /'
