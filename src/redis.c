@@ -307,7 +307,9 @@ redis_eval(struct redis_client *c, struct lua_script *s, const char *key,
 	x->framelen = (size_t)(p - x->frame);
 	x->s = s;
 	x->wait = wait && c->min_replicas > 0;
-	x->slot = cluster_keyslot(key, keylen);
+	/* the key's hash slot routes it in a cluster only */
+	if (c->t.mode == REDIS_MODE_CLUSTER)
+		x->slot = cluster_keyslot(key, keylen);
 	x->cb = cb;
 	x->arg = arg;
 	redis_dispatch(x);
