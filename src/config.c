@@ -543,7 +543,7 @@ config_parse_text(struct config *c, const char *text, size_t len, char *errstr,
 	return cfg_parse(c, NULL, text, len, errstr, errlen);
 }
 
-/* Edit distance of a and b (bytes), capped at CONF_NAME_MAX. */
+/* Edit distance of a and b (bytes); CONF_ENV_NAME_MAX for longer names. */
 static size_t
 cfg_distance(const char *a, size_t an, const char *b, size_t bn)
 {
