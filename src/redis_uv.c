@@ -5,7 +5,12 @@
  * stops the poll), so a refused connection would hang until the command's
  * timeout; and it leaks its struct when uv_poll_init fails. Here an error
  * status lets hiredis look at the socket (the connect check or a read),
- * which reports the real error.
+ * which reports the real error. And writes: the adapter polls for
+ * UV_WRITABLE whenever hiredis has output, and libuv's uv_poll_start takes
+ * the descriptor out of epoll and puts it back each time, so a command
+ * cost four epoll_ctl calls and a wake-up; here the output of a loop turn is
+ * written by a uv_prepare callback just before the loop waits, and only a
+ * socket that does not take it all is polled for writing.
  */
 #include <stdlib.h>
 
@@ -17,7 +22,10 @@
 struct uv_events {
 	redisAsyncContext *ac;
 	uv_poll_t handle;
+	uv_prepare_t flush; /* writes the output before the loop waits */
 	int events;
+	int flushing; /* inside flush: hiredis could not write everything */
+	int open;     /* handles not yet closed */
 };
 
 static void
@@ -40,9 +48,15 @@ uv_events_poll(uv_poll_t *h, int status, int events)
 		redisAsyncHandleWrite(p->ac);
 }
 
+/*
+ * libuv's uv_poll_start removes the descriptor from epoll and adds it back:
+ * a call that changes nothing is skipped.
+ */
 static void
 uv_events_set(struct uv_events *p, int events)
 {
+	if (events == p->events)
+		return;
 	p->events = events;
 	if (events != 0)
 		(void)uv_poll_start(&p->handle, events, uv_events_poll);
@@ -66,12 +80,36 @@ uv_events_del_read(void *d)
 	uv_events_set(p, p->events & ~UV_READABLE);
 }
 
+/*
+ * Before the loop waits for events: the commands queued in this turn leave
+ * in one write, without waiting for the socket to be writable (which would
+ * cost two epoll_ctl calls and a wake-up per turn). Only what the socket
+ * does not take waits for UV_WRITABLE.
+ */
+static void
+uv_events_flush(uv_prepare_t *h)
+{
+	struct uv_events *p = h->data;
+
+	(void)uv_prepare_stop(&p->flush);
+	if (p->ac == NULL)
+		return;
+	p->flushing = 1;
+	redisAsyncHandleWrite(p->ac); /* may free the context (cleanup) */
+	p->flushing = 0;
+}
+
 static void
 uv_events_add_write(void *d)
 {
 	struct uv_events *p = d;
 
-	uv_events_set(p, p->events | UV_WRITABLE);
+	/* connecting, or the socket did not take it all: wait for it */
+	if (p->flushing || !(p->ac->c.flags & REDIS_CONNECTED)) {
+		uv_events_set(p, p->events | UV_WRITABLE);
+		return;
+	}
+	(void)uv_prepare_start(&p->flush, uv_events_flush);
 }
 
 static void
@@ -79,13 +117,17 @@ uv_events_del_write(void *d)
 {
 	struct uv_events *p = d;
 
+	(void)uv_prepare_stop(&p->flush);
 	uv_events_set(p, p->events & ~UV_WRITABLE);
 }
 
 static void
 uv_events_closed(uv_handle_t *h)
 {
-	free(h->data);
+	struct uv_events *p = h->data;
+
+	if (--p->open == 0)
+		free(p);
 }
 
 static void
@@ -95,6 +137,7 @@ uv_events_cleanup(void *d)
 
 	p->ac = NULL; /* the context is going away */
 	uv_close((uv_handle_t *)&p->handle, uv_events_closed);
+	uv_close((uv_handle_t *)&p->flush, uv_events_closed);
 }
 
 int
@@ -108,7 +151,10 @@ redis_uv_attach(redisAsyncContext *ac, uv_loop_t *loop)
 		free(p);
 		return REDIS_ERR;
 	}
+	(void)uv_prepare_init(loop, &p->flush);
+	p->open = 2;
 	p->handle.data = p;
+	p->flush.data = p;
 	p->ac = ac;
 	ac->ev.addRead = uv_events_add_read;
 	ac->ev.delRead = uv_events_del_read;
