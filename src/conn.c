@@ -178,7 +178,9 @@ conn_read(struct conn *c)
 			conn_close(c);
 			return;
 		}
-		n = read(c->fd, buf, room < sizeof(buf) ? room : sizeof(buf));
+		if (room > sizeof(buf))
+			room = sizeof(buf);
+		n = read(c->fd, buf, room);
 		if (n < 0 && errno == EINTR)
 			continue;
 		if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
@@ -199,6 +201,12 @@ conn_read(struct conn *c)
 			return;
 		}
 		conn_process(c);
+		/*
+		 * A short read took what the socket held: the poll says when
+		 * more comes (a read that would only answer EAGAIN is saved).
+		 */
+		if ((size_t)n < room)
+			return;
 	}
 }
 

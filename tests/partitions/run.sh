@@ -12,8 +12,14 @@
 #
 #   CHARGE_BIN=build-asan/charge tests/partitions/run.sh
 #   PARTITIONS_ONLY='split' tests/partitions/run.sh   some nemeses (regex)
-#   PARTITIONS_GATE_AVAILABILITY=1 ...   gate the time from failover to the
-#                                        first charge on the new primary (2 s)
+#   PARTITIONS_GATE_AVAILABILITY=0|all   the 2 s gate from failover to the
+#                                        first charge on the new primary: by
+#                                        default for redis_min_replicas 1
+#                                        after split brain, isolation and the
+#                                        slow link; 0 none; all everywhere
+#   PARTITIONS_GATE_MIN_REPLICAS=N       no acknowledged outcome lost from
+#                                        redis_min_replicas N on (default 2:
+#                                        every replica)
 #   PARTITIONS_REDIS_MIN_REPLICAS_TO_WRITE=0 ...   the nodes without
 #                                        min-replicas-to-write; by default
 #                                        1, with min-replicas-max-lag 2, as
