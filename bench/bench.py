@@ -84,7 +84,8 @@ def deployment_defaults():
     """Processes and threads of the default deployment, read from the tree.
 
     threads: the `threads` key of conf/charge.conf (0: one event loop per
-    core; the responder's built-in default when the key is absent: 1). procs: the MAX_PROCS default of
+    core across the processes, as run.sh sets CHARGE_THREADS; the
+    responder's built-in default when the key is absent: 1). procs: the MAX_PROCS default of
     run.sh (`${MAX_PROCS:-N}`), else the max-procs default of
     tools/stack.sh (`procs=${5:-N}`), else 2.
     """
@@ -97,10 +98,6 @@ def deployment_defaults():
                 if m:
                     out['threads'] = int(m.group(1))
                     out['threads_from'] = 'conf/charge.conf'
-                    if out['threads'] == 0:
-                        # 0: one event loop per core, as the responder does
-                        out['threads'] = os.cpu_count() or 1
-                        out['threads_from'] = 'conf/charge.conf (0: one per core)'
     except OSError:
         pass
     for rel, pat in (('run.sh', r'\$\{MAX_PROCS:-(\d+)\}'),
@@ -114,6 +111,10 @@ def deployment_defaults():
             out['procs'] = int(m.group(1))
             out['procs_from'] = rel
             break
+    if out['threads'] == 0:
+        # 0: one event loop per core across the processes, as run.sh sets
+        out['threads'] = max(1, (os.cpu_count() or 1) // out['procs'])
+        out['threads_from'] = 'conf/charge.conf (0) and run.sh: cores / processes'
     return out
 
 

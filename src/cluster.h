@@ -2,9 +2,9 @@
  * cluster.h - Redis Cluster's key space as a client sees it: the slot of a
  * key (CRC16 with hash tags, as Redis computes it), MOVED and ASK
  * redirections, and the slot map of CLUSTER SLOTS with a table of nodes,
- * each holding at most one connection (redis.c's struct redis_node). No
- * I/O: redis.c opens the connections and feeds the replies in; a node this
- * module gives up is handed to cl->node_drop.
+ * each holding at most one connection (redis_node.c's struct redis_node).
+ * No I/O: the Redis client opens the connections and feeds the replies in;
+ * a node this module gives up is handed to cl->node_drop.
  */
 #ifndef CHARGE_CLUSTER_H
 #define CHARGE_CLUSTER_H
@@ -49,12 +49,12 @@ struct cluster_redirect {
 enum cluster_redirect_kind cluster_redirect_parse(const char *s, size_t len,
     struct cluster_redirect *r);
 
-struct redis_node; /* redis.c's connection to one node */
+struct redis_node; /* redis_node.c's connection to one node */
 
 struct cluster_node {
 	char host[REDIS_HOST_MAX + 1];
 	int port;
-	struct redis_node *conn; /* NULL until redis.c connects */
+	struct redis_node *conn; /* NULL until redis_node.c connects */
 	int in_map;              /* serves slots in the current map */
 };
 

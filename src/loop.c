@@ -27,7 +27,7 @@
 #include "loop.h"
 #include "spill.h"
 
-#define ACCEPTS_PER_EVENT 64 /* then the other loops get their turn */
+#define ACCEPTS_PER_EVENT 1  /* then the other loops get their turn */
 #define ACCEPT_RETRY_MS 100  /* pause after accept failed for resources */
 #define GC_INTERVAL_MS (3600 * 1000) /* spill garbage collection period */
 #define SIGNAL_POLL_MS 200 /* the main thread checks the loops this often */

@@ -6,7 +6,8 @@
  * is writable) and replies are matched in order. hiredis 0.14 has no
  * timeouts: every command carries a timer of the loop. Nothing here blocks
  * the loop: the sentinels are asked on the loop with asynchronous contexts
- * too (see redis.c). Only redis_startup_check() blocks (its own loop).
+ * too (see redis_sentinel.c). Only redis_startup_check() blocks (its own
+ * loop).
  */
 #ifndef CHARGE_REDIS_H
 #define CHARGE_REDIS_H
@@ -39,8 +40,9 @@ struct redis_result {
 	redisReply *reply;
 	/*
 	 * 1 when the command may have run: it was sent and its reply was lost
-	 * or did not come within the timeout. 0 when it surely did not run
-	 * (never sent, or Redis answered with an error).
+	 * or did not come within the timeout (a command re-sent once, see
+	 * redis_eval(), counts its first send too). 0 when it surely did not
+	 * run (never sent, or Redis answered every send with an error).
 	 */
 	int outcome_unknown;
 	/*
@@ -87,7 +89,14 @@ void redis_client_free(struct redis_client *c);
  * failed connect asks the sentinels again and resends, within the
  * timeout; in a cluster it follows MOVED and ASK (with ASKING) and retries
  * TRYAGAIN and CLUSTERDOWN within the timeout. A command whose reply was
- * lost after it was sent is never sent again (outcome_unknown).
+ * lost after it was sent is never sent again (outcome_unknown), except
+ * once: when the peer closed or reset the connection (EOF, ECONNRESET,
+ * EPIPE; not a timeout, not an error reply), the connection had been used
+ * before (it was not opened for this command) and the command was not
+ * re-sent yet, it is re-sent on a new connection within the timeout. So
+ * a script may run twice: it must be idempotent for its caller (claim,
+ * record and release are, for the same owner). A second loss ends it with
+ * outcome_unknown.
  * 0 (cb will be called), or -1 when it cannot be queued (ENOMEM, too many
  * arguments; cb will not be called).
  */

@@ -1,6 +1,6 @@
 /*
- * driver.c - runs src/redis.c's client on a libuv loop from the command
- * line, for tests/redis_async/run.sh. One line per command's callback:
+ * driver.c - runs the Redis client (redis.h) on a libuv loop from the
+ * command line, for tests/redis_async/run.sh. One line per command's callback:
  *
  *   <round> <index> ok|err ms=<call to callback> unknown=<0|1>
  *       durable=<0|1> reply=<i:N|s:TEXT|a:N|nil|-> err=<errstr>

@@ -9,12 +9,20 @@
     fake_redis.py PORT lagging SELFSLOTS OWNERHOST OWNERPORT
         a cluster node with an old map: CLUSTER SLOTS gives itself slots
         0..SELFSLOTS-1 and OWNERHOST:OWNERPORT the rest
+    fake_redis.py PORT proxy UPPORT LOSE [rst|fin]
+        forwards every command to the Redis on 127.0.0.1:UPPORT, except
+        that for the EVALSHA or EVAL whose number (counted over every
+        connection from 1, a NOSCRIPT reply not counted) is in the
+        comma-separated list LOSE it drops Redis's reply and resets the
+        client's connection (rst, the default) or closes it (fin): the
+        script ran, the client never learns it
 
-Every mode answers PING, CONFIG GET maxmemory-policy (noeviction) and
-counts the commands it got in PORT.count (one line per command name).
-Runs until killed.
+Every other mode answers PING, CONFIG GET maxmemory-policy (noeviction).
+Every mode counts the commands it got in PORT.count (one line per command
+name). Runs until killed.
 """
 import socket
+import struct
 import sys
 import threading
 
@@ -51,6 +59,76 @@ def bulk(s):
 
 def node(host, port):
     return b'*2\r\n' + bulk(host) + b':%d\r\n' % port
+
+
+def read_reply(f):
+    """One complete RESP2 reply from the file f, raw, or None at EOF."""
+    line = f.readline()
+    if not line.endswith(b'\r\n'):
+        return None
+    t = line[:1]
+    if t in (b'+', b'-', b':'):
+        return line
+    n = int(line[1:-2])
+    if t == b'$':
+        if n < 0:
+            return line
+        data = f.read(n + 2)
+        return line + data if len(data) == n + 2 else None
+    if t == b'*':
+        parts = [line]
+        for _ in range(max(n, 0)):
+            p = read_reply(f)
+            if p is None:
+                return None
+            parts.append(p)
+        return b''.join(parts)
+    return None
+
+
+def proxy(port, conn, upport, lose, how, state, lock):
+    """Serves one client connection of the proxy mode (see the top)."""
+    try:
+        up = socket.create_connection(('127.0.0.1', upport))
+    except OSError:
+        return
+    uf = up.makefile('rb')
+    buf = b''
+    try:
+        while True:
+            data = conn.recv(65536)
+            if not data:
+                return
+            buf += data
+            while True:
+                args, buf = parse(buf)
+                if args is None:
+                    break
+                name = args[0].upper() if args else b''
+                with lock, open('%d.count' % port, 'a') as f:
+                    f.write(name.decode(errors='replace') + '\n')
+                up.sendall(b'*%d\r\n' % len(args) +
+                           b''.join(bulk(a) for a in args))
+                reply = read_reply(uf)
+                if reply is None:
+                    return
+                if name in (b'EVALSHA', b'EVAL') and \
+                        not reply.startswith(b'-NOSCRIPT'):
+                    with lock:
+                        state['evals'] += 1
+                        drop = state['evals'] in lose
+                    if drop:
+                        if how == 'rst':
+                            conn.setsockopt(socket.SOL_SOCKET,
+                                            socket.SO_LINGER,
+                                            struct.pack('ii', 1, 0))
+                        return
+                conn.sendall(reply)
+    except OSError:
+        return
+    finally:
+        uf.close()
+        up.close()
 
 
 def main():
@@ -98,13 +176,21 @@ def main():
                     if out is not None:
                         conn.sendall(out)
 
+    def serve_proxy(conn):
+        with conn:
+            proxy(port, conn, int(sys.argv[3]),
+                  {int(n) for n in sys.argv[4].split(',')},
+                  sys.argv[5] if len(sys.argv) > 5 else 'rst', state, lock)
+
+    state = {'evals': 0}
     srv = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     srv.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     srv.bind(('127.0.0.1', port))
     srv.listen(64)
     while True:
         conn, _ = srv.accept()
-        threading.Thread(target=serve, args=(conn,), daemon=True).start()
+        threading.Thread(target=serve_proxy if mode == 'proxy' else serve,
+                         args=(conn,), daemon=True).start()
 
 
 if __name__ == '__main__':

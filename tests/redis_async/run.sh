@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
-# tests/redis_async/run.sh - src/redis.c (hiredis async + libuv) against
-# real redis-server, redis-sentinel and cluster nodes on loopback ports,
-# through tests/redis_async/driver.c; a few fake nodes
+# tests/redis_async/run.sh - the Redis client (src/redis.c and its
+# redis_*.c files: hiredis async + libuv) against real redis-server,
+# redis-sentinel and cluster nodes on loopback ports, through
+# tests/redis_async/driver.c; a few fake nodes
 # (tests/redis_async/fake_redis.py) stand for a hung node, a sentinel that
-# names a stale primary and a cluster node with an old map. Prints TAP.
+# names a stale primary, a cluster node with an old map and a proxy that
+# loses a reply and resets the connection. Prints TAP.
 #
 #   REDIS_ASYNC_DRIVER  the driver binary (default: next to CHARGE_BIN,
 #                       else build/redis_async_driver)
@@ -203,6 +205,28 @@ done
 drive "$RUN/wait1.out" -w -m 1 -r 500 -n 3 "$URL"
 check '[ "$(grep -c " ok .*durable=1 " "$RUN/wait1.out")" = 3 ]' \
 	"WAIT 1 with a replica: durable 1" "$RUN/wait1.out"
+
+# 7b. a reply lost to the peer closing the connection (a proxy that drops
+# Redis's reply and resets or closes the client's connection after the
+# script ran): the command goes once more on a new connection when its
+# connection had been used before, so an INCR runs twice and answers the
+# second value; lost twice, or lost on a connection opened for it: not sent
+# again, outcome unknown at once (not at the timeout)
+ha_port_pick && X1=$HA_PORT && fake_start "$X1" proxy "$P" 2 rst
+drive "$RUN/reset1.out" -t 1000 -S -n 2 -k reset1= "redis://127.0.0.1:$X1"
+ha_port_pick && X2=$HA_PORT && fake_start "$X2" proxy "$P" 2 fin
+drive "$RUN/reset2.out" -t 1000 -S -n 2 -k reset2= "redis://127.0.0.1:$X2"
+check 'grep -q "^0 0 ok .*reply=i:1 " "$RUN/reset1.out" && grep -q "^0 1 ok .*reply=i:3 " "$RUN/reset1.out" && [ "$(ha_cli "$P" GET reset1)" = 3 ] && grep -q "^0 1 ok .*reply=i:3 " "$RUN/reset2.out" && [ "$(ha_cli "$P" GET reset2)" = 3 ]' \
+	"reply lost to a reset (and to a close) of a used connection: re-sent once on a new one, answered" "$RUN/reset1.out"
+ha_port_pick && X3=$HA_PORT && fake_start "$X3" proxy "$P" 2,3 rst
+drive "$RUN/reset3.out" -t 1000 -S -n 2 -k reset3= "redis://127.0.0.1:$X3"
+ms=$(field "$RUN/reset3.out" '^0 1 err' ms)
+check 'grep -q "^0 1 err .*unknown=1 .*err=incr: Connection reset by peer" "$RUN/reset3.out" && [ "${ms:-9999}" -lt 500 ] && [ "$(ha_cli "$P" GET reset3)" = 3 ]' \
+	"reply lost twice to resets: not sent a third time, outcome unknown after ${ms:-?} ms (timeout 1000)" "$RUN/reset3.out"
+ha_port_pick && X4=$HA_PORT && fake_start "$X4" proxy "$P" 1 rst
+drive "$RUN/reset4.out" -t 1000 -n 1 -k reset4= "redis://127.0.0.1:$X4"
+check 'grep -q "^0 0 err .*unknown=1 .*err=incr: Connection reset by peer" "$RUN/reset4.out" && [ "$(ha_cli "$P" GET reset4)" = 1 ]' \
+	"reply lost on the connection opened for the command: not sent again, outcome unknown" "$RUN/reset4.out"
 
 # 8. AUTH and unix socket
 ha_port_pick && AP=$HA_PORT
