@@ -20,6 +20,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/epoll.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -30,7 +31,6 @@
 #define READ_CHUNK 16384   /* bytes read at a time */
 #define READS_PER_EVENT 16 /* reads before other connections' turn */
 
-static void on_poll(uv_poll_t *p, int status, int events);
 static void conn_linger(struct conn *c);
 
 /* --- output -------------------------------------------------------------- */
@@ -55,6 +55,22 @@ conn_out_reserve(struct conn *c, size_t n)
 	return 0;
 }
 
+int
+conn_poll(struct conn *c, unsigned events)
+{
+	struct epoll_event ev;
+
+	if (events == c->poll_events)
+		return 0;
+	memset(&ev, 0, sizeof(ev));
+	ev.events = events;
+	ev.data.ptr = c;
+	if (epoll_ctl(c->h->epfd, EPOLL_CTL_MOD, c->fd, &ev) != 0)
+		return -1;
+	c->poll_events = events;
+	return 0;
+}
+
 /* Writes what is pending; the rest waits for the socket to be writable. */
 void
 conn_flush(struct conn *c)
@@ -70,9 +86,7 @@ conn_flush(struct conn *c)
 		if (n < 0 && errno == EINTR)
 			continue;
 		if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
-			c->poll_events = UV_READABLE | UV_WRITABLE;
-			if (uv_poll_start(&c->poll, c->poll_events, on_poll) !=
-			    0)
+			if (conn_poll(c, c->poll_events | EPOLLOUT) != 0)
 				conn_close(c);
 			return;
 		}
@@ -90,11 +104,8 @@ conn_flush(struct conn *c)
 		conn_close(c);
 		return;
 	}
-	if (c->poll_events != UV_READABLE) {
-		c->poll_events = UV_READABLE;
-		if (uv_poll_start(&c->poll, UV_READABLE, on_poll) != 0)
-			conn_close(c);
-	}
+	if (conn_poll(c, c->poll_events & ~EPOLLOUT) != 0)
+		conn_close(c);
 }
 
 /* Appends END_REQUEST (and nothing else) for id. 0 or -1. */
@@ -174,8 +185,12 @@ conn_read(struct conn *c)
 		room = c->state == C_LINGER ? sizeof(buf)
 		                            : fcgi_reader_room(c->rd);
 		if (room == 0) {
-			/* cannot happen: conn_process takes every event */
-			conn_close(c);
+			/*
+			 * Requests pipelined behind one in progress fill the
+			 * reader: read again once it has been served.
+			 */
+			if (conn_poll(c, c->poll_events & ~EPOLLIN) != 0)
+				conn_close(c);
 			return;
 		}
 		if (room > sizeof(buf))
@@ -210,19 +225,74 @@ conn_read(struct conn *c)
 	}
 }
 
-static void
-on_poll(uv_poll_t *p, int status, int events)
-{
-	struct conn *c = p->data;
+#define EPOLL_BATCH 64 /* events taken from the set at a time */
 
-	if (status < 0) {
-		conn_close(c);
+/* The host's epoll set is readable: one batch of its events. */
+static void
+on_epoll(uv_poll_t *p, int status, int events)
+{
+	struct conn_host *h = p->data;
+	struct epoll_event evs[EPOLL_BATCH];
+	struct conn *c;
+	int n, i;
+
+	(void)events;
+	if (status < 0)
 		return;
+	do
+		n = epoll_wait(h->epfd, evs, EPOLL_BATCH, 0);
+	while (n < 0 && errno == EINTR);
+	/*
+	 * A connection closed in this batch is freed by its timer's close
+	 * callback, after the batch: its later events find it closed.
+	 */
+	for (i = 0; i < n; i++) {
+		c = evs[i].data.ptr;
+		if (c->closed)
+			continue;
+		/* not reading (the reader is full): a hang-up ends it here */
+		if ((evs[i].events & (EPOLLHUP | EPOLLERR)) &&
+		    !(c->poll_events & EPOLLIN)) {
+			conn_close(c);
+			continue;
+		}
+		if (evs[i].events & EPOLLOUT)
+			conn_flush(c);
+		if (!c->closed &&
+		    (evs[i].events & (EPOLLIN | EPOLLHUP | EPOLLERR)))
+			conn_read(c);
 	}
-	if (events & UV_WRITABLE)
-		conn_flush(c);
-	if (!c->closed && (events & UV_READABLE))
-		conn_read(c);
+}
+
+int
+conn_host_init(struct conn_host *h, uv_loop_t *loop)
+{
+	if ((h->epfd = epoll_create1(EPOLL_CLOEXEC)) < 0)
+		return -1;
+	if (uv_poll_init(loop, &h->epoll_watch, h->epfd) != 0 ||
+	    uv_poll_start(&h->epoll_watch, UV_READABLE, on_epoll) != 0) {
+		(void)close(h->epfd);
+		h->epfd = -1;
+		return -1;
+	}
+	h->epoll_watch.data = h;
+	return 0;
+}
+
+static void
+on_epoll_closed(uv_handle_t *hd)
+{
+	struct conn_host *h = hd->data;
+
+	(void)close(h->epfd);
+	h->epfd = -1;
+}
+
+void
+conn_host_close(struct conn_host *h)
+{
+	if (h->epfd >= 0)
+		uv_close((uv_handle_t *)&h->epoll_watch, on_epoll_closed);
 }
 
 /* --- open and close ---------------------------------------------------- */
@@ -256,9 +326,6 @@ on_handle_closed(uv_handle_t *hd)
 	struct conn *c = hd->data;
 	struct conn_host *h = c->h;
 
-	if (--c->handles_open > 0)
-		return;
-	(void)close(c->fd);
 	fcgi_reader_free(c->rd);
 	free(c->out);
 	free(c);
@@ -290,13 +357,14 @@ conn_close(struct conn *c)
 	if (c->next != NULL)
 		c->next->prev = c->prev;
 	h->nconns--;
-	uv_close((uv_handle_t *)&c->poll, on_handle_closed);
+	(void)close(c->fd); /* it leaves the epoll set with it */
 	uv_close((uv_handle_t *)&c->timer, on_handle_closed);
 }
 
 int
 conn_open(struct conn_host *h, int fd)
 {
+	struct epoll_event ev;
 	struct conn *c;
 
 	if ((c = calloc(1, sizeof(*c))) == NULL ||
@@ -308,26 +376,23 @@ conn_open(struct conn_host *h, int fd)
 	c->h = h;
 	c->fd = fd;
 	c->linger = !h->listen_unix;
-	if (uv_poll_init_socket(h->w->loop, &c->poll, fd) != 0) {
+	memset(&ev, 0, sizeof(ev));
+	ev.events = EPOLLIN;
+	ev.data.ptr = c;
+	if (epoll_ctl(h->epfd, EPOLL_CTL_ADD, fd, &ev) != 0) {
 		fcgi_reader_free(c->rd);
 		free(c);
 		(void)close(fd);
 		return -1;
 	}
+	c->poll_events = EPOLLIN;
 	(void)uv_timer_init(h->w->loop, &c->timer);
-	c->poll.data = c;
 	c->timer.data = c;
-	c->handles_open = 2;
 	c->next = h->conns;
 	if (h->conns != NULL)
 		h->conns->prev = c;
 	h->conns = c;
 	h->nconns++;
-	c->poll_events = UV_READABLE;
-	if (uv_poll_start(&c->poll, UV_READABLE, on_poll) != 0) {
-		conn_close(c);
-		return -1;
-	}
 	(void)uv_timer_start(&c->timer, conn_on_read_timeout,
 	    (uint64_t)h->w->cfg->request_timeout_ms, 0);
 	return 0;

@@ -25,7 +25,22 @@ struct conn_host {
 	int listen_unix;     /* the listener is AF_UNIX (TCP lingers) */
 	/* a connection closed or a request ended (the loop may be done) */
 	void (*on_idle)(struct conn_host *h);
+	/*
+	 * The connections' descriptors, in an epoll set of their own that one
+	 * libuv handle watches: a descriptor is added once and leaves the set
+	 * with its close(), where a uv_poll_t per connection cost five more
+	 * system calls (libuv probes a new descriptor with an epoll add and
+	 * delete, sets O_NONBLOCK again and deletes it at every restart).
+	 */
+	int epfd;
+	uv_poll_t epoll_watch;
 };
+
+/* Prepares h's epoll set on loop. 0, or -1 (errno). */
+int conn_host_init(struct conn_host *h, uv_loop_t *loop);
+
+/* After the last connection closed: the set's handle closes on the loop. */
+void conn_host_close(struct conn_host *h);
 
 /*
  * Serves the accepted, non-blocking descriptor fd on h's loop. 0, or -1

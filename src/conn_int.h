@@ -26,10 +26,8 @@ enum conn_state {
 
 struct conn {
 	struct conn_host *h;
-	uv_poll_t poll;
 	uv_timer_t timer; /* the request's read deadline, or the drain's */
 	int fd;
-	int handles_open; /* poll and timer, until their close callbacks */
 	struct fcgi_reader *rd;
 	enum conn_state state;
 	unsigned req_id;
@@ -42,12 +40,12 @@ struct conn {
 	struct exchange *x;
 	char *out; /* pending output: out[out_off..out_len) */
 	size_t out_len, out_off, out_cap;
-	int poll_events;
-	int closing;    /* close once the output is flushed */
-	int closed;     /* handles closing: nothing more happens */
-	int processing; /* inside conn_process (re-entry guard) */
-	int served;     /* requests begun on this connection */
-	int linger;     /* close by shutdown, then wait for the peer */
+	unsigned poll_events; /* EPOLLIN, EPOLLOUT in the host's set */
+	int closing;          /* close once the output is flushed */
+	int closed;           /* handles closing: nothing more happens */
+	int processing;       /* inside conn_process (re-entry guard) */
+	int served;           /* requests begun on this connection */
+	int linger;           /* close by shutdown, then wait for the peer */
 	struct conn *prev, *next;
 };
 
@@ -59,6 +57,8 @@ int conn_out_reserve(struct conn *c, size_t n);
 int conn_out_end(struct conn *c, unsigned id, int protocol_status);
 /* x's response as STDOUT records, the empty one, END_REQUEST. 0 or -1. */
 int conn_out_response(struct conn *c, const struct exchange *x);
+/* What the host's epoll set reports for c (EPOLLIN, EPOLLOUT). 0 or -1. */
+int conn_poll(struct conn *c, unsigned events);
 /* Writes what is pending; the rest when the socket is writable. */
 void conn_flush(struct conn *c);
 /* Closes c (its handles close later); a request in progress detaches. */

@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/epoll.h>
 
 #include "app.h"
 #include "clock.h"
@@ -51,6 +52,9 @@ conn_request_complete(struct conn *c)
 	if (!c->keep_conn || c->h->stopping)
 		c->closing = 1;
 	conn_flush(c);
+	/* reading again if pipelined requests had filled the reader */
+	if (!c->closed && conn_poll(c, c->poll_events | EPOLLIN) != 0)
+		conn_close(c);
 	if (!c->closed && !c->processing)
 		conn_process(c);
 }
@@ -285,6 +289,13 @@ conn_process(struct conn *c)
 
 	c->processing = 1;
 	while (!c->closed) {
+		/*
+		 * The request in progress has all its input: what follows (the
+		 * next request on a kept connection, pipelined) waits in the
+		 * reader until it has been answered.
+		 */
+		if (c->state == C_SERVING && c->stdin_ended)
+			break;
 		fcgi_reader_next(c->rd, &ev);
 		switch (ev.type) {
 		case FCGI_EV_NONE: goto out;

@@ -10,8 +10,9 @@
 
 #include "fcgi_codec.h"
 
-#define FCGI_READER_BUF_MIN 4096   /* bytes: first allocation of the buffer */
-#define FCGI_PARAMS_BUF_MIN 1024   /* bytes: first allocation for PARAMS */
+#define FCGI_READER_BUF_MIN 2048 /* bytes: first allocation of the buffer */
+#define FCGI_PARAMS_BUF_MIN 1024 /* bytes: first allocation for PARAMS */
+#define FCGI_PV_MIN 32 /* pairs: first allocation (a web server sends ~30) */
 #define FCGI_BEGIN_BODY_LEN 8      /* bytes of FCGI_BeginRequestBody */
 #define FCGI_PAD_ALIGN 8           /* bytes: records are padded to this */
 #define FCGI_NV_LONG 0x80          /* high bit: a 4-byte length follows */
@@ -37,7 +38,8 @@ struct fcgi_reader {
 	char *params; /* PARAMS content of the active request */
 	size_t params_cap;
 	size_t params_len;
-	struct fcgi_param pv[FCGI_PARAMS_COUNT_MAX];
+	struct fcgi_param *pv; /* decoded pairs, grown up to the bound */
+	size_t pv_cap;
 	enum fcgi_phase phase;
 	unsigned active_id; /* meaningful unless phase == PHASE_IDLE */
 	int answered;       /* END_REQUEST sent for the active request */
@@ -58,6 +60,7 @@ fcgi_reader_free(struct fcgi_reader *r)
 		return;
 	free(r->buf);
 	free(r->params);
+	free(r->pv);
 	free(r);
 }
 
@@ -160,6 +163,25 @@ nv_length(const unsigned char **p, size_t *n, size_t *out)
 }
 
 /*
+ * Room for more pairs in r->pv: a connection holds as many as its largest
+ * request had (about 30), not FCGI_PARAMS_COUNT_MAX. 0 or -1 (ENOMEM).
+ */
+static int
+pv_grow(struct fcgi_reader *r)
+{
+	size_t cap = r->pv_cap ? 2 * r->pv_cap : FCGI_PV_MIN;
+	struct fcgi_param *pv;
+
+	if (cap > FCGI_PARAMS_COUNT_MAX)
+		cap = FCGI_PARAMS_COUNT_MAX;
+	if ((pv = realloc(r->pv, cap * sizeof(*pv))) == NULL)
+		return -1;
+	r->pv = pv;
+	r->pv_cap = cap;
+	return 0;
+}
+
+/*
  * Decodes the name-value pairs of the n bytes at buf into r->pv. The number
  * of pairs, or -1 with *errstr when a pair runs past the end or there are
  * more than FCGI_PARAMS_COUNT_MAX.
@@ -178,6 +200,10 @@ nv_decode(struct fcgi_reader *r, const char *buf, size_t n, const char **errstr)
 		}
 		if (count == FCGI_PARAMS_COUNT_MAX) {
 			*errstr = "too many params";
+			return -1;
+		}
+		if (count == r->pv_cap && pv_grow(r) != 0) {
+			*errstr = "out of memory";
 			return -1;
 		}
 		r->pv[count].name = (const char *)p;

@@ -184,6 +184,7 @@ loop_finish(struct loop_ctx *l)
 	uv_close((uv_handle_t *)&l->retry_timer, NULL);
 	uv_close((uv_handle_t *)&l->drain_timer, NULL);
 	uv_close((uv_handle_t *)&l->gc_timer, NULL);
+	conn_host_close(&l->host);
 	worker_close(&l->w); /* the loop runs on until its handles closed */
 }
 
@@ -279,6 +280,10 @@ loop_init(struct loop_ctx *l, const struct config *cfg,
 	l->host.inflight = &inflight;
 	l->host.on_idle = on_host_idle;
 	l->host.listen_unix = socket_is_unix(listen_fd);
+	if (conn_host_init(&l->host, &l->loop) != 0) {
+		log_error(NULL, "loop %d: epoll set: %s", id, strerror(errno));
+		return -1;
+	}
 	if (uv_poll_init_socket(&l->loop, &l->listen_poll, listen_fd) != 0 ||
 	    uv_async_init(&l->loop, &l->stop_async, on_stop) != 0) {
 		log_error(NULL, "loop %d: cannot watch the listening socket",
