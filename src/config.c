@@ -50,6 +50,8 @@ const struct cfg_row cfg_rows[] = {
 	/* Above max_request_bytes it simply never spills. */
 	{ "spill_threshold_bytes", CFG_LONG, 0, MAX_REQUEST_BYTES_MAX,
 	    DEF_SPILL_THRESHOLD_BYTES, NULL, FIELD(spill_threshold_bytes), 0 },
+	{ "spill_gc_interval_s", CFG_INT, 1, SPILL_GC_INTERVAL_S_MAX,
+	    DEF_SPILL_GC_INTERVAL_S, NULL, FIELD(spill_gc_interval_s), 0 },
 	{ "provider_latency_ms", CFG_INT, 0, PROVIDER_MS_MAX,
 	    DEF_PROVIDER_LATENCY_MS, NULL, FIELD(provider_latency_ms), 0 },
 	{ "provider_timeout_ms", CFG_INT, 0, PROVIDER_MS_MAX,

@@ -27,6 +27,7 @@ struct config {
 	int max_wait_s;
 	char spill_dir[PATH_MAX_LEN];
 	long spill_threshold_bytes;
+	int spill_gc_interval_s; /* every process collects this often */
 	int provider_latency_ms;
 	int provider_timeout_ms;
 	char api_keys_file[PATH_MAX_LEN];

@@ -43,6 +43,7 @@
 #define DEF_MAX_WAIT_S 10
 #define DEF_SPILL_DIR "../var/spill"
 #define DEF_SPILL_THRESHOLD_BYTES 16384 /* 16 KiB */
+#define DEF_SPILL_GC_INTERVAL_S 3600    /* 1 h */
 #define DEF_PROVIDER_LATENCY_MS 200
 #define DEF_PROVIDER_TIMEOUT_MS 5000
 #define DEF_API_KEYS_FILE "api-keys"
@@ -65,6 +66,7 @@
 #define MAX_WAIT_S_MAX 300
 #define PROVIDER_MS_MAX 600000 /* 10 min */
 #define THREADS_MAX 64
+#define SPILL_GC_INTERVAL_S_MAX 86400 /* 24 h */
 #define IO_THREADS_MAX 64
 #define MAX_INFLIGHT_MAX 1048576
 #define DRAIN_TIMEOUT_MS_MAX 600000   /* 10 min */

@@ -29,8 +29,7 @@
 
 #define ACCEPTS_PER_EVENT 1 /* then the other loops get their turn */
 #define ACCEPT_RETRY_MS 100 /* pause after accept failed for resources */
-#define GC_INTERVAL_MS (3600 * 1000) /* spill garbage collection period */
-#define SIGNAL_POLL_MS 200 /* the main thread checks the loops this often */
+#define SIGNAL_POLL_MS 200  /* the main thread checks the loops this often */
 
 struct loop_ctx {
 	uv_loop_t loop;
@@ -305,8 +304,9 @@ loop_init(struct loop_ctx *l, const struct config *cfg,
 		log_warn(NULL, "loop %d: cannot queue the first PING", id);
 	/* every process collects, idle or not; the first pass ran at start */
 	if (id == 0)
-		(void)uv_timer_start(&l->gc_timer, on_gc_timer, GC_INTERVAL_MS,
-		    GC_INTERVAL_MS);
+		(void)uv_timer_start(&l->gc_timer, on_gc_timer,
+		    1000ULL * (uint64_t)cfg->spill_gc_interval_s,
+		    1000ULL * (uint64_t)cfg->spill_gc_interval_s);
 	return 0;
 }
 

@@ -30,6 +30,7 @@ for f in sbin/charge share/man/man8/charge.8 etc/charge/charge.conf \
 	share/charge/conf/apache-fcgid.conf share/charge/conf/apache-proxy-fcgi.conf \
 	share/charge/conf/charge.service \
 	share/charge/www/api.html share/charge/conf/snippets/nginx.conf \
+	share/charge/conf/snippets/nginx-upstream.conf \
 	share/charge/conf/snippets/lighttpd.conf share/charge/conf/snippets/apache.conf; do
 	[ -e "$P/$f" ] && ok "installed: $f" || notok "installed: $f" "missing"
 done

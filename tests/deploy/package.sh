@@ -105,11 +105,13 @@ http {
     proxy_temp_path $TMP/snip/proxy;
     uwsgi_temp_path $TMP/snip/uwsgi;
     scgi_temp_path $TMP/snip/scgi;
+    include $SN/nginx-upstream.conf;
     server { listen 127.0.0.1:$(stack_port_pick); include $SN/nginx.conf; }
 }
 EOF
 out=$(nginx -t -p "$TMP/snip" -c "$TMP/snip/nginx.conf" -e "$TMP/snip/logs/error.log" 2>&1)
-[ $? -eq 0 ] && ok "the nginx snippet passes nginx -t" || notok "the nginx snippet passes nginx -t" "$out"
+[ $? -eq 0 ] && ok "the nginx snippets (upstream and routes) pass nginx -t" ||
+	notok "the nginx snippets (upstream and routes) pass nginx -t" "$out"
 cat >"$TMP/snip/lighttpd.conf" <<EOF
 server.document-root = "$X/usr/share/charge/www"
 server.port = 8
@@ -226,6 +228,7 @@ http {
     proxy_temp_path $TMP/nginx/proxy;
     uwsgi_temp_path $TMP/nginx/uwsgi;
     scgi_temp_path $TMP/nginx/scgi;
+    include /usr/share/charge/conf/snippets/nginx-upstream.conf;
     server {
         listen 127.0.0.1:$HTTP_PORT;
         include /usr/share/charge/conf/snippets/nginx.conf;

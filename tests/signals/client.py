@@ -3,6 +3,8 @@
 
   client.py stall-body ADDR KEY      params + half the body, then silence;
                                      prints "STATUS SECONDS"
+  client.py stall-params ADDR KEY    half the params, then silence; prints
+                                     "closed|open|answered SECONDS"
   client.py slow-params ADDR KEY P   half the params, P seconds of silence,
                                      the rest; prints "STATUS" or "NONE"
   client.py burst ADDR N TAG         N requests at once; prints one line per
@@ -24,6 +26,7 @@
 """
 
 import concurrent.futures
+import socket
 import struct
 import os
 import sys
@@ -96,12 +99,34 @@ def after(addr, key, mode):
                            "" if sent_ok else " body-send-failed")
 
 
+def stall_params(addr, key):
+    """BEGIN and half the params, then nothing: the responder must close the
+    connection once request_timeout_ms has passed. Prints "closed SECONDS"
+    or "open SECONDS" (still open after 10 s)."""
+    params = fcgi.encode_params(fcgi.charge_params(key, BODY))
+    s = fcgi.connect(addr, timeout=10)
+    t0 = time.monotonic()
+    try:
+        s.sendall(fcgi._record(fcgi.BEGIN_REQUEST, struct.pack(">HB5x", fcgi.RESPONDER, 0)) +
+                  fcgi._record(fcgi.PARAMS, params[:len(params) // 2]))
+        state = "closed" if s.recv(4096) == b"" else "answered"
+    except socket.timeout:
+        state = "open"
+    except OSError:
+        state = "closed"
+    finally:
+        s.close()
+    return "%s %.2f" % (state, time.monotonic() - t0)
+
+
 def main():
     cmd, addr = sys.argv[1], sys.argv[2]
     if cmd == "stall-body":
         t0 = time.monotonic()
         st = one(addr, sys.argv[3], body_split=len(BODY) // 2, body_pause=None)
         print(st, "%.2f" % (time.monotonic() - t0))
+    elif cmd == "stall-params":
+        print(stall_params(addr, sys.argv[3]))
     elif cmd == "slow-params":
         print(one(addr, sys.argv[3], params_split=40, pause=float(sys.argv[4])))
     elif cmd == "burst":

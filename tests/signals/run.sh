@@ -240,6 +240,45 @@ fi
 PID=
 kill "$epid" 2>/dev/null; wait "$epid" 2>/dev/null
 
+# 8b. spill garbage collection runs in every process, idle or not: an
+#     orphaned spill file (a valid name, written two hours ago) put into
+#     spill_dir after the start-up pass is removed within
+#     spill_gc_interval_s, while no request is served
+CHARGE_SPILL_GC_INTERVAL_S=1 CHARGE_COMPLETED_TTL_S=1 CHARGE_FAILED_TTL_S=1 \
+	start_listener || notok "listener starts"
+sleep 0.3
+orphan="$RUN/spill/$(head -c 16 /dev/urandom | od -An -tx1 | tr -d ' \n').body"
+printf 'orphan' >"$orphan" && touch -d '2 hours ago' "$orphan"
+for _ in $(seq 1 40); do [ -e "$orphan" ] || break; sleep 0.1; done
+if [ ! -e "$orphan" ]; then
+	ok "spill GC in an idle process: an orphaned file is removed within spill_gc_interval_s"
+else
+	notok "spill GC in an idle process: an orphaned file is removed within spill_gc_interval_s" \
+		"$(ls -l "$RUN/spill")"
+	rm -f "$orphan"
+fi
+stop_listener
+
+# 8c. the params of a request are bounded by request_timeout_ms on a unix
+#     socket too: params that stall close the connection, and the listener
+#     serves the next request
+UADDR="$RUN/charge-params.sock"
+CHARGE_REQUEST_TIMEOUT_MS=1000 "$BIN" --listen "$UADDR" 2>>"$RUN/charge.log" & PID=$!
+for _ in $(seq 1 50); do [ -S "$UADDR" ] && break; sleep 0.05; done
+read -r st secs < <($CLIENT stall-params "$UADDR" "stallp-$RANDOM$RANDOM")
+if [ "$st" = closed ] && awk -v s="$secs" 'BEGIN { exit !(s >= 0.9 && s < 3) }'; then
+	ok "params that stall on a unix socket: the connection is closed after request_timeout_ms (${secs} s)"
+else
+	notok "params that stall on a unix socket: closed after request_timeout_ms" "got '$st' after ${secs} s"
+fi
+ADDR=$UADDR
+st=$(charge "after-stallp-$RANDOM$RANDOM" "$RUN/out-sp"; head -1 "$RUN/out-sp")
+case $st in
+*201*) ok "after stalled params the listener serves the next request" ;;
+*) notok "after stalled params the listener serves the next request" "$(head -3 "$RUN/out-sp")" ;;
+esac
+stop_listener
+
 # 9. how a connection ends. On a unix socket, once the whole input has been
 #    read (the end of stdin included, even when it comes late), the
 #    responder closes at once: a later send finds the socket closed. A body
