@@ -15,8 +15,8 @@
 #   PARTITIONS_GATE_AVAILABILITY=0|all   the 2 s gate from failover to the
 #                                        first charge on the new primary: by
 #                                        default for redis_min_replicas 1
-#                                        after split brain, isolation and the
-#                                        slow link; 0 none; all everywhere
+#                                        after split brain and isolation;
+#                                        0 none; all everywhere
 #   PARTITIONS_GATE_MIN_REPLICAS=N       no acknowledged outcome lost from
 #                                        redis_min_replicas N on (default 2:
 #                                        every replica)
