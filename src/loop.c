@@ -10,6 +10,7 @@
  * answered 503 and its connection closed, while its use case still records
  * its outcome), then frees its Redis client and ends.
  */
+#include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
@@ -17,6 +18,7 @@
 #include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
+#include <netinet/in.h>
 #include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
@@ -51,6 +53,52 @@ struct loop_ctx {
 
 /* The process-wide count of requests in flight (max_inflight). */
 static int inflight;
+
+/*
+ * FCGI_WEB_SERVER_ADDRS, as libfcgi honours it: on a TCP listener only
+ * these addresses (comma-separated) may connect. NULL or "": any. Set once
+ * before the loops start.
+ */
+static const char *web_server_addrs;
+
+/* 1 when the peer of the TCP connection fd may connect. */
+static int
+peer_allowed(int fd)
+{
+	struct sockaddr_storage sa;
+	socklen_t len = sizeof(sa);
+	char ip[INET6_ADDRSTRLEN];
+	const char *p, *q;
+	size_t n;
+
+	if (web_server_addrs == NULL || web_server_addrs[0] == '\0')
+		return 1;
+	if (getpeername(fd, (struct sockaddr *)&sa, &len) != 0)
+		return 0;
+	if (sa.ss_family == AF_INET)
+		p = inet_ntop(AF_INET, &((struct sockaddr_in *)&sa)->sin_addr,
+		    ip, sizeof(ip));
+	else if (sa.ss_family == AF_INET6)
+		p = inet_ntop(AF_INET6,
+		    &((struct sockaddr_in6 *)&sa)->sin6_addr, ip, sizeof(ip));
+	else
+		return 1; /* a unix socket: the file's permissions decide */
+	if (p == NULL)
+		return 0;
+	if (strncmp(ip, "::ffff:", 7) == 0 && strchr(ip + 7, '.') != NULL)
+		memmove(ip, ip + 7, strlen(ip + 7) + 1); /* IPv4-mapped */
+	n = strlen(ip);
+	for (p = web_server_addrs; *p != '\0'; p = *q ? q + 1 : q) {
+		while (*p == ' ')
+			p++;
+		q = strchr(p, ',');
+		if (q == NULL)
+			q = p + strlen(p);
+		if ((size_t)(q - p) == n && strncmp(p, ip, n) == 0)
+			return 1;
+	}
+	return 0;
+}
 
 /* --- spill garbage collection, on the worker pool -------------------- */
 
@@ -154,6 +202,14 @@ on_listen(uv_poll_t *p, int status, int events)
 			log_error(NULL, "loop %d: accept: %s", l->w.id,
 			    strerror(errno));
 			return;
+		}
+		if (!l->host.listen_unix && !peer_allowed(fd)) {
+			log_warn(NULL,
+			    "loop %d: a connection from an address not in "
+			    "FCGI_WEB_SERVER_ADDRS: closed",
+			    l->w.id);
+			(void)close(fd);
+			continue;
 		}
 		if (l->transient > 0) {
 			log_info(NULL,
@@ -359,7 +415,7 @@ wait_for_stop(struct loop_ctx *ls, int n)
 
 int
 loop_serve(const struct config *cfg, const struct auth_table *auth,
-    int listen_fd)
+    int listen_fd, const char *allow)
 {
 	struct loop_ctx *ls;
 	int i, n = loop_count(cfg), started = 0, rc = 1, fl;
@@ -369,6 +425,7 @@ loop_serve(const struct config *cfg, const struct auth_table *auth,
 		log_error(NULL, "listening socket: %s", strerror(errno));
 		return 1;
 	}
+	web_server_addrs = allow;
 	if ((ls = calloc((size_t)n, sizeof(*ls))) == NULL)
 		return 1;
 	for (i = 0; i < n; i++) {

@@ -376,7 +376,8 @@ main(int argc, char **argv)
 	}
 	if (startup_check_redis() != 0)
 		goto done;
-	rc = loop_serve(&cfg, &auth, listen_fd);
+	rc =
+	    loop_serve(&cfg, &auth, listen_fd, getenv("FCGI_WEB_SERVER_ADDRS"));
 done:
 	digest_thread_done();
 	auth_free(&auth);

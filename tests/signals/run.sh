@@ -279,6 +279,20 @@ case $st in
 esac
 stop_listener
 
+# 8d. FCGI_WEB_SERVER_ADDRS (as libfcgi honours it): on TCP only the listed
+#     addresses may connect; any other connection is closed unanswered
+FCGI_WEB_SERVER_ADDRS=192.0.2.7 start_listener || notok "listener starts"
+st=$($CLIENT one "$ADDR" "wsa-no-$RANDOM$RANDOM")
+[ "$st" != 201 ] && grep -q 'not in FCGI_WEB_SERVER_ADDRS' "$RUN/charge.log" &&
+	ok "FCGI_WEB_SERVER_ADDRS without 127.0.0.1: a local connection is closed unanswered ($st)" ||
+	notok "FCGI_WEB_SERVER_ADDRS without 127.0.0.1: a local connection is closed unanswered" "got '$st'"
+stop_listener
+FCGI_WEB_SERVER_ADDRS="192.0.2.7, 127.0.0.1" start_listener || notok "listener starts"
+st=$($CLIENT one "$ADDR" "wsa-yes-$RANDOM$RANDOM")
+[ "$st" = 201 ] && ok "FCGI_WEB_SERVER_ADDRS listing 127.0.0.1: served 201" ||
+	notok "FCGI_WEB_SERVER_ADDRS listing 127.0.0.1: served 201" "got '$st'"
+stop_listener
+
 # 9. how a connection ends. On a unix socket, once the whole input has been
 #    read (the end of stdin included, even when it comes late), the
 #    responder closes at once: a later send finds the socket closed. A body
