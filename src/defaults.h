@@ -53,7 +53,7 @@
 #define DEF_LOG_LEVEL "info"
 #define DEF_THREADS 0              /* event loops per process: one per core */
 #define DEF_IO_THREADS 2           /* spill writes and reads off the loops */
-#define DEF_MAX_INFLIGHT 16384     /* requests per process; about 2 KiB each */
+#define DEF_MAX_INFLIGHT 16384     /* requests per process; about 12 KiB each */
 #define DEF_DRAIN_TIMEOUT_MS 15000 /* SIGTERM: time to finish in flight */
 #define DEF_REQUEST_TIMEOUT_MS 10000 /* reading params and body */
 
