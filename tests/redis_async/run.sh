@@ -198,11 +198,14 @@ check '[ "$(grep -c " ok .*durable=0 " "$RUN/wait50.out")" = 50 ] && [ $((w1 - w
 	"50 commands with WAIT in one turn: $((w1 - w0)) WAIT(s), all answered" "$RUN/wait50.out"
 # ... and with one replica: durable 1
 ha_port_pick && RP=$HA_PORT && ha_redis_create "$S" "$RP" --replicaof 127.0.0.1 "$P"
-for _ in $(seq 1 50); do
-	ha_cli "$RP" INFO replication | grep -q '^master_link_status:up' && break
+# the replica online as the primary sees it (its first sync can take
+# seconds on a busy machine)
+for _ in $(seq 1 150); do
+	ha_cli "$RP" INFO replication | grep -q '^master_link_status:up' &&
+		ha_cli "$P" INFO replication | grep -q '^slave0:.*state=online' && break
 	sleep 0.1
 done
-drive "$RUN/wait1.out" -w -m 1 -r 500 -n 3 "$URL"
+drive "$RUN/wait1.out" -w -m 1 -r 2000 -n 3 "$URL"
 check '[ "$(grep -c " ok .*durable=1 " "$RUN/wait1.out")" = 3 ]' \
 	"WAIT 1 with a replica: durable 1" "$RUN/wait1.out"
 
