@@ -152,9 +152,7 @@ on_release_after_lapse(struct idem_result *res, void *arg)
 static void
 claim_failed(struct charge_ctx *cx, const struct idem_result *res)
 {
-	metrics_inc(MC_REDIS_ERRORS);
-	log_warn(cx->x->req.request_id, "idempotency store unavailable: %s",
-	    res->errstr != NULL ? res->errstr : "?");
+	redis_error_note(cx, res->errstr);
 	if (res->outcome_unknown &&
 	    now_mono_us() - cx->claim_us <
 	        500LL * cx->w->cfg->redis_timeout_ms &&

@@ -275,12 +275,18 @@ invalid:
 }
 
 void
-answer_redis_error(struct charge_ctx *cx, const char *why, const char *detail,
-    long long retry_s)
+redis_error_note(struct charge_ctx *cx, const char *why)
 {
 	metrics_inc(MC_REDIS_ERRORS);
 	log_warn(cx->x->req.request_id, "idempotency store unavailable: %s",
 	    why != NULL ? why : "?");
+}
+
+void
+answer_redis_error(struct charge_ctx *cx, const char *why, const char *detail,
+    long long retry_s)
+{
+	redis_error_note(cx, why);
 	answer_unavailable(cx, detail, retry_s);
 }
 

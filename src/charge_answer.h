@@ -56,7 +56,10 @@ long long claim_left_s(const struct charge_ctx *cx);
 void answer_unavailable(struct charge_ctx *cx, const char *detail,
     long long retry_s);
 
-/* The same, counted as a Redis error and logged with why. */
+/* Counts a Redis error and logs why (the request's id). */
+void redis_error_note(struct charge_ctx *cx, const char *why);
+
+/* The same 503, counted as a Redis error and logged with why. */
 void answer_redis_error(struct charge_ctx *cx, const char *why,
     const char *detail, long long retry_s);
 

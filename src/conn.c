@@ -17,6 +17,7 @@
  * while a charge runs detaches from it: the charge still records.
  */
 #include <errno.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -27,9 +28,11 @@
 #include "conn.h"
 #include "conn_int.h"
 #include "log.h"
+#include "util.h"
 
 #define READ_CHUNK 16384   /* bytes read at a time */
 #define READS_PER_EVENT 16 /* reads before other connections' turn */
+#define OUT_FIRST 1024     /* bytes: first allocation of an output buffer */
 
 static void conn_linger(struct conn *c);
 
@@ -38,21 +41,12 @@ static void conn_linger(struct conn *c);
 int
 conn_out_reserve(struct conn *c, size_t n)
 {
-	size_t cap;
-	char *p;
-
 	if (c->out_off > 0 && c->out_off == c->out_len)
 		c->out_off = c->out_len = 0;
-	if (c->out_cap - c->out_len >= n)
-		return 0;
-	cap = c->out_cap ? c->out_cap : 4096;
-	while (cap - c->out_len < n)
-		cap *= 2;
-	if ((p = realloc(c->out, cap)) == NULL)
+	if (n > SIZE_MAX - c->out_len)
 		return -1;
-	c->out = p;
-	c->out_cap = cap;
-	return 0;
+	return util_grow(&c->out, &c->out_cap, c->out_len + n, OUT_FIRST,
+	    SIZE_MAX);
 }
 
 int
@@ -119,30 +113,22 @@ conn_out_end(struct conn *c, unsigned id, int protocol_status)
 	return 0;
 }
 
-/* A growing buffer behind a response_sink. */
-struct body_buf {
-	char *p;
-	size_t len, cap;
-};
-
+/*
+ * The response_sink of conn_out_response: the answer is rendered into the
+ * connection's scratch buffer, kept from one request to the next, then
+ * framed into the output.
+ */
 static int
-body_buf_write(void *ctx, const char *p, size_t n)
+scratch_write(void *ctx, const char *p, size_t n)
 {
-	struct body_buf *b = ctx;
-	size_t cap;
-	char *q;
+	struct conn *c = ctx;
 
-	if (b->cap - b->len < n) {
-		cap = b->cap ? b->cap : 1024;
-		while (cap - b->len < n)
-			cap *= 2;
-		if ((q = realloc(b->p, cap)) == NULL)
-			return -1;
-		b->p = q;
-		b->cap = cap;
-	}
-	memcpy(b->p + b->len, p, n);
-	b->len += n;
+	if (n > SIZE_MAX - c->scratch_len ||
+	    util_grow(&c->scratch, &c->scratch_cap, c->scratch_len + n,
+	        OUT_FIRST, SIZE_MAX) != 0)
+		return -1;
+	memcpy(c->scratch + c->scratch_len, p, n);
+	c->scratch_len += n;
 	return 0;
 }
 
@@ -150,27 +136,23 @@ body_buf_write(void *ctx, const char *p, size_t n)
 int
 conn_out_response(struct conn *c, const struct exchange *x)
 {
-	struct body_buf b = { NULL, 0, 0 };
-	struct response_sink sink = { body_buf_write, &b };
-	int rc = -1;
+	struct response_sink sink = { scratch_write, c };
 
+	c->scratch_len = 0;
 	if (response_send(&x->resp, x->req.request_id, &sink,
 	        x->req.method != NULL && strcmp(x->req.method, "HEAD") == 0) !=
 	        0 ||
 	    conn_out_reserve(c,
-	        fcgi_stream_size(b.len) + fcgi_stream_size(0) +
+	        fcgi_stream_size(c->scratch_len) + fcgi_stream_size(0) +
 	            FCGI_END_REQUEST_SIZE) != 0)
-		goto done;
+		return -1;
 	c->out_len += fcgi_write_stream(c->out + c->out_len, FCGI_STDOUT,
-	    c->req_id, b.p, b.len);
+	    c->req_id, c->scratch, c->scratch_len);
 	c->out_len += fcgi_write_stream(c->out + c->out_len, FCGI_STDOUT,
 	    c->req_id, NULL, 0);
 	c->out_len += fcgi_write_end(c->out + c->out_len, c->req_id, 0,
 	    FCGI_REQUEST_COMPLETE);
-	rc = 0;
-done:
-	free(b.p);
-	return rc;
+	return 0;
 }
 
 static void
@@ -328,6 +310,7 @@ on_handle_closed(uv_handle_t *hd)
 
 	fcgi_reader_free(c->rd);
 	free(c->out);
+	free(c->scratch);
 	free(c);
 	if (h->on_idle != NULL)
 		h->on_idle(h);

@@ -40,6 +40,8 @@ struct conn {
 	struct exchange *x;
 	char *out; /* pending output: out[out_off..out_len) */
 	size_t out_len, out_off, out_cap;
+	char *scratch; /* an answer being rendered, before its framing */
+	size_t scratch_len, scratch_cap;
 	unsigned poll_events; /* EPOLLIN, EPOLLOUT in the host's set */
 	int closing;          /* close once the output is flushed */
 	int closed;           /* handles closing: nothing more happens */

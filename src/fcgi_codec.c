@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "fcgi_codec.h"
+#include "util.h"
 
 #define FCGI_READER_BUF_MIN 2048 /* bytes: first allocation of the buffer */
 #define FCGI_PARAMS_BUF_MIN 1024 /* bytes: first allocation for PARAMS */
@@ -75,8 +76,7 @@ fcgi_reader_room(const struct fcgi_reader *r)
 int
 fcgi_reader_feed(struct fcgi_reader *r, const char *buf, size_t len)
 {
-	size_t unread = r->len - r->pos, cap;
-	char *nb;
+	size_t unread = r->len - r->pos;
 
 	if (len > fcgi_reader_room(r))
 		return -1;
@@ -88,17 +88,9 @@ fcgi_reader_feed(struct fcgi_reader *r, const char *buf, size_t len)
 		r->pos = 0;
 		r->len = unread;
 	}
-	if (unread + len > r->cap) {
-		cap = r->cap ? r->cap : FCGI_READER_BUF_MIN;
-		while (cap < unread + len)
-			cap *= 2;
-		if (cap > FCGI_READER_MAX)
-			cap = FCGI_READER_MAX;
-		if ((nb = realloc(r->buf, cap)) == NULL)
-			return -1;
-		r->buf = nb;
-		r->cap = cap;
-	}
+	if (util_grow(&r->buf, &r->cap, unread + len, FCGI_READER_BUF_MIN,
+	        FCGI_READER_MAX) != 0)
+		return -1;
 	memcpy(r->buf + r->len, buf, len);
 	r->len += len;
 	return 0;
@@ -222,25 +214,14 @@ static int
 params_append(struct fcgi_reader *r, const char *buf, size_t n,
     const char **errstr)
 {
-	size_t cap;
-	char *nb;
-
 	if (n > FCGI_PARAMS_MAX - r->params_len) {
 		*errstr = "params too large";
 		return -1;
 	}
-	if (r->params_len + n > r->params_cap) {
-		cap = r->params_cap ? r->params_cap : FCGI_PARAMS_BUF_MIN;
-		while (cap < r->params_len + n)
-			cap *= 2;
-		if (cap > FCGI_PARAMS_MAX)
-			cap = FCGI_PARAMS_MAX;
-		if ((nb = realloc(r->params, cap)) == NULL) {
-			*errstr = "out of memory";
-			return -1;
-		}
-		r->params = nb;
-		r->params_cap = cap;
+	if (util_grow(&r->params, &r->params_cap, r->params_len + n,
+	        FCGI_PARAMS_BUF_MIN, FCGI_PARAMS_MAX) != 0) {
+		*errstr = "out of memory";
+		return -1;
 	}
 	memcpy(r->params + r->params_len, buf, n);
 	r->params_len += n;

@@ -329,38 +329,56 @@ struct idem_op {
 	void *arg;
 };
 
-static void
-claim_decode(const redisReply *r, struct idem_result *res)
-{
-	if (reply_tag_is(r, "claimed"))
-		res->st = IDEM_CLAIMED;
-	else if (reply_tag_is(r, "in_progress")) {
-		res->st = IDEM_IN_PROGRESS;
-		reply_conflict(r, 0, &res->cf);
-	} else if (reply_tag_is(r, "mismatch")) {
-		res->st = IDEM_MISMATCH;
-		reply_conflict(r, 1, &res->cf);
-	} else if (reply_tag_is(r, "recorded"))
-		res->st = reply_decode_recorded(r, &res->rec);
-	else
-		res->errstr = "claim: unexpected reply";
-}
+/* What the tag a claim or record reply starts with means. */
+enum tag_detail {
+	TAG_PLAIN,    /* nothing follows */
+	TAG_HOLDER,   /* the holder's claim time follows */
+	TAG_PARAMS,   /* the stored per-parameter digests follow */
+	TAG_RECORDED, /* the recorded outcome follows: a replay */
+};
 
+struct reply_tag {
+	const char *tag;
+	enum idem_status st;
+	enum tag_detail detail;
+};
+
+static const struct reply_tag claim_tags[] = {
+	{ "claimed", IDEM_CLAIMED, TAG_PLAIN },
+	{ "in_progress", IDEM_IN_PROGRESS, TAG_HOLDER },
+	{ "mismatch", IDEM_MISMATCH, TAG_PARAMS },
+	{ "recorded", IDEM_REPLAY, TAG_RECORDED },
+	{ NULL, IDEM_ERR_REDIS, TAG_PLAIN },
+};
+
+static const struct reply_tag record_tags[] = {
+	{ "ok", IDEM_RECORDED, TAG_PLAIN },
+	{ "fenced", IDEM_FENCED, TAG_HOLDER },
+	{ "mismatch", IDEM_MISMATCH, TAG_PARAMS },
+	{ "recorded", IDEM_REPLAY, TAG_RECORDED },
+	{ NULL, IDEM_ERR_REDIS, TAG_PLAIN },
+};
+
+/* Decodes a claim's or a record's reply by its tag (rows: a table above). */
 static void
-record_decode(const redisReply *r, int durable, struct idem_result *res)
+tags_decode(const redisReply *r, const struct reply_tag *rows,
+    const char *unexpected, struct idem_result *res)
 {
-	if (reply_tag_is(r, "ok"))
-		res->st = durable ? IDEM_RECORDED : IDEM_NOT_DURABLE;
-	else if (reply_tag_is(r, "mismatch")) {
-		res->st = IDEM_MISMATCH;
-		reply_conflict(r, 1, &res->cf);
-	} else if (reply_tag_is(r, "fenced")) {
-		res->st = IDEM_FENCED;
-		reply_conflict(r, 0, &res->cf);
-	} else if (reply_tag_is(r, "recorded"))
-		res->st = reply_decode_recorded(r, &res->rec);
-	else
-		res->errstr = "record: unexpected reply";
+	for (; rows->tag != NULL; rows++) {
+		if (!reply_tag_is(r, rows->tag))
+			continue;
+		res->st = rows->st;
+		switch (rows->detail) {
+		case TAG_PLAIN: break;
+		case TAG_HOLDER: reply_conflict(r, 0, &res->cf); break;
+		case TAG_PARAMS: reply_conflict(r, 1, &res->cf); break;
+		case TAG_RECORDED:
+			res->st = reply_decode_recorded(r, &res->rec);
+			break;
+		}
+		return;
+	}
+	res->errstr = unexpected;
 }
 
 /* err (errlen bytes, the caller's) holds a decoding error for res. */
@@ -415,8 +433,16 @@ on_script_reply(const struct redis_result *rr, void *arg)
 	res.errstr = rr->errstr;
 	if (r != NULL) {
 		switch (op->kind) {
-		case OP_CLAIM: claim_decode(r, &res); break;
-		case OP_RECORD: record_decode(r, rr->durable, &res); break;
+		case OP_CLAIM:
+			tags_decode(r, claim_tags, "claim: unexpected reply",
+			    &res);
+			break;
+		case OP_RECORD:
+			tags_decode(r, record_tags, "record: unexpected reply",
+			    &res);
+			if (res.st == IDEM_RECORDED && !rr->durable)
+				res.st = IDEM_NOT_DURABLE;
+			break;
 		case OP_RELEASE:
 			if (r->type == REDIS_REPLY_INTEGER)
 				res.st = r->integer == 1 ? IDEM_RELEASED

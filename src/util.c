@@ -81,6 +81,25 @@ fail:
 }
 
 int
+util_grow(char **p, size_t *cap, size_t need, size_t first, size_t max)
+{
+	size_t c = *cap ? *cap : first;
+	char *q;
+
+	if (need <= *cap)
+		return 0;
+	if (need > max)
+		return -1;
+	while (c < need)
+		c = c > max / 2 ? max : 2 * c;
+	if ((q = realloc(*p, c)) == NULL)
+		return -1;
+	*p = q;
+	*cap = c;
+	return 0;
+}
+
+int
 util_write_all(int fd, const char *p, size_t n)
 {
 	ssize_t w;

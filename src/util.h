@@ -19,6 +19,13 @@ void util_err(char *err, size_t errlen, const char *fmt, ...)
 int util_read_file(const char *path, size_t max, char **out, size_t *outlen,
     char *err, size_t errlen);
 
+/*
+ * Makes the buffer *p (capacity *cap bytes) hold at least need bytes,
+ * doubling from first, at most max; what it held is kept. 0, or -1 when
+ * need exceeds max or on ENOMEM (*p and *cap unchanged).
+ */
+int util_grow(char **p, size_t *cap, size_t need, size_t first, size_t max);
+
 /* Writes all of p[0..n) to fd, resuming after short writes and EINTR. 0 or -1. */
 int util_write_all(int fd, const char *p, size_t n);
 
