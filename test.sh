@@ -12,7 +12,7 @@ ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 cd "$ROOT"
 
 PACKAGES=(gcc pkg-config meson ninja-build python3
-	libfcgi-dev libfcgi-bin libhiredis-dev libuv1-dev libcjson-dev libssl-dev libcmocka-dev
+	libfcgi-dev libfcgi-bin libhiredis-dev libuv1-dev libcurl4-openssl-dev libcjson-dev libssl-dev libcmocka-dev
 	redis-server redis-sentinel redis-tools lighttpd curl valgrind clang-14 libclang-rt-14-dev procps
 	chromium apache2 libapache2-mod-fcgid nginx-light spawn-fcgi
 	wrk gnuplot-nox groff-base systemd fiu-utils clang-format-14 nftables iproute2
