@@ -218,6 +218,12 @@ suite_fcgi_wire() { with_asan fcgi_wire tests/fcgi_wire/run.sh; }
 # and stalled clients; a soak) and one gate over everything it sent.
 suite_faults() { with_asan faults tests/faults/run.sh; }
 
+# The responder against charge-provider-sim over HTTP (ASan build): the
+# provider's id and created in the 201, byte-identical replays and re-runs,
+# retries with the same downstream key, unknown outcomes settled by a retry
+# and by the completer.
+suite_provider() { with_asan provider tests/provider/run.sh; }
+
 # Scale-out: the e2e suite against a Redis Cluster; the responders behind
 # Redis Sentinel (failover under load, WAIT), on a Redis Cluster (routing,
 # ASK/MOVED, reshard under load), and two web nodes sharing Redis and
@@ -289,7 +295,7 @@ suite_examples() { tests/with-stack.sh tests/examples/run.sh; }
 suite_browser() { tests/with-stack.sh tests/browser/run.sh; }
 
 SUITES=(structure builds docs unit unit_asan lua redis_async fuzz fcgi_diff fcgi_wire cgi signals e2e e2e_apache
-	e2e_apache_cgi e2e_nginx e2e_apache_proxy concurrency e2e_cluster ha_sentinel ha_cluster ha_nodes partitions faults
+	e2e_apache_cgi e2e_nginx e2e_apache_proxy concurrency e2e_cluster ha_sentinel ha_cluster ha_nodes partitions faults provider
 	tsan deploy install systemd package examples browser
 	bench_smoke)
 [ $# -gt 0 ] && SUITES=("$@")

@@ -6,10 +6,11 @@
 #define CHARGE_DEFAULTS_H
 
 /* Request limits (docs/API.md §4, §5). */
-#define IDEM_KEY_MAX 255     /* bytes, visible ASCII */
-#define AMOUNT_MIN 1         /* minor units */
-#define AMOUNT_MAX 99999999  /* minor units */
-#define SOURCE_TOKEN_MAX 64  /* chars after "tok_" */
+#define IDEM_KEY_MAX 255    /* bytes, visible ASCII */
+#define AMOUNT_MIN 1        /* minor units */
+#define AMOUNT_MAX 99999999 /* minor units */
+#define SOURCE_TOKEN_MAX 64 /* chars after "tok_", per element of a chain */
+#define SOURCE_MAX 255 /* bytes of a whole source (a chain "tok_a|tok_b|n1") */
 #define CUSTOMER_MAX 255     /* bytes of UTF-8 */
 #define DESCRIPTION_MAX 1000 /* bytes of UTF-8 */
 #define METADATA_KEYS_MAX 50

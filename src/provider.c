@@ -23,21 +23,31 @@
 #define LEDGER_LINE_MAX 512 /* bytes; key <= 255, principal <= 64 */
 #define LEDGER_MODE 0644
 
+/* 1 when source, or its first element (a chain "a|b"), is tok. */
+static int
+token_is(const char *source, const char *tok)
+{
+	size_t n = strlen(tok);
+
+	return strncmp(source, tok, n) == 0 &&
+	    (source[n] == '\0' || source[n] == '|');
+}
+
 enum provider_outcome
 provider_outcome_for(const char *source, const char **decline_code)
 {
 	*decline_code = NULL;
-	if (strcmp(source, "tok_chargeDeclined") == 0) {
+	if (token_is(source, "tok_chargeDeclined")) {
 		*decline_code = "card_declined";
 		return PROV_DECLINED;
 	}
-	if (strcmp(source, "tok_insufficientFunds") == 0) {
+	if (token_is(source, "tok_insufficientFunds")) {
 		*decline_code = "insufficient_funds";
 		return PROV_DECLINED;
 	}
-	if (strcmp(source, "tok_providerError") == 0)
+	if (token_is(source, "tok_providerError"))
 		return PROV_ERROR;
-	if (strcmp(source, "tok_providerTimeout") == 0)
+	if (token_is(source, "tok_providerTimeout"))
 		return PROV_TIMEOUT;
 	return PROV_SUCCEEDED;
 }

@@ -318,7 +318,7 @@ def _redis_at(addr, args):
 
 
 # Commands whose second argument is the one key they touch.
-KEY_COMMANDS = {"HGETALL", "HGET", "HSET", "PEXPIRE", "PTTL", "EXISTS", "DEL"}
+KEY_COMMANDS = {"HGETALL", "HGET", "HSET", "PEXPIRE", "PTTL", "EXISTS", "DEL", "ZSCORE"}
 
 
 def _cluster_key_command(args):
@@ -861,6 +861,22 @@ def t_504():
     check(record(PRINCIPAL_A, key).get("state") == b"failed", "record state is not failed")
     lines = expect_ledger(PRINCIPAL_A, key, 1)
     check(lines[0][4] == "timeout", "ledger outcome %r, want timeout" % lines[0][4])
+
+
+@test("504 outcome-unknown nobody retries: the completer settles it (failed: the in-process provider never charged), replayed 502")
+def t_504_completer():
+    key = new_key("504c")
+    r1 = post_charge(key, charge_body(source="tok_providerTimeout"))
+    expect_problem(r1, 504, "outcome-unknown")
+    end = time.monotonic() + 15
+    while time.monotonic() < end and record(PRINCIPAL_A, key).get("state") != b"failed":
+        time.sleep(0.2)
+    check(record(PRINCIPAL_A, key).get("state") == b"failed", "record state %r after 15 s" % record(PRINCIPAL_A, key).get("state"))
+    check(redis("ZSCORE", KEY_PREFIX + "unknown", rkey(PRINCIPAL_A, key)) is None, "still in the index of unknown outcomes")
+    r2 = post_charge(key, charge_body(source="tok_providerTimeout"))
+    expect_problem(r2, 502, "provider-error")
+    check(r2.h("Idempotent-Replayed") == "true", "Idempotent-Replayed %r, want a replay of the completer's record" % r2.h("Idempotent-Replayed"))
+    expect_ledger(PRINCIPAL_A, key, 1)
 
 
 @test("FAILED records expire after failed_ttl_s, COMPLETED after completed_ttl_s (PTTL)")
