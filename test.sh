@@ -292,7 +292,7 @@ suite_bench_smoke() { bench/run --smoke; }
 
 # The curl stories of examples/ and the demo page in headless Chromium.
 suite_examples() { tests/with-stack.sh tests/examples/run.sh; }
-suite_browser() { tests/with-stack.sh tests/browser/run.sh; }
+suite_browser() { STACK_WITH_SIM=1 tests/with-stack.sh tests/browser/run.sh; }
 
 SUITES=(structure builds docs unit unit_asan lua redis_async fuzz fcgi_diff fcgi_wire cgi signals e2e e2e_apache
 	e2e_apache_cgi e2e_nginx e2e_apache_proxy concurrency e2e_cluster ha_sentinel ha_cluster ha_nodes partitions faults provider

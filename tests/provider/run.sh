@@ -38,7 +38,7 @@ RUN=$(stack_rundir_create) || bail "cannot create a run directory"
 SIM_PID=
 cleanup() {
 	trap - EXIT INT TERM
-	[ -n "$SIM_PID" ] && stack_stop_pid "$SIM_PID" charge-provider-sim 5
+	[ -n "$SIM_PID" ] && stack_stop_pid "$SIM_PID" charge-provider 5
 	stack_stop_all "$RUN"
 	if [ "${PROVIDER_KEEP:-0}" = 1 ]; then
 		echo "# run directory kept: $RUN"
