@@ -3,7 +3,8 @@
 # it passes on a tree that keeps its map, and fails on each planted fault
 # (an upward call, an upward include, a sideways call, a circle, a named
 # circle without its reason, a named circle that is none, a module missing
-# from the map, a map line naming no module). Each tree is compiled with cc
+# from the map, a map line naming no module), and tools/check-literals.py
+# on a message cut in two. Each tree is compiled with cc
 # into a build directory with a compile_commands.json, as meson writes it;
 # one module sits in a subfolder (src/sub/), as the Redis client will.
 # Prints TAP lines; exits 1 when a case went the wrong way.
@@ -168,6 +169,36 @@ expect fail "a module missing from LAYERS" 'extra .*|not in src/LAYERS'
 fixture
 sed -i 's/^top$/top gone/' "$DIR/t/src/LAYERS"
 expect fail "a LAYERS entry with no module" 'gone is in src/LAYERS but is no module'
+
+# tools/check-literals.py: a message cut in two fails; one literal per
+# output line (each ending in \n) passes; a pending file is only counted
+literals() {
+	local want=$1 name=$2 out rc
+	shift 2
+	N=$((N + 1))
+	out=$(python3 "$ROOT/tools/check-literals.py" "$DIR/t/src" "$@" 2>&1)
+	rc=$?
+	if { [ "$want" = pass ] && [ $rc -eq 0 ]; } ||
+		{ [ "$want" = fail ] && [ $rc -eq 1 ] &&
+			grep -q 'base.c: a literal cut in two at line(s) 5' <<<"$out"; }; then
+		echo "ok $N - $name: check-literals says $want"
+	else
+		echo "not ok $N - $name: want $want, got status $rc"
+		sed 's/^/# /' <<<"$out"
+		FAILED=$((FAILED + 1))
+	fi
+}
+fixture
+cat >>"$DIR/t/src/base.c" <<'EOF'
+const char *base_usage = "usage: base [-x]\n"
+			 "  -x  the x option\n";
+const char *base_message = "a message that "
+			   "was cut in two";
+EOF
+literals fail "a message cut across two literals"
+literals pass "the same file, pending its owner's rewrite" --pending src/base.c
+sed -i '/^const char \*base_message/,$d' "$DIR/t/src/base.c"
+literals pass "a text of two lines, one literal each"
 
 echo "1..$N"
 [ "$FAILED" -eq 0 ]
