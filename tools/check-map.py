@@ -20,7 +20,9 @@ step runs up; one on the same step runs sideways; both fail. A circle
 connected component of the graph of uses) fails too, unless a `circle`
 line names exactly its modules and explains it after a `#`; uses between
 the modules of a named circle are allowed in any direction. A named
-circle that no longer exists fails too: the map must be true.
+circle that no longer exists fails too: the map must be true. A name in the
+map that is no module's path but the file name of exactly one module (one
+moved into a folder) is read as that module, with a note to write the path.
 
 Includes are read from the sources. Calls are read from the objects of a
 meson build (its compile_commands.json): each object's undefined symbols
@@ -237,6 +239,21 @@ def main(argv):
     objects, obj_problems = read_objects(src, build, modules, step)
     problems += obj_problems
 
+    # A map name that is no module's path but the file name of exactly one
+    # module (redis_cmd for redis/redis_cmd, after a move into a folder) is
+    # read as that module, with a note to write the path.
+    known = set(modules) | set(objects or {})
+    renames = {}
+    for name in sorted(set(step) - known):
+        same = [m for m in known if m.rsplit('/', 1)[-1] == name]
+        if len(same) == 1 and same[0] not in step:
+            renames[name] = same[0]
+            print(f'# map: {name} is src/{same[0]}: write it by its path in src/LAYERS')
+    for old, new in renames.items():
+        step[new], tier[new] = step.pop(old), tier.pop(old)
+    circles = [(frozenset(renames.get(m, m) for m in members), lineno, why)
+               for members, lineno, why in circles]
+
     # uses[a][b] = what a uses of b: "#include" lines and symbols
     uses = {}
 
@@ -272,7 +289,6 @@ def main(argv):
 
     n = failed = 0
     up = sideways = in_named = 0
-    known = set(modules) | set(objects or {})
     for p in problems:
         n += 1
         failed += 1

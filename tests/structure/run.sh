@@ -170,6 +170,12 @@ fixture
 sed -i 's/^top$/top gone/' "$DIR/t/src/LAYERS"
 expect fail "a LAYERS entry with no module" 'gone is in src/LAYERS but is no module'
 
+# a module moved into a folder, still named by its file name in the map:
+# read as that module, with a note to write its path
+fixture
+sed -i 's|^sub/mid peer$|mid peer|' "$DIR/t/src/LAYERS"
+expect pass "a map naming sub/mid by its file name only (a module moved into a folder)"
+
 # tools/check-literals.py: a message cut in two fails; one literal per
 # output line (each ending in \n) passes; a pending file is only counted
 literals() {
