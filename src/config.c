@@ -226,9 +226,8 @@ cfg_check_num(const struct cfg_row *r, long v, int over, char *why,
 	if (v < r->min) {
 		if (over)
 			util_err(why, whylen,
-			    "%s: value is below the minimum "
-			    "%ld",
-			    r->name, r->min);
+			    "%s: value is below the minimum %ld", r->name,
+			    r->min);
 		else
 			util_err(why, whylen,
 			    "%s: %ld is below the minimum %ld", r->name, v,
@@ -238,9 +237,8 @@ cfg_check_num(const struct cfg_row *r, long v, int over, char *why,
 	if (v > r->max) {
 		if (over)
 			util_err(why, whylen,
-			    "%s: value is above the maximum "
-			    "%ld",
-			    r->name, r->max);
+			    "%s: value is above the maximum %ld", r->name,
+			    r->max);
 		else
 			util_err(why, whylen,
 			    "%s: %ld is above the maximum %ld", r->name, v,
@@ -262,9 +260,7 @@ cfg_check_chars(const struct cfg_row *r, const char *v, size_t n, char *why,
 
 		if (ch < 0x20 || ch == 0x7f) {
 			util_err(why, whylen,
-			    "%s: contains a control "
-			    "character",
-			    r->name);
+			    "%s: contains a control character", r->name);
 			return -1;
 		}
 		if ((r->flags & CFG_F_TOKEN) && ch == ' ') {
@@ -285,9 +281,8 @@ cfg_check_len(const struct cfg_row *r, size_t n, char *why, size_t whylen)
 	}
 	if (n > (size_t)r->max || n >= r->size) {
 		util_err(why, whylen,
-		    "%s: %zu bytes is more than the "
-		    "maximum %ld",
-		    r->name, n, r->max);
+		    "%s: %zu bytes is more than the maximum %ld", r->name, n,
+		    r->max);
 		return -1;
 	}
 	return 0;
@@ -336,9 +331,7 @@ cfg_set(struct config *c, const struct cfg_row *r, const char *v, size_t n,
 		if (over < 0) {
 			(void)log_escape(echo, sizeof(echo), v, n);
 			util_err(why, whylen,
-			    "%s: '%s' is not a decimal "
-			    "integer",
-			    r->name, echo);
+			    "%s: '%s' is not a decimal integer", r->name, echo);
 			return -1;
 		}
 		if (cfg_check_num(r, num, over, why, whylen) != 0)
@@ -358,8 +351,7 @@ cfg_set(struct config *c, const struct cfg_row *r, const char *v, size_t n,
 		if (lvl < 0) {
 			(void)log_escape(echo, sizeof(echo), v, n);
 			util_err(why, whylen,
-			    "%s: '%s' is not one of error, "
-			    "warn, info, debug",
+			    "%s: '%s' is not one of error, warn, info, debug",
 			    r->name, echo);
 			return -1;
 		}
@@ -374,9 +366,8 @@ cfg_set(struct config *c, const struct cfg_row *r, const char *v, size_t n,
 		return -1;
 	if (n >= sizeof(buf)) {
 		util_err(why, whylen,
-		    "%s: %zu bytes is more than the "
-		    "maximum %ld",
-		    r->name, n, r->max);
+		    "%s: %zu bytes is more than the maximum %ld", r->name, n,
+		    r->max);
 		return -1;
 	}
 	memcpy(buf, v, n);
@@ -391,8 +382,7 @@ cfg_set(struct config *c, const struct cfg_row *r, const char *v, size_t n,
 		}
 		if (cfg_path_resolve(c->conf_dir, buf, res, sizeof(res)) != 0) {
 			util_err(why, whylen,
-			    "%s: resolved path is longer than "
-			    "%ld bytes",
+			    "%s: resolved path is longer than %ld bytes",
 			    r->name, r->max);
 			return -1;
 		}
@@ -411,8 +401,7 @@ cfg_set(struct config *c, const struct cfg_row *r, const char *v, size_t n,
 		        0 ||
 		    res[0] != '/' || strlen(res) + 7 >= sizeof(buf)) {
 			util_err(why, whylen,
-			    "%s: cannot resolve the socket "
-			    "path against %s",
+			    "%s: cannot resolve the socket path against %s",
 			    r->name, c->conf_dir);
 			return -1;
 		}
@@ -449,9 +438,7 @@ config_schedule_parse(const char *text, long steps[CONFIG_SCHEDULE_MAX],
 		        UTIL_DEC_OK ||
 		    v < 1 || (n > 0 && (long)v <= steps[n - 1])) {
 			util_err(errstr, errlen,
-			    "completer_schedule_s: \"%s\" is not a list of "
-			    "increasing ages in seconds (1-%d), such as "
-			    "1,5,30,300,3600",
+			    "completer_schedule_s: \"%s\" is not a list of increasing ages in seconds (1-%d), such as 1,5,30,300,3600",
 			    text, TTL_S_MAX);
 			return -1;
 		}
@@ -530,8 +517,7 @@ config_validate(const struct config *c, char *errstr, size_t errlen)
 	    (long long)c->provider_timeout_ms + c->provider_latency_ms;
 	if (lock_ms <= provider_ms) {
 		util_err(errstr, errlen,
-		    "lock_ttl_s: %d s must exceed "
-		    "provider_timeout_ms + provider_latency_ms (%lld ms)",
+		    "lock_ttl_s: %d s must exceed provider_timeout_ms + provider_latency_ms (%lld ms)",
 		    c->lock_ttl_s, provider_ms);
 		return -1;
 	}
@@ -544,8 +530,7 @@ config_validate(const struct config *c, char *errstr, size_t errlen)
 	    strncmp(c->provider_url, "https://", 8) != 0 &&
 	    strncmp(c->provider_url, "unix:/", 6) != 0) {
 		util_err(errstr, errlen,
-		    "provider_url: must be empty (the in-process simulation), "
-		    "http://HOST:PORT, https://HOST:PORT or unix:/path");
+		    "provider_url: must be empty (the in-process simulation), http://HOST:PORT, https://HOST:PORT or unix:/path");
 		return -1;
 	}
 	/*
@@ -555,16 +540,14 @@ config_validate(const struct config *c, char *errstr, size_t errlen)
 	if ((long long)c->provider_deadline_ms + c->redis_timeout_ms >=
 	    lock_ms) {
 		util_err(errstr, errlen,
-		    "provider_deadline_ms: %d ms plus redis_timeout_ms (%d ms) "
-		    "must stay below lock_ttl_s (%lld ms)",
+		    "provider_deadline_ms: %d ms plus redis_timeout_ms (%d ms) must stay below lock_ttl_s (%lld ms)",
 		    c->provider_deadline_ms, c->redis_timeout_ms, lock_ms);
 		return -1;
 	}
 	if (c->provider_timeout_ms < 1 ||
 	    c->provider_timeout_ms > c->provider_deadline_ms) {
 		util_err(errstr, errlen,
-		    "provider_timeout_ms: %d ms must be 1 or more and at most "
-		    "provider_deadline_ms (%d ms) with an HTTP provider",
+		    "provider_timeout_ms: %d ms must be 1 or more and at most provider_deadline_ms (%d ms) with an HTTP provider",
 		    c->provider_timeout_ms, c->provider_deadline_ms);
 		return -1;
 	}

@@ -309,41 +309,38 @@ metrics_render(size_t *len)
 		    counter_names[i][0], counter_names[i][0],
 		    (unsigned long long)get(&m->counters[i]));
 	rc |= emit(buf, &off,
-	    "# HELP charge_provider_attempts_total Attempts of the HTTP "
-	    "provider by class\n# TYPE charge_provider_attempts_total counter\n");
+	    "# HELP charge_provider_attempts_total Attempts of the HTTP provider by class\n"
+	    "# TYPE charge_provider_attempts_total counter\n");
 	for (i = 0; i < ATTEMPT_LABELS; i++)
 		rc |= emit(buf, &off,
 		    "charge_provider_attempts_total{class=\"%s\"} %llu\n",
 		    metrics_attempt_labels[i],
 		    (unsigned long long)get(&m->attempts[i]));
 	rc |= emit(buf, &off,
-	    "# HELP charge_completer_settled_total Unknown outcomes the "
-	    "completer settled\n# TYPE charge_completer_settled_total counter\n");
+	    "# HELP charge_completer_settled_total Unknown outcomes the completer settled\n"
+	    "# TYPE charge_completer_settled_total counter\n");
 	for (i = 0; i < SETTLED_LABELS; i++)
 		rc |= emit(buf, &off,
 		    "charge_completer_settled_total{outcome=\"%s\"} %llu\n",
 		    settled_labels[i], (unsigned long long)get(&m->settled[i]));
 	rc |= emit(buf, &off,
-	    "# HELP charge_unknown_outstanding Records whose outcome is "
-	    "unknown (as the completer last counted)\n"
+	    "# HELP charge_unknown_outstanding Records whose outcome is unknown (as the completer last counted)\n"
 	    "# TYPE charge_unknown_outstanding gauge\n"
 	    "charge_unknown_outstanding %llu\n",
 	    (unsigned long long)get(&m->unknown_outstanding));
 	rc |= emit(buf, &off,
-	    "# HELP charge_request_duration_seconds Time to "
-	    "answer a request\n# TYPE charge_request_duration_seconds histogram\n");
+	    "# HELP charge_request_duration_seconds Time to answer a request\n"
+	    "# TYPE charge_request_duration_seconds histogram\n");
 	for (i = 0; i <= BUCKETS; i++) {
 		cum += get(&m->buckets[i]);
 		if (i < BUCKETS)
 			rc |= emit(buf, &off,
-			    "charge_request_duration_seconds_bucket"
-			    "{le=\"%g\"} %llu\n",
+			    "charge_request_duration_seconds_bucket{le=\"%g\"} %llu\n",
 			    (double)bucket_us[i] / 1e6,
 			    (unsigned long long)cum);
 		else
 			rc |= emit(buf, &off,
-			    "charge_request_duration_seconds_bucket"
-			    "{le=\"+Inf\"} %llu\n",
+			    "charge_request_duration_seconds_bucket{le=\"+Inf\"} %llu\n",
 			    (unsigned long long)cum);
 	}
 	rc |= emit(buf, &off,

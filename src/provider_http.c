@@ -366,8 +366,7 @@ attempt_done(struct http_call *c, CURLcode rc)
 		break;
 	case WIRE_BUG:
 		log_error(NULL,
-		    "provider: downstream key %.20s... was used with other "
-		    "parameters (idempotency_error): a bug; recorded failed",
+		    "provider: downstream key %.20s... was used with other parameters (idempotency_error): a bug; recorded failed",
 		    c->dkey);
 		c->res.outcome = PROV_ERROR;
 		call_done(c);
