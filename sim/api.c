@@ -113,6 +113,7 @@ sim_exchange_data_free(struct sim_exchange_data *x)
 	sim_buf_free(&x->scratch);
 	sim_buf_free(&x->meta);
 	sim_buf_free(&x->meta_json);
+	sim_buf_free(&x->canon);
 	sim_buf_free(&x->body_out);
 	sim_buf_free(&x->charge_json);
 }
@@ -235,11 +236,10 @@ validate_charge(struct sim_exchange_data *x)
 	struct sim_form *f = &x->form;
 	const struct sim_pair *amount = NULL, *currency = NULL, *source = NULL,
 	                      *desc = NULL, *p;
-	struct sim_buf canon = { 0 };
+	struct sim_buf *canon = &x->canon;
 	size_t i, n_meta = 0;
 	char msg[256];
 	bool ok = false;
-	EVP_MD_CTX *md = NULL;
 	unsigned int mdlen = 0;
 	enum sim_form_status fs;
 
@@ -395,21 +395,19 @@ validate_charge(struct sim_exchange_data *x)
 		goto done;
 	}
 	/* the fingerprint: every decoded pair, sorted, NUL-separated */
+	canon->len = 0;
 	for (i = 0; i < f->n; i++) {
-		sim_buf_add(&canon, f->pairs[i].name, f->pairs[i].name_len);
-		sim_buf_add(&canon, "", 1);
-		sim_buf_add(&canon, f->pairs[i].value, f->pairs[i].value_len);
-		sim_buf_add(&canon, "", 1);
+		sim_buf_add(canon, f->pairs[i].name, f->pairs[i].name_len);
+		sim_buf_add(canon, "", 1);
+		sim_buf_add(canon, f->pairs[i].value, f->pairs[i].value_len);
+		sim_buf_add(canon, "", 1);
 	}
-	md = EVP_MD_CTX_new();
-	if (md == NULL || EVP_DigestInit_ex(md, EVP_sha256(), NULL) != 1 ||
-	    EVP_DigestUpdate(md, canon.p ? canon.p : "", canon.len) != 1 ||
-	    EVP_DigestFinal_ex(md, x->fp, &mdlen) != 1 || mdlen != SIM_FP_LEN)
+	if (EVP_Digest(canon->p ? canon->p : "", canon->len, x->fp, &mdlen,
+	        EVP_sha256(), NULL) != 1 ||
+	    mdlen != SIM_FP_LEN)
 		sim_fatal("SHA-256 failed");
 	ok = true;
 done:
-	EVP_MD_CTX_free(md);
-	sim_buf_free(&canon);
 	return ok;
 }
 
@@ -451,33 +449,47 @@ render_charge(struct sim_exchange_data *x, const char *id, int64_t created,
 	struct sim_buf *b = &x->charge_json;
 
 	b->len = 0;
-	sim_buf_addf(b,
-	    "{\"id\":\"%s\",\"object\":\"charge\",\"amount\":%ld,\"amount_captured\":%ld,\"amount_refunded\":0,\"captured\":%s,\"created\":%" PRId64
-	    ",\"currency\":\"%s\",\"description\":",
-	    id, x->amount, d ? 0L : x->amount, d ? "false" : "true", created,
-	    x->currency);
+	sim_buf_adds(b, "{\"id\":\"");
+	sim_buf_add(b, id, SIM_CHARGE_ID_LEN);
+	sim_buf_adds(b, "\",\"object\":\"charge\",\"amount\":");
+	sim_buf_addi(b, x->amount);
+	sim_buf_adds(b, ",\"amount_captured\":");
+	sim_buf_addi(b, d ? 0 : x->amount);
+	sim_buf_adds(b,
+	    d ? ",\"amount_refunded\":0,\"captured\":false,\"created\":"
+	      : ",\"amount_refunded\":0,\"captured\":true,\"created\":");
+	sim_buf_addi(b, created);
+	sim_buf_adds(b, ",\"currency\":\"");
+	sim_buf_add(b, x->currency, 3);
+	sim_buf_adds(b, "\",\"description\":");
 	if (x->description != NULL)
 		sim_json_str(b, x->description, x->description_len);
 	else
 		sim_buf_adds(b, "null");
-	if (d != NULL)
-		sim_buf_addf(b,
-		    ",\"failure_code\":\"%s\",\"failure_message\":\"%s\"",
-		    d->code, d->message);
-	else
+	if (d != NULL) {
+		sim_buf_adds(b, ",\"failure_code\":\"");
+		sim_buf_adds(b, d->code);
+		sim_buf_adds(b, "\",\"failure_message\":");
+		sim_json_str(b, d->message, strlen(d->message));
+	} else {
 		sim_buf_adds(b,
 		    ",\"failure_code\":null,\"failure_message\":null");
+	}
 	sim_buf_adds(b, ",\"livemode\":false,\"metadata\":");
 	sim_buf_add(b, x->meta_json.p, x->meta_json.len);
-	if (d != NULL)
-		sim_buf_addf(b,
-		    ",\"outcome\":{\"network_status\":\"declined_by_network\",\"reason\":\"%s\",\"risk_level\":\"normal\",\"seller_message\":\"The bank did not return any further details with this decline.\",\"type\":\"issuer_declined\"},\"paid\":false,\"source\":",
-		    d->decline_code);
-	else
+	if (d != NULL) {
+		sim_buf_adds(b,
+		    ",\"outcome\":{\"network_status\":\"declined_by_network\",\"reason\":\"");
+		sim_buf_adds(b, d->decline_code);
+		sim_buf_adds(b,
+		    "\",\"risk_level\":\"normal\",\"seller_message\":\"The bank did not return any further details with this decline.\",\"type\":\"issuer_declined\"},\"paid\":false,\"source\":");
+	} else {
 		sim_buf_adds(b,
 		    ",\"outcome\":{\"network_status\":\"approved_by_network\",\"reason\":null,\"risk_level\":\"normal\",\"seller_message\":\"Payment complete.\",\"type\":\"authorized\"},\"paid\":true,\"source\":");
+	}
 	sim_json_str(b, x->source, x->source_len);
-	sim_buf_addf(b, ",\"status\":\"%s\"}", d ? "failed" : "succeeded");
+	sim_buf_adds(b,
+	    d ? ",\"status\":\"failed\"}" : ",\"status\":\"succeeded\"}");
 }
 
 /* The 409 of a key whose first request is still being processed. */

@@ -85,6 +85,7 @@ struct sim_exchange_data {
 	struct sim_form form;
 	struct sim_buf meta;      /* sorted metadata as a form */
 	struct sim_buf meta_json; /* the same as a JSON object */
+	struct sim_buf canon;     /* the pairs fingerprinted */
 	uint64_t scope;
 	long amount;
 	char currency[4];

@@ -107,6 +107,35 @@ sim_buf_free(struct sim_buf *b)
 	b->len = b->cap = 0;
 }
 
+void
+sim_buf_addi(struct sim_buf *b, int64_t v)
+{
+	char tmp[24], *e = tmp + sizeof(tmp), *q = e;
+	uint64_t u = v < 0 ? (uint64_t)0 - (uint64_t)v : (uint64_t)v;
+
+	do {
+		*--q = (char)('0' + u % 10);
+		u /= 10;
+	} while (u != 0);
+	if (v < 0)
+		*--q = '-';
+	sim_buf_add(b, q, (size_t)(e - q));
+}
+
+void
+sim_buf_addhex(struct sim_buf *b, const unsigned char *p, size_t n)
+{
+	static const char hex[] = "0123456789abcdef";
+	size_t i;
+
+	sim_buf_reserve(b, 2 * n);
+	for (i = 0; i < n; i++) {
+		b->p[b->len++] = hex[p[i] >> 4];
+		b->p[b->len++] = hex[p[i] & 15];
+	}
+	b->p[b->len] = '\0';
+}
+
 uint64_t
 sim_rng_next(struct sim_rng *r)
 {

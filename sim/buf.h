@@ -32,6 +32,10 @@ void sim_buf_adds(struct sim_buf *b, const char *s);
 void sim_buf_addf(struct sim_buf *b, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
 void sim_buf_free(struct sim_buf *b);
+/* Appends v in decimal (the hot paths' printf-free integers). */
+void sim_buf_addi(struct sim_buf *b, int64_t v);
+/* Appends p[0..n) as 2n lowercase hex digits. */
+void sim_buf_addhex(struct sim_buf *b, const unsigned char *p, size_t n);
 
 /* A splitmix64 generator: deterministic from its seed. */
 struct sim_rng {

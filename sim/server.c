@@ -357,8 +357,9 @@ render_answer(struct sim_exchange *ex)
 	if (d->echo_idem) {
 		sim_buf_adds(o, "Idempotency-Key: ");
 		sim_buf_add(o, d->idem, d->idem_len);
-		sim_buf_addf(o, "\r\nIdempotent-Replayed: %s\r\n",
-		    d->replayed ? "true" : "false");
+		sim_buf_adds(o,
+		    d->replayed ? "\r\nIdempotent-Replayed: true\r\n"
+		                : "\r\nIdempotent-Replayed: false\r\n");
 	}
 	if (d->status == 409 || d->status == 429 || d->status == 500 ||
 	    d->status == 503)

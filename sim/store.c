@@ -122,7 +122,17 @@ static void
 add_record_head(struct sim_buf *b, char type, int64_t now, uint64_t scope,
     const struct sim_key *key)
 {
-	sim_buf_addf(b, "%c\t%" PRId64 "\t%016" PRIx64 "\t", type, now, scope);
+	unsigned char sc[8];
+	int i;
+
+	for (i = 0; i < 8; i++)
+		sc[i] = (unsigned char)(scope >> (56 - 8 * i));
+	sim_buf_add(b, &type, 1);
+	sim_buf_add(b, "\t", 1);
+	sim_buf_addi(b, now);
+	sim_buf_add(b, "\t", 1);
+	sim_buf_addhex(b, sc, 8);
+	sim_buf_add(b, "\t", 1);
 	if (key != NULL)
 		sim_pct_encode(b, key->k + 8, key->klen - 8);
 	sim_buf_add(b, "\t", 1);
@@ -196,21 +206,20 @@ sim_store_charge_add(struct sim_store *st, struct sim_key *key, uint64_t scope,
     const char *answer, size_t answer_len)
 {
 	struct sim_charge *c;
-	int i;
 
 	if (key == NULL && st->free_charges >= st->max_keys)
 		return NULL;
 	c = charge_new(st, key, scope, now, id, json, json_len, meta, meta_len);
 	add_record_head(&st->wbuf, 'C', now, scope, key);
+	sim_buf_addi(&st->wbuf, status);
+	sim_buf_add(&st->wbuf, "\t", 1);
 	if (key != NULL) {
 		key_store_answer(key, status, fp, answer, answer_len);
-		sim_buf_addf(&st->wbuf, "%d\t", status);
-		for (i = 0; i < SIM_FP_LEN; i++)
-			sim_buf_addf(&st->wbuf, "%02x", fp[i]);
-	} else {
-		sim_buf_addf(&st->wbuf, "%d\t", status);
+		sim_buf_addhex(&st->wbuf, fp, SIM_FP_LEN);
 	}
-	sim_buf_addf(&st->wbuf, "\t%s\t", c->id);
+	sim_buf_add(&st->wbuf, "\t", 1);
+	sim_buf_add(&st->wbuf, c->id, SIM_CHARGE_ID_LEN);
+	sim_buf_add(&st->wbuf, "\t", 1);
 	sim_buf_add(&st->wbuf, meta, meta_len);
 	sim_buf_add(&st->wbuf, "\t", 1);
 	sim_buf_add(&st->wbuf, json, json_len);
