@@ -114,6 +114,7 @@ suite_structure() {
 	# their owners (issue 23): drop each from the list once joined
 	python3 tools/check-literals.py src --pending src/charge src/cluster.c \
 		src/conn src/loop.c src/redis
+	python3 tools/check-literals.py sim    # charge-provider-sim
 	if git grep -nE '^(<<<<<<<|>>>>>>>) ' -- . >/dev/null 2>&1; then
 		echo "not ok - no merge conflict markers in tracked files"
 		git grep -nE '^(<<<<<<<|>>>>>>>) ' -- . | sed 's/^/# /'
