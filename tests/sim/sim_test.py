@@ -541,6 +541,36 @@ def t_late():
         check(json.loads(got.split(b"\r\n\r\n", 1)[1])["id"] == kk["charge"], "the charge")
 
 
+@test("a half-closed client gets its answer; a client gone mid-answer is no harm")
+def t_half_close():
+    s = main_sim()
+    c = s.sock()
+    c.sendall(raw_post(fresh(), "tok_visa"))
+    c.shutdown(socket.SHUT_WR)
+    got = b""
+    while True:
+        d = c.recv(65536)
+        if not d:
+            break
+        got += d
+    c.close()
+    check(got.startswith(b"HTTP/1.1 200 "), "after SHUT_WR: %r" % got[:40])
+    # the client leaves while an answer trickles: writes fail (EPIPE), the
+    # simulator lives on
+    k = fresh()
+    c = s.sock()
+    c.sendall(raw_post(k, "tok_providerSlow"))
+    check(len(c.recv(5)) > 0, "the trickle started")
+    c.close()
+    time.sleep(0.3)
+    check(s.proc.poll() is None, "still running")
+    check(sim_key(s, k)["charges"] == 1, "charged")
+    st, _, _ = charge(s, fresh())
+    check(st == 200, "still serving: %d" % st)
+    st, _, _ = req(s, "GET", "/_sim/keys/" + urllib.parse.quote(k, safe="").replace("-", "%2D"), sk=None)
+    check(st == 200, "a key with escaped characters in the path: %d" % st)
+
+
 @test("tok_providerSlow: charged, the answer trickles one byte per --trickle-ms")
 def t_trickle():
     s = main_sim()   # --trickle-ms 5
