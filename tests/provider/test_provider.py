@@ -334,4 +334,25 @@ if PHASE == "unix":
         k = sim_key(key)
         check(r2.status == 201 and k["charges"] == 1 and k["charge"] == r2.json()["id"], "replay %r, simulator %r" % (r2, k))
 
+if PHASE == "tls-ca":
+    del tap.TESTS[:]
+
+    @test("HTTPS to a provider whose certificate a test CA signed, trusted through provider_ca_file: 201")
+    def t_tls():
+        key = new_key("tls")
+        r = charge(key)
+        check(r.status == 201, "status: %r" % r)
+        k = sim_key(key)
+        check(k is not None and k["charges"] == 1 and k["charge"] == r.json()["id"], "simulator %r" % k)
+
+if PHASE == "tls-none":
+    del tap.TESTS[:]
+
+    @test("HTTPS to a certificate the system's store does not trust: refused, never delivered (504 outcome-unknown)")
+    def t_tls_untrusted():
+        key = new_key("untrusted")
+        r = charge(key)
+        check(r.status == 504 and r.json().get("type") == "/problems/outcome-unknown", "status: %r" % r)
+        check(sim_key(key) is None, "the simulator saw the request: %r" % sim_key(key))
+
 sys.exit(tap.run(only_env="PROVIDER_ONLY"))
