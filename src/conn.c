@@ -28,13 +28,17 @@
 #include "conn.h"
 #include "conn_int.h"
 #include "log.h"
+#include "metrics.h"
 #include "util.h"
 
 #define READ_CHUNK 16384   /* bytes read at a time */
 #define READS_PER_EVENT 16 /* reads before other connections' turn */
 #define OUT_FIRST 1024     /* bytes: first allocation of an output buffer */
+/* bytes: an output or scratch buffer larger than this is freed when empty */
+#define OUT_KEEP 16384
 
 static void conn_linger(struct conn *c);
+static void conn_on_eof(struct conn *c);
 
 /* --- output -------------------------------------------------------------- */
 
@@ -47,6 +51,26 @@ conn_out_reserve(struct conn *c, size_t n)
 		return -1;
 	return util_grow(&c->out, &c->out_cap, c->out_len + n, OUT_FIRST,
 	    SIZE_MAX);
+}
+
+int
+conn_out_full(const struct conn *c)
+{
+	return conn_out_pending(c) >
+	    (size_t)c->h->w->cfg->conn_output_max_bytes;
+}
+
+int
+conn_poll_update(struct conn *c)
+{
+	unsigned events = 0;
+
+	if (conn_out_pending(c) > 0)
+		events |= EPOLLOUT;
+	if (!c->rd_eof && !c->out_paused &&
+	    (c->state == C_LINGER || fcgi_reader_room(c->rd) > 0))
+		events |= EPOLLIN;
+	return conn_poll(c, events);
 }
 
 int
@@ -65,10 +89,29 @@ conn_poll(struct conn *c, unsigned events)
 	return 0;
 }
 
-/* Writes what is pending; the rest waits for the socket to be writable. */
+/* The output did not move for request_timeout_ms: the peer reads nothing. */
+static void
+on_out_stalled(uv_timer_t *t)
+{
+	struct conn *c = t->data;
+
+	metrics_inc(MC_CONN_STALLED);
+	log_warn(NULL,
+	    "FastCGI connection: the web server read no output for %d ms: closed",
+	    c->h->w->cfg->request_timeout_ms);
+	conn_close(c);
+}
+
+/*
+ * Writes what is pending; the rest waits for the socket to be writable
+ * (at most request_timeout_ms without progress). Once the output is below
+ * conn_output_max_bytes again, reading and processing resume.
+ */
 void
 conn_flush(struct conn *c)
 {
+	size_t before = conn_out_pending(c);
+	int resume = 0;
 	ssize_t n;
 
 	while (c->out_off < c->out_len) {
@@ -79,27 +122,46 @@ conn_flush(struct conn *c)
 		}
 		if (n < 0 && errno == EINTR)
 			continue;
-		if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
-			if (conn_poll(c, c->poll_events | EPOLLOUT) != 0)
-				conn_close(c);
-			return;
-		}
+		if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+			break;
 		log_debug(NULL, "FastCGI connection: write: %s",
 		    n < 0 ? strerror(errno) : "nothing written");
 		conn_close(c);
 		return;
 	}
-	c->out_off = c->out_len = 0;
-	if (c->closing && c->linger && c->state != C_LINGER) {
-		conn_linger(c);
-		return;
+	if (conn_out_pending(c) > 0) {
+		if (conn_out_pending(c) < before ||
+		    !uv_is_active((uv_handle_t *)&c->out_timer))
+			(void)uv_timer_start(&c->out_timer, on_out_stalled,
+			    (uint64_t)c->h->w->cfg->request_timeout_ms, 0);
+	} else {
+		(void)uv_timer_stop(&c->out_timer);
+		c->out_off = c->out_len = 0;
+		if (c->out_cap > OUT_KEEP) { /* one large answer */
+			free(c->out);
+			c->out = NULL;
+			c->out_cap = 0;
+		}
+		if (c->closing && c->linger && !c->rd_eof &&
+		    c->state != C_LINGER) {
+			conn_linger(c);
+			return;
+		}
+		if (c->closing && c->state != C_LINGER) {
+			conn_close(c);
+			return;
+		}
 	}
-	if (c->closing && c->state != C_LINGER) {
+	if (c->out_paused && !conn_out_full(c)) {
+		c->out_paused = 0;
+		resume = 1;
+	}
+	if (conn_poll_update(c) != 0) {
 		conn_close(c);
 		return;
 	}
-	if (conn_poll(c, c->poll_events & ~EPOLLOUT) != 0)
-		conn_close(c);
+	if (resume && !c->processing)
+		conn_process(c);
 }
 
 /* Appends END_REQUEST (and nothing else) for id. 0 or -1. */
@@ -152,6 +214,11 @@ conn_out_response(struct conn *c, const struct exchange *x)
 	    c->req_id, NULL, 0);
 	c->out_len += fcgi_write_end(c->out + c->out_len, c->req_id, 0,
 	    FCGI_REQUEST_COMPLETE);
+	if (c->scratch_cap > OUT_KEEP) { /* one large answer */
+		free(c->scratch);
+		c->scratch = NULL;
+		c->scratch_cap = 0;
+	}
 	return 0;
 }
 
@@ -164,14 +231,20 @@ conn_read(struct conn *c)
 	int i;
 
 	for (i = 0; i < READS_PER_EVENT && !c->closed; i++) {
+		if (c->state != C_LINGER && !c->out_paused &&
+		    conn_out_full(c)) {
+			metrics_inc(MC_CONN_OUTPUT_FULL);
+			c->out_paused = 1;
+		}
 		room = c->state == C_LINGER ? sizeof(buf)
 		                            : fcgi_reader_room(c->rd);
-		if (room == 0) {
+		if (room == 0 || c->out_paused || c->rd_eof) {
 			/*
 			 * Requests pipelined behind one in progress fill the
-			 * reader: read again once it has been served.
+			 * reader, or the peer does not read its answers: read
+			 * again once they have been served or sent.
 			 */
-			if (conn_poll(c, c->poll_events & ~EPOLLIN) != 0)
+			if (conn_poll_update(c) != 0)
 				conn_close(c);
 			return;
 		}
@@ -182,16 +255,24 @@ conn_read(struct conn *c)
 			continue;
 		if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
 			return;
-		if (n <= 0) {
-			/* the web server closed or reset the connection */
-			if (n < 0)
-				log_debug(NULL, "FastCGI connection: read: %s",
-				    strerror(errno));
+		if (n == 0) {
+			conn_on_eof(c);
+			return;
+		}
+		if (n < 0) { /* reset */
+			log_debug(NULL, "FastCGI connection: read: %s",
+			    strerror(errno));
 			conn_close(c);
 			return;
 		}
 		if (c->state == C_LINGER)
 			continue; /* discarded until the peer closes */
+		if (c->idle_wait) {
+			/* a kept connection's next request begins to arrive */
+			c->idle_wait = 0;
+			(void)uv_timer_start(&c->timer, conn_on_read_timeout,
+			    (uint64_t)c->h->w->cfg->request_timeout_ms, 0);
+		}
 		if (fcgi_reader_feed(c->rd, buf, (size_t)n) != 0) {
 			log_warn(NULL, "FastCGI connection: input too large");
 			conn_close(c);
@@ -279,6 +360,33 @@ conn_host_close(struct conn_host *h)
 
 /* --- open and close ---------------------------------------------------- */
 
+/*
+ * The peer shut its side (read() == 0). A request that has its input (it
+ * was dispatched) or was answered still gets its answer, as libfcgi does
+ * (lighttpd's tcp-fin-propagate half-closes like this); then the
+ * connection closes. Anything else ends here.
+ */
+static void
+conn_on_eof(struct conn *c)
+{
+	c->rd_eof = 1;
+	if (c->state == C_LINGER) {
+		conn_close(c);
+		return;
+	}
+	if (c->state == C_SERVING) {
+		if (conn_poll_update(c) != 0)
+			conn_close(c);
+		return;
+	}
+	if (c->state == C_DRAINING) {
+		conn_request_complete(c);
+		return;
+	}
+	c->closing = 1; /* what is pending (management answers) goes out */
+	conn_flush(c);
+}
+
 static void
 on_linger_timeout(uv_timer_t *t)
 {
@@ -308,6 +416,8 @@ on_handle_closed(uv_handle_t *hd)
 	struct conn *c = hd->data;
 	struct conn_host *h = c->h;
 
+	if (--c->handles > 0)
+		return;
 	fcgi_reader_free(c->rd);
 	free(c->out);
 	free(c->scratch);
@@ -325,8 +435,10 @@ conn_close(struct conn *c)
 		return;
 	c->closed = 1;
 	if (c->x != NULL) {
-		/* a request in progress finishes without its connection */
-		conn_inflight_release(c);
+		/*
+		 * A request in progress finishes without its connection (and
+		 * holds its slot of max_inflight until then).
+		 */
 		if (c->state == C_SERVING)
 			c->x->transport = NULL;
 		else
@@ -342,6 +454,7 @@ conn_close(struct conn *c)
 	h->nconns--;
 	(void)close(c->fd); /* it leaves the epoll set with it */
 	uv_close((uv_handle_t *)&c->timer, on_handle_closed);
+	uv_close((uv_handle_t *)&c->out_timer, on_handle_closed);
 }
 
 int
@@ -370,7 +483,9 @@ conn_open(struct conn_host *h, int fd)
 	}
 	c->poll_events = EPOLLIN;
 	(void)uv_timer_init(h->w->loop, &c->timer);
-	c->timer.data = c;
+	(void)uv_timer_init(h->w->loop, &c->out_timer);
+	c->timer.data = c->out_timer.data = c;
+	c->handles = 2;
 	c->next = h->conns;
 	if (h->conns != NULL)
 		h->conns->prev = c;
@@ -401,35 +516,12 @@ void
 conn_expire_all(struct conn_host *h)
 {
 	struct conn *c, *next;
-	struct exchange *x;
 
 	for (c = h->conns; c != NULL; c = next) {
 		next = c->next;
-		x = c->x;
-		if (c->state == C_SERVING && x != NULL) {
-			/*
-			 * The use case keeps x and finishes it later (nothing
-			 * is sent then); this answer is made from a copy.
-			 */
-			struct exchange tmp;
-
-			memset(&tmp, 0, sizeof(tmp));
-			response_init(&tmp.resp);
-			tmp.req.method = x->req.method;
-			memcpy(tmp.req.request_id, x->req.request_id,
-			    sizeof(tmp.req.request_id));
-			response_problem(&tmp.resp, PROB_UNAVAILABLE,
-			    "The responder is shutting down. Retry with the "
-			    "same key.",
-			    NULL);
-			(void)response_header(&tmp.resp, "Retry-After", "%d",
-			    RETRY_AFTER_UNAVAILABLE_S);
-			(void)conn_out_response(c, &tmp);
-			response_free(&tmp.resp);
-			x->transport = NULL;
-			c->x = NULL;
-			conn_inflight_release(c);
-		}
+		if (c->state == C_PARAMS || c->state == C_BODY ||
+		    c->state == C_SERVING)
+			conn_answer_unavailable(c);
 		c->closing = 1;
 		conn_flush(c);
 		if (!c->closed)

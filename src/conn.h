@@ -18,6 +18,7 @@ struct conn;
 struct conn_host {
 	struct worker *w;
 	int *inflight;      /* requests in flight in the process (atomic) */
+	long *body_bytes;   /* bytes of their bodies held (atomic) */
 	struct conn *conns; /* the loop's open connections */
 	unsigned nconns;
 	unsigned nexchanges; /* requests not yet finished, detached ones too */
