@@ -349,8 +349,8 @@ loop_init(struct loop_ctx *l, const struct config *cfg,
 		return -1;
 	}
 	l->host.w = &l->w;
-	l->host.inflight = &inflight;
-	l->host.body_bytes = &body_bytes;
+	l->host.bounds.inflight = &inflight;
+	l->host.bounds.body_bytes = &body_bytes;
 	l->host.on_idle = on_host_idle;
 	l->host.listen_unix = socket_is_unix(listen_fd);
 	if (conn_host_init(&l->host, &l->loop) != 0) {
