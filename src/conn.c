@@ -137,7 +137,7 @@ conn_read_more(struct conn *c)
 
 /* Frees x: its slot of max_inflight and its body's bytes go back. */
 static void
-exchange_free(struct conn_host *h, struct exchange *x)
+conn_exchange_free(struct conn_host *h, struct exchange *x)
 {
 	conn_work_free(x);
 	h->nexchanges--;
@@ -154,7 +154,7 @@ conn_drop_request(struct conn *c)
 	if (c->state == C_SERVING)
 		c->x->transport = NULL; /* the use case finishes it */
 	else
-		exchange_free(c->h, c->x);
+		conn_exchange_free(c->h, c->x);
 	c->x = NULL;
 }
 
@@ -231,7 +231,7 @@ on_exchange_done(struct exchange *x)
 	    x->resp.status, x->resp.outcome != NULL ? x->resp.outcome : "-",
 	    (double)dur / 1000.0);
 	if (c == NULL) { /* the connection went away (or was expired) */
-		exchange_free(x->transport_host, x);
+		conn_exchange_free(x->transport_host, x);
 		return;
 	}
 	assert(c->state == C_SERVING && c->x == x);
@@ -242,7 +242,7 @@ on_exchange_done(struct exchange *x)
 	else if (c->aborted &&
 	    conn_frame_end(&c->sock, c->req_id, FCGI_REQUEST_COMPLETE))
 		log_warn(x->req.request_id, "cannot frame END_REQUEST");
-	exchange_free(c->h, x);
+	conn_exchange_free(c->h, x);
 	if (c->stdin_ended || c->rd_eof) {
 		conn_request_complete(c);
 		return;
@@ -444,7 +444,7 @@ on_abort(struct conn *c)
 		return;
 	}
 	if (c->x != NULL) {
-		exchange_free(c->h, c->x);
+		conn_exchange_free(c->h, c->x);
 		c->x = NULL;
 	}
 	if (conn_frame_end(&c->sock, c->req_id, FCGI_REQUEST_COMPLETE) != 0)
