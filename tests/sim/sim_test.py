@@ -722,6 +722,47 @@ def t_keepalive():
     check(heads == [b"200", b"402", b"200"] and how == "eof", "%s %s" % (heads, how))
 
 
+@test("Expect: 100-continue is answered; a chunked body is read (and bounded)")
+def t_expect_chunked():
+    s = main_sim()
+    body = urllib.parse.urlencode([("amount", "1999"), ("currency", "usd"),
+                                   ("source", "tok_visa"),
+                                   ("description", "d" * 900)]).encode()
+    head = (b"POST /v1/charges HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer " +
+            SK.encode() + b"\r\nIdempotency-Key: " + fresh().encode() +
+            b"\r\nExpect: 100-continue\r\nContent-Length: " +
+            str(len(body)).encode() + b"\r\n\r\n")
+    c = s.sock()
+    c.sendall(head)
+    got = c.recv(100)
+    check(got == b"HTTP/1.1 100 Continue\r\n\r\n", "100 Continue: %r" % got)
+    c.sendall(body)
+    got = c.recv(65536)
+    c.close()
+    check(got.startswith(b"HTTP/1.1 200 "), repr(got[:40]))
+
+    def chunked(data, size):
+        out = b""
+        for i in range(0, len(data), size):
+            part = data[i:i + size]
+            out += b"%x\r\n" % len(part) + part + b"\r\n"
+        return out + b"0\r\n\r\n"
+
+    def post_chunked(data):
+        k = fresh()
+        got, _ = send_raw(s, b"POST /v1/charges HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer " +
+                          SK.encode() + b"\r\nIdempotency-Key: " + k.encode() +
+                          b"\r\nTransfer-Encoding: chunked\r\nConnection: close\r\n\r\n" +
+                          chunked(data, 1000))
+        return got
+
+    got = post_chunked(body)
+    check(got.startswith(b"HTTP/1.1 200 "), "chunked: %r" % got[:40])
+    core = b"amount=1999&currency=usd&source=tok_visa&"
+    got = post_chunked(core + b"&" * (65537 - len(core)))
+    check(got.startswith(b"HTTP/1.1 413 "), "chunked, 65537 bytes: %r" % got[:40])
+
+
 @test("--max-connections: a connection over the bound is closed")
 def t_max_conn():
     s = Sim("--max-connections", "2")
