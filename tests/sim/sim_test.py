@@ -575,6 +575,25 @@ def t_half_close():
     check(st == 200, "a key with escaped characters in the path: %d" % st)
 
 
+@test("a client gone during a late answer: the key stays in flight until --late-ms, then replays")
+def t_late_gone():
+    s = main_sim()   # --late-ms 1500
+    k = fresh()
+    t0 = time.monotonic()
+    c = s.sock()
+    c.sendall(raw_post(k, "tok_providerChargedThenLate"))
+    time.sleep(0.2)
+    c.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, b"\x01\x00\x00\x00\x00\x00\x00\x00")
+    c.close()   # RST: the client gave up
+    time.sleep(0.2)
+    st, _, _ = charge(s, k, "tok_providerChargedThenLate")
+    check(st == 409, "still in flight after the client left: %d" % st)
+    time.sleep(max(0, 1.5 - (time.monotonic() - t0)) + 0.3)
+    st, h, _ = charge(s, k, "tok_providerChargedThenLate")
+    check(st == 200 and h["idempotent-replayed"] == "true", "then the replay: %d" % st)
+    check(sim_key(s, k)["charges"] == 1, str(sim_key(s, k)))
+
+
 @test("tok_providerSlow: charged, the answer trickles one byte per --trickle-ms")
 def t_trickle():
     s = main_sim()   # --trickle-ms 5
