@@ -692,6 +692,57 @@ def t_concurrent():
         check(s.stop() == 0, "exit 0")
 
 
+@test("soak: every fault at once from 16 threads for 4 s; at most one charge per key, exit 0")
+def t_soak():
+    rates = ["error", "charged_then_500", "charged_then_close", "charged_then_reset",
+             "charged_then_late", "reset", "trickle", "rate_limited", "refuse"]
+    args = ["--late-ms", "200", "--trickle-ms", "1", "--latency-p50-ms", "1",
+            "--latency-p99-ms", "30", "--max-connections", "12"]
+    for r in rates:
+        args += ["--fault-rate", r + "=0.05"]
+    s = Sim(*args)
+    counts = {"ok": 0, "err": 0}
+    lock = threading.Lock()
+    stop = time.monotonic() + 4
+
+    def worker(n):
+        i = 0
+        c = None
+        while time.monotonic() < stop:
+            i += 1
+            k = "soak-%d-%d" % (n, i // 3)   # each key delivered about 3 times
+            try:
+                if c is None:
+                    c = s.conn(timeout=2)
+                charge(s, k, conn=c)
+                with lock:
+                    counts["ok"] += 1
+            except (OSError, http.client.HTTPException):
+                with lock:
+                    counts["err"] += 1
+                if c is not None:
+                    c.close()
+                c = None
+        if c is not None:
+            c.close()
+
+    try:
+        ts = [threading.Thread(target=worker, args=(n,)) for n in range(16)]
+        for t in ts:
+            t.start()
+        for t in ts:
+            t.join(30)
+        check(s.proc.poll() is None, "alive after the soak")
+        keys = json.loads(req(s, "GET", "/_sim/keys", sk=None)[2])["keys"]
+        check(keys and all(x["charges"] <= 1 for x in keys),
+              "charges per key <= 1 over %d keys" % len(keys))
+        st = stats(s)
+        check(all(st["faults"][r] > 0 for r in rates if r != "refuse"), str(st["faults"]))
+        diag("%d answers, %d connection errors; %s" % (counts["ok"], counts["err"], st))
+    finally:
+        check(s.stop() == 0, "exit 0")
+
+
 # --- limits ------------------------------------------------------------------------
 
 
