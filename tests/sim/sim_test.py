@@ -998,6 +998,49 @@ def t_unix():
         err.close()
 
 
+@test("compaction at start: history summed up, counts, answers and charges kept")
+def t_compaction():
+    s = Sim()
+    data = s.data
+    k1, k2 = fresh(), fresh()
+    c = s.conn()
+    _, _, b1 = charge(s, k1, extra=[("metadata[o]", "7")], conn=c)
+    for _ in range(69):
+        charge(s, k1, extra=[("metadata[o]", "7")], conn=c)
+    c.close()
+    _, _, b2 = charge(s, k2, "tok_chargeDeclined")
+    _, _, bn = charge(s, None)
+    check(s.stop() == 0, "exit 0")
+    lines_before = open(data, "rb").read().count(b"\n")
+    s2 = Sim(data=data)
+    try:
+        content = open(data, "rb").read()
+        check(content.count(b"\n") == 5 and lines_before == 74,
+              "%d lines, then %d" % (lines_before, content.count(b"\n")))
+        check(sim_key(s2, k1)["deliveries"] == 70 and sim_key(s2, k1)["charges"] == 1 and
+              sim_key(s2, k1)["metadata"] == {"o": "7"}, str(sim_key(s2, k1)))
+        st, h, r = charge(s2, k1, extra=[("metadata[o]", "7")])
+        check(st == 200 and r == b1 and h["idempotent-replayed"] == "true", "k1 replays")
+        st, _, r = charge(s2, k2, "tok_chargeDeclined")
+        check(st == 402 and r == b2, "k2 replays its 402")
+        st, _, g = req(s2, "GET", "/v1/charges/" + json.loads(bn)["id"])
+        check(st == 200 and g == bn, "the key-less charge")
+        k3 = fresh()
+        _, _, b3 = charge(s2, k3)
+        s2.kill9()
+    finally:
+        if s2.proc.poll() is None:
+            s2.stop()
+    s3 = Sim(data=data)
+    try:
+        check(sim_key(s3, k1)["deliveries"] == 71, str(sim_key(s3, k1)))
+        st, _, r = charge(s3, k3)
+        check(st == 200 and r == b3, "appended after the compaction, then kill -9")
+        check(not os.path.exists(data + ".compact"), "no temporary file left")
+    finally:
+        check(s3.stop() == 0, "exit 0")
+
+
 @test("--retention-s: expired keys are pruned at start")
 def t_retention():
     s = Sim()
