@@ -541,7 +541,7 @@ def t_late():
             got += d
         dt = time.monotonic() - t0
         c.close()
-        check(got.startswith(b"HTTP/1.1 200 ") and 1.3 <= dt < 4, "%s: %.2fs %r" % (tok, dt, got[:40]))
+        check(got.startswith(b"HTTP/1.1 200 ") and 1.3 <= dt < 6, "%s: %.2fs %r" % (tok, dt, got[:40]))
         check(json.loads(got.split(b"\r\n\r\n", 1)[1])["id"] == kk["charge"], "the charge")
 
 
@@ -947,8 +947,8 @@ def t_latency():
         c.close()
         times.sort()
         med = times[len(times) // 2]
-        check(0.015 <= med <= 0.08, "median %.3fs" % med)
-        check(times[-1] < 1.0, "max %.3fs" % times[-1])
+        check(0.015 <= med <= 0.15, "median %.3fs" % med)
+        check(times[-1] < 2.0, "max %.3fs" % times[-1])
         diag("log-normal p50 30 ms, p99 120 ms: median %.0f ms, max %.0f ms" %
              (med * 1000, times[-1] * 1000))
     finally:
@@ -967,7 +967,7 @@ def t_idle():
             d = b""
         dt = time.monotonic() - t0
         c.close()
-        check(d == b"" and 0.9 <= dt < 3.5, "closed after %.2fs (%r)" % (dt, d))
+        check(d == b"" and 0.9 <= dt < 4.5, "closed after %.2fs (%r)" % (dt, d))
     finally:
         check(s.stop() == 0, "exit 0")
 
