@@ -6,7 +6,7 @@
  * transition live here; the answers are rendered by charge_answer.c.
  *
  * A request is a small state machine. Each wait (a Redis reply, the
- * provider, a Prefer: wait pause, a spill file on the worker pool) ends in
+ * provider, a Prefer: wait pause, a spill file on the I/O thread pool) ends in
  * a callback named for the step it completes; the steps read top to
  * bottom:
  *
@@ -54,7 +54,7 @@ struct charge_ctx {
 	int execute;      /* 0 after a lapse: a claim is given back, not run */
 	int resumed;      /* the key held an unknown outcome we took over */
 	uv_timer_t timer; /* Prefer: wait pauses */
-	uv_work_t work;   /* a spill write or read on the worker pool */
+	uv_work_t work;   /* a spill write or read on the I/O thread pool */
 	struct provider_result pr;
 	struct idem_record out;    /* the outcome to record */
 	enum problem prob;         /* out's problem, PROB_NONE for a charge */
@@ -444,7 +444,7 @@ on_provider_done(const struct provider_result *pr, void *arg)
 		return;
 	}
 	if (cx->out.body_len > (size_t)cfg->spill_threshold_bytes) {
-		/* write, fsync, rename: on the worker pool, never the loop */
+		/* write, fsync, rename: on the I/O thread pool, never the loop */
 		cx->work.data = cx;
 		if (uv_queue_work(cx->w->loop, &cx->work, spill_write_work,
 		        on_spill_written) == 0)
