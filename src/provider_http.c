@@ -335,6 +335,20 @@ attempt_done(struct http_call *c, CURLcode rc)
 	else
 		(void)snprintf(c->res.why, sizeof(c->res.why), "%ld %s%s%s",
 		    status, v.label, code[0] != '\0' ? " " : "", code);
+	/*
+	 * A certificate we do not trust: nothing was delivered, and every
+	 * retry would meet the same certificate. Unknown at once (the record
+	 * waits for the retry or the completer, after the fix).
+	 */
+	if (rc == CURLE_PEER_FAILED_VERIFICATION ||
+	    rc == CURLE_SSL_CACERT_BADFILE) {
+		log_error(NULL,
+		    "provider: %s (provider_ca_file, provider_tls_verify)",
+		    c->res.why);
+		c->res.outcome = PROV_UNKNOWN;
+		call_done(c);
+		return;
+	}
 	if (c->search) {
 		int found = -1;
 

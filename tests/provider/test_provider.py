@@ -354,5 +354,6 @@ if PHASE == "tls-none":
         r = charge(key)
         check(r.status == 504 and r.json().get("type") == "/problems/outcome-unknown", "status: %r" % r)
         check(sim_key(key) is None, "the simulator saw the request: %r" % sim_key(key))
+        check(r.elapsed < DEADLINE_S, "answered after %.2fs: a certificate we do not trust is not retried" % r.elapsed)
 
 sys.exit(tap.run(only_env="PROVIDER_ONLY"))
