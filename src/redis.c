@@ -33,6 +33,7 @@
  * redis_node.c (connections), redis_uv.c (the libuv adapter),
  * redis_sentinel.c (discovery), redis_cluster.c (routing by slot).
  */
+#include <assert.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -42,6 +43,7 @@
 
 #include "cluster.h"
 #include "digest.h"
+#include "log.h"
 #include "redis.h"
 #include "redis_int.h"
 #include "util.h"
@@ -214,16 +216,21 @@ fail:
 	return NULL;
 }
 
-void
-redis_client_free(struct redis_client *c)
+/*
+ * The client's end, never inside one of hiredis's callbacks: hiredis
+ * would put off freeing the connection it is calling back and then call
+ * its disconnect callback on a node freed here, and a command still in
+ * flight on it would never get its callback (the loop below would spin).
+ */
+static void
+client_free_now(struct redis_client *c)
 {
 	struct wait_group *wg;
 	struct redis_node *n;
 	struct cmd *x;
 	int i;
 
-	if (c == NULL)
-		return;
+	assert(c->in_cb == 0);
 	c->closing = 1;
 	/* groups whose WAIT is not sent yet: lost */
 	while ((wg = c->wgs) != NULL) {
@@ -242,6 +249,8 @@ redis_client_free(struct redis_client *c)
 		if (x->node != NULL && x->node->ac == x->ac)
 			redis_node_detach(x->node);
 		redis_ac_drop(c, x->ac, "shutting down");
+		/* hiredis called back every command sent on it */
+		assert(x->st != CMD_SENT);
 	}
 	while ((x = c->all) != NULL) {
 		redis_cmdq_remove(x);
@@ -266,7 +275,41 @@ redis_client_free(struct redis_client *c)
 		free(n);
 	}
 	uv_close((uv_handle_t *)c->prep, on_handle_free);
+	if (c->free_soon != NULL)
+		uv_close((uv_handle_t *)c->free_soon, on_handle_free);
 	free(c);
+}
+
+static void
+on_free_soon(uv_timer_t *t)
+{
+	client_free_now(t->data);
+}
+
+void
+redis_client_free(struct redis_client *c)
+{
+	if (c == NULL || c->free_soon != NULL)
+		return;
+	if (c->in_cb == 0) {
+		client_free_now(c);
+		return;
+	}
+	/*
+	 * Inside one of its callbacks, so inside hiredis's: closed now (no
+	 * new command), freed on the loop's next turn.
+	 */
+	c->closing = 1;
+	if ((c->free_soon = malloc(sizeof(*c->free_soon))) == NULL ||
+	    uv_timer_init(c->loop, c->free_soon) != 0) {
+		/* nothing to defer with: leaked rather than freed in use */
+		free(c->free_soon);
+		c->free_soon = NULL;
+		log_error(NULL, "Redis client: cannot defer its free");
+		return;
+	}
+	c->free_soon->data = c;
+	(void)uv_timer_start(c->free_soon, on_free_soon, 0, 0);
 }
 
 int

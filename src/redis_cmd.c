@@ -278,7 +278,12 @@ redis_cmd_finish(struct cmd *x)
 	memcpy(res.errstr, x->errstr, sizeof(res.errstr));
 	switch (x->kind) {
 	case CMD_EVAL:
-	case CMD_PING: x->cb(&res, x->arg); break;
+	case CMD_PING:
+		/* redis_client_free() from in here is put off (redis.c) */
+		c->in_cb++;
+		x->cb(&res, x->arg);
+		c->in_cb--;
+		break;
 	case CMD_SENTINEL: redis_sentinel_answer(x); break;
 	case CMD_SLOTS: redis_cluster_map_answer(x); break;
 	}

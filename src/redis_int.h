@@ -140,6 +140,8 @@ struct redis_client {
 	int wait_timeout_ms; /* replica_timeout_ms when WAIT is sent */
 	char wait_n[16], wait_ms[16];
 	int closing;
+	int in_cb;             /* inside a caller's callback (depth) */
+	uv_timer_t *free_soon; /* redis_client_free() asked from inside one */
 	uint64_t noscript_log_at;
 	const char *drop_reason; /* why a connection is being dropped */
 	struct cmd *all;         /* every live command */

@@ -162,6 +162,67 @@ kill -CONT "$pid"
 check 'grep -q "^freed outstanding=0" "$RUN/quit.out" && [ "$(grep -c "^1 .* err .*unknown=1 .*err=incr: shutting down" "$RUN/quit.out")" = 3 ] && grep -q "pending=0 after-free=0" "$RUN/quit.out"' \
 	"redis_client_free: pending callbacks called before it returns" "$RUN/quit.out"
 
+# 4c. redis_client_free() from inside the client's own callback (a loop
+# whose last request ends in a reply's callback stops there): it must not
+# free a connection hiredis is still calling back (ASan: use after free)
+# nor spin on a command still in flight on it; the driver exits 0 and the
+# other command gets its callback after the free returned
+rc=0
+timeout 10 "$DRV" -t 1000 -F "$URL" >"$RUN/freecb.out" 2>"$RUN/freecb.out.err" || rc=$?
+check '[ $rc = 0 ] && grep -q "^freed-in-callback outstanding=0" "$RUN/freecb.out" && grep -q "pending=0 after-free=0" "$RUN/freecb.out"' \
+	"redis_client_free inside a reply's callback: safe (exit $rc)" "$RUN/freecb.out.err"
+rc=0
+timeout 10 "$DRV" -t 1000 -F -n 2 "$URL" >"$RUN/freecb2.out" 2>"$RUN/freecb2.out.err" || rc=$?
+check '[ $rc = 0 ] && grep -q "^freed-in-callback outstanding=1" "$RUN/freecb2.out" && grep -q "^0 1 " "$RUN/freecb2.out" && grep -q "pending=0 after-free=1" "$RUN/freecb2.out"' \
+	"redis_client_free inside a callback, another command in flight on that connection: no spin, its callback follows (exit $rc)" "$RUN/freecb2.out.err"
+
+# 4d. the responder stopped (SIGTERM) while a charge whose FastCGI
+# connection is gone waits on Redis for its record: the record's reply ends
+# the loop's last work; the process exits 0 and the outcome is recorded
+# charge_stop_test LABEL URL PAUSE GET: PAUSE is a command that pauses
+# every Redis node for 700 ms; GET a redis-cli (-c for a cluster)
+charge_stop_test() {
+	local label=$1 url=$2 pause=$3 get=$4 key addr cpid rc=0 state
+	# every CHARGE_ variable is configuration for the responder
+	key="stopcb-$RANDOM$RANDOM"
+	ha_port_pick && addr="127.0.0.1:$HA_PORT"
+	mkdir -p "$RUN/stop-spill"
+	env -u CHARGE_BIN CHARGE_REDIS_URL=$url CHARGE_SPILL_DIR="$RUN/stop-spill" CHARGE_PROVIDER_LEDGER="$RUN/stop-ledger.log" \
+		CHARGE_METRICS_FILE=none CHARGE_PROVIDER_LATENCY_MS=400 CHARGE_THREADS=1 CHARGE_LOG_LEVEL=warn \
+		"$CHARGE_BIN" --listen "$addr" 2>>"$RUN/stop-charge.log" &
+	cpid=$!
+	for _ in $(seq 1 50); do stack_port_in_use "${addr#*:}" && break; sleep 0.05; done
+	# the whole request, then the connection closed at once
+	python3 - "$addr" "$key" <<'PY'
+import os, sys
+sys.path.insert(0, os.path.join(os.environ["REPO"], "tests", "lib"))
+import fcgi
+body = b'{"amount":1999,"currency":"usd","source":"tok_visa"}'
+s = fcgi.connect(sys.argv[1])
+fcgi.send_request(s, fcgi.charge_params(sys.argv[2], body), body)
+s.close()
+PY
+	sleep 0.25
+	# Redis holds the record (sent ~0.4 s after the claim) past SIGTERM
+	eval "$pause"
+	sleep 0.05
+	kill -TERM "$cpid"
+	for _ in $(seq 1 60); do stack_pid_alive "$cpid" || break; sleep 0.05; done
+	if stack_pid_alive "$cpid"; then
+		kill -KILL "$cpid"; wait "$cpid" 2>/dev/null
+		nok "$label: SIGTERM with a detached charge's record pending: still running 3 s later"
+		return
+	fi
+	wait "$cpid" || rc=$?
+	state=$($get HGET "charge:idem:demo:$key" state)
+	check '[ $rc = 0 ] && [ "$state" = completed ]' \
+		"$label: SIGTERM with a detached charge's record pending: exit $rc, recorded ${state:-nothing}" "$RUN/stop-charge.log"
+}
+if [ -n "${CHARGE_BIN:-}" ]; then
+	export REPO
+	charge_stop_test "single Redis" "$URL" "ha_cli $P CLIENT PAUSE 700 ALL >/dev/null" "ha_cli $P"
+fi
+
 # 5. Redis restarts while the client runs: it reconnects (no command hangs)
 drive "$RUN/restart.out" -t 500 -n 2 -c 14 -i 150 "$URL" &
 dpid=$!
@@ -386,6 +447,24 @@ if ha_cluster_start "$C" 3 >/dev/null 2>"$RUN/cluster.err"; then
 		"cluster: ASK followed with ASKING (slot $s migrating, key on B: ${val:-none})" "$RUN/ask.out"
 	drive "$RUN/cping.out" -p "$CURL"
 	check '[ "$(count_ok "$RUN/cping.out")" = 1 ]' "cluster: PING of every primary" "$RUN/cping.out"
+
+	# 14b. redis_client_free() inside a callback in a cluster (connections
+	# held by the slot map's nodes): safe, no spin
+	rc=0
+	timeout 10 "$DRV" -t 1000 -F -n 6 -k freecl: "$CURL" >"$RUN/freecl.out" 2>"$RUN/freecl.out.err" || rc=$?
+	check '[ $rc = 0 ] && grep -q "^freed-in-callback" "$RUN/freecl.out" && grep -q "pending=0" "$RUN/freecl.out"' \
+		"cluster: redis_client_free inside a reply's callback: safe (exit $rc)" "$RUN/freecl.out.err"
+	if [ -n "${CHARGE_BIN:-}" ]; then
+		pause_all() {
+			local p pids=()
+			for p in "${HA_NODE_PORTS[@]}"; do
+				ha_cli "$p" CLIENT PAUSE 700 ALL >/dev/null &
+				pids+=($!)
+			done
+			wait "${pids[@]}"
+		}
+		charge_stop_test "cluster" "$CURL" pause_all "timeout 5 redis-cli -c -h 127.0.0.1 -p $A"
+	fi
 
 	# 15. a seed node with an old map (slots 0-99 itself, the rest on A):
 	# a key of another node gets MOVED by A; the client goes to the node
