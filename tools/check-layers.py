@@ -23,11 +23,13 @@ with open(os.path.join(src, 'LAYERS'), encoding='utf-8') as f:
 
 include = re.compile(r'^\s*#\s*include\s+"([A-Za-z0-9_]+)\.h"', re.M)
 modules = {}
-for name in sorted(os.listdir(src)):
-    base, ext = os.path.splitext(name)
+# a library's files sit in a folder of src/ of their own (src/redis/)
+paths = sorted(os.path.join(d, n) for d, _, names in os.walk(src) for n in names)
+for path in paths:
+    base, ext = os.path.splitext(os.path.basename(path))
     if ext not in ('.c', '.h'):
         continue
-    with open(os.path.join(src, name), encoding='utf-8') as f:
+    with open(path, encoding='utf-8') as f:
         modules.setdefault(base, set()).update(include.findall(f.read()))
 
 n = failed = 0
