@@ -2,27 +2,32 @@
  * redis_int.h - inside the Redis client of redis.h: its state and the steps
  * its files share. Not for other modules: they use redis.h.
  *
- *   redis.c           the client and its API: commands framed and routed
- *                     (redis_dispatch), the start-up check
- *   redis_cmd.c       a command from the call to its callback: its queue,
- *                     its timer, the WAIT it shares, its replies
- *   redis_node.c      connections: set-up in one write, ready, failed,
- *                     retired; commands handed to hiredis
+ * The files, bottom up; each calls only the ones below it by name:
+ *
  *   redis_uv.c        hiredis's events on the libuv loop
- *   redis_sentinel.c  the primary the sentinels name (discovery)
- *   redis_cluster.c   routing to cluster nodes, the slot map
+ *   redis_cmd.c       a command from the call to its callback: its
+ *   redis_node.c      framing, queue, timer, WAIT and replies; a
+ *                     connection: set-up in one write, ready, failed,
+ *                     retired. A command and its connection call each
+ *                     other (as hiredis keeps them in one file): the one
+ *                     circle of the client.
+ *   redis_sentinel.c  topologies: where a command goes (struct
+ *   redis_cluster.c   redis_topology). The two layers above call up only
+ *                     through c->topo, never by name.
+ *   redis.c           the API: picks the topology, the single Redis's
+ *                     own, the start-up check
  */
 #ifndef CHARGE_REDIS_INT_H
 #define CHARGE_REDIS_INT_H
 
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/queue.h>
 
 #include <async.h>
 #include <hiredis.h>
 #include <uv.h>
 
-#include "cluster.h"
 #include "redis_url.h"
 
 #define FAILOVER_PAUSE_MS 100 /* between attempts during a failover */
@@ -30,11 +35,11 @@
 
 struct lua_script;   /* redis.h */
 struct redis_result; /* redis.h */
+struct redis_client;
+struct redis_node;
 struct cmd;
 
-struct cmdq {
-	struct cmd *head, *tail;
-};
+TAILQ_HEAD(cmdq, cmd);
 
 enum cmd_kind {
 	CMD_EVAL,     /* the caller's script */
@@ -43,6 +48,15 @@ enum cmd_kind {
 	CMD_SLOTS,    /* CLUSTER SLOTS, for the map */
 };
 
+/*
+ * A command's life (asserted at each change, redis_cmd.c):
+ *
+ *   IDLE -> QUEUED -> IDLE          waits in a queue, taken out
+ *   IDLE -> SENT -> IDLE            an attempt, all its replies in
+ *   IDLE -> PAUSED -> IDLE | DONE   a pause, then routed again (or its deadline)
+ *   IDLE -> FAILING -> DONE         ends on the next loop turn
+ *   IDLE | PAUSED | FAILING -> DONE
+ */
 enum cmd_state {
 	CMD_IDLE,    /* being routed */
 	CMD_QUEUED,  /* in a queue: a node's, or waiting for a primary/map */
@@ -52,9 +66,8 @@ enum cmd_state {
 	CMD_DONE,
 };
 
+/* IDLE -> CONNECTING -> READY; any -> IDLE (asserted, redis_node.c) */
 enum node_state { NODE_IDLE, NODE_CONNECTING, NODE_READY };
-
-struct wait_group;
 
 struct redis_node {
 	struct redis_client *c;
@@ -67,11 +80,13 @@ struct redis_node {
 	int port;
 	int sentinel;     /* a sentinel: no set-up */
 	int want_primary; /* ROLE must say master */
-	int setup_left;   /* set-up replies still to come */
-	int setup_failed; /* a set-up reply was bad: drop when all are in */
+	struct {
+		int left;   /* set-up replies still to come */
+		int failed; /* a set-up reply was bad: drop when all are in */
+	} setup;
 	int evicting;
-	struct cmdq wq; /* commands waiting until ready */
-	struct redis_node *next_dead;
+	struct cmdq wq;                    /* commands waiting until ready */
+	SLIST_ENTRY(redis_node) dead_link; /* a topology's nodes given up */
 	char errstr[ERRSTR_MAX];
 };
 
@@ -79,41 +94,54 @@ struct cmd {
 	struct redis_client *c;
 	enum cmd_kind kind;
 	enum cmd_state st;
-	struct cmd *prev, *next; /* in q */
-	struct cmdq *q;
-	struct cmd *all_prev, *all_next; /* c->all */
+	struct cmdq *q;             /* the queue it waits in, or NULL */
+	TAILQ_ENTRY(cmd) q_link;    /* in *q */
+	LIST_ENTRY(cmd) all_link;   /* in c->all */
+	SLIST_ENTRY(cmd) wait_link; /* in its wait group */
 	uv_timer_t timer;
 	uint64_t deadline; /* uv_now() ms */
-	struct redis_node *node;
-	redisAsyncContext *ac; /* sent on */
-	int pending;           /* hiredis callbacks to come for this attempt */
-	int lost;              /* a callback came with a NULL reply */
-	int reused; /* sent on a connection ready before it came (not opened for it) */
-	int peer_closed; /* this attempt's connection closed or reset by the peer */
-	int resent;      /* re-sent once after such a loss */
-	int timed_out;
-	int wait;      /* followed by WAIT */
-	int wait_sent; /* a WAIT covers this attempt (-1: its reply lost) */
-	struct cmd *wg_next; /* in its wait group */
-	long long acked;
-	redisReply *reply; /* a copy, kept until the attempt is complete */
-	int outcome_unknown;
-	int durable;
-	/* EVAL: the framed EVALSHA command; from rest on it is also EVAL's */
-	struct lua_script *s;
-	char *frame;
-	size_t framelen, rest;
-	int is_eval; /* NOSCRIPT came: now EVAL */
-	unsigned slot;
-	int redirects;
-	int ask;   /* node index for ASKING, or -1 */
-	int moved; /* node index to trust after MOVED, or -1 */
-	int ping_idx;
-	int sentinel_idx; /* CMD_SENTINEL: which sentinel */
-	int slots_idx;    /* CMD_SLOTS: which node */
 	void (*cb)(const struct redis_result *res, void *arg);
 	void *arg;
-	char errstr[ERRSTR_MAX];
+	struct {
+		unsigned wait : 1;      /* followed by WAIT */
+		unsigned resent : 1;    /* re-sent once after the peer closed */
+		unsigned timed_out : 1; /* its deadline came */
+	} flags;
+	/* the attempt under way: where it went and what came back */
+	struct {
+		struct redis_node *node;
+		redisAsyncContext *ac; /* sent on */
+		int pending; /* hiredis callbacks to come for this attempt */
+		int wait_sent; /* a WAIT covers this attempt (-1: its reply lost) */
+		long long acked;     /* WAIT's answer */
+		unsigned lost : 1;   /* a callback came with a NULL reply */
+		unsigned reused : 1; /* its connection was ready before */
+		unsigned peer_closed : 1; /* the peer closed or reset it */
+	} attempt;
+	/* what the callback will be told */
+	struct {
+		redisReply
+		    *reply; /* a copy, kept until the attempt is complete */
+		unsigned outcome_unknown : 1;
+		unsigned durable : 1;
+		char errstr[ERRSTR_MAX];
+	} out;
+	/* CMD_EVAL: the framed EVALSHA; from rest on it is also EVAL's */
+	struct {
+		struct lua_script *s;
+		char *frame;
+		size_t framelen, rest;
+		unsigned full : 1; /* NOSCRIPT came: sent as EVAL */
+	} eval;
+	/* the topology's bookkeeping */
+	struct {
+		unsigned slot; /* the key's hash slot (cluster) */
+		int redirects; /* MOVED and ASK followed */
+		int ask;       /* node index for ASKING, or -1 */
+		int moved;     /* node index to trust after MOVED, or -1 */
+		int idx; /* PING: the next primary; SENTINEL: the sentinel;
+		                   SLOTS: the node asked */
+	} route;
 };
 
 /*
@@ -124,16 +152,52 @@ struct cmd {
  * short, replica_timeout_ms each.
  */
 struct wait_group {
-	struct wait_group *next; /* c->wgs: not yet sent */
+	STAILQ_ENTRY(wait_group) link; /* c->wgs: not yet sent */
 	struct redis_node *n;
 	unsigned gen;
-	struct cmd *members;
+	SLIST_HEAD(, cmd) members;
 };
+
+/*
+ * A topology: where a command goes (the single Redis, the primary the
+ * sentinels name, the node of a key's slot), chosen at redis_client_new().
+ * The command and connection layer calls up only through it. Hooks that
+ * have nothing to do may be NULL.
+ */
+struct redis_topology {
+	/* Its state for c (c->topo) and c->main if it has one. 0, or -1. */
+	int (*init)(struct redis_client *c);
+	/* At redis_client_free(), every command ended: its nodes and state. */
+	void (*free)(struct redis_client *c);
+	/* Routes cmd (CMD_IDLE, within its deadline): to a node, or to wait. */
+	void (*dispatch)(struct cmd *cmd);
+	/* A caller's command got an error reply: 1 when it goes on. */
+	int (*error)(struct cmd *cmd);
+	/* A caller's command got a good reply: 1 when it goes on. */
+	int (*more)(struct cmd *cmd);
+	/* cmd's WAIT fell short on its connection. */
+	void (*wait_short)(struct cmd *cmd);
+	/* A command of its own (SENTINEL, CLUSTER SLOTS) ended. */
+	void (*answer)(struct cmd *cmd);
+	/* A caller's command queued on a failed node, never sent: goes on. */
+	void (*requeue)(struct cmd *cmd);
+	/* n is ready for commands. */
+	void (*node_ready)(struct redis_node *n);
+	/* hiredis is freeing n's connection after an error. */
+	void (*node_lost)(struct redis_node *n);
+	/* n's connection failed with err: 1 when it took n's queue over. */
+	int (*node_failed)(struct redis_node *n, const char *err);
+};
+
+extern const struct redis_topology redis_topology_sentinel;
+extern const struct redis_topology redis_topology_cluster;
 
 struct redis_client {
 	uv_loop_t *loop;
+	const struct redis_topology *topo;
+	void *topo_state;   /* the topology's own struct */
 	uv_prepare_t *prep; /* sends the turn's WAITs before the loop polls */
-	struct wait_group *wgs;
+	STAILQ_HEAD(wgq, wait_group) wgs;
 	struct redis_target t;
 	int timeout_ms;
 	int min_replicas;
@@ -144,65 +208,43 @@ struct redis_client {
 	uv_timer_t *free_soon; /* redis_client_free() asked from inside one */
 	uint64_t noscript_log_at;
 	const char *drop_reason; /* why a connection is being dropped */
-	struct cmd *all;         /* every live command */
-	struct redis_node *main; /* single Redis, or the primary */
-	struct redis_node *dead; /* nodes given up, freed with the client */
-	/* sentinel */
-	struct redis_node *sentinels[REDIS_URL_HOSTS_MAX];
-	int primary_ok; /* main is the primary the sentinels named */
-	char primary[REDIS_HOST_MAX + 1];
-	int primary_port;
-	int primary_from; /* the sentinel that named it */
-	int sentinel_first;
-	int disc_active, disc_k, disc_asked, disc_verifying, disc_refresh;
-	uint64_t disc_deadline;
-	char suspect[REDIS_HOST_MAX + 1]; /* a primary to avoid this round */
-	int suspect_port;
-	int suspect_seen;
-	uint64_t suspect_at; /* when the last refresh started */
-	struct cmdq disc_q;
-	char disc_err[ERRSTR_MAX];
-	int disc_answered; /* disc_err is a sentinel's answer, not a silence */
-	/* cluster */
-	struct cluster *cl;
-	int map_active, map_hint;
-	unsigned char map_tried[CLUSTER_NODES_MAX];
-	int map_seed; /* seeds asked so far */
-	struct cmdq map_q;
-	char map_err[ERRSTR_MAX];
+	LIST_HEAD(, cmd) all;    /* every live command */
+	struct redis_node *main; /* single Redis, or the primary; or NULL */
 };
-
-/* redis.c: the client */
-
-/* Routes x: to its node, or to wait for a primary or a map. */
-void redis_dispatch(struct cmd *x);
-/*
- * x's EVALSHA framed as EVAL (after NOSCRIPT), *len bytes; the caller
- * frees it. NULL on ENOMEM.
- */
-char *redis_eval_frame(const struct cmd *x, size_t *len);
 
 /* redis_cmd.c: a command's life */
 
-/* Appends x to q (CMD_QUEUED). */
-void redis_cmdq_push(struct cmdq *q, struct cmd *x);
-/* Takes x out of its queue, if any (CMD_IDLE). */
-void redis_cmdq_remove(struct cmd *x);
+/* Appends cmd to q (CMD_QUEUED). */
+void redis_cmdq_push(struct cmdq *q, struct cmd *cmd);
+/* Takes cmd out of its queue, if any (CMD_IDLE). */
+void redis_cmdq_remove(struct cmd *cmd);
 /* 1 when the error reply r starts with the word w. */
 int redis_reply_is(const redisReply *r, const char *w);
 /* A command of kind, its timer set at timeout_ms, in c->all. NULL on ENOMEM. */
 struct cmd *redis_cmd_new(struct redis_client *c, enum cmd_kind kind,
     int timeout_ms);
-/* Again through redis_dispatch() after delay_ms, if the deadline allows. */
-void redis_cmd_pause(struct cmd *x, int delay_ms);
+/*
+ * Frames cmd as EVALSHA of s with one key and argc arguments. 0, or -1 on
+ * ENOMEM.
+ */
+int redis_cmd_frame(struct cmd *cmd, struct lua_script *s, const char *key,
+    size_t keylen, int argc, const char **argv, const size_t *argvlen);
+/* cmd's EVALSHA as EVAL (after NOSCRIPT), *len bytes; freed by the caller. */
+char *redis_cmd_eval_frame(const struct cmd *cmd, size_t *len);
+/* Routes cmd (CMD_IDLE) through the topology, or ends it (closing, late). */
+void redis_cmd_dispatch(struct cmd *cmd);
+/* Again through redis_cmd_dispatch() after delay_ms, if the deadline allows. */
+void redis_cmd_pause(struct cmd *cmd, int delay_ms);
 /* Ends on the next loop turn, with its reply or err (never inside a call). */
-void redis_cmd_end_soon(struct cmd *x, const char *err);
-/* Ends x: its callback once, then its memory (once its timer closed). */
-void redis_cmd_finish(struct cmd *x);
+void redis_cmd_end_soon(struct cmd *cmd, const char *err);
+/* A command never dispatched goes, without its callback. */
+void redis_cmd_discard(struct cmd *cmd);
+/* Ends cmd: its callback once, then its memory (once its timer closed). */
+void redis_cmd_finish(struct cmd *cmd);
 /* hiredis's callback of a command sent (privdata: the struct cmd). */
 void redis_cmd_on_reply(redisAsyncContext *ac, void *reply, void *privdata);
-/* x (just sent on n) joins n's WAIT group of this turn. 0, or -1 on ENOMEM. */
-int redis_cmd_wait_join(struct redis_node *n, struct cmd *x);
+/* cmd (just sent on n) joins n's WAIT group of this turn. 0, or -1 on ENOMEM. */
+int redis_cmd_wait_join(struct redis_node *n, struct cmd *cmd);
 /* WAIT's answer (r), or its loss (NULL), to every member. Frees wg. */
 void redis_cmd_wait_resolve(struct wait_group *wg, const redisReply *r);
 
@@ -225,41 +267,16 @@ void redis_node_retire(struct redis_node *n);
 void redis_node_fail(struct redis_node *n, const char *err);
 /* Opens n's connection and queues its set-up. 0, or -1 with n->errstr. */
 int redis_node_connect(struct redis_node *n);
-/* Sends x on n when ready, else queues it there (connecting if idle). */
-void redis_node_submit(struct redis_node *n, struct cmd *x);
+/* Sends cmd on n when ready, else queues it there (connecting if idle). */
+void redis_node_submit(struct redis_node *n, struct cmd *cmd);
 /* Drops n's connection and ends what waits on it ("shutting down"). */
 void redis_node_close(struct redis_node *n);
+/* 1 when a live command of c still names n (its attempt's node). */
+int redis_node_in_use(const struct redis_node *n);
 
 /* redis_uv.c: the libuv adapter */
 
 /* Watches ac's socket on loop. REDIS_OK or REDIS_ERR. */
 int redis_uv_attach(redisAsyncContext *ac, uv_loop_t *loop);
-
-/* redis_sentinel.c: discovery */
-
-/* READONLY, MASTERDOWN, LOADING, NOREPLICAS: ask again, resend. */
-void redis_sentinel_eval_failover(struct cmd *x);
-/* SENTINEL get-master-addr-by-name of x came back (or not). */
-void redis_sentinel_answer(struct cmd *x);
-/* Asks the sentinels for the primary, unless a round is under way. */
-void redis_sentinel_start(struct redis_client *c);
-/* The primary failed (err): no longer trusted; while verifying, the next
- * sentinel is asked. */
-void redis_sentinel_primary_failed(struct redis_client *c, const char *err);
-/* A WAIT shortfall or NOREPLICAS: the sentinels asked again (once a pause). */
-void redis_sentinel_suspect(struct redis_client *c);
-
-/* redis_cluster.c: routing */
-
-/* MOVED, ASK, TRYAGAIN... 1 when x goes on, 0 to end with its error. */
-int redis_cluster_eval_error(struct cmd *x);
-/* struct cluster's node_drop while serving: n given up (freed with c). */
-void redis_cluster_conn_drop(struct redis_node *n, void *arg);
-/* struct cluster's node_drop at redis_client_free(): n closed and freed. */
-void redis_cluster_conn_free(struct redis_node *n, void *arg);
-/* CLUSTER SLOTS of x came back (or not). */
-void redis_cluster_map_answer(struct cmd *x);
-/* Routes x to the node of its slot (or each primary, for PING). */
-void redis_cluster_dispatch(struct cmd *x);
 
 #endif
