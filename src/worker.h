@@ -31,8 +31,9 @@ int worker_init(struct worker *w, const struct config *cfg,
 
 /*
  * NULL-safe: frees the Redis client (pending commands get their callbacks
- * first) and closes the ledger. Run the loop afterwards until its handles
- * have closed.
+ * first; from inside one of its callbacks, as when a loop stops on the
+ * reply of its last request, on the loop's next turn: redis.h) and closes
+ * the ledger. Run the loop afterwards until its handles have closed.
  */
 void worker_close(struct worker *w);
 

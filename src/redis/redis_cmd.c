@@ -417,7 +417,7 @@ redis_cmd_finish(struct cmd *cmd)
 	switch (cmd->kind) {
 	case CMD_EVAL:
 	case CMD_PING:
-		/* redis_client_free() from in here is put off (redis.c) */
+		/* redis_client_free() from in here is put off (redis_client.c) */
 		c->in_cb++;
 		cmd->cb(&res, cmd->arg);
 		c->in_cb--;
@@ -619,7 +619,7 @@ attempt_lost(struct cmd *cmd)
 	cmd_reply_drop(cmd);
 	cmd->out.outcome_unknown = 1;
 	if (!had_reply && cmd_may_resend(cmd)) {
-		/* once, on a new connection (see redis.c's top comment) */
+		/* once, on a new connection (see redis_client.c's top comment) */
 		cmd->flags.resent = 1;
 		log_debug(NULL, "Redis %s:%d: %s; sending it again",
 		    n->is_unix ? "unix" : n->host, n->port, cmd->out.errstr);

@@ -14,7 +14,7 @@
  *   redis_sentinel.c  topologies: where a command goes (struct
  *   redis_cluster.c   redis_topology). The two layers above call up only
  *                     through c->topo, never by name.
- *   redis.c           the API: picks the topology, the single Redis's
+ *   redis_client.c    the API of redis.h: picks the topology, the single Redis's
  *                     own, the start-up check
  */
 #ifndef CHARGE_REDIS_INT_H

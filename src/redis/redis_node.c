@@ -21,7 +21,11 @@
 #include "redis.h"
 #include "redis_int.h"
 
+/* A new connection's set-up, in the order it is sent. */
+enum setup_step { SETUP_AUTH, SETUP_SELECT, SETUP_ROLE, SETUP_POLICY };
+
 static void node_send(struct redis_node *n, struct cmd *cmd);
+static void on_setup_reply(redisAsyncContext *ac, void *reply, void *privdata);
 
 /* The changes enum node_state allows (redis_int.h). */
 static void
@@ -211,19 +215,19 @@ on_disconnect(const redisAsyncContext *ac, int status)
 
 /* One set-up reply: 0 when good, else n->errstr. */
 static int
-setup_check(struct redis_node *n, const redisReply *r, int step)
+setup_check(struct redis_node *n, const redisReply *r, enum setup_step step)
 {
-	const char *what = step == 0 ? "AUTH"
-	    : step == 1              ? "SELECT"
-	    : step == 2              ? "ROLE"
-	                             : "CONFIG GET";
+	const char *what = step == SETUP_AUTH ? "AUTH"
+	    : step == SETUP_SELECT            ? "SELECT"
+	    : step == SETUP_ROLE              ? "ROLE"
+	                                      : "CONFIG GET";
 
-	if (r->type == REDIS_REPLY_ERROR && step != 3) {
+	if (r->type == REDIS_REPLY_ERROR && step != SETUP_POLICY) {
 		(void)snprintf(n->errstr, sizeof(n->errstr), "%s: %.*s", what,
 		    (int)r->len, r->str != NULL ? r->str : "");
 		return -1;
 	}
-	if (step == 2) {
+	if (step == SETUP_ROLE) {
 		int ok = r->type == REDIS_REPLY_ARRAY && r->elements >= 1 &&
 		    r->element[0]->type == REDIS_REPLY_STRING;
 
@@ -234,7 +238,7 @@ setup_check(struct redis_node *n, const redisReply *r, int step)
 		    ok ? r->element[0]->str : "?");
 		return -1;
 	}
-	if (step == 3) {
+	if (step == SETUP_POLICY) {
 		/*
 		 * A Redis that forbids CONFIG (ACL, renamed command) cannot be
 		 * checked: that is logged, not fatal.
@@ -261,7 +265,7 @@ static void
 on_setup_reply(redisAsyncContext *ac, void *reply, void *privdata)
 {
 	struct redis_node *n = ac->data;
-	int step = (int)(intptr_t)privdata;
+	enum setup_step step = (enum setup_step)(intptr_t)privdata;
 
 	if (n == NULL || n->ac != ac)
 		return; /* an old connection going away */
@@ -283,14 +287,57 @@ on_setup_reply(redisAsyncContext *ac, void *reply, void *privdata)
 		node_ready(n);
 }
 
+/*
+ * Queues n's set-up on ac, in one write with the commands that follow:
+ * AUTH, SELECT, ROLE (behind sentinels), CONFIG GET maxmemory-policy.
+ * The number of replies to come, or -1 on ENOMEM.
+ */
+static int
+node_setup_queue(struct redis_node *n, redisAsyncContext *ac)
+{
+	const struct redis_target *t = &n->c->t;
+	const char *auth3[] = { "AUTH", t->user, t->password };
+	const char *auth2[] = { "AUTH", t->password };
+	const char *role[] = { "ROLE" };
+	const char *policy[] = { "CONFIG", "GET", "maxmemory-policy" };
+	char db[16];
+	const char *sel[] = { "SELECT", db };
+	int user = t->user[0] != '\0', steps = 0;
+
+	if (t->password[0] != '\0') {
+		if (redisAsyncCommandArgv(ac, on_setup_reply,
+		        (void *)(intptr_t)SETUP_AUTH, user ? 3 : 2,
+		        user ? auth3 : auth2, NULL) != REDIS_OK)
+			return -1;
+		steps++;
+	}
+	if (t->db != 0) {
+		(void)snprintf(db, sizeof(db), "%d", t->db);
+		if (redisAsyncCommandArgv(ac, on_setup_reply,
+		        (void *)(intptr_t)SETUP_SELECT, 2, sel,
+		        NULL) != REDIS_OK)
+			return -1;
+		steps++;
+	}
+	if (n->want_primary) {
+		if (redisAsyncCommandArgv(ac, on_setup_reply,
+		        (void *)(intptr_t)SETUP_ROLE, 1, role,
+		        NULL) != REDIS_OK)
+			return -1;
+		steps++;
+	}
+	if (redisAsyncCommandArgv(ac, on_setup_reply,
+	        (void *)(intptr_t)SETUP_POLICY, 3, policy, NULL) != REDIS_OK)
+		return -1;
+	return steps + 1;
+}
+
 /* Opens n's connection and queues its set-up. 0, or -1 with n->errstr. */
 int
 redis_node_connect(struct redis_node *n)
 {
 	struct redis_client *c = n->c;
-	const struct redis_target *t = &c->t;
 	redisAsyncContext *ac;
-	char db[16];
 	int steps = 0;
 
 	n->evicting = 0;
@@ -327,45 +374,8 @@ redis_node_connect(struct redis_node *n)
 		    ac->c.errstr);
 		goto fail;
 	}
-	if (!n->sentinel) {
-		if (t->password[0] != '\0') {
-			const char *a3[] = { "AUTH", t->user, t->password };
-			const char *a2[] = { "AUTH", t->password };
-			int user = t->user[0] != '\0';
-
-			if (redisAsyncCommandArgv(ac, on_setup_reply,
-			        (void *)(intptr_t)0, user ? 3 : 2,
-			        user ? a3 : a2, NULL) != REDIS_OK)
-				goto fail_oom;
-			steps++;
-		}
-		if (t->db != 0) {
-			const char *a[] = { "SELECT", db };
-
-			(void)snprintf(db, sizeof(db), "%d", t->db);
-			if (redisAsyncCommandArgv(ac, on_setup_reply,
-			        (void *)(intptr_t)1, 2, a, NULL) != REDIS_OK)
-				goto fail_oom;
-			steps++;
-		}
-		if (n->want_primary) {
-			const char *a[] = { "ROLE" };
-
-			if (redisAsyncCommandArgv(ac, on_setup_reply,
-			        (void *)(intptr_t)2, 1, a, NULL) != REDIS_OK)
-				goto fail_oom;
-			steps++;
-		}
-		{
-			const char *a[] = { "CONFIG", "GET",
-				"maxmemory-policy" };
-
-			if (redisAsyncCommandArgv(ac, on_setup_reply,
-			        (void *)(intptr_t)3, 3, a, NULL) != REDIS_OK)
-				goto fail_oom;
-			steps++;
-		}
-	}
+	if (!n->sentinel && (steps = node_setup_queue(n, ac)) < 0)
+		goto fail_oom;
 	n->setup.left = steps;
 	/* after the adapter: it starts watching for the connect */
 	(void)redisAsyncSetConnectCallback(ac, on_connect);

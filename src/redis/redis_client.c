@@ -1,5 +1,6 @@
 /*
- * redis.c - Redis for one libuv loop, on hiredis's asynchronous API.
+ * redis_client.c - the Redis client of redis.h: Redis for one libuv loop,
+ * on hiredis's asynchronous API.
  *
  * Shape. A struct redis_node is one asynchronous connection to one address
  * (the single Redis, the primary behind the sentinels, a sentinel, a
