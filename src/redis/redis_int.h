@@ -111,8 +111,10 @@ struct cmd {
 	struct {
 		struct redis_node *node;
 		redisAsyncContext *ac; /* sent on */
-		int pending; /* hiredis callbacks to come for this attempt */
-		int wait_sent; /* a WAIT covers this attempt (-1: its reply lost) */
+		/* hiredis callbacks to come for this attempt */
+		int pending;
+		/* a WAIT covers this attempt (-1: its reply lost) */
+		int wait_sent;
 		long long acked;     /* WAIT's answer */
 		unsigned lost : 1;   /* a callback came with a NULL reply */
 		unsigned reused : 1; /* its connection was ready before */
@@ -120,8 +122,8 @@ struct cmd {
 	} attempt;
 	/* what the callback will be told */
 	struct {
-		redisReply
-		    *reply; /* a copy, kept until the attempt is complete */
+		/* a copy, kept until the attempt is complete */
+		redisReply *reply;
 		unsigned outcome_unknown : 1;
 		unsigned durable : 1;
 		char errstr[ERRSTR_MAX];
@@ -139,8 +141,9 @@ struct cmd {
 		int redirects; /* MOVED and ASK followed */
 		int ask;       /* node index for ASKING, or -1 */
 		int moved;     /* node index to trust after MOVED, or -1 */
-		int idx; /* PING: the next primary; SENTINEL: the sentinel;
-		                   SLOTS: the node asked */
+		/* PING: the next primary; SENTINEL: the sentinel asked;
+		 * SLOTS: the node asked */
+		int idx;
 	} route;
 };
 
