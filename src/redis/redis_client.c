@@ -168,6 +168,7 @@ client_free_now(struct redis_client *c)
 
 	assert(c->in_cb == 0);
 	c->closing = 1;
+	c->freeing = 1;
 	/* groups whose WAIT is not sent yet: lost */
 	while ((wg = STAILQ_FIRST(&c->wgs)) != NULL) {
 		STAILQ_REMOVE_HEAD(&c->wgs, link);
@@ -211,7 +212,8 @@ on_free_soon(uv_timer_t *t)
 void
 redis_client_free(struct redis_client *c)
 {
-	if (c == NULL || c->free_soon != NULL)
+	/* again, from a callback this free calls: already under way */
+	if (c == NULL || c->free_soon != NULL || c->freeing)
 		return;
 	if (c->in_cb == 0) {
 		client_free_now(c);

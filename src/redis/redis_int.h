@@ -208,6 +208,7 @@ struct redis_client {
 	char wait_n[16], wait_ms[16];
 	int closing;
 	int in_cb;             /* inside a caller's callback (depth) */
+	int freeing;           /* redis_client_free() under way */
 	uv_timer_t *free_soon; /* redis_client_free() asked from inside one */
 	uint64_t noscript_log_at;
 	const char *drop_reason; /* why a connection is being dropped */
