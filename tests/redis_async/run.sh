@@ -198,13 +198,15 @@ charge_stop_test() {
 	for _ in $(seq 1 200); do stack_port_in_use "${addr#*:}" && break; sleep 0.05; done
 	# the whole request; then the connection closed at once, or kept
 	# until the responder closes it
-	python3 - "$addr" "$key" "$how" <<'PY' &
+	rm -f "$RUN/stop-sent"
+	python3 - "$addr" "$key" "$how" "$RUN/stop-sent" <<'PY' &
 import os, sys
 sys.path.insert(0, os.path.join(os.environ["REPO"], "tests", "lib"))
 import fcgi
 body = b'{"amount":1999,"currency":"usd","source":"tok_visa"}'
 s = fcgi.connect(sys.argv[1])
 fcgi.send_request(s, fcgi.charge_params(sys.argv[2], body), body)
+open(sys.argv[4], "w").close()
 if sys.argv[3] == "drain":
     s.settimeout(5)
     try:
@@ -214,6 +216,8 @@ if sys.argv[3] == "drain":
 s.close()
 PY
 	fpid=$!
+	# the charge runs from the request's arrival (python may start slowly)
+	for _ in $(seq 1 200); do [ -e "$RUN/stop-sent" ] && break; sleep 0.05; done
 	sleep 0.25
 	# Redis holds the record (sent ~0.4 s after the claim) past SIGTERM
 	eval "$pause"
