@@ -112,8 +112,7 @@ suite_structure() {
 	tests/structure/run.sh | grep -vE '^1\.\.'
 	# one message, one literal; the pending files are being rewritten by
 	# their owners (issue 23): drop each from the list once joined
-	python3 tools/check-literals.py src --pending src/cluster.c \
-		src/conn src/loop.c src/redis
+	python3 tools/check-literals.py src --pending src/conn src/loop.c
 	python3 tools/check-literals.py sim    # charge-provider-sim
 	if git grep -nE '^(<<<<<<<|>>>>>>>) ' -- . >/dev/null 2>&1; then
 		echo "not ok - no merge conflict markers in tracked files"
@@ -165,7 +164,7 @@ suite_builds() {
 
 suite_lua() { tests/lua/run.sh; }
 
-# src/redis.c on a libuv loop (tests/redis_async/driver.c) against real
+# The Redis client (src/redis/) on a libuv loop (tests/redis_async/driver.c) against real
 # redis-server, redis-sentinel and a cluster; the ASan build's driver.
 suite_redis_async() { with_asan redis_async tests/redis_async/run.sh; }
 

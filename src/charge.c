@@ -315,23 +315,17 @@ claim_failed(struct charge_ctx *cx, const struct idem_result *res)
 /*
  * The charge must be recorded while the claim still holds the key, so the
  * provider refuses to charge past the claim's life less the time a record
- * may take: redis_timeout_ms, or less where the configuration leaves less
- * room (lock_ttl_s only has to exceed the provider's own time). An HTTP
- * provider also stops retrying after provider_deadline_ms.
+ * may take (config_record_margin_ms: with replicas, its WAIT too). An
+ * HTTP provider also stops retrying after provider_deadline_ms.
  */
 static long long
 charge_deadline_us(const struct charge_ctx *cx)
 {
 	const struct config *cfg = cx->w->cfg;
-	long long lock_ms = 1000LL * cfg->lock_ttl_s, margin_ms, end_us;
+	long long lock_ms = 1000LL * cfg->lock_ttl_s, end_us;
 
-	margin_ms =
-	    lock_ms - cfg->provider_timeout_ms - cfg->provider_latency_ms;
-	if (margin_ms > cfg->redis_timeout_ms)
-		margin_ms = cfg->redis_timeout_ms;
-	if (margin_ms < 0)
-		margin_ms = 0;
-	end_us = cx->claim_us + 1000LL * (lock_ms - margin_ms);
+	end_us =
+	    cx->claim_us + 1000LL * (lock_ms - config_record_margin_ms(cfg));
 	if (cfg->provider_url[0] != '\0' &&
 	    cx->claim_us + 1000LL * cfg->provider_deadline_ms < end_us)
 		end_us = cx->claim_us + 1000LL * cfg->provider_deadline_ms;

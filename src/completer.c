@@ -25,8 +25,9 @@ struct completer {
 	char index[KEY_PREFIX_MAX + 16];
 	long steps[CONFIG_SCHEDULE_MAX];
 	int nsteps;
-	int busy;    /* a batch is being worked through */
+	int busy; /* a batch is being worked through: one command or call out */
 	int stopped; /* completer_stop: finish, start nothing */
+	int closed;  /* the tick's handle closed: freed once not busy */
 	/* the batch */
 	char *names[IDEM_DUE_MAX];
 	size_t n, i;
@@ -63,6 +64,20 @@ batch_clear(struct completer *cp)
 	cp->n = cp->i = 0;
 	item_clear(cp);
 	cp->busy = 0;
+}
+
+/*
+ * Nothing is out any more. A stopped completer is freed here when its
+ * timer already closed: the Redis client may call back on the loop's turn
+ * after the stop (redis.h), so the memory lives until the last callback.
+ * cp may be freed on return.
+ */
+static void
+completer_idle(struct completer *cp)
+{
+	batch_clear(cp);
+	if (cp->closed)
+		free(cp);
 }
 
 static const char *
@@ -275,7 +290,7 @@ item_next(struct completer *cp)
 			break;
 		return;
 	}
-	batch_clear(cp);
+	completer_idle(cp);
 }
 
 static void
@@ -288,7 +303,7 @@ on_due(struct idem_result *res, void *arg)
 		if (!cp->stopped)
 			log_warn(NULL, "completer: %s",
 			    res->errstr != NULL ? res->errstr : "?");
-		cp->busy = 0;
+		completer_idle(cp);
 		return;
 	}
 	metrics_unknown_outstanding(res->due.count);
@@ -346,8 +361,9 @@ on_tick_closed(uv_handle_t *h)
 {
 	struct completer *cp = h->data;
 
-	batch_clear(cp);
-	free(cp);
+	cp->closed = 1;
+	if (!cp->busy)
+		completer_idle(cp);
 }
 
 void

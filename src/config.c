@@ -564,3 +564,17 @@ fail:
 	util_err(errstr, errlen, "%s", why);
 	return -1;
 }
+
+long long
+config_record_margin_ms(const struct config *c)
+{
+	long long record_ms = c->redis_timeout_ms, room_ms;
+
+	if (c->redis_min_replicas > 0)
+		record_ms += c->redis_replica_timeout_ms;
+	room_ms = (long long)c->lock_ttl_s * MS_PER_S - c->provider_timeout_ms -
+	    c->provider_latency_ms;
+	if (record_ms > room_ms)
+		record_ms = room_ms;
+	return record_ms > 0 ? record_ms : 0;
+}

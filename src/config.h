@@ -75,6 +75,17 @@ int config_schedule_parse(const char *text, long steps[CONFIG_SCHEDULE_MAX],
     char *errstr, size_t errlen);
 
 /*
+ * How long before its claim lapses a charge's provider call must end, in
+ * ms: the longest a record may take to land after it, redis_timeout_ms
+ * plus, with redis_min_replicas > 0, the WAIT that follows the record
+ * (redis_replica_timeout_ms: redis.h's deadline of a command sent with
+ * wait), so that the record lands while the claim holds. Less where
+ * lock_ttl_s leaves less room past the provider's own time (config_validate
+ * only asks that it exceed that); never negative.
+ */
+long long config_record_margin_ms(const struct config *c);
+
+/*
  * The table itself, for config_load.c and config_print.c: one row per key,
  * in the order --check-config prints them.
  */

@@ -41,9 +41,11 @@ int worker_start_completer(struct worker *w);
 
 /*
  * NULL-safe: stops the completer, frees the provider (calls in flight get
- * their callbacks first), frees the Redis client (pending commands get their callbacks
- * first) and closes the ledger. Run the loop afterwards until its handles
- * have closed.
+ * their callbacks first), frees the Redis client (pending commands get
+ * their callbacks first; from inside one of its callbacks, as when a loop
+ * stops on the reply of its last request, on the loop's next turn:
+ * redis.h) and closes the ledger. Run the loop afterwards until its
+ * handles have closed.
  */
 void worker_close(struct worker *w);
 

@@ -9,8 +9,12 @@
  *
  *   redis_async_driver [-t timeout_ms] [-m min_replicas]
  *       [-r replica_timeout_ms] [-w] [-n per_round] [-c rounds]
- *       [-i interval_ms] [-k key_prefix] [-S] [-p] [-x] URL
+ *       [-i interval_ms] [-k key_prefix] [-S] [-p] [-x] [-F] URL
  *
+ * -F: redis_client_free() inside the first callback (as a loop that stops
+ * when its last request ends does); the others still pending get theirs
+ * after it ("after-free" counts them), the loop then runs until its
+ * handles closed.
  * -q MS: redis_client_free() MS ms after the start, commands pending
  * (their callbacks must come before it returns: "closed-before" counts
  * the ones that did not). -w: commands with WAIT; -S: one command at a time (the next one after
@@ -38,7 +42,7 @@ struct drv {
 	struct redis_client *c;
 	struct lua_script s;
 	uv_timer_t round_timer, quit_timer;
-	int quit_ms, freeing;
+	int quit_ms, freeing, free_in_cb;
 	long after_free; /* callbacks after redis_client_free() returned */
 	int per_round, rounds, interval_ms, wait, serial, ping;
 	int round, issued, outstanding;
@@ -99,6 +103,12 @@ on_result(const struct redis_result *res, void *arg)
 	if (d->serial && k->index + 1 < d->per_round)
 		issue(d, k->index + 1);
 	free(k);
+	if (d->free_in_cb && d->c != NULL) {
+		redis_client_free(d->c);
+		d->c = NULL;
+		printf("freed-in-callback outstanding=%d\n", d->outstanding);
+		return;
+	}
 	if (d->outstanding == 0 && d->c != NULL && d->round + 1 >= d->rounds &&
 	    (!d->serial || d->issued >= d->per_round * d->rounds))
 		uv_stop(d->loop);
@@ -219,6 +229,8 @@ main(int argc, char **argv)
 			d.ping = 1;
 		else if (strcmp(argv[i], "-x") == 0)
 			check = 1;
+		else if (strcmp(argv[i], "-F") == 0)
+			d.free_in_cb = 1;
 		else
 			break;
 	}

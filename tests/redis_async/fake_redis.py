@@ -9,6 +9,10 @@
     fake_redis.py PORT lagging SELFSLOTS OWNERHOST OWNERPORT
         a cluster node with an old map: CLUSTER SLOTS gives itself slots
         0..SELFSLOTS-1 and OWNERHOST:OWNERPORT the rest
+    fake_redis.py PORT churn HOST
+        a cluster node whose every CLUSTER SLOTS names 16 new primaries at
+        HOST (ports never named before, nobody listening: a map that keeps
+        changing, so a client's table of nodes fills and gives nodes up)
     fake_redis.py PORT proxy UPPORT LOSE [rst|fin]
         forwards every command to the Redis on 127.0.0.1:UPPORT, except
         that for the EVALSHA or EVAL whose number (counted over every
@@ -155,6 +159,13 @@ def main():
                     node('127.0.0.1', port) +
                     b'*3\r\n:%d\r\n:16383\r\n' % self_slots +
                     node(sys.argv[4], int(sys.argv[5])))
+        if mode == 'churn' and name == b'CLUSTER':
+            with lock:
+                state['maps'] += 1
+                base = 30000 + (state['maps'] * 16) % 30000
+            return b'*16\r\n' + b''.join(
+                b'*3\r\n:%d\r\n:%d\r\n' % (k * 1024, k * 1024 + 1023) +
+                node(sys.argv[3], base + k) for k in range(16))
         return b'-ERR fake node: unsupported\r\n'
 
     def serve(conn):
@@ -182,7 +193,7 @@ def main():
                   {int(n) for n in sys.argv[4].split(',')},
                   sys.argv[5] if len(sys.argv) > 5 else 'rst', state, lock)
 
-    state = {'evals': 0}
+    state = {'evals': 0, 'maps': 0}
     srv = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     srv.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     srv.bind(('127.0.0.1', port))

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# tests/redis_async/run.sh - the Redis client (src/redis.c and its
+# tests/redis_async/run.sh - the Redis client (src/redis/: redis_client.c and its
 # redis_*.c files: hiredis async + libuv) against real redis-server,
 # redis-sentinel and cluster nodes on loopback ports, through
 # tests/redis_async/driver.c; a few fake nodes
@@ -161,6 +161,85 @@ wait "$dpid"
 kill -CONT "$pid"
 check 'grep -q "^freed outstanding=0" "$RUN/quit.out" && [ "$(grep -c "^1 .* err .*unknown=1 .*err=incr: shutting down" "$RUN/quit.out")" = 3 ] && grep -q "pending=0 after-free=0" "$RUN/quit.out"' \
 	"redis_client_free: pending callbacks called before it returns" "$RUN/quit.out"
+
+# 4c. redis_client_free() from inside the client's own callback (a loop
+# whose last request ends in a reply's callback stops there): it must not
+# free a connection hiredis is still calling back (ASan: use after free)
+# nor spin on a command still in flight on it; the driver exits 0 and the
+# other command gets its callback after the free returned
+rc=0
+timeout 10 "$DRV" -t 1000 -F "$URL" >"$RUN/freecb.out" 2>"$RUN/freecb.out.err" || rc=$?
+check '[ $rc = 0 ] && grep -q "^freed-in-callback outstanding=0" "$RUN/freecb.out" && grep -q "pending=0 after-free=0" "$RUN/freecb.out"' \
+	"redis_client_free inside a reply's callback: safe (exit $rc)" "$RUN/freecb.out.err"
+rc=0
+timeout 10 "$DRV" -t 1000 -F -n 2 "$URL" >"$RUN/freecb2.out" 2>"$RUN/freecb2.out.err" || rc=$?
+check '[ $rc = 0 ] && grep -q "^freed-in-callback outstanding=1" "$RUN/freecb2.out" && grep -q "^0 1 " "$RUN/freecb2.out" && grep -q "pending=0 after-free=1" "$RUN/freecb2.out"' \
+	"redis_client_free inside a callback, another command in flight on that connection: no spin, its callback follows (exit $rc)" "$RUN/freecb2.out.err"
+
+# 4d. the responder stopped (SIGTERM) while a charge whose FastCGI
+# connection is gone waits on Redis for its record: the record's reply ends
+# the loop's last work; the process exits 0 and the outcome is recorded.
+# The connection is gone because the client closed it (close), or because
+# drain_timeout_ms ran out and the responder closed it (drain).
+# charge_stop_test LABEL URL PAUSE GET [close|drain]: PAUSE is a command
+# that pauses every Redis node for 700 ms; GET a redis-cli (-c: cluster)
+charge_stop_test() {
+	local label=$1 url=$2 pause=$3 get=$4 how=${5:-close} key addr cpid fpid rc=0 state
+	key="stopcb-$how-$RANDOM$RANDOM"
+	ha_port_pick && addr="127.0.0.1:$HA_PORT"
+	mkdir -p "$RUN/stop-spill"
+	# every CHARGE_ variable is configuration for the responder
+	env -u CHARGE_BIN CHARGE_REDIS_URL=$url CHARGE_SPILL_DIR="$RUN/stop-spill" CHARGE_PROVIDER_LEDGER="$RUN/stop-ledger.log" \
+		CHARGE_METRICS_FILE=none CHARGE_PROVIDER_LATENCY_MS=400 CHARGE_THREADS=1 CHARGE_LOG_LEVEL=warn \
+		CHARGE_DRAIN_TIMEOUT_MS=$([ "$how" = drain ] && echo 100 || echo 15000) \
+		"$CHARGE_BIN" --listen "$addr" 2>>"$RUN/stop-charge.log" &
+	cpid=$!
+	# an ASan build on a busy machine may take seconds to listen
+	for _ in $(seq 1 200); do stack_port_in_use "${addr#*:}" && break; sleep 0.05; done
+	# the whole request; then the connection closed at once, or kept
+	# until the responder closes it
+	rm -f "$RUN/stop-sent"
+	python3 - "$addr" "$key" "$how" "$RUN/stop-sent" <<'PY' &
+import os, sys
+sys.path.insert(0, os.path.join(os.environ["REPO"], "tests", "lib"))
+import fcgi
+body = b'{"amount":1999,"currency":"usd","source":"tok_visa"}'
+s = fcgi.connect(sys.argv[1])
+fcgi.send_request(s, fcgi.charge_params(sys.argv[2], body), body)
+open(sys.argv[4], "w").close()
+if sys.argv[3] == "drain":
+    s.settimeout(5)
+    try:
+        fcgi.read_response(s)
+    except OSError:
+        pass
+s.close()
+PY
+	fpid=$!
+	# the charge runs from the request's arrival (python may start slowly)
+	for _ in $(seq 1 200); do [ -e "$RUN/stop-sent" ] && break; sleep 0.05; done
+	sleep 0.25
+	# Redis holds the record (sent ~0.4 s after the claim) past SIGTERM
+	eval "$pause"
+	sleep 0.05
+	kill -TERM "$cpid"
+	for _ in $(seq 1 200); do stack_pid_alive "$cpid" || break; sleep 0.05; done
+	wait "$fpid" 2>/dev/null
+	if stack_pid_alive "$cpid"; then
+		kill -KILL "$cpid"; wait "$cpid" 2>/dev/null
+		nok "$label, $how: SIGTERM with a detached charge's record pending: still running 10 s later"
+		return
+	fi
+	wait "$cpid" || rc=$?
+	state=$($get HGET "charge:idem:demo:$key" state)
+	check '[ $rc = 0 ] && [ "$state" = completed ]' \
+		"$label, connection gone ($how): SIGTERM with the charge's record pending: exit $rc, recorded ${state:-nothing}" "$RUN/stop-charge.log"
+}
+if [ -n "${CHARGE_BIN:-}" ]; then
+	export REPO
+	charge_stop_test "single Redis" "$URL" "ha_cli $P CLIENT PAUSE 700 ALL >/dev/null" "ha_cli $P" close
+	charge_stop_test "single Redis" "$URL" "ha_cli $P CLIENT PAUSE 700 ALL >/dev/null" "ha_cli $P" drain
+fi
 
 # 5. Redis restarts while the client runs: it reconnects (no command hangs)
 drive "$RUN/restart.out" -t 500 -n 2 -c 14 -i 150 "$URL" &
@@ -387,6 +466,24 @@ if ha_cluster_start "$C" 3 >/dev/null 2>"$RUN/cluster.err"; then
 	drive "$RUN/cping.out" -p "$CURL"
 	check '[ "$(count_ok "$RUN/cping.out")" = 1 ]' "cluster: PING of every primary" "$RUN/cping.out"
 
+	# 14b. redis_client_free() inside a callback in a cluster (connections
+	# held by the slot map's nodes): safe, no spin
+	rc=0
+	timeout 10 "$DRV" -t 1000 -F -n 6 -k freecl: "$CURL" >"$RUN/freecl.out" 2>"$RUN/freecl.out.err" || rc=$?
+	check '[ $rc = 0 ] && grep -q "^freed-in-callback" "$RUN/freecl.out" && grep -q "pending=0" "$RUN/freecl.out"' \
+		"cluster: redis_client_free inside a reply's callback: safe (exit $rc)" "$RUN/freecl.out.err"
+	if [ -n "${CHARGE_BIN:-}" ]; then
+		pause_all() {
+			local p pids=()
+			for p in "${HA_NODE_PORTS[@]}"; do
+				ha_cli "$p" CLIENT PAUSE 700 ALL >/dev/null &
+				pids+=($!)
+			done
+			wait "${pids[@]}"
+		}
+		charge_stop_test "cluster" "$CURL" pause_all "timeout 5 redis-cli -c -h 127.0.0.1 -p $A" close
+	fi
+
 	# 15. a seed node with an old map (slots 0-99 itself, the rest on A):
 	# a key of another node gets MOVED by A; the client goes to the node
 	# named instead of reloading from the lagging seed, which would send
@@ -405,6 +502,19 @@ if ha_cluster_start "$C" 3 >/dev/null 2>"$RUN/cluster.err"; then
 else
 	nok "cluster did not start"
 	sed 's/^/#   /' "$RUN/cluster.err" | tail -5
+fi
+
+# 16. a cluster whose map keeps naming new nodes (a fake seed): the table
+# of nodes fills and gives nodes up; each is freed once no command names
+# it, not kept until the client's end
+if ha_port_pick && CH=$HA_PORT && fake_start "$CH" churn 127.0.0.2; then
+	DRIVER_LOG_DEBUG=1 drive "$RUN/churn.out" -t 3000 -n 16 -k churn: "redis-cluster://127.0.0.1:$CH"
+	given=$(grep -c ' given up$' "$RUN/churn.out.err")
+	released=$(grep -c ' released (' "$RUN/churn.out.err")
+	check '[ "$given" -ge 64 ] && [ $((given - released)) -le 20 ]' \
+		"cluster: nodes given up are freed while serving ($given given up, $released freed before the end)" "$RUN/churn.out.err"
+else
+	nok "fake churning cluster node did not start"
 fi
 
 echo "1..$N"

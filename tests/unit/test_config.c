@@ -707,6 +707,32 @@ test_cross_check(void **state)
 	assert_int_equal(config_validate(&c, err, sizeof(err)), 0);
 }
 
+/*
+ * The provider's margin before the claim lapses covers the record's whole
+ * deadline: with replicas, the WAIT after it too.
+ */
+static void
+test_record_margin(void **state)
+{
+	struct config c;
+
+	(void)state;
+	config_defaults(&c, BASE);
+	c.redis_timeout_ms = 1000;
+	c.redis_replica_timeout_ms = 700;
+	c.redis_min_replicas = 0;
+	assert_int_equal(config_record_margin_ms(&c), 1000);
+	c.redis_min_replicas = 1;
+	assert_int_equal(config_record_margin_ms(&c), 1700);
+	/* a lock that leaves less room past the provider's own time */
+	c.lock_ttl_s = 6;
+	c.provider_timeout_ms = 4500;
+	c.provider_latency_ms = 0;
+	assert_int_equal(config_record_margin_ms(&c), 1500);
+	c.provider_timeout_ms = 6500;
+	assert_int_equal(config_record_margin_ms(&c), 0);
+}
+
 static void
 test_validate_table(void **state)
 {
@@ -866,6 +892,7 @@ main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_defaults),
+		cmocka_unit_test(test_record_margin),
 		cmocka_unit_test(test_int_bounds),
 		cmocka_unit_test(test_int_syntax),
 		cmocka_unit_test(test_file_error_format),

@@ -1,6 +1,6 @@
 /*
  * redis_url.h - where Redis is: the target parsed from redis_url, once, by
- * the configuration; redis.c connects to it.
+ * the configuration; redis_client.c connects to it.
  */
 #ifndef CHARGE_REDIS_URL_H
 #define CHARGE_REDIS_URL_H

@@ -9,6 +9,7 @@
  * failed connection ends the commands sent on it (outcome unknown, or the
  * one re-send of redis_cmd.c) and sends the queued ones on their way.
  */
+#include <assert.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -17,9 +18,24 @@
 #include <async.h>
 
 #include "log.h"
+#include "redis.h"
 #include "redis_int.h"
 
-static void node_send(struct redis_node *n, struct cmd *x);
+/* A new connection's set-up, in the order it is sent. */
+enum setup_step { SETUP_AUTH, SETUP_SELECT, SETUP_ROLE, SETUP_POLICY };
+
+static void node_send(struct redis_node *n, struct cmd *cmd);
+static void on_setup_reply(redisAsyncContext *ac, void *reply, void *privdata);
+
+/* The changes enum node_state allows (redis_int.h). */
+static void
+node_set_state(struct redis_node *n, enum node_state to)
+{
+	assert(to == NODE_IDLE ||
+	    (n->st == NODE_IDLE && to == NODE_CONNECTING) ||
+	    (n->st == NODE_CONNECTING && to == NODE_READY));
+	n->st = to;
+}
 
 /* A connection is dropped: hiredis calls its pending callbacks (NULL). */
 void
@@ -35,10 +51,13 @@ redis_ac_drop(struct redis_client *c, redisAsyncContext *ac, const char *why)
 void
 redis_node_detach(struct redis_node *n)
 {
+	/* hiredis's callbacks still to come for it find no node */
+	if (n->ac != NULL)
+		n->ac->data = NULL;
 	n->ac = NULL;
-	n->st = NODE_IDLE;
-	n->setup_left = 0;
-	n->setup_failed = 0;
+	node_set_state(n, NODE_IDLE);
+	n->setup.left = 0;
+	n->setup.failed = 0;
 }
 
 /* A NULL reply: hiredis is freeing ac; its node must not use it. */
@@ -50,10 +69,8 @@ redis_ac_lost(struct redis_client *c, redisAsyncContext *ac)
 	if (n != NULL && n->ac == ac) {
 		/* hiredis is freeing it after an error */
 		redis_node_detach(n);
-		if (n == c->main && c->t.mode == REDIS_MODE_SENTINEL)
-			c->primary_ok = 0;
-		if (c->t.mode == REDIS_MODE_CLUSTER && c->cl != NULL)
-			c->cl->stale = 1;
+		if (c->topo->node_lost != NULL)
+			c->topo->node_lost(n);
 	}
 }
 
@@ -68,6 +85,7 @@ redis_node_new(struct redis_client *c, const char *host, int port, int is_unix)
 	n->is_unix = is_unix;
 	(void)snprintf(n->host, sizeof(n->host), "%s", host);
 	n->port = port;
+	TAILQ_INIT(&n->wq);
 	return n;
 }
 
@@ -94,64 +112,48 @@ redis_node_retire(struct redis_node *n)
 }
 
 /*
- * The commands of n's queue were not sent: each goes on according to the
- * mode (single: ends with err; sentinel: asks again; cluster: retries).
+ * The commands of n's queue were not sent: each goes on as the topology
+ * says (single: ends with err; sentinel: asks again; cluster: retries).
  */
 static void
 node_requeue(struct redis_node *n, const char *err)
 {
 	struct redis_client *c = n->c;
-	struct cmd *x;
+	struct cmd *cmd;
 
-	while ((x = n->wq.head) != NULL) {
-		redis_cmdq_remove(x);
+	while ((cmd = TAILQ_FIRST(&n->wq)) != NULL) {
+		redis_cmdq_remove(cmd);
 		if (err != NULL)
-			(void)snprintf(x->errstr, sizeof(x->errstr), "%s", err);
-		if (c->closing || n->evicting)
-			redis_cmd_end_soon(x, NULL);
-		else if (x->kind == CMD_SENTINEL || x->kind == CMD_SLOTS)
-			redis_cmd_end_soon(x, NULL);
-		else if (c->t.mode == REDIS_MODE_SENTINEL)
-			/* during discovery the next sentinel is asked at once */
-			redis_cmd_pause(x,
-			    c->disc_verifying ? 0 : FAILOVER_PAUSE_MS);
-		else if (c->t.mode == REDIS_MODE_CLUSTER) {
-			x->ask = x->moved = -1;
-			redis_cmd_pause(x, FAILOVER_PAUSE_MS);
-		} else
-			redis_cmd_end_soon(x, NULL);
+			(void)snprintf(cmd->out.errstr, sizeof(cmd->out.errstr),
+			    "%s", err);
+		if (c->closing || n->evicting || cmd->kind == CMD_SENTINEL ||
+		    cmd->kind == CMD_SLOTS || c->topo->requeue == NULL)
+			redis_cmd_end_soon(cmd, NULL);
+		else
+			c->topo->requeue(cmd);
 	}
 }
 
 /*
  * n's connection failed (or is dropped on purpose): the commands sent on it
- * end with outcome_unknown, the queued ones go on (node_requeue).
+ * end with outcome_unknown, the queued ones go on (node_requeue) unless
+ * the topology took them over.
  */
 void
 redis_node_fail(struct redis_node *n, const char *err)
 {
 	struct redis_client *c = n->c;
 	redisAsyncContext *ac = n->ac;
-	int was_verifying = c->disc_verifying && n == c->main;
+	int taken = 0;
 
 	(void)snprintf(n->errstr, sizeof(n->errstr), "%s",
 	    err != NULL ? err : "connection failed");
 	redis_node_detach(n);
 	if (ac != NULL)
 		redis_ac_drop(c, ac, n->errstr);
-	if (n == c->main && c->t.mode == REDIS_MODE_SENTINEL && !c->closing) {
-		if (n->evicting) {
-			/* not a stale answer: the commands fail */
-			c->primary_ok = 0;
-			c->disc_verifying = 0;
-			c->disc_active = 0;
-			was_verifying = 0;
-		} else
-			redis_sentinel_primary_failed(c, n->errstr);
-	}
-	if (c->t.mode == REDIS_MODE_CLUSTER && c->cl != NULL)
-		c->cl->stale = 1;
-	if (!was_verifying || c->closing)
+	if (!c->closing && c->topo->node_failed != NULL)
+		taken = c->topo->node_failed(n, n->errstr);
+	if (!taken)
 		node_requeue(n, n->errstr);
 }
 
@@ -159,32 +161,16 @@ static void
 node_ready(struct redis_node *n)
 {
 	struct redis_client *c = n->c;
-	struct cmd *x;
+	struct cmd *cmd;
 
-	n->st = NODE_READY;
-	if (n == c->main && c->t.mode == REDIS_MODE_SENTINEL) {
-		c->primary_ok = 1;
-		if (c->disc_verifying) {
-			c->disc_verifying = 0;
-			c->disc_active = 0;
-			c->sentinel_first = c->disc_k;
-			c->primary_from = c->disc_k;
-			c->suspect[0] = '\0';
-			if (n->port != c->primary_port ||
-			    strcmp(n->host, c->primary) != 0) {
-				log_info(NULL, "Redis primary of '%s' is %s:%d",
-				    c->t.master_name, n->host, n->port);
-				(void)snprintf(c->primary, sizeof(c->primary),
-				    "%s", n->host);
-				c->primary_port = n->port;
-			}
-		}
-	}
-	while ((x = n->wq.head) != NULL) {
-		redis_cmdq_remove(x);
+	node_set_state(n, NODE_READY);
+	if (c->topo->node_ready != NULL)
+		c->topo->node_ready(n);
+	while ((cmd = TAILQ_FIRST(&n->wq)) != NULL) {
+		redis_cmdq_remove(cmd);
 		/* waited for this connection: it was opened for them */
-		x->reused = 0;
-		node_send(n, x);
+		cmd->attempt.reused = 0;
+		node_send(n, cmd);
 		if (n->st != NODE_READY)
 			break; /* a send failed and dropped it */
 	}
@@ -207,7 +193,7 @@ on_connect(const redisAsyncContext *ac, int status)
 		redis_node_fail(n, err);
 		return;
 	}
-	if (n->setup_left == 0 && n->st == NODE_CONNECTING)
+	if (n->setup.left == 0 && n->st == NODE_CONNECTING)
 		node_ready(n);
 }
 
@@ -229,19 +215,19 @@ on_disconnect(const redisAsyncContext *ac, int status)
 
 /* One set-up reply: 0 when good, else n->errstr. */
 static int
-setup_check(struct redis_node *n, const redisReply *r, int step)
+setup_check(struct redis_node *n, const redisReply *r, enum setup_step step)
 {
-	const char *what = step == 0 ? "AUTH"
-	    : step == 1              ? "SELECT"
-	    : step == 2              ? "ROLE"
-	                             : "CONFIG GET";
+	const char *what = step == SETUP_AUTH ? "AUTH"
+	    : step == SETUP_SELECT            ? "SELECT"
+	    : step == SETUP_ROLE              ? "ROLE"
+	                                      : "CONFIG GET";
 
-	if (r->type == REDIS_REPLY_ERROR && step != 3) {
+	if (r->type == REDIS_REPLY_ERROR && step != SETUP_POLICY) {
 		(void)snprintf(n->errstr, sizeof(n->errstr), "%s: %.*s", what,
 		    (int)r->len, r->str != NULL ? r->str : "");
 		return -1;
 	}
-	if (step == 2) {
+	if (step == SETUP_ROLE) {
 		int ok = r->type == REDIS_REPLY_ARRAY && r->elements >= 1 &&
 		    r->element[0]->type == REDIS_REPLY_STRING;
 
@@ -252,7 +238,7 @@ setup_check(struct redis_node *n, const redisReply *r, int step)
 		    ok ? r->element[0]->str : "?");
 		return -1;
 	}
-	if (step == 3) {
+	if (step == SETUP_POLICY) {
 		/*
 		 * A Redis that forbids CONFIG (ACL, renamed command) cannot be
 		 * checked: that is logged, not fatal.
@@ -263,15 +249,13 @@ setup_check(struct redis_node *n, const redisReply *r, int step)
 				return 0;
 			n->evicting = 1;
 			(void)snprintf(n->errstr, sizeof(n->errstr),
-			    "Redis maxmemory-policy is %s; records could be "
-			    "evicted: refusing (set noeviction)",
+			    "Redis maxmemory-policy is %s; records could be evicted: refusing (set noeviction)",
 			    r->element[1]->str);
 			log_error(NULL, "%s", n->errstr);
 			return -1;
 		}
 		log_warn(NULL,
-		    "cannot read Redis maxmemory-policy (%s); "
-		    "make sure it is noeviction",
+		    "cannot read Redis maxmemory-policy (%s); make sure it is noeviction",
 		    r->type == REDIS_REPLY_ERROR ? r->str : "unexpected reply");
 	}
 	return 0;
@@ -281,18 +265,18 @@ static void
 on_setup_reply(redisAsyncContext *ac, void *reply, void *privdata)
 {
 	struct redis_node *n = ac->data;
-	int step = (int)(intptr_t)privdata;
+	enum setup_step step = (enum setup_step)(intptr_t)privdata;
 
 	if (n == NULL || n->ac != ac)
 		return; /* an old connection going away */
 	if (reply == NULL)
 		return; /* on_connect / on_disconnect says why */
-	n->setup_left--;
-	if (!n->setup_failed && setup_check(n, reply, step) != 0)
-		n->setup_failed = 1;
-	if (n->setup_left > 0)
+	n->setup.left--;
+	if (!n->setup.failed && setup_check(n, reply, step) != 0)
+		n->setup.failed = 1;
+	if (n->setup.left > 0)
 		return;
-	if (n->setup_failed) {
+	if (n->setup.failed) {
 		char err[ERRSTR_MAX];
 
 		(void)snprintf(err, sizeof(err), "%s", n->errstr);
@@ -303,19 +287,62 @@ on_setup_reply(redisAsyncContext *ac, void *reply, void *privdata)
 		node_ready(n);
 }
 
+/*
+ * Queues n's set-up on ac, in one write with the commands that follow:
+ * AUTH, SELECT, ROLE (behind sentinels), CONFIG GET maxmemory-policy.
+ * The number of replies to come, or -1 on ENOMEM.
+ */
+static int
+node_setup_queue(struct redis_node *n, redisAsyncContext *ac)
+{
+	const struct redis_target *t = &n->c->t;
+	const char *auth3[] = { "AUTH", t->user, t->password };
+	const char *auth2[] = { "AUTH", t->password };
+	const char *role[] = { "ROLE" };
+	const char *policy[] = { "CONFIG", "GET", "maxmemory-policy" };
+	char db[16];
+	const char *sel[] = { "SELECT", db };
+	int user = t->user[0] != '\0', steps = 0;
+
+	if (t->password[0] != '\0') {
+		if (redisAsyncCommandArgv(ac, on_setup_reply,
+		        (void *)(intptr_t)SETUP_AUTH, user ? 3 : 2,
+		        user ? auth3 : auth2, NULL) != REDIS_OK)
+			return -1;
+		steps++;
+	}
+	if (t->db != 0) {
+		(void)snprintf(db, sizeof(db), "%d", t->db);
+		if (redisAsyncCommandArgv(ac, on_setup_reply,
+		        (void *)(intptr_t)SETUP_SELECT, 2, sel,
+		        NULL) != REDIS_OK)
+			return -1;
+		steps++;
+	}
+	if (n->want_primary) {
+		if (redisAsyncCommandArgv(ac, on_setup_reply,
+		        (void *)(intptr_t)SETUP_ROLE, 1, role,
+		        NULL) != REDIS_OK)
+			return -1;
+		steps++;
+	}
+	if (redisAsyncCommandArgv(ac, on_setup_reply,
+	        (void *)(intptr_t)SETUP_POLICY, 3, policy, NULL) != REDIS_OK)
+		return -1;
+	return steps + 1;
+}
+
 /* Opens n's connection and queues its set-up. 0, or -1 with n->errstr. */
 int
 redis_node_connect(struct redis_node *n)
 {
 	struct redis_client *c = n->c;
-	const struct redis_target *t = &c->t;
 	redisAsyncContext *ac;
-	char db[16];
 	int steps = 0;
 
 	n->evicting = 0;
-	n->setup_failed = 0;
-	n->setup_left = 0;
+	n->setup.failed = 0;
+	n->setup.left = 0;
 	n->gen++;
 	n->wg = NULL;
 	ac = n->is_unix ? redisAsyncConnectUnix(n->host)
@@ -340,53 +367,16 @@ redis_node_connect(struct redis_node *n)
 	}
 	ac->data = n;
 	n->ac = ac;
-	n->st = NODE_CONNECTING;
+	node_set_state(n, NODE_CONNECTING);
 	/* keepalive on a unix socket fails and poisons the context */
 	if (!n->is_unix && redisEnableKeepAlive(&ac->c) != REDIS_OK) {
 		(void)snprintf(n->errstr, sizeof(n->errstr), "keepalive: %s",
 		    ac->c.errstr);
 		goto fail;
 	}
-	if (!n->sentinel) {
-		if (t->password[0] != '\0') {
-			const char *a3[] = { "AUTH", t->user, t->password };
-			const char *a2[] = { "AUTH", t->password };
-			int user = t->user[0] != '\0';
-
-			if (redisAsyncCommandArgv(ac, on_setup_reply,
-			        (void *)(intptr_t)0, user ? 3 : 2,
-			        user ? a3 : a2, NULL) != REDIS_OK)
-				goto fail_oom;
-			steps++;
-		}
-		if (t->db != 0) {
-			const char *a[] = { "SELECT", db };
-
-			(void)snprintf(db, sizeof(db), "%d", t->db);
-			if (redisAsyncCommandArgv(ac, on_setup_reply,
-			        (void *)(intptr_t)1, 2, a, NULL) != REDIS_OK)
-				goto fail_oom;
-			steps++;
-		}
-		if (n->want_primary) {
-			const char *a[] = { "ROLE" };
-
-			if (redisAsyncCommandArgv(ac, on_setup_reply,
-			        (void *)(intptr_t)2, 1, a, NULL) != REDIS_OK)
-				goto fail_oom;
-			steps++;
-		}
-		{
-			const char *a[] = { "CONFIG", "GET",
-				"maxmemory-policy" };
-
-			if (redisAsyncCommandArgv(ac, on_setup_reply,
-			        (void *)(intptr_t)3, 3, a, NULL) != REDIS_OK)
-				goto fail_oom;
-			steps++;
-		}
-	}
-	n->setup_left = steps;
+	if (!n->sentinel && (steps = node_setup_queue(n, ac)) < 0)
+		goto fail_oom;
+	n->setup.left = steps;
 	/* after the adapter: it starts watching for the connect */
 	(void)redisAsyncSetConnectCallback(ac, on_connect);
 	(void)redisAsyncSetDisconnectCallback(ac, on_disconnect);
@@ -399,96 +389,106 @@ fail:
 	return -1;
 }
 
-/* Hands x to hiredis on n's ready connection. */
+/* Hands cmd's command to hiredis on ac. REDIS_OK or REDIS_ERR. */
+static int
+node_write(struct redis_node *n, redisAsyncContext *ac, struct cmd *cmd)
+{
+	const char *ping[] = { "PING" };
+	const char *sentinel[] = { "SENTINEL", "get-master-addr-by-name",
+		n->c->t.master_name };
+	const char *slots[] = { "CLUSTER", "SLOTS" };
+	size_t len;
+	char *f;
+	int rc;
+
+	switch (cmd->kind) {
+	case CMD_EVAL:
+		if (!cmd->eval.full)
+			return redisAsyncFormattedCommand(ac,
+			    redis_cmd_on_reply, cmd, cmd->eval.frame,
+			    cmd->eval.framelen);
+		if ((f = redis_cmd_eval_frame(cmd, &len)) == NULL)
+			return REDIS_ERR;
+		rc = redisAsyncFormattedCommand(ac, redis_cmd_on_reply, cmd, f,
+		    len);
+		free(f);
+		return rc;
+	case CMD_PING:
+		return redisAsyncCommandArgv(ac, redis_cmd_on_reply, cmd, 1,
+		    ping, NULL);
+	case CMD_SENTINEL:
+		return redisAsyncCommandArgv(ac, redis_cmd_on_reply, cmd, 3,
+		    sentinel, NULL);
+	case CMD_SLOTS:
+		return redisAsyncCommandArgv(ac, redis_cmd_on_reply, cmd, 2,
+		    slots, NULL);
+	}
+	return REDIS_ERR;
+}
+
+/* Hands cmd to hiredis on n's ready connection. */
 static void
-node_send(struct redis_node *n, struct cmd *x)
+node_send(struct redis_node *n, struct cmd *cmd)
 {
 	struct redis_client *c = n->c;
 	redisAsyncContext *ac = n->ac;
 	const char *asking[] = { "ASKING" };
-	int rc;
 
-	x->node = n;
-	x->ac = ac;
-	x->pending = 0;
-	x->lost = 0;
-	x->peer_closed = 0;
-	x->wait_sent = 0;
-	x->acked = -1;
-	if (x->ask >= 0 &&
+	cmd->attempt.node = n;
+	cmd->attempt.ac = ac;
+	cmd->attempt.pending = 0;
+	cmd->attempt.lost = 0;
+	cmd->attempt.peer_closed = 0;
+	cmd->attempt.wait_sent = 0;
+	cmd->attempt.acked = -1;
+	if (cmd->route.ask >= 0 &&
 	    redisAsyncCommandArgv(ac, NULL, NULL, 1, asking, NULL) != REDIS_OK)
 		goto fail;
-	x->ask = -1;
-	switch (x->kind) {
-	case CMD_EVAL:
-		if (x->is_eval) {
-			size_t len;
-			char *f = redis_eval_frame(x, &len);
-
-			if (f == NULL)
-				goto fail;
-			rc = redisAsyncFormattedCommand(ac, redis_cmd_on_reply,
-			    x, f, len);
-			free(f);
-		} else
-			rc = redisAsyncFormattedCommand(ac, redis_cmd_on_reply,
-			    x, x->frame, x->framelen);
-		break;
-	case CMD_PING: {
-		const char *a[] = { "PING" };
-
-		rc = redisAsyncCommandArgv(ac, redis_cmd_on_reply, x, 1, a,
-		    NULL);
-		break;
-	}
-	case CMD_SENTINEL: {
-		const char *a[] = { "SENTINEL", "get-master-addr-by-name",
-			c->t.master_name };
-
-		rc = redisAsyncCommandArgv(ac, redis_cmd_on_reply, x, 3, a,
-		    NULL);
-		break;
-	}
-	case CMD_SLOTS: {
-		const char *a[] = { "CLUSTER", "SLOTS" };
-
-		rc = redisAsyncCommandArgv(ac, redis_cmd_on_reply, x, 2, a,
-		    NULL);
-		break;
-	}
-	default: rc = REDIS_ERR;
-	}
-	if (rc != REDIS_OK)
+	cmd->route.ask = -1;
+	if (node_write(n, ac, cmd) != REDIS_OK)
 		goto fail;
-	x->st = CMD_SENT;
-	x->pending = 1;
-	if (x->wait && c->min_replicas > 0 && redis_cmd_wait_join(n, x) == 0) {
-		x->wait_sent = 1;
-		x->pending = 2;
+	assert(cmd->st == CMD_IDLE);
+	cmd->st = CMD_SENT;
+	cmd->attempt.pending = 1;
+	if (cmd->flags.wait && c->min_replicas > 0 &&
+	    redis_cmd_wait_join(n, cmd) == 0) {
+		cmd->attempt.wait_sent = 1;
+		cmd->attempt.pending = 2;
 	}
 	return;
 fail:
-	/* nothing of x was queued (an ASKING alone is harmless) */
-	redis_cmd_end_soon(x, "out of memory");
+	/* nothing of cmd was queued (an ASKING alone is harmless) */
+	redis_cmd_end_soon(cmd, "out of memory");
 }
 
 void
-redis_node_submit(struct redis_node *n, struct cmd *x)
+redis_node_submit(struct redis_node *n, struct cmd *cmd)
 {
-	x->node = n;
+	cmd->attempt.node = n;
 	if (n->st == NODE_READY && n->ac != NULL) {
-		x->reused = 1;
-		node_send(n, x);
+		cmd->attempt.reused = 1;
+		node_send(n, cmd);
 		return;
 	}
-	x->reused = 0;
-	redis_cmdq_push(&n->wq, x);
+	cmd->attempt.reused = 0;
+	redis_cmdq_push(&n->wq, cmd);
 	if (n->st == NODE_IDLE && redis_node_connect(n) != 0) {
 		char err[ERRSTR_MAX];
 
 		(void)snprintf(err, sizeof(err), "%s", n->errstr);
 		redis_node_fail(n, err);
 	}
+}
+
+int
+redis_node_in_use(const struct redis_node *n)
+{
+	const struct cmd *cmd;
+
+	LIST_FOREACH(cmd, &n->c->all, all_link)
+	if (cmd->attempt.node == n)
+		return 1;
+	return 0;
 }
 
 void

@@ -240,8 +240,7 @@ cluster_map_load(struct cluster *cl, const redisReply *r, const char *from_host,
 			continue; /* the node's address is unknown */
 		if ((idx = node_get(cl, host, (int)port, keep)) < 0) {
 			util_err(errstr, errlen,
-			    "CLUSTER SLOTS: more than %d "
-			    "nodes",
+			    "CLUSTER SLOTS: more than %d nodes",
 			    CLUSTER_NODES_MAX);
 			return -1;
 		}

@@ -114,8 +114,7 @@ parse_host_list(const char *p, const char *end, struct redis_target *t,
 		}
 		if (t->nhosts == REDIS_URL_HOSTS_MAX) {
 			(void)snprintf(errstr, errlen,
-			    "redis_url: more than %d "
-			    "hosts",
+			    "redis_url: more than %d hosts",
 			    REDIS_URL_HOSTS_MAX);
 			return -1;
 		}
@@ -148,8 +147,7 @@ parse_sentinel_path(const char *p, struct redis_target *t, char *errstr,
 
 	if (*p != '/' || p[1] == '\0' || p[1] == '?') {
 		copy_err(errstr, errlen,
-		    "redis_url: redis-sentinel:// needs "
-		    "/<master-name> after the sentinels");
+		    "redis_url: redis-sentinel:// needs /<master-name> after the sentinels");
 		return -1;
 	}
 	p++;
@@ -157,16 +155,14 @@ parse_sentinel_path(const char *p, struct redis_target *t, char *errstr,
 	n = q != NULL ? (size_t)(q - p) : strlen(p);
 	if (n > REDIS_MASTER_NAME_MAX) {
 		(void)snprintf(errstr, errlen,
-		    "redis_url: master name longer "
-		    "than %d bytes",
+		    "redis_url: master name longer than %d bytes",
 		    REDIS_MASTER_NAME_MAX);
 		return -1;
 	}
 	for (i = 0; i < n; i++)
 		if (!master_name_char(p[i])) {
 			copy_err(errstr, errlen,
-			    "redis_url: master name may "
-			    "hold only A-Z a-z 0-9 . _ -");
+			    "redis_url: master name may hold only A-Z a-z 0-9 . _ -");
 			return -1;
 		}
 	memcpy(t->master_name, p, n);
@@ -176,8 +172,7 @@ parse_sentinel_path(const char *p, struct redis_target *t, char *errstr,
 	q++;
 	if (strncmp(q, QUERY_DB, strlen(QUERY_DB)) != 0) {
 		copy_err(errstr, errlen,
-		    "redis_url: the only parameter is "
-		    "?db=N");
+		    "redis_url: the only parameter is ?db=N");
 		return -1;
 	}
 	q += strlen(QUERY_DB);
@@ -209,8 +204,7 @@ parse_multi(const char *p, struct redis_target *t, char *errstr, size_t errlen)
 	/* a cluster has database 0 only; a trailing '/' names nothing */
 	if (*slash == '/' && slash[1] != '\0') {
 		copy_err(errstr, errlen,
-		    "redis_url: redis-cluster:// takes no "
-		    "database or path");
+		    "redis_url: redis-cluster:// takes no database or path");
 		return -1;
 	}
 	return 0;
@@ -257,8 +251,7 @@ redis_url_parse(const char *url, struct redis_target *t, char *errstr,
 	}
 	if (strncmp(url, SCHEME_REDIS, strlen(SCHEME_REDIS)) != 0) {
 		copy_err(errstr, errlen,
-		    "redis_url must start with redis://, "
-		    "unix://, redis-sentinel:// or redis-cluster://");
+		    "redis_url must start with redis://, unix://, redis-sentinel:// or redis-cluster://");
 		return -1;
 	}
 	p = url + strlen(SCHEME_REDIS);

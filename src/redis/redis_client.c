@@ -1,5 +1,6 @@
 /*
- * redis.c - Redis for one libuv loop, on hiredis's asynchronous API.
+ * redis_client.c - the Redis client of redis.h: Redis for one libuv loop,
+ * on hiredis's asynchronous API.
  *
  * Shape. A struct redis_node is one asynchronous connection to one address
  * (the single Redis, the primary behind the sentinels, a sentinel, a
@@ -28,11 +29,13 @@
  * reply), a command waiting for a connection drops that connection (this
  * is the connect timeout).
  *
- * Files. redis_int.h holds the state and lists the files: this one (the
- * API, framing, routing), redis_cmd.c (a command's life and replies),
- * redis_node.c (connections), redis_uv.c (the libuv adapter),
- * redis_sentinel.c (discovery), redis_cluster.c (routing by slot).
+ * Files. redis_int.h holds the state and lists the files, bottom up:
+ * redis_uv.c (the libuv adapter), redis_cmd.c and redis_node.c (a
+ * command's life and replies; connections), redis_sentinel.c and
+ * redis_cluster.c (topologies: struct redis_topology), this one (the API,
+ * the single Redis's topology).
  */
+#include <assert.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -42,13 +45,10 @@
 
 #include "cluster.h"
 #include "digest.h"
+#include "log.h"
 #include "redis.h"
 #include "redis_int.h"
 #include "util.h"
-
-#define EVAL_ARGS_MAX 24 /* EVALSHA sha 1 key + at most 20 arguments */
-
-/* --- framing --------------------------------------------------------------- */
 
 int
 redis_script_init(struct lua_script *s)
@@ -56,103 +56,39 @@ redis_script_init(struct lua_script *s)
 	return digest_sha1_hex(s->src, s->len, s->sha);
 }
 
-/* Writes v in decimal at p; returns the number of digits. */
-static size_t
-put_uint(char *p, size_t v)
-{
-	char tmp[24];
-	size_t n = 0, i;
+/* --- the single Redis ---------------------------------------------------------- */
 
-	do
-		tmp[n++] = (char)('0' + v % 10);
-	while ((v /= 10) != 0);
-	for (i = 0; i < n; i++)
-		p[i] = tmp[n - 1 - i];
-	return n;
+static int
+single_init(struct redis_client *c)
+{
+	const struct redis_target *t = &c->t;
+
+	c->main = t->is_unix ? redis_node_new(c, t->path, 0, 1)
+	                     : redis_node_new(c, t->host, t->port, 0);
+	return c->main != NULL ? 0 : -1;
 }
 
-/* Appends one RESP bulk string at p. */
-static char *
-put_bulk(char *p, const char *s, size_t len)
+static void
+single_dispatch(struct cmd *cmd)
 {
-	*p++ = '$';
-	p += put_uint(p, len);
-	*p++ = '\r';
-	*p++ = '\n';
-	memcpy(p, s, len);
-	p += len;
-	*p++ = '\r';
-	*p++ = '\n';
-	return p;
+	redis_node_submit(cmd->c->main, cmd);
 }
 
-/*
- * x's EVALSHA framed as EVAL: "*N" "$4 EVAL" "$len src" then the EVALSHA's
- * rest. NULL on ENOMEM.
- */
-char *
-redis_eval_frame(const struct cmd *x, size_t *len)
+/* Every other hook: nothing to do (a failed node's commands end). */
+static const struct redis_topology redis_topology_single = {
+	.init = single_init,
+	.dispatch = single_dispatch,
+};
+
+static const struct redis_topology *
+topology_of(enum redis_mode mode)
 {
-	size_t argc = 0, cap;
-	const char *p = x->frame + 1;
-	char *f, *q;
-
-	while (*p != '\r')
-		argc = argc * 10 + (size_t)(*p++ - '0');
-	cap = 32 + 10 + 32 + x->s->len + (x->framelen - x->rest);
-	if ((f = malloc(cap)) == NULL)
-		return NULL;
-	q = f;
-	*q++ = '*';
-	q += put_uint(q, argc);
-	*q++ = '\r';
-	*q++ = '\n';
-	q = put_bulk(q, "EVAL", 4);
-	q = put_bulk(q, x->s->src, x->s->len);
-	memcpy(q, x->frame + x->rest, x->framelen - x->rest);
-	q += x->framelen - x->rest;
-	*len = (size_t)(q - f);
-	return f;
-}
-
-/* --- routing --------------------------------------------------------------- */
-
-/* Routes x: to its node, or to wait for a primary or a map. */
-void
-redis_dispatch(struct cmd *x)
-{
-	struct redis_client *c = x->c;
-
-	x->st = CMD_IDLE;
-	if (c->closing) {
-		redis_cmd_end_soon(x, "shutting down");
-		return;
+	switch (mode) {
+	case REDIS_MODE_SENTINEL: return &redis_topology_sentinel;
+	case REDIS_MODE_CLUSTER: return &redis_topology_cluster;
+	case REDIS_MODE_SINGLE: break;
 	}
-	if (uv_now(c->loop) >= x->deadline) {
-		x->timed_out = 1;
-		if (x->reply != NULL) {
-			freeReplyObject(x->reply);
-			x->reply = NULL;
-		}
-		redis_cmd_end_soon(x, NULL);
-		return;
-	}
-	switch (c->t.mode) {
-	case REDIS_MODE_SINGLE: redis_node_submit(c->main, x); return;
-	case REDIS_MODE_SENTINEL:
-		if (c->primary_ok && c->main->ac != NULL) {
-			redis_node_submit(c->main, x);
-			return;
-		}
-		if (c->disc_verifying) {
-			redis_node_submit(c->main, x);
-			return;
-		}
-		redis_cmdq_push(&c->disc_q, x);
-		redis_sentinel_start(c);
-		return;
-	case REDIS_MODE_CLUSTER: redis_cluster_dispatch(x); return;
-	}
+	return &redis_topology_single;
 }
 
 /* --- the API ----------------------------------------------------------------- */
@@ -173,6 +109,9 @@ redis_client_new(uv_loop_t *loop, const struct redis_target *t, int timeout_ms,
 		return NULL;
 	c->loop = loop;
 	c->t = *t;
+	c->topo = topology_of(t->mode);
+	STAILQ_INIT(&c->wgs);
+	LIST_INIT(&c->all);
 	c->timeout_ms = timeout_ms > 0 ? timeout_ms : DEF_REDIS_TIMEOUT_MS;
 	if (min_replicas > 0 && replica_timeout_ms > 0) {
 		c->min_replicas = min_replicas;
@@ -182,7 +121,6 @@ redis_client_new(uv_loop_t *loop, const struct redis_target *t, int timeout_ms,
 		(void)snprintf(c->wait_ms, sizeof(c->wait_ms), "%d",
 		    replica_timeout_ms);
 	}
-	c->map_hint = -1;
 	if ((c->prep = malloc(sizeof(*c->prep))) == NULL)
 		goto fail;
 	if (uv_prepare_init(loop, c->prep) != 0) {
@@ -191,22 +129,12 @@ redis_client_new(uv_loop_t *loop, const struct redis_target *t, int timeout_ms,
 		goto fail;
 	}
 	c->prep->data = c;
-	if (t->mode == REDIS_MODE_CLUSTER) {
-		if ((c->cl = cluster_new()) == NULL)
-			goto fail;
-		c->cl->node_drop = redis_cluster_conn_drop;
-		c->cl->node_drop_arg = c;
-	} else {
-		c->main = t->mode == REDIS_MODE_SINGLE && t->is_unix
-		    ? redis_node_new(c, t->path, 0, 1)
-		    : redis_node_new(c, t->host, t->port, 0);
-		if (c->main == NULL)
-			goto fail;
-		c->main->want_primary = t->mode == REDIS_MODE_SENTINEL;
-	}
+	if (c->topo->init(c) != 0)
+		goto fail;
 	return c;
 fail:
-	cluster_free(c->cl);
+	if (c->topo->free != NULL)
+		c->topo->free(c);
 	free(c->main);
 	if (c->prep != NULL)
 		uv_close((uv_handle_t *)c->prep, on_handle_free);
@@ -214,59 +142,98 @@ fail:
 	return NULL;
 }
 
-void
-redis_client_free(struct redis_client *c)
+/* The first command handed to hiredis, or NULL. */
+static struct cmd *
+client_first_sent(struct redis_client *c)
+{
+	struct cmd *cmd;
+
+	LIST_FOREACH(cmd, &c->all, all_link)
+	if (cmd->st == CMD_SENT)
+		return cmd;
+	return NULL;
+}
+
+/*
+ * The client's end, never inside one of hiredis's callbacks: hiredis
+ * would put off freeing the connection it is calling back and then call
+ * its disconnect callback on a node freed here, and a command still in
+ * flight on it would never get its callback (the loop below would spin).
+ */
+static void
+client_free_now(struct redis_client *c)
 {
 	struct wait_group *wg;
-	struct redis_node *n;
-	struct cmd *x;
-	int i;
+	struct cmd *cmd;
 
-	if (c == NULL)
-		return;
+	assert(c->in_cb == 0);
 	c->closing = 1;
+	c->freeing = 1;
 	/* groups whose WAIT is not sent yet: lost */
-	while ((wg = c->wgs) != NULL) {
-		c->wgs = wg->next;
+	while ((wg = STAILQ_FIRST(&c->wgs)) != NULL) {
+		STAILQ_REMOVE_HEAD(&c->wgs, link);
 		if (wg->n->wg == wg)
 			wg->n->wg = NULL;
 		redis_cmd_wait_resolve(wg, NULL);
 	}
 	/* commands sent: drop their connections (retired ones too) */
-	for (;;) {
-		for (x = c->all; x != NULL && x->st != CMD_SENT;
-		     x = x->all_next)
-			;
-		if (x == NULL)
-			break;
-		if (x->node != NULL && x->node->ac == x->ac)
-			redis_node_detach(x->node);
-		redis_ac_drop(c, x->ac, "shutting down");
+	while ((cmd = client_first_sent(c)) != NULL) {
+		struct redis_node *n = cmd->attempt.node;
+
+		if (n != NULL && n->ac == cmd->attempt.ac)
+			redis_node_detach(n);
+		redis_ac_drop(c, cmd->attempt.ac, "shutting down");
+		/* hiredis called back every command sent on it */
+		assert(cmd->st != CMD_SENT);
 	}
-	while ((x = c->all) != NULL) {
-		redis_cmdq_remove(x);
-		if (x->errstr[0] == '\0' || x->st != CMD_FAILING)
-			(void)snprintf(x->errstr, sizeof(x->errstr),
+	while ((cmd = LIST_FIRST(&c->all)) != NULL) {
+		redis_cmdq_remove(cmd);
+		if (cmd->out.errstr[0] == '\0' || cmd->st != CMD_FAILING)
+			(void)snprintf(cmd->out.errstr, sizeof(cmd->out.errstr),
 			    "shutting down");
-		redis_cmd_finish(x);
+		redis_cmd_finish(cmd);
 	}
 	redis_node_close(c->main);
 	free(c->main);
-	for (i = 0; i < REDIS_URL_HOSTS_MAX; i++) {
-		redis_node_close(c->sentinels[i]);
-		free(c->sentinels[i]);
-	}
-	if (c->cl != NULL) {
-		c->cl->node_drop = redis_cluster_conn_free;
-		cluster_free(c->cl);
-	}
-	while ((n = c->dead) != NULL) {
-		c->dead = n->next_dead;
-		redis_node_close(n);
-		free(n);
-	}
+	if (c->topo->free != NULL)
+		c->topo->free(c);
 	uv_close((uv_handle_t *)c->prep, on_handle_free);
+	if (c->free_soon != NULL)
+		uv_close((uv_handle_t *)c->free_soon, on_handle_free);
 	free(c);
+}
+
+static void
+on_free_soon(uv_timer_t *t)
+{
+	client_free_now(t->data);
+}
+
+void
+redis_client_free(struct redis_client *c)
+{
+	/* again, from a callback this free calls: already under way */
+	if (c == NULL || c->free_soon != NULL || c->freeing)
+		return;
+	if (c->in_cb == 0) {
+		client_free_now(c);
+		return;
+	}
+	/*
+	 * Inside one of its callbacks, so inside hiredis's: closed now (no
+	 * new command), freed on the loop's next turn.
+	 */
+	c->closing = 1;
+	if ((c->free_soon = malloc(sizeof(*c->free_soon))) == NULL ||
+	    uv_timer_init(c->loop, c->free_soon) != 0) {
+		/* nothing to defer with: leaked rather than freed in use */
+		free(c->free_soon);
+		c->free_soon = NULL;
+		log_error(NULL, "Redis client: cannot defer its free");
+		return;
+	}
+	c->free_soon->data = c;
+	(void)uv_timer_start(c->free_soon, on_free_soon, 0, 0);
 }
 
 int
@@ -274,59 +241,39 @@ redis_eval(struct redis_client *c, struct lua_script *s, const char *key,
     size_t keylen, int argc, const char **argv, const size_t *argvlen, int wait,
     redis_cb *cb, void *arg)
 {
-	size_t need, i;
-	struct cmd *x;
-	char *p, *frame;
+	struct cmd *cmd;
 	int timeout;
 
-	if (c == NULL || c->closing || argc < 0 || argc + 4 > EVAL_ARGS_MAX)
+	if (c == NULL || c->closing)
 		return -1;
-	need = 16 + (1 + 20 + 2 + 7 + 2) + (1 + 20 + 2 + 40 + 2) +
-	    (1 + 20 + 2 + 1 + 2) + (1 + 20 + 2 + keylen + 2);
-	for (i = 0; i < (size_t)argc; i++)
-		need += 1 + 20 + 2 + argvlen[i] + 2;
 	timeout = c->timeout_ms + (wait ? c->wait_timeout_ms : 0);
-	if ((frame = malloc(need)) == NULL)
+	if ((cmd = redis_cmd_new(c, CMD_EVAL, timeout)) == NULL)
 		return -1;
-	if ((x = redis_cmd_new(c, CMD_EVAL, timeout)) == NULL) {
-		free(frame);
+	if (redis_cmd_frame(cmd, s, key, keylen, argc, argv, argvlen) != 0) {
+		redis_cmd_discard(cmd);
 		return -1;
 	}
-	x->frame = p = frame;
-	*p++ = '*';
-	p += put_uint(p, (size_t)argc + 4);
-	*p++ = '\r';
-	*p++ = '\n';
-	p = put_bulk(p, "EVALSHA", 7);
-	p = put_bulk(p, s->sha, 40);
-	x->rest = (size_t)(p - x->frame);
-	p = put_bulk(p, "1", 1);
-	p = put_bulk(p, key, keylen);
-	for (i = 0; i < (size_t)argc; i++)
-		p = put_bulk(p, argv[i], argvlen[i]);
-	x->framelen = (size_t)(p - x->frame);
-	x->s = s;
-	x->wait = wait && c->min_replicas > 0;
+	cmd->flags.wait = wait && c->min_replicas > 0;
 	/* the key's hash slot routes it in a cluster only */
 	if (c->t.mode == REDIS_MODE_CLUSTER)
-		x->slot = cluster_keyslot(key, keylen);
-	x->cb = cb;
-	x->arg = arg;
-	redis_dispatch(x);
+		cmd->route.slot = cluster_keyslot(key, keylen);
+	cmd->cb = cb;
+	cmd->arg = arg;
+	redis_cmd_dispatch(cmd);
 	return 0;
 }
 
 int
 redis_ping(struct redis_client *c, redis_cb *cb, void *arg)
 {
-	struct cmd *x;
+	struct cmd *cmd;
 
 	if (c == NULL || c->closing ||
-	    (x = redis_cmd_new(c, CMD_PING, c->timeout_ms)) == NULL)
+	    (cmd = redis_cmd_new(c, CMD_PING, c->timeout_ms)) == NULL)
 		return -1;
-	x->cb = cb;
-	x->arg = arg;
-	redis_dispatch(x);
+	cmd->cb = cb;
+	cmd->arg = arg;
+	redis_cmd_dispatch(cmd);
 	return 0;
 }
 

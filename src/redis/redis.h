@@ -77,8 +77,12 @@ struct redis_client *redis_client_new(uv_loop_t *loop,
 /*
  * Closes every connection and timer; commands still pending get their
  * callback (reply NULL, errstr "shutting down", outcome_unknown when sent)
- * before this returns. The loop must then run until its handles closed.
- * Not from inside one of its callbacks. NULL-safe.
+ * before this returns. From inside one of its own callbacks (a loop that
+ * stops when the reply of its last request comes) the client is closed at
+ * once (redis_eval() and redis_ping() refuse) and freed on the loop's next
+ * turn, out of hiredis's callbacks: the commands still pending get their
+ * callbacks then. Either way the loop must then run until its handles
+ * closed. NULL-safe.
  */
 void redis_client_free(struct redis_client *c);
 
