@@ -478,7 +478,8 @@ def contract():
     global _CONTRACT
     if _CONTRACT is None:
         import openapi_check
-        _CONTRACT = openapi_check.Contract()
+        # PROV_OPENAPI: another tree's description (a responder built there)
+        _CONTRACT = openapi_check.Contract(os.environ.get("PROV_OPENAPI") or openapi_check.DESCRIPTION_FILE)
     return _CONTRACT
 
 

@@ -27,7 +27,6 @@ import signal
 import sys
 import threading
 import time
-import uuid
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import provlib as P  # noqa: E402
@@ -37,7 +36,8 @@ THREADS_PER_KEY = int(os.environ.get("PROV_THREADS_PER_KEY", "8"))
 LATE_MS = 1500      # > provider_timeout_ms (800), < provider_deadline_ms (2500)
 TRICKLE_MS = 2
 SETTLE_S = 30.0
-HAMMER_S = 30.0
+KEYS_PER_TOKEN = 2
+HAMMER_S = 15.0     # a client retries for this long, then gives up
 
 SIM = None
 STACK = None
@@ -47,10 +47,6 @@ def setup():
     global SIM, STACK
     SIM = P.Sim("main", ["--late-ms", str(LATE_MS), "--trickle-ms", str(TRICKLE_MS)])
     STACK = P.Stack("sim", procs=2, provider_url=SIM.url, provider_api_key="sk_test_sim")
-
-
-def nonce():
-    return "n" + uuid.uuid4().hex[:10]
 
 
 def run_case(tag, jobs, expect=None, threads=THREADS_PER_KEY, during=None):
@@ -98,29 +94,33 @@ TOKENS = [
 def t_tokens():
     jobs, expect = [], {}
     for tok, want in TOKENS:
-        k = P.new_key(tok[4:])
-        jobs.append((k, P.charge_body(tok)))
-        expect[k] = want
+        for i in range(KEYS_PER_TOKEN):
+            k = P.new_key(tok[4:])
+            jobs.append((k, P.charge_body(tok, amount=1000 + i)))
+            expect[k] = want
     run_case("tokens", jobs, expect)
 
 
-@test("token chains (fail twice, then succeed; charged-then-fail, then succeed), %d clients per key"
+@test("fail, fail, then succeed under one key (the simulator answering 500 / charging then closing "
+      "to every delivery, restarted well within the deadline without the fault), %d clients per key"
       % THREADS_PER_KEY)
-def t_chains():
-    chains = [
-        "tok_providerError|tok_providerError|tok_visa|%s" % nonce(),
-        "tok_providerRateLimited|tok_providerReset|tok_visa|%s" % nonce(),
-        "tok_providerChargedThenClose|tok_visa|%s" % nonce(),
-        "tok_providerChargedThen500|tok_providerError|tok_visa|%s" % nonce(),
-        "tok_providerReset|tok_chargeDeclined|%s" % nonce(),
-        "tok_providerTimeout|tok_visa|%s" % nonce(),
-    ]
-    jobs, expect = [], {}
-    for c in chains:
-        k = P.new_key("chain")
-        jobs.append((k, P.charge_body(c)))
-        expect[k] = "failed" if "Declined" in c else "completed"
-    run_case("chains", jobs, expect)
+def t_fail_then_succeed():
+    # The responder's API refuses a source with "|" (docs/API.md §5: tok_
+    # and 1-64 of A-Z a-z 0-9 _), so the simulator's token chains cannot
+    # pass through it: the same story comes from a fault rate of 1 and a
+    # restart without it.
+    for fault in ("error", "charged_then_close", "reset"):
+        SIM.stop()
+        SIM.start(["--fault-rate", "%s=1" % fault])
+
+        def nemesis():
+            time.sleep(1.2)
+            SIM.stop()
+            SIM.start(["--late-ms", str(LATE_MS), "--trickle-ms", str(TRICKLE_MS)])
+
+        jobs = [(P.new_key("then-" + fault), P.charge_body("tok_visa", amount=500 + i)) for i in range(3)]
+        nums = run_case("then-" + fault, jobs, {k: "completed" for k, _ in jobs}, during=nemesis)
+        check(nums["deliveries"] > nums["keys"], "no key was delivered more than once: %r" % nums)
 
 
 @test("fault rates with a seed (error, charged_then_*, reset, refuse, rate_limited, trickle): "
@@ -135,7 +135,7 @@ def t_rates():
                "--fault-rate", "trickle=0.05"])
     try:
         jobs = []
-        for i in range(24):
+        for i in range(40):
             src = "tok_chargeDeclined" if i % 6 == 0 else "tok_visa"
             jobs.append((P.new_key("rate"), P.charge_body(src, amount=100 + i)))
         run_case("rates", jobs, threads=4)
@@ -150,21 +150,27 @@ def t_rates():
 @test("the simulator killed (kill -9) mid-flight and restarted on its data file: "
       "one charge per key, every key settles")
 def t_killed():
+    # latency 600 ms (< the 800 ms attempt): every delivery is in flight
+    # when the simulator dies at +0.3 s; tok_providerChargedThenLate keys
+    # are charged (and fsynced) at once and answered 1.5 s later: their
+    # answer dies with the process, the charge must not
+    args = ["--latency-ms", "600", "--late-ms", str(LATE_MS)]
     SIM.stop()
-    SIM.start(["--latency-ms", "400"])
+    SIM.start(args)
 
     def nemesis():
-        time.sleep(0.7)
+        time.sleep(0.3)
         SIM.kill9()
-        diag("killed the simulator (kill -9) at +0.7s")
-        time.sleep(1.5)
-        SIM.start(["--latency-ms", "400"])
-        diag("restarted it at +2.2s")
+        diag("killed the simulator (kill -9) at +0.3s")
+        time.sleep(1.0)
+        SIM.start(args)
+        diag("restarted it at +1.3s")
 
     try:
-        jobs = [(P.new_key("kill"), P.charge_body("tok_chargeDeclined" if i % 5 == 0 else "tok_visa",
-                                                  amount=200 + i)) for i in range(16)]
-        run_case("kill9", jobs, threads=4, during=nemesis)
+        srcs = ["tok_visa", "tok_chargeDeclined", "tok_providerChargedThenLate", "tok_mastercard"]
+        jobs = [(P.new_key("kill"), P.charge_body(srcs[i % len(srcs)], amount=200 + i)) for i in range(16)]
+        nums = run_case("kill9", jobs, threads=4, during=nemesis)
+        check(nums["deliveries"] > nums["keys"], "no key was delivered twice: the kill missed the flight (%r)" % nums)
     finally:
         SIM.stop()
         SIM.start(["--late-ms", str(LATE_MS), "--trickle-ms", str(TRICKLE_MS)])

@@ -13,8 +13,9 @@ HTTP behind it). Then:
     but a name the certificate does not carry (https://127.0.0.1:PORT):
     the certificate is refused: nothing reaches the simulator for the key,
     never a 201, only documented answers;
-  * provider_tls_verify = 0 (no verification) is accepted only with an
-    https provider_url, as docs/configuration.md documents it.
+  * provider_tls_verify = 0, documented as "only for tests", turns
+    verification off: the same certificate is then accepted;
+  * plain HTTP to the TLS port: nothing charged, documented answers.
 """
 import os
 import signal
@@ -214,6 +215,20 @@ def t_tls_other_ca():
 def t_tls_wrong_name():
     refused("tls-name", provider_url="https://127.0.0.1:%d" % TLS_PORT,
             provider_ca_file=os.path.join(PKI, "ca.pem"))
+
+
+@test("provider_tls_verify = 0 (documented: for tests only) with the system store: no verification, 201")
+def t_tls_verify_off():
+    st = P.Stack("tls-noverify", procs=1, provider_url="https://127.0.0.1:%d" % TLS_PORT,
+                 provider_ca_file="", provider_tls_verify=0, provider_api_key="sk_test_sim")
+    try:
+        k = P.new_key("tls-noverify")
+        r = P.post(st, k, P.charge_body("tok_visa", amount=3333))
+        check(r.status == 201, "with provider_tls_verify = 0: %r" % r)
+        charges, _ = sim_side(k)
+        check(charges == 1, "simulator: %d charges" % charges)
+    finally:
+        st.stop()
 
 
 @test("plain HTTP to the TLS port: no charge, documented answers")
