@@ -249,13 +249,15 @@ for mr in ${PARTITIONS_MIN_REPLICAS_RUNS:-2 1 0}; do
 	export CHARGE_REDIS_REPLICA_TIMEOUT_MS=100
 	if [ "$PROVIDER" = sim ]; then
 		# lighttpd passes CHARGE_CONF; the CHARGE_* variables above still
-		# override the file. provider_deadline_ms < lock_ttl_s (2 s).
+		# override the file. provider_deadline_ms + redis_timeout_ms must
+		# stay below lock_ttl_s: 1.5 s + 1 s < 4 s.
+		export CHARGE_LOCK_TTL_S=4
 		cat >"$dir/charge.conf" <<EOF
 # written by tests/partitions/run.sh: the provider is the simulator
 provider_url = $SIM_URL
 provider_api_key = sk_test_partitions
 provider_connect_timeout_ms = 300
-provider_deadline_ms = 1200
+provider_deadline_ms = 1500
 completer_schedule_s = 1,2,3
 EOF
 		export CHARGE_CONF="$dir/charge.conf"
