@@ -233,7 +233,7 @@ suite_sim() { SIM_BIN="$ROOT/build-asan/charge-provider-sim" with_asan sim tests
 suite_faults() { with_asan faults tests/faults/run.sh; }
 
 # The responder against the provider simulator over HTTP, through lighttpd:
-# every fault token and token chain, fault rates with a seed, the simulator
+# every fault token and token chains, fault rates with a seed, the simulator
 # killed and restarted mid-flight and down, many clients per key; a checker
 # over the simulator's own counts (one charge per key, every key settles,
 # 2xx/402 byte-identical, documented answers); a lost Redis record is

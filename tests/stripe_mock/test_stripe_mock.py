@@ -11,8 +11,8 @@ What differs from our simulator, and is accepted here:
   * it stores a 500 under the Idempotency-Key, as Stripe does, and replays
     it (with Content-Type text/html); our simulator never stores a 500;
   * tok_429 is not stored: each retry is a new delivery (429 again);
-  * its token chains (tok_500|tok_visa|nonce) cannot pass through the
-    responder, whose API refuses a source with "|" (docs/API.md §5);
+  * so its chain tok_500|tok_visa|nonce never gets past the 500 under one
+    key, where tok_429|tok_visa|nonce does;
   * it has no /v1/charges/search (GET answers 404 "No such charge: search")
     and no 409 for a key in flight.
 Its list endpoint GET /v1/charges gives the charges (with our metadata),
@@ -183,6 +183,24 @@ def t_429():
       "504 outcome-unknown, nothing charged, the key stays unknown")
 def t_500():
     never_settles("tok_500", "sm-500", 4)
+
+
+@test("stripe-stateful-mock: a chain tok_429|tok_429|tok_visa|nonce rides through the rate limits "
+      "(201, one charge)")
+def t_chain_429():
+    k = P.new_key("sm-c429")
+    body = P.charge_body("tok_429|tok_429|tok_visa|n%s" % uuid.uuid4().hex[:8], amount=4100)
+    seen = P.retry_until_final(STACK, k, body, time.monotonic() + 20, tag="sm-c429")
+    check(seen[-1].status == 201, "answers %s, last %r" % (P.statuses(seen), seen[-1]))
+    check(len(MOCK.charges_for(k)) == 1, "the mock has %d charges" % len(MOCK.charges_for(k)))
+    diag("answers %s" % P.statuses(seen))
+    documented(seen)
+
+
+@test("stripe-stateful-mock: a chain tok_500|tok_visa|nonce: the mock stores the 500 under the key, so the "
+      "chain never moves on: 504 outcome-unknown, nothing charged, the key stays unknown")
+def t_chain_500():
+    never_settles("tok_500|tok_visa|n%s" % uuid.uuid4().hex[:8], "sm-c500", 2)
 
 
 @test("stripe-stateful-mock: its other declines (insufficient funds, expired card, incorrect CVC): 402 with "
