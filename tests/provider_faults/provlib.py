@@ -74,14 +74,6 @@ def free_port():
     return int(sh("stack_port_pick").strip())
 
 
-def proc_alive(pid):
-    try:
-        with open("/proc/%d/stat" % pid) as f:
-            return f.read().rsplit(")", 1)[1].split()[0] not in ("Z", "X")
-    except (OSError, IndexError):
-        return False
-
-
 # ---------------------------------------------------------------- simulator
 
 class Sim:
@@ -261,10 +253,6 @@ class Stack:
     @property
     def base(self):
         return "http://127.0.0.1:%d" % self.port
-
-    @property
-    def schedule_s(self):
-        return sum(int(x) for x in str(self.conf["completer_schedule_s"]).split(",")[-1:])
 
     def log_text(self):
         try:
@@ -555,6 +543,10 @@ def check_keys(stack, sim, keys, settle_s=30.0, expect=None):
             nums["failed"] += 1
             if any(x.get("status") == 200 for x in stored):
                 probs.append("key %s recorded failed, but the provider charged it: %r" % (k, sk))
+            declined = {x.get("charge") for x in stored if x.get("status") == 402}
+            named = {r.json().get("charge") for r in acks if r.status == 402}
+            if named and named != declined:
+                probs.append("key %s: the 402 names charge %s, the provider declined %s" % (k, named, declined))
         if expect and expect.get(k) and st.get("state") in SETTLED_STATES and st.get("state") != expect[k]:
             probs.append("key %s settled %s, want %s (%r)" % (k, st.get("state"), expect[k], st))
     bad = undocumented(hist)
