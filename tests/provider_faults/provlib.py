@@ -157,15 +157,23 @@ class Sim:
             return None
 
     def get(self, path, timeout=10):
-        c = http.client.HTTPConnection("127.0.0.1", self.port, timeout=timeout)
-        try:
-            c.request("GET", path)
-            r = c.getresponse()
-            body = r.read()
+        """GET of the introspection routes; a connection the `refuse` fault
+        rate resets (it hits any new connection) is tried again."""
+        for attempt in range(20):
+            c = http.client.HTTPConnection("127.0.0.1", self.port, timeout=timeout)
+            try:
+                c.request("GET", path)
+                r = c.getresponse()
+                body = r.read()
+            except (ConnectionError, http.client.RemoteDisconnected):
+                if attempt == 19:
+                    raise
+                time.sleep(0.05)
+                continue
+            finally:
+                c.close()
             check(r.status == 200, "simulator %s GET %s: %d %r" % (self.name, path, r.status, body[:200]))
             return json.loads(body)
-        finally:
-            c.close()
 
     def keys(self):
         return self.get("/_sim/keys")["keys"]

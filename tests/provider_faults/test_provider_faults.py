@@ -267,6 +267,32 @@ def t_lost_flush():
     check(not bad, "\n".join(bad[:10]))
 
 
+def metric(name):
+    r = P.request(STACK, "GET", "/metrics", tag="metrics")
+    check(r.status == 200, "GET /metrics: %r" % r)
+    for line in r.body.decode().splitlines():
+        if line.startswith(name + " "):
+            return float(line.split()[1])
+    raise P.Fail("no %s in /metrics" % name)
+
+
+@test("no unknown outcome left: the index <key_prefix>unknown empties and charge_unknown_outstanding "
+      "falls to 0 once every key settled (bounded: 15 s)")
+def t_none_unknown():
+    end = time.monotonic() + 15
+    while True:
+        n = P.redis("ZCARD", P.KEY_PREFIX + "unknown")
+        g = metric("charge_unknown_outstanding")
+        if (n == 0 and g == 0) or time.monotonic() > end:
+            break
+        time.sleep(0.5)
+    check(n == 0 and g == 0, "index %sunknown holds %d, charge_unknown_outstanding %s" % (P.KEY_PREFIX, n, g))
+    settled = metric('charge_completer_settled_total{outcome="completed"}') + \
+        metric('charge_completer_settled_total{outcome="failed"}')
+    diag("the completer settled %d records in this run" % settled)
+    check(settled > 0, "the completer settled nothing (every unknown was settled by a retry?)")
+
+
 def main():
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     try:
