@@ -9,6 +9,10 @@
 #   CHARGE_BIN=build-asan/charge tests/stripe_mock/run.sh   (./test.sh stripe_mock)
 set -u
 HERE=$(cd "$(dirname "$(readlink -f "${BASH_SOURCE[0]}")")" && pwd)
+# paths given relative to where we were started, before the cd
+for v in CHARGE_BIN PROV_SIM_BIN; do
+	[ -n "${!v:-}" ] && export "$v=$(readlink -f "${!v}")"
+done
 cd "$HERE" || exit 1
 
 bail() {
