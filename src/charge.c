@@ -399,6 +399,7 @@ on_provider_done(const struct provider_result *pr, void *arg)
 	const struct config *cfg = cx->w->cfg;
 	const char *rid = cx->x->req.request_id;
 	char index[KEY_PREFIX_MAX + 16];
+	long long due_ms;
 
 	cx->pr = *pr;
 	if (cx->pr.decline_code == pr->decline_buf)
@@ -432,14 +433,11 @@ on_provider_done(const struct provider_result *pr, void *arg)
 	if (cx->prob == PROB_OUTCOME_UNKNOWN) {
 		log_warn(rid, "outcome of %s unknown after %d attempt(s): %s",
 		    cx->rkey, cx->pr.attempts, cx->pr.why);
+		/* the completer's first look: as soon as a retry may come */
+		due_ms = now_wall_ms() + 1000LL * atoll(cx->out.retry_after);
 		if (idem_index_name(index, sizeof(index), cfg->key_prefix) >
 		        0 &&
-		    idem_pending_add(cx->w->redis, index, cx->rkey,
-		        now_wall_ms() +
-		            1000LL *
-		                (cx->out.retry_after[0] != '\0'
-		                        ? atoll(cx->out.retry_after)
-		                        : 1),
+		    idem_pending_add(cx->w->redis, index, cx->rkey, due_ms,
 		        on_pending_added, cx) == 0)
 			return;
 		record_send(cx);

@@ -281,8 +281,11 @@ on_sim_latency(uv_timer_t *t)
 		sc->res.outcome = PROV_ERROR;
 	}
 	/* the simulation's timeout: it gave up waiting, so nobody knows */
-	if (sc->res.outcome == PROV_TIMEOUT)
+	if (sc->res.outcome == PROV_TIMEOUT) {
 		sc->res.outcome = PROV_UNKNOWN;
+		(void)snprintf(sc->res.why, sizeof(sc->res.why),
+		    "no answer within provider_timeout_ms");
+	}
 	sim_call_done(sc);
 }
 

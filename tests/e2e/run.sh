@@ -77,6 +77,8 @@ trap cleanup EXIT
 trap 'exit 130' INT TERM
 
 # Two principals with their own API keys.
+# the test of the completer needs a long-lived responder (not plain CGI)
+export E2E_SERVER=$SERVER
 export E2E_PRINCIPAL_A=alice E2E_API_KEY_A="sk_test_alice_$RANDOM$RANDOM"
 export E2E_PRINCIPAL_B=bob E2E_API_KEY_B="sk_test_bob_$RANDOM$RANDOM"
 stack_api_keys_write "$RUN/api-keys" "$E2E_PRINCIPAL_A" "$E2E_API_KEY_A" \

@@ -237,6 +237,9 @@ test_decode_bad_state(void **state)
 	assert_decode_fails(inline_ok, F_STATE, (struct idem_field)F(""));
 	assert_decode_fails(inline_ok, F_STATE,
 	    (struct idem_field)F("in_progress"));
+	/* an unknown outcome is never replayed: no 'recorded' reply names it */
+	assert_decode_fails(inline_ok, F_STATE,
+	    (struct idem_field)F("unknown"));
 	assert_decode_fails(inline_ok, F_STATE,
 	    (struct idem_field)F("complete"));
 	assert_decode_fails(inline_ok, F_STATE,
@@ -435,6 +438,13 @@ test_info_decode(void **state)
 	assert_true(info.updated_ms == 1763740800456LL);
 	assert_true(info.expires_ms == 1763827200456LL);
 	assert_int_equal(info.status, 201);
+	/* an unknown outcome (504 outcome-unknown, not settled) */
+	memcpy(f, done, sizeof(f));
+	f[IF_STATE] = (struct idem_field)F("unknown");
+	f[IF_STATUS] = (struct idem_field)F("504");
+	assert_int_equal(idem_info_decode(f, 5, 5, &info, err, sizeof(err)), 1);
+	assert_string_equal(info.state, "unknown");
+	assert_int_equal(info.status, 504);
 	/* expires_ms absent (an older record): 0, the caller uses the PTTL */
 	memcpy(f, done, sizeof(f));
 	f[3] = (struct idem_field)NIL;
@@ -461,6 +471,42 @@ test_info_decode(void **state)
 	    -1);
 	assert_int_equal(idem_info_decode(done, 4, 5, &info, err, sizeof(err)),
 	    -1);
+}
+
+static void
+test_key_split(void **state)
+{
+	char principal[PRINCIPAL_MAX + 1], key[IDEM_KEY_MAX + 1], rkey[600];
+	size_t keylen;
+
+	(void)state;
+	assert_int_equal(idem_key_split("charge:idem:demo:order:1",
+	                     "charge:", principal, key, &keylen),
+	    0);
+	assert_string_equal(principal, "demo");
+	assert_string_equal(key, "order:1");
+	assert_int_equal(keylen, 7);
+	/* the name idem_key_name builds splits back */
+	assert_true(
+	    idem_key_name(rkey, sizeof(rkey), "p:", "acme_1", "k", 1) > 0);
+	assert_int_equal(idem_key_split(rkey, "p:", principal, key, &keylen),
+	    0);
+	assert_string_equal(principal, "acme_1");
+	assert_string_equal(key, "k");
+	assert_int_equal(idem_key_split("other:idem:demo:k",
+	                     "charge:", principal, key, &keylen),
+	    -1);
+	assert_int_equal(idem_key_split("charge:idem:demo",
+	                     "charge:", principal, key, &keylen),
+	    -1);
+	assert_int_equal(idem_key_split("charge:idem::k", "charge:", principal,
+	                     key, &keylen),
+	    -1);
+	assert_int_equal(idem_key_split("charge:idem:demo:", "charge:",
+	                     principal, key, &keylen),
+	    -1);
+	assert_true(idem_index_name(rkey, sizeof(rkey), "charge:") > 0);
+	assert_string_equal(rkey, "charge:unknown");
 }
 
 static void
@@ -540,6 +586,7 @@ main(void)
 		cmocka_unit_test(test_decode_field_count),
 		cmocka_unit_test(test_decode_expires),
 		cmocka_unit_test(test_info_decode),
+		cmocka_unit_test(test_key_split),
 		cmocka_unit_test(test_record_free),
 		cmocka_unit_test(test_key_name),
 	};
