@@ -95,6 +95,14 @@ const struct cfg_row cfg_rows[] = {
 	    DEF_DRAIN_TIMEOUT_MS, NULL, FIELD(drain_timeout_ms), 0 },
 	{ "request_timeout_ms", CFG_INT, 1, REQUEST_TIMEOUT_MS_MAX,
 	    DEF_REQUEST_TIMEOUT_MS, NULL, FIELD(request_timeout_ms), 0 },
+	{ "keepalive_idle_timeout_ms", CFG_INT, 1,
+	    KEEPALIVE_IDLE_TIMEOUT_MS_MAX, DEF_KEEPALIVE_IDLE_TIMEOUT_MS, NULL,
+	    FIELD(keepalive_idle_timeout_ms), 0 },
+	{ "conn_output_max_bytes", CFG_LONG, CONN_OUTPUT_MIN_BYTES,
+	    CONN_OUTPUT_MAX_BYTES_MAX, DEF_CONN_OUTPUT_MAX_BYTES, NULL,
+	    FIELD(conn_output_max_bytes), 0 },
+	{ "body_memory_max_bytes", CFG_LONG, 1, BODY_MEMORY_MAX_BYTES_MAX,
+	    DEF_BODY_MEMORY_MAX_BYTES, NULL, FIELD(body_memory_max_bytes), 0 },
 };
 
 const size_t cfg_nrows = sizeof(cfg_rows) / sizeof(cfg_rows[0]);

@@ -47,7 +47,10 @@ struct config {
 	int io_threads;       /* the I/O thread pool for spill files */
 	int max_inflight;     /* requests in progress per process */
 	int drain_timeout_ms; /* after SIGTERM, for requests in progress */
-	int request_timeout_ms; /* reading params and body */
+	int request_timeout_ms;        /* reading params and body */
+	int keepalive_idle_timeout_ms; /* a kept connection between requests */
+	long conn_output_max_bytes;    /* unsent; above it reading pauses */
+	long body_memory_max_bytes;    /* bodies held by the process */
 	char conf_dir
 	    [PATH_MAX_LEN]; /* directory of the file; base of relative paths */
 };

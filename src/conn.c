@@ -1,384 +1,675 @@
 /*
- * conn.c - one FastCGI connection's socket, in the manner of Redis's networking.c:
- * the connection owns its reader (the codec), its pending output and the
- * request it serves; one read handler feeds bytes to the codec and acts on
- * complete events; writes are tried at once and the rest is flushed when
- * the socket is writable.
+ * conn.c - one FastCGI connection, in the manner of Redis's networking.c:
+ * the connection owns its reader (the codec), the request it serves and the
+ * one state machine of both; its socket (conn_sock.c) hands up bytes and
+ * events through one callback and knows nothing of requests.
  *
- * A request's life on a connection:
+ * A request's life on a connection (conn_set_state checks every step):
  *
- *   BEGIN ─▶ PARAMS ─▶ BODY ─▶ SERVING ─▶ (answer sent) ─▶ DRAINING ─▶ done
+ *   IDLE ─▶ PARAMS ─▶ BODY ─▶ SERVING ─▶ (answer sent) ─▶ DRAINING ─▶ IDLE
+ *                                                   └──────────────▶ IDLE
+ *   any ─▶ ENDING (the output goes out, then close) ─▶ CLOSED
  *
- * It is dispatched once its body is complete (or refused early: 413, 400,
- * 503 for max_inflight). After the answer the rest of the input is read and
- * discarded up to the end of STDIN, so a web server still sending a body
- * never meets a closed socket; then the connection closes, or with
- * FCGI_KEEP_CONN serves the next request. A connection that goes away
- * while a charge runs detaches from it: the charge still records.
+ * A request is dispatched once its body is complete (or refused early: 413,
+ * 400, 503). After the answer the rest of the input is read and discarded
+ * up to the end of STDIN, so a web server still sending a body never meets
+ * a closed socket; then the connection closes, or with FCGI_KEEP_CONN
+ * serves the next request. A request arriving behind the last answer a
+ * connection will give is never begun. A connection that goes away while a
+ * request is served detaches from it: the request still finishes, and holds
+ * its slot of max_inflight until then.
  */
-#include <errno.h>
-#include <stdint.h>
+#include <assert.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/epoll.h>
-#include <sys/socket.h>
 #include <unistd.h>
 
+#include "app.h"
+#include "clock.h"
 #include "conn.h"
-#include "conn_int.h"
+#include "conn_frame.h"
+#include "conn_work.h"
+#include "exchange.h"
+#include "fcgi_codec.h"
 #include "log.h"
-#include "util.h"
+#include "metrics.h"
 
-#define READ_CHUNK 16384   /* bytes read at a time */
-#define READS_PER_EVENT 16 /* reads before other connections' turn */
-#define OUT_FIRST 1024     /* bytes: first allocation of an output buffer */
+#define DISCARD_FACTOR 4 /* STDIN past the body: up to 4 x max_request_bytes */
 
-static void conn_linger(struct conn *c);
+enum conn_state {
+	C_IDLE,     /* between requests */
+	C_PARAMS,   /* BEGIN seen, params coming */
+	C_BODY,     /* params done, body coming */
+	C_SERVING,  /* dispatched: the use case has it */
+	C_DRAINING, /* answered; reading to the end of STDIN */
+	C_ENDING,   /* no more requests: the output goes out, then close */
+	C_CLOSED,   /* the socket closed; the memory goes with the handles */
+	C_NSTATES
+};
 
-/* --- output -------------------------------------------------------------- */
+/* conn_set_state's map: allowed[from] has bit `to`. */
+#define B(s) (1u << (s))
+static const unsigned allowed[C_NSTATES] = {
+	[C_IDLE] = B(C_PARAMS) | B(C_ENDING) | B(C_CLOSED),
+	[C_PARAMS] =
+	    B(C_BODY) | B(C_SERVING) | B(C_IDLE) | B(C_ENDING) | B(C_CLOSED),
+	[C_BODY] = B(C_SERVING) | B(C_IDLE) | B(C_ENDING) | B(C_CLOSED),
+	[C_SERVING] = B(C_DRAINING) | B(C_IDLE) | B(C_CLOSED),
+	[C_DRAINING] = B(C_IDLE) | B(C_PARAMS) | B(C_CLOSED),
+	[C_ENDING] = B(C_CLOSED),
+	[C_CLOSED] = 0,
+};
+#undef B
 
-int
-conn_out_reserve(struct conn *c, size_t n)
+struct conn {
+	struct sock sock; /* first: conn_of() */
+	struct conn_host *h;
+	/*
+	 * The deadline of the state: reading a request's params and body, the
+	 * drain of an answered request's input, or a kept connection's
+	 * idleness.
+	 */
+	uv_timer_t timer;
+	int handles; /* the socket's and the timer's, not yet closed */
+	struct fcgi_reader *rd;
+	enum conn_state state;
+	unsigned req_id;
+	int keep_conn;
+	int stdin_ended;
+	int aborted;          /* ABORT_REQUEST while serving: send no stdout */
+	enum refusal refused; /* with refusing: answered 503 at dispatch */
+	int refusing;
+	size_t want;      /* body bytes announced (CONTENT_LENGTH) */
+	size_t discarded; /* bytes of STDIN read past the body */
+	struct exchange *x;
+	struct conn_frame frame; /* an answer being rendered */
+	int processing;          /* inside conn_process (re-entry guard) */
+	int served;              /* requests begun on this connection */
+	int linger;              /* end by shutdown, then wait for the peer */
+	int rd_eof;              /* the peer shut its side: no more input */
+	int out_paused;          /* not reading: too much output unsent */
+	int idle_wait;           /* the timer is the idle kept connection's */
+	TAILQ_ENTRY(conn) entry;
+};
+
+static void conn_process(struct conn *c);
+static void conn_close(struct conn *c);
+static void on_read_timeout(uv_timer_t *t);
+
+static struct conn *
+conn_of(struct sock *s)
 {
-	if (c->out_off > 0 && c->out_off == c->out_len)
-		c->out_off = c->out_len = 0;
-	if (n > SIZE_MAX - c->out_len)
-		return -1;
-	return util_grow(&c->out, &c->out_cap, c->out_len + n, OUT_FIRST,
-	    SIZE_MAX);
+	return (struct conn *)(void *)s; /* sock is its first member */
 }
 
-int
-conn_poll(struct conn *c, unsigned events)
+static void
+conn_set_state(struct conn *c, enum conn_state to)
 {
-	struct epoll_event ev;
-
-	if (events == c->poll_events)
-		return 0;
-	memset(&ev, 0, sizeof(ev));
-	ev.events = events;
-	ev.data.ptr = c;
-	if (epoll_ctl(c->h->epfd, EPOLL_CTL_MOD, c->fd, &ev) != 0)
-		return -1;
-	c->poll_events = events;
-	return 0;
+	(void)allowed; /* read by the asserts only (none with NDEBUG) */
+	assert(c->state < C_NSTATES && to < C_NSTATES);
+	assert(c->state == to || (allowed[c->state] & (1u << to)) != 0);
+	/* a request being read or served has its exchange, and only then */
+	assert(to != C_BODY || c->x != NULL);
+	assert(to != C_IDLE || c->x == NULL);
+	c->state = to;
 }
 
-/* Writes what is pending; the rest waits for the socket to be writable. */
-void
-conn_flush(struct conn *c)
+static void
+timer_start(struct conn *c, uv_timer_cb cb, int ms)
 {
-	ssize_t n;
-
-	while (c->out_off < c->out_len) {
-		n = write(c->fd, c->out + c->out_off, c->out_len - c->out_off);
-		if (n > 0) {
-			c->out_off += (size_t)n;
-			continue;
-		}
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
-			if (conn_poll(c, c->poll_events | EPOLLOUT) != 0)
-				conn_close(c);
-			return;
-		}
-		log_debug(NULL, "FastCGI connection: write: %s",
-		    n < 0 ? strerror(errno) : "nothing written");
-		conn_close(c);
-		return;
-	}
-	c->out_off = c->out_len = 0;
-	if (c->closing && c->linger && c->state != C_LINGER) {
-		conn_linger(c);
-		return;
-	}
-	if (c->closing && c->state != C_LINGER) {
-		conn_close(c);
-		return;
-	}
-	if (conn_poll(c, c->poll_events & ~EPOLLOUT) != 0)
-		conn_close(c);
+	(void)uv_timer_start(&c->timer, cb, (uint64_t)ms, 0);
 }
 
-/* Appends END_REQUEST (and nothing else) for id. 0 or -1. */
-int
-conn_out_end(struct conn *c, unsigned id, int protocol_status)
+/* Reading follows the reader's room, unless output or the peer stop it. */
+static void
+conn_read_more(struct conn *c)
 {
-	if (conn_out_reserve(c, FCGI_END_REQUEST_SIZE) != 0)
-		return -1;
-	c->out_len +=
-	    fcgi_write_end(c->out + c->out_len, id, 0, protocol_status);
-	return 0;
+	size_t room = 0;
+
+	if (c->state != C_CLOSED && c->state != C_ENDING && !c->out_paused &&
+	    !c->rd_eof)
+		room = fcgi_reader_room(c->rd);
+	if (c->state != C_CLOSED)
+		sock_read(&c->sock, room);
+}
+
+/* --- one request ----------------------------------------------------------- */
+
+/* Frees x: its slot of max_inflight and its body's bytes go back. */
+static void
+conn_exchange_free(struct conn_host *h, struct exchange *x)
+{
+	conn_work_free(x);
+	h->nexchanges--;
+	if (h->on_idle != NULL)
+		h->on_idle(h);
+}
+
+/* The request in progress ends without an answer (never executed). */
+static void
+conn_drop_request(struct conn *c)
+{
+	if (c->x == NULL)
+		return;
+	if (c->state == C_SERVING)
+		c->x->transport = NULL; /* the use case finishes it */
+	else
+		conn_exchange_free(c->h, c->x);
+	c->x = NULL;
 }
 
 /*
- * The response_sink of conn_out_response: the answer is rendered into the
- * connection's scratch buffer, kept from one request to the next, then
- * framed into the output.
+ * No more requests on c: the output goes out (then a lingering close on
+ * TCP, so that a peer still sending never meets a reset), then c closes.
  */
-static int
-scratch_write(void *ctx, const char *p, size_t n)
-{
-	struct conn *c = ctx;
-
-	if (n > SIZE_MAX - c->scratch_len ||
-	    util_grow(&c->scratch, &c->scratch_cap, c->scratch_len + n,
-	        OUT_FIRST, SIZE_MAX) != 0)
-		return -1;
-	memcpy(c->scratch + c->scratch_len, p, n);
-	c->scratch_len += n;
-	return 0;
-}
-
-/* The response as STDOUT records, the empty one, END_REQUEST. 0 or -1. */
-int
-conn_out_response(struct conn *c, const struct exchange *x)
-{
-	struct response_sink sink = { scratch_write, c };
-
-	c->scratch_len = 0;
-	if (response_send(&x->resp, x->req.request_id, &sink,
-	        x->req.method != NULL && strcmp(x->req.method, "HEAD") == 0) !=
-	        0 ||
-	    conn_out_reserve(c,
-	        fcgi_stream_size(c->scratch_len) + fcgi_stream_size(0) +
-	            FCGI_END_REQUEST_SIZE) != 0)
-		return -1;
-	c->out_len += fcgi_write_stream(c->out + c->out_len, FCGI_STDOUT,
-	    c->req_id, c->scratch, c->scratch_len);
-	c->out_len += fcgi_write_stream(c->out + c->out_len, FCGI_STDOUT,
-	    c->req_id, NULL, 0);
-	c->out_len += fcgi_write_end(c->out + c->out_len, c->req_id, 0,
-	    FCGI_REQUEST_COMPLETE);
-	return 0;
-}
-
 static void
-conn_read(struct conn *c)
+conn_end(struct conn *c)
 {
-	char buf[READ_CHUNK];
-	size_t room;
-	ssize_t n;
-	int i;
-
-	for (i = 0; i < READS_PER_EVENT && !c->closed; i++) {
-		room = c->state == C_LINGER ? sizeof(buf)
-		                            : fcgi_reader_room(c->rd);
-		if (room == 0) {
-			/*
-			 * Requests pipelined behind one in progress fill the
-			 * reader: read again once it has been served.
-			 */
-			if (conn_poll(c, c->poll_events & ~EPOLLIN) != 0)
-				conn_close(c);
-			return;
-		}
-		if (room > sizeof(buf))
-			room = sizeof(buf);
-		n = read(c->fd, buf, room);
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
-			return;
-		if (n <= 0) {
-			/* the web server closed or reset the connection */
-			if (n < 0)
-				log_debug(NULL, "FastCGI connection: read: %s",
-				    strerror(errno));
-			conn_close(c);
-			return;
-		}
-		if (c->state == C_LINGER)
-			continue; /* discarded until the peer closes */
-		if (fcgi_reader_feed(c->rd, buf, (size_t)n) != 0) {
-			log_warn(NULL, "FastCGI connection: input too large");
-			conn_close(c);
-			return;
-		}
-		conn_process(c);
-		/*
-		 * A short read took what the socket held: the poll says when
-		 * more comes (a read that would only answer EAGAIN is saved).
-		 */
-		if ((size_t)n < room)
-			return;
-	}
-}
-
-#define EPOLL_BATCH 64 /* events taken from the set at a time */
-
-/* The host's epoll set is readable: one batch of its events. */
-static void
-on_epoll(uv_poll_t *p, int status, int events)
-{
-	struct conn_host *h = p->data;
-	struct epoll_event evs[EPOLL_BATCH];
-	struct conn *c;
-	int n, i;
-
-	(void)events;
-	if (status < 0)
+	if (c->state == C_CLOSED || c->state == C_ENDING)
 		return;
-	do
-		n = epoll_wait(h->epfd, evs, EPOLL_BATCH, 0);
-	while (n < 0 && errno == EINTR);
-	/*
-	 * A connection closed in this batch is freed by its timer's close
-	 * callback, after the batch: its later events find it closed.
-	 */
-	for (i = 0; i < n; i++) {
-		c = evs[i].data.ptr;
-		if (c->closed)
-			continue;
-		/* not reading (the reader is full): a hang-up ends it here */
-		if ((evs[i].events & (EPOLLHUP | EPOLLERR)) &&
-		    !(c->poll_events & EPOLLIN)) {
-			conn_close(c);
-			continue;
-		}
-		if (evs[i].events & EPOLLOUT)
-			conn_flush(c);
-		if (!c->closed &&
-		    (evs[i].events & (EPOLLIN | EPOLLHUP | EPOLLERR)))
-			conn_read(c);
-	}
-}
-
-int
-conn_host_init(struct conn_host *h, uv_loop_t *loop)
-{
-	if ((h->epfd = epoll_create1(EPOLL_CLOEXEC)) < 0)
-		return -1;
-	if (uv_poll_init(loop, &h->epoll_watch, h->epfd) != 0 ||
-	    uv_poll_start(&h->epoll_watch, UV_READABLE, on_epoll) != 0) {
-		(void)close(h->epfd);
-		h->epfd = -1;
-		return -1;
-	}
-	h->epoll_watch.data = h;
-	return 0;
+	conn_drop_request(c);
+	(void)uv_timer_stop(&c->timer);
+	conn_set_state(c, C_ENDING);
+	sock_read(&c->sock, 0);
+	sock_end(&c->sock, c->linger && !c->rd_eof);
 }
 
 static void
-on_epoll_closed(uv_handle_t *hd)
+on_idle_timeout(uv_timer_t *t)
 {
-	struct conn_host *h = hd->data;
+	struct conn *c = t->data;
 
-	(void)close(h->epfd);
-	h->epfd = -1;
+	metrics_inc(MC_CONN_IDLE_CLOSED);
+	log_debug(NULL, "FastCGI connection: idle for %d ms: closed",
+	    c->h->w->cfg->keepalive_idle_timeout_ms);
+	conn_close(c);
 }
 
-void
-conn_host_close(struct conn_host *h)
+/*
+ * The request is over on this connection: the next one (with
+ * FCGI_KEEP_CONN, within keepalive_idle_timeout_ms), or the end. A request
+ * read past the last answer is never begun: nothing could answer it.
+ */
+static void
+conn_request_complete(struct conn *c)
 {
-	if (h->epfd >= 0)
-		uv_close((uv_handle_t *)&h->epoll_watch, on_epoll_closed);
+	(void)uv_timer_stop(&c->timer);
+	fcgi_reader_request_done(c->rd);
+	conn_set_state(c, C_IDLE);
+	c->req_id = 0;
+	c->stdin_ended = c->aborted = c->refusing = 0;
+	c->discarded = 0;
+	if (!c->keep_conn || c->h->stopping || c->rd_eof) {
+		conn_end(c);
+		return;
+	}
+	c->idle_wait = 1;
+	timer_start(c, on_idle_timeout,
+	    c->h->w->cfg->keepalive_idle_timeout_ms);
+	sock_flush(&c->sock);
+	if (c->state == C_IDLE && !c->processing)
+		conn_process(c);
 }
-
-/* --- open and close ---------------------------------------------------- */
 
 static void
-on_linger_timeout(uv_timer_t *t)
+on_drain_timeout(uv_timer_t *t)
 {
+	/* answered, but the web server never ended its input: give up */
 	conn_close(t->data);
 }
 
-/*
- * The last answer is out: shut the connection down for writing and read
- * (discarding) until the web server closes it, at most
- * request_timeout_ms, as libfcgi's close does.
- */
+/* The use case is done with x (the exchange's done callback). */
 static void
-conn_linger(struct conn *c)
+on_exchange_done(struct exchange *x)
 {
-	c->state = C_LINGER;
-	if (shutdown(c->fd, SHUT_WR) != 0) {
-		conn_close(c);
+	struct conn *c = x->transport;
+	long long dur = now_mono_us() - x->req.start_us;
+
+	metrics_request(x->resp.outcome, dur);
+	log_info(x->req.request_id, "%s %s %d %s %.1fms",
+	    x->req.method != NULL ? x->req.method : "-", x->req.path,
+	    x->resp.status, x->resp.outcome != NULL ? x->resp.outcome : "-",
+	    (double)dur / 1000.0);
+	if (c == NULL) { /* the connection went away (or was expired) */
+		conn_exchange_free(x->transport_host, x);
 		return;
 	}
-	(void)uv_timer_start(&c->timer, on_linger_timeout,
-	    (uint64_t)c->h->w->cfg->request_timeout_ms, 0);
+	assert(c->state == C_SERVING && c->x == x);
+	c->x = NULL;
+	if (!c->aborted &&
+	    conn_frame_response(&c->sock, &c->frame, c->req_id, x) != 0)
+		log_warn(x->req.request_id, "cannot frame the response");
+	else if (c->aborted &&
+	    conn_frame_end(&c->sock, c->req_id, FCGI_REQUEST_COMPLETE))
+		log_warn(x->req.request_id, "cannot frame END_REQUEST");
+	conn_exchange_free(c->h, x);
+	if (c->stdin_ended || c->rd_eof) {
+		conn_request_complete(c);
+		return;
+	}
+	conn_set_state(c, C_DRAINING);
+	fcgi_reader_answered(c->rd);
+	timer_start(c, on_drain_timeout, c->h->w->cfg->request_timeout_ms);
+	sock_flush(&c->sock);
+	if (c->state == C_DRAINING && !c->processing)
+		conn_process(c);
+}
+
+/* Hands the request to the use case, or answers it here. */
+static void
+dispatch(struct conn *c)
+{
+	struct exchange *x = c->x;
+	char detail[160];
+
+	(void)uv_timer_stop(&c->timer);
+	conn_set_state(c, C_SERVING);
+	/*
+	 * A body refused before it was read (413, 408, 503...) may still be
+	 * on its way: after the answer the connection is shut down for
+	 * writing and read until the web server closes it, so that the sender
+	 * never meets a reset. So is every TCP connection (a close with unread
+	 * input would reset it and could destroy the answer in flight).
+	 */
+	if (x->req.body_status != BODY_OK || c->refusing)
+		c->linger = 1;
+	if (x->req.nul_param) {
+		(void)snprintf(detail, sizeof(detail),
+		    "The web server passed a parameter with a NUL byte (%s).",
+		    x->req.nul_name);
+		response_problem(&x->resp, PROB_INVALID_REQUEST, detail, NULL);
+		exchange_finish(x);
+		return;
+	}
+	if (c->refusing) {
+		metrics_inc(c->refused == REFUSAL_OVERLOADED
+		        ? MC_OVERLOADED
+		        : MC_BODY_MEMORY_FULL);
+		response_refusal(&x->resp, c->refused);
+		exchange_finish(x);
+		return;
+	}
+	app_handle(x);
 }
 
 static void
-on_handle_closed(uv_handle_t *hd)
+refuse(struct conn *c, enum refusal why)
 {
-	struct conn *c = hd->data;
+	c->refusing = 1;
+	c->refused = why;
+}
+
+/* Params complete: the exchange is made and its body plan known. */
+static int
+params_done(struct conn *c, const struct fcgi_event *ev)
+{
+	const struct config *cfg = c->h->w->cfg;
+	struct exchange *x;
+
+	if ((x = conn_work_new(&c->h->bounds)) == NULL)
+		return -1;
+	x->w = c->h->w;
+	x->done = on_exchange_done;
+	x->transport = c;
+	x->transport_host = c->h;
+	c->x = x;
+	c->h->nexchanges++;
+	if (request_from_params(&x->req, ev->params, ev->nparams,
+	        (size_t)cfg->max_request_bytes, &c->want) != 0)
+		return -1;
+	/* the slot is held until the work ends (exchange_free) */
+	if (!conn_work_admit(x, cfg->max_inflight))
+		refuse(c, REFUSAL_OVERLOADED);
+	if (x->req.body_status != BODY_OK || c->want == 0 || c->refusing ||
+	    x->req.nul_param) {
+		dispatch(c);
+		return 0;
+	}
+	conn_set_state(c, C_BODY);
+	return 0;
+}
+
+/*
+ * STDIN while the body is read. Memory follows the bytes that arrived, and
+ * the bodies in flight hold at most body_memory_max_bytes in the process
+ * (beyond it 503: nothing executed). 0, or -1 on ENOMEM.
+ */
+static int
+body_data(struct conn *c, const char *p, size_t n)
+{
+	struct request *r = &c->x->req;
+	size_t take = c->want - r->body_len;
+
+	if (take > n)
+		take = n; /* bytes past CONTENT_LENGTH are not the body */
+	c->discarded += n - take;
+	switch (conn_work_append(c->x, p, take, c->want,
+	    c->h->w->cfg->body_memory_max_bytes)) {
+	case CONN_BODY_NOMEM: return -1;
+	case CONN_BODY_FULL:
+		c->discarded += take;
+		refuse(c, REFUSAL_BODY_MEMORY);
+		dispatch(c);
+		return 0;
+	case CONN_BODY_OK: break;
+	}
+	if (r->body_len == c->want)
+		dispatch(c);
+	return 0;
+}
+
+/* The params or the body did not come within request_timeout_ms. */
+static void
+on_read_timeout(uv_timer_t *t)
+{
+	struct conn *c = t->data;
+
+	if (c->state == C_BODY) {
+		c->x->req.body_status = BODY_TIMEOUT;
+		dispatch(c);
+		return;
+	}
+	log_warn(NULL, "FastCGI params did not arrive within %d ms",
+	    c->h->w->cfg->request_timeout_ms);
+	conn_close(c);
+}
+
+/* --- records ----------------------------------------------------------------- */
+
+static void
+on_begin(struct conn *c, const struct fcgi_event *ev)
+{
+	c->served++;
+	c->idle_wait = 0;
+	/*
+	 * Draining: the web server gave up the rest of the answered request's
+	 * input and sends the next one (Apache mod_proxy_fcgi after an early
+	 * answer): that one begins.
+	 */
+	c->stdin_ended = c->aborted = c->refusing = 0;
+	c->discarded = 0;
+	c->keep_conn = ev->keep_conn;
+	if (ev->role != FCGI_RESPONDER) {
+		if (conn_frame_end(&c->sock, ev->request_id,
+		        FCGI_UNKNOWN_ROLE) != 0) {
+			conn_close(c);
+			return;
+		}
+		fcgi_reader_request_done(c->rd);
+		if (c->state == C_DRAINING)
+			conn_set_state(c, C_IDLE);
+		if (!c->keep_conn)
+			conn_end(c);
+		return;
+	}
+	conn_set_state(c, C_PARAMS);
+	c->req_id = ev->request_id;
+	timer_start(c, on_read_timeout, c->h->w->cfg->request_timeout_ms);
+}
+
+static void
+on_stdin(struct conn *c, const struct fcgi_event *ev)
+{
+	size_t max = (size_t)c->h->w->cfg->max_request_bytes;
+
+	if (c->state == C_BODY) {
+		if (body_data(c, ev->data, ev->len) != 0) {
+			log_error(NULL, "FastCGI request: out of memory");
+			conn_close(c);
+		}
+	} else if ((c->discarded += ev->len) > DISCARD_FACTOR * max)
+		conn_close(c); /* bounded, as CGI drains */
+}
+
+static void
+on_stdin_end(struct conn *c)
+{
+	c->stdin_ended = 1;
+	if (c->state == C_BODY) {
+		c->x->req.body_status = BODY_SHORT;
+		dispatch(c);
+	} else if (c->state == C_DRAINING)
+		conn_request_complete(c);
+}
+
+static void
+on_abort(struct conn *c)
+{
+	if (c->state == C_SERVING) {
+		c->aborted = 1; /* the use case goes on; no stdout */
+		return;
+	}
+	if (c->state == C_DRAINING) {
+		conn_request_complete(c);
+		return;
+	}
+	if (c->x != NULL) {
+		conn_exchange_free(c->h, c->x);
+		c->x = NULL;
+	}
+	if (conn_frame_end(&c->sock, c->req_id, FCGI_REQUEST_COMPLETE) != 0)
+		conn_close(c);
+	else
+		conn_request_complete(c);
+}
+
+static void
+on_event(struct conn *c, const struct fcgi_event *ev)
+{
+	switch (ev->type) {
+	case FCGI_EV_NONE: break;
+	case FCGI_EV_BEGIN: on_begin(c, ev); break;
+	case FCGI_EV_PARAMS:
+		if (params_done(c, ev) != 0) {
+			log_error(NULL, "FastCGI request: out of memory");
+			conn_close(c);
+		}
+		break;
+	case FCGI_EV_STDIN: on_stdin(c, ev); break;
+	case FCGI_EV_STDIN_END: on_stdin_end(c); break;
+	case FCGI_EV_ABORT: on_abort(c); break;
+	case FCGI_EV_GET_VALUES:
+	case FCGI_EV_UNKNOWN:
+		conn_frame_management(&c->sock, ev,
+		    (unsigned)c->h->w->cfg->max_inflight);
+		break;
+	case FCGI_EV_REFUSE_MPX:
+		if (conn_frame_end(&c->sock, ev->request_id,
+		        FCGI_CANT_MPX_CONN) != 0)
+			conn_close(c);
+		break;
+	case FCGI_EV_ERROR:
+		log_warn(NULL, "FastCGI protocol error: %s",
+		    fcgi_reader_error(c->rd));
+		conn_close(c);
+		break;
+	}
+}
+
+/*
+ * Acts on every complete event the reader holds, while the output has room:
+ * for a peer that does not read, what it sends waits in the reader (and
+ * then in its socket) until the output is sent.
+ */
+static void
+conn_process(struct conn *c)
+{
+	struct fcgi_event ev;
+
+	c->processing = 1;
+	while (c->state != C_CLOSED && c->state != C_ENDING) {
+		/*
+		 * The request in progress has all its input: what follows (the
+		 * next request on a kept connection, pipelined) waits in the
+		 * reader until it has been answered.
+		 */
+		if (c->state == C_SERVING && c->stdin_ended)
+			break;
+		if (sock_out_full(&c->sock)) {
+			sock_flush(&c->sock);
+			if (c->state == C_CLOSED || !sock_out_full(&c->sock))
+				continue;
+			if (!c->out_paused)
+				metrics_inc(MC_CONN_OUTPUT_FULL);
+			c->out_paused = 1;
+			break;
+		}
+		fcgi_reader_next(c->rd, &ev);
+		if (ev.type == FCGI_EV_NONE)
+			break;
+		on_event(c, &ev);
+	}
+	c->processing = 0;
+	if (c->state != C_CLOSED && sock_out_pending(&c->sock) > 0)
+		sock_flush(&c->sock);
+	conn_read_more(c);
+}
+
+/* --- the socket's events ------------------------------------------------------ */
+
+/*
+ * The peer shut its side. A request that has its input (it was dispatched)
+ * or was answered still gets its answer, as libfcgi does (lighttpd's
+ * tcp-fin-propagate half-closes like this); then the connection closes.
+ * Anything else ends here.
+ */
+static void
+on_eof(struct conn *c)
+{
+	c->rd_eof = 1;
+	if (c->state == C_SERVING)
+		return;
+	if (c->state == C_DRAINING) {
+		conn_request_complete(c);
+		return;
+	}
+	conn_end(c);
+}
+
+static void
+on_data(struct conn *c, const char *p, size_t n)
+{
+	if (c->idle_wait) {
+		/* a kept connection's next request begins to arrive */
+		c->idle_wait = 0;
+		timer_start(c, on_read_timeout,
+		    c->h->w->cfg->request_timeout_ms);
+	}
+	if (fcgi_reader_feed(c->rd, p, n) != 0) {
+		log_warn(NULL, "FastCGI connection: input too large");
+		conn_close(c);
+		return;
+	}
+	conn_process(c);
+}
+
+static void
+on_handle_closed(struct conn *c)
+{
 	struct conn_host *h = c->h;
 
+	if (--c->handles > 0)
+		return;
 	fcgi_reader_free(c->rd);
-	free(c->out);
-	free(c->scratch);
+	conn_frame_free(&c->frame);
 	free(c);
 	if (h->on_idle != NULL)
 		h->on_idle(h);
 }
 
-void
+static void
+on_timer_closed(uv_handle_t *hd)
+{
+	on_handle_closed(hd->data);
+}
+
+/* Everything the socket says comes here. */
+static void
+on_sock(struct sock *s, enum sock_event ev, const char *data, size_t len)
+{
+	struct conn *c = conn_of(s);
+
+	switch (ev) {
+	case SOCK_EV_DATA: on_data(c, data, len); break;
+	case SOCK_EV_EOF: on_eof(c); break;
+	case SOCK_EV_WRITABLE:
+		if (c->out_paused) {
+			c->out_paused = 0;
+			if (!c->processing)
+				conn_process(c);
+		}
+		break;
+	case SOCK_EV_STALLED:
+		metrics_inc(MC_CONN_STALLED);
+		log_warn(NULL,
+		    "FastCGI connection: the web server read no output for %d ms: closed",
+		    c->h->w->cfg->request_timeout_ms);
+		conn_close(c);
+		break;
+	case SOCK_EV_CLOSE: conn_close(c); break;
+	case SOCK_EV_CLOSED: on_handle_closed(c); break;
+	}
+}
+
+/* --- open and close -------------------------------------------------------------- */
+
+static void
 conn_close(struct conn *c)
 {
 	struct conn_host *h = c->h;
 
-	if (c->closed)
+	if (c->state == C_CLOSED)
 		return;
-	c->closed = 1;
-	if (c->x != NULL) {
-		/* a request in progress finishes without its connection */
-		conn_inflight_release(c);
-		if (c->state == C_SERVING)
-			c->x->transport = NULL;
-		else
-			conn_exchange_free(h, c->x);
-		c->x = NULL;
-	}
-	if (c->prev != NULL)
-		c->prev->next = c->next;
-	else
-		h->conns = c->next;
-	if (c->next != NULL)
-		c->next->prev = c->prev;
+	/* a request served finishes without its connection */
+	conn_drop_request(c);
+	conn_set_state(c, C_CLOSED);
+	TAILQ_REMOVE(&h->conns, c, entry);
 	h->nconns--;
-	(void)close(c->fd); /* it leaves the epoll set with it */
-	uv_close((uv_handle_t *)&c->timer, on_handle_closed);
+	sock_close(&c->sock);
+	uv_close((uv_handle_t *)&c->timer, on_timer_closed);
 }
 
 int
 conn_open(struct conn_host *h, int fd)
 {
-	struct epoll_event ev;
+	const struct config *cfg = h->w->cfg;
 	struct conn *c;
 
 	if ((c = calloc(1, sizeof(*c))) == NULL ||
-	    (c->rd = fcgi_reader_new()) == NULL) {
+	    (c->rd = fcgi_reader_new()) == NULL ||
+	    sock_open(&c->sock, &h->socks, fd, on_sock,
+	        (size_t)cfg->conn_output_max_bytes,
+	        (uint64_t)cfg->request_timeout_ms) != 0) {
+		if (c != NULL)
+			fcgi_reader_free(c->rd);
 		free(c);
 		(void)close(fd);
 		return -1;
 	}
 	c->h = h;
-	c->fd = fd;
 	c->linger = !h->listen_unix;
-	memset(&ev, 0, sizeof(ev));
-	ev.events = EPOLLIN;
-	ev.data.ptr = c;
-	if (epoll_ctl(h->epfd, EPOLL_CTL_ADD, fd, &ev) != 0) {
-		fcgi_reader_free(c->rd);
-		free(c);
-		(void)close(fd);
-		return -1;
-	}
-	c->poll_events = EPOLLIN;
+	c->handles = 2;
 	(void)uv_timer_init(h->w->loop, &c->timer);
 	c->timer.data = c;
-	c->next = h->conns;
-	if (h->conns != NULL)
-		h->conns->prev = c;
-	h->conns = c;
+	TAILQ_INSERT_HEAD(&h->conns, c, entry);
 	h->nconns++;
-	(void)uv_timer_start(&c->timer, conn_on_read_timeout,
-	    (uint64_t)h->w->cfg->request_timeout_ms, 0);
+	timer_start(c, on_read_timeout, cfg->request_timeout_ms);
+	conn_read_more(c);
 	return 0;
+}
+
+int
+conn_host_init(struct conn_host *h, uv_loop_t *loop)
+{
+	TAILQ_INIT(&h->conns);
+	return sock_set_init(&h->socks, loop);
+}
+
+void
+conn_host_close(struct conn_host *h)
+{
+	sock_set_close(&h->socks);
 }
 
 void
@@ -387,13 +678,11 @@ conn_stop_idle(struct conn_host *h)
 	struct conn *c, *next;
 
 	h->stopping = 1;
-	for (c = h->conns; c != NULL; c = next) {
-		next = c->next;
+	for (c = TAILQ_FIRST(&h->conns); c != NULL; c = next) {
+		next = TAILQ_NEXT(c, entry);
 		/* a new connection carries a request on its way: serve it */
-		if (c->state != C_IDLE || c->served == 0)
-			continue;
-		c->closing = 1;
-		conn_flush(c);
+		if (c->state == C_IDLE && c->served > 0)
+			conn_end(c);
 	}
 }
 
@@ -401,38 +690,31 @@ void
 conn_expire_all(struct conn_host *h)
 {
 	struct conn *c, *next;
-	struct exchange *x;
+	struct exchange tmp;
 
-	for (c = h->conns; c != NULL; c = next) {
-		next = c->next;
-		x = c->x;
-		if (c->state == C_SERVING && x != NULL) {
+	for (c = TAILQ_FIRST(&h->conns); c != NULL; c = next) {
+		next = TAILQ_NEXT(c, entry);
+		if (c->state == C_PARAMS || c->state == C_BODY ||
+		    c->state == C_SERVING) {
 			/*
-			 * The use case keeps x and finishes it later (nothing
-			 * is sent then); this answer is made from a copy.
+			 * The use case keeps a request it serves and finishes
+			 * it later (nothing is sent then); this answer is made
+			 * from a copy. One still arriving never ran.
 			 */
-			struct exchange tmp;
-
 			memset(&tmp, 0, sizeof(tmp));
 			response_init(&tmp.resp);
-			tmp.req.method = x->req.method;
-			memcpy(tmp.req.request_id, x->req.request_id,
-			    sizeof(tmp.req.request_id));
-			response_problem(&tmp.resp, PROB_UNAVAILABLE,
-			    "The responder is shutting down. Retry with the "
-			    "same key.",
-			    NULL);
-			(void)response_header(&tmp.resp, "Retry-After", "%d",
-			    RETRY_AFTER_UNAVAILABLE_S);
-			(void)conn_out_response(c, &tmp);
+			if (c->x != NULL) {
+				tmp.req.method = c->x->req.method;
+				memcpy(tmp.req.request_id, c->x->req.request_id,
+				    sizeof(tmp.req.request_id));
+			}
+			response_refusal(&tmp.resp, REFUSAL_STOPPING);
+			(void)conn_frame_response(&c->sock, &c->frame,
+			    c->req_id, &tmp);
 			response_free(&tmp.resp);
-			x->transport = NULL;
-			c->x = NULL;
-			conn_inflight_release(c);
+			conn_drop_request(c);
 		}
-		c->closing = 1;
-		conn_flush(c);
-		if (!c->closed)
-			conn_close(c);
+		sock_flush(&c->sock);
+		conn_close(c);
 	}
 }

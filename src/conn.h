@@ -8,8 +8,12 @@
 #ifndef CHARGE_CONN_H
 #define CHARGE_CONN_H
 
+#include <sys/queue.h>
+
 #include <uv.h>
 
+#include "conn_sock.h"
+#include "conn_work.h"
 #include "worker.h"
 
 struct conn;
@@ -17,23 +21,15 @@ struct conn;
 /* What connections share with their loop. */
 struct conn_host {
 	struct worker *w;
-	int *inflight;      /* requests in flight in the process (atomic) */
-	struct conn *conns; /* the loop's open connections */
+	struct conn_bounds bounds; /* the process's, shared by its loops */
+	TAILQ_HEAD(conn_list, conn) conns; /* the loop's open connections */
 	unsigned nconns;
 	unsigned nexchanges; /* requests not yet finished, detached ones too */
 	int stopping;        /* closing connections as they go idle */
 	int listen_unix;     /* the listener is AF_UNIX (TCP lingers) */
 	/* a connection closed or a request ended (the loop may be done) */
 	void (*on_idle)(struct conn_host *h);
-	/*
-	 * The connections' descriptors, in an epoll set of their own that one
-	 * libuv handle watches: a descriptor is added once and leaves the set
-	 * with its close(), where a uv_poll_t per connection cost five more
-	 * system calls (libuv probes a new descriptor with an epoll add and
-	 * delete, sets O_NONBLOCK again and deletes it at every restart).
-	 */
-	int epfd;
-	uv_poll_t epoll_watch;
+	struct sock_set socks; /* the connections' descriptors */
 };
 
 /* Prepares h's epoll set on loop. 0, or -1 (errno). */
@@ -55,13 +51,11 @@ int conn_open(struct conn_host *h, int fd);
 void conn_stop_idle(struct conn_host *h);
 
 /*
- * The drain time is over: every request still waiting gets 503 with
- * Retry-After, and every connection closes. The use cases still running
- * go on to record their outcome; nothing more is sent.
+ * The drain time is over: every request still waiting (served, or its
+ * params or body still arriving) gets 503 with Retry-After, and every
+ * connection closes. The use cases still running go on to record their
+ * outcome; nothing more is sent.
  */
 void conn_expire_all(struct conn_host *h);
-
-/* Retry-After of a 503 for max_inflight. */
-#define CONN_RETRY_AFTER_OVERLOADED_S 1
 
 #endif

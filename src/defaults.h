@@ -64,6 +64,10 @@
 #define DEF_MAX_INFLIGHT 16384     /* requests per process; about 12 KiB each */
 #define DEF_DRAIN_TIMEOUT_MS 15000 /* SIGTERM: time to finish in flight */
 #define DEF_REQUEST_TIMEOUT_MS 10000 /* reading params and body */
+/* an idle kept connection; longer than nginx's upstream keepalive_timeout */
+#define DEF_KEEPALIVE_IDLE_TIMEOUT_MS 75000
+#define DEF_CONN_OUTPUT_MAX_BYTES 262144    /* 256 KiB unsent per connection */
+#define DEF_BODY_MEMORY_MAX_BYTES 268435456 /* 256 MiB of bodies per process */
 
 /* Hard bounds for configuration values. */
 #define REDIS_TIMEOUT_MS_MAX 60000
@@ -77,10 +81,14 @@
 #define SPILL_GC_INTERVAL_S_MAX 86400 /* 24 h */
 #define IO_THREADS_MAX 64
 #define MAX_INFLIGHT_MAX 1048576
-#define DRAIN_TIMEOUT_MS_MAX 600000   /* 10 min */
-#define REQUEST_TIMEOUT_MS_MAX 600000 /* 10 min */
-#define KEY_PREFIX_MAX 64             /* bytes */
-#define PATH_MAX_LEN 1024             /* bytes, configured paths */
+#define DRAIN_TIMEOUT_MS_MAX 600000           /* 10 min */
+#define REQUEST_TIMEOUT_MS_MAX 600000         /* 10 min */
+#define KEEPALIVE_IDLE_TIMEOUT_MS_MAX 3600000 /* 1 h */
+#define CONN_OUTPUT_MIN_BYTES 4096
+#define CONN_OUTPUT_MAX_BYTES_MAX 67108864    /* 64 MiB */
+#define BODY_MEMORY_MAX_BYTES_MAX 68719476736 /* 64 GiB */
+#define KEY_PREFIX_MAX 64                     /* bytes */
+#define PATH_MAX_LEN 1024                     /* bytes, configured paths */
 #define URL_MAX_LEN 1024
 
 /* Identifiers. */

@@ -145,6 +145,7 @@ size_t fcgi_write_end(char *out, unsigned request_id, unsigned app_status,
     int protocol_status);
 
 /* FCGI_UNKNOWN_TYPE: 16 bytes. */
+#define FCGI_UNKNOWN_TYPE_SIZE 16
 size_t fcgi_write_unknown_type(char *out, unsigned char type);
 
 /*

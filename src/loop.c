@@ -41,7 +41,8 @@ struct loop_ctx {
 	uv_async_t stop_async;
 	uv_timer_t retry_timer; /* accept paused after EMFILE and the like */
 	uv_timer_t drain_timer;
-	uv_timer_t gc_timer; /* loop 0 */
+	uv_timer_t finish_timer; /* loop_finish, outside any other callback */
+	uv_timer_t gc_timer;     /* loop 0 */
 	uv_work_t gc_work;
 	int gc_busy;
 	int listen_fd;
@@ -53,6 +54,8 @@ struct loop_ctx {
 
 /* The process-wide count of requests in flight (max_inflight). */
 static int inflight;
+/* The bytes their bodies hold in the process (body_memory_max_bytes). */
+static long body_bytes;
 
 /*
  * FCGI_WEB_SERVER_ADDRS, as libfcgi honours it: on a TCP listener only
@@ -238,20 +241,34 @@ loop_finish(struct loop_ctx *l)
 	uv_close((uv_handle_t *)&l->stop_async, NULL);
 	uv_close((uv_handle_t *)&l->retry_timer, NULL);
 	uv_close((uv_handle_t *)&l->drain_timer, NULL);
+	uv_close((uv_handle_t *)&l->finish_timer, NULL);
 	uv_close((uv_handle_t *)&l->gc_timer, NULL);
 	conn_host_close(&l->host);
 	worker_close(&l->w); /* the loop runs on until its handles closed */
 }
 
-/* A connection closed or a request ended: done once nothing is left. */
+static void
+on_finish_timer(uv_timer_t *t)
+{
+	struct loop_ctx *l = t->data;
+
+	if (l->host.nconns == 0 && l->host.nexchanges == 0)
+		loop_finish(l);
+}
+
+/*
+ * A connection closed or a request ended: done once nothing is left. The
+ * loop finishes from a timer of its own: this may run inside a Redis
+ * reply's callback, where the Redis client may not be freed.
+ */
 static void
 on_host_idle(struct conn_host *h)
 {
 	struct loop_ctx *l =
 	    (struct loop_ctx *)((char *)h - offsetof(struct loop_ctx, host));
 
-	if (l->stopping && h->nconns == 0 && h->nexchanges == 0)
-		loop_finish(l);
+	if (l->stopping && !l->finished && h->nconns == 0 && h->nexchanges == 0)
+		(void)uv_timer_start(&l->finish_timer, on_finish_timer, 0, 0);
 }
 
 static void
@@ -332,7 +349,8 @@ loop_init(struct loop_ctx *l, const struct config *cfg,
 		return -1;
 	}
 	l->host.w = &l->w;
-	l->host.inflight = &inflight;
+	l->host.bounds.inflight = &inflight;
+	l->host.bounds.body_bytes = &body_bytes;
 	l->host.on_idle = on_host_idle;
 	l->host.listen_unix = socket_is_unix(listen_fd);
 	if (conn_host_init(&l->host, &l->loop) != 0) {
@@ -347,9 +365,11 @@ loop_init(struct loop_ctx *l, const struct config *cfg,
 	}
 	(void)uv_timer_init(&l->loop, &l->retry_timer);
 	(void)uv_timer_init(&l->loop, &l->drain_timer);
+	(void)uv_timer_init(&l->loop, &l->finish_timer);
 	(void)uv_timer_init(&l->loop, &l->gc_timer);
 	l->listen_poll.data = l->stop_async.data = l;
 	l->retry_timer.data = l->drain_timer.data = l->gc_timer.data = l;
+	l->finish_timer.data = l;
 	if (uv_poll_start(&l->listen_poll, UV_READABLE, on_listen) != 0)
 		return -1;
 	/*

@@ -46,6 +46,14 @@ static const char *const counter_names[MC_COUNT][2] = {
 	    "Records fewer than redis_min_replicas replicas acknowledged (503)" },
 	[MC_OVERLOADED] = { "charge_overloaded_total",
 	    "Requests refused because max_inflight were in progress (503)" },
+	[MC_BODY_MEMORY_FULL] = { "charge_body_memory_full_total",
+	    "Requests refused because bodies held body_memory_max_bytes (503)" },
+	[MC_CONN_OUTPUT_FULL] = { "charge_conn_output_full_total",
+	    "Times a connection stopped reading: conn_output_max_bytes unsent" },
+	[MC_CONN_STALLED] = { "charge_conn_stalled_total",
+	    "Connections closed: output unsent for request_timeout_ms" },
+	[MC_CONN_IDLE_CLOSED] = { "charge_conn_idle_closed_total",
+	    "Kept connections closed after keepalive_idle_timeout_ms idle" },
 };
 
 /* Upper bounds of the latency buckets, microseconds. */

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "defaults.h"
 #include "response.h"
 #include "util.h"
 
@@ -253,6 +254,23 @@ response_problem(struct response *r, enum problem p, const char *detail,
 		return;
 	}
 	response_set_body(r, pi->status, PROBLEM_CTYPE, body, len);
+}
+
+void
+response_refusal(struct response *r, enum refusal why)
+{
+	static const char *const detail[REFUSAL_COUNT] = {
+		[REFUSAL_OVERLOADED] =
+		    "Too many requests are in progress. Nothing was charged; retry with the same key.",
+		[REFUSAL_BODY_MEMORY] =
+		    "The responder holds too many request bodies. Nothing was charged; retry with the same key.",
+		[REFUSAL_STOPPING] =
+		    "The responder is shutting down. Retry with the same key.",
+	};
+
+	response_problem(r, PROB_UNAVAILABLE, detail[why], NULL);
+	(void)response_header(r, "Retry-After", "%d",
+	    RETRY_AFTER_UNAVAILABLE_S);
 }
 
 int

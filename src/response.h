@@ -104,6 +104,20 @@ struct response_sink {
  * Writes the CGI/FastCGI response: Status, Content-Type, Cache-Control:
  * no-store, X-Request-Id, extra headers, blank line, body (unless head_only).
  */
+/*
+ * Why a request is refused before any use case runs it: 503
+ * service-unavailable with Retry-After, nothing claimed or charged.
+ */
+enum refusal {
+	REFUSAL_OVERLOADED,  /* max_inflight requests in flight */
+	REFUSAL_BODY_MEMORY, /* bodies in flight hold body_memory_max_bytes */
+	REFUSAL_STOPPING,    /* the drain is over */
+	REFUSAL_COUNT
+};
+
+/* Fills r with the answer of a refusal (one text per reason). */
+void response_refusal(struct response *r, enum refusal why);
+
 int response_send(const struct response *r, const char *request_id,
     const struct response_sink *sink, int head_only);
 

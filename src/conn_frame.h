@@ -1,0 +1,43 @@
+/*
+ * conn_frame.h - a FastCGI connection's output as records: an answer as
+ * STDOUT records and END_REQUEST, a bare END_REQUEST, the answers to
+ * management records, appended to a socket's output (conn_sock.h). Knows
+ * records, not the connection's state.
+ */
+#ifndef CHARGE_CONN_FRAME_H
+#define CHARGE_CONN_FRAME_H
+
+#include <stddef.h>
+
+#include "conn_sock.h"
+#include "exchange.h"
+#include "fcgi_codec.h"
+
+/* An answer being rendered, before its framing; kept between answers. */
+struct conn_frame {
+	char *scratch;
+	size_t len, cap;
+};
+
+/* Appends END_REQUEST (and nothing else) for id. 0 or -1 (ENOMEM). */
+int conn_frame_end(struct sock *s, unsigned id, int protocol_status);
+
+/*
+ * Appends x's response as STDOUT records of id, the empty one and
+ * END_REQUEST, rendered through f. 0 or -1 (ENOMEM).
+ */
+int conn_frame_response(struct sock *s, struct conn_frame *f, unsigned id,
+    const struct exchange *x);
+
+/*
+ * Appends the answer to a management record (FCGI_GET_VALUES with max_reqs
+ * for FCGI_MAX_CONNS and FCGI_MAX_REQS, or FCGI_UNKNOWN_TYPE). Nothing on
+ * ENOMEM.
+ */
+void conn_frame_management(struct sock *s, const struct fcgi_event *ev,
+    unsigned max_reqs);
+
+/* NULL-safe. */
+void conn_frame_free(struct conn_frame *f);
+
+#endif
