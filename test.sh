@@ -16,7 +16,8 @@ PACKAGES=(gcc pkg-config meson ninja-build python3
 	redis-server redis-sentinel redis-tools lighttpd curl valgrind clang-14 libclang-rt-14-dev procps
 	chromium apache2 libapache2-mod-fcgid nginx-light spawn-fcgi
 	wrk gnuplot-nox groff-base systemd fiu-utils clang-format-14 nftables iproute2
-	build-essential debhelper dpkg-dev lintian fakeroot adduser prometheus python3-jsonschema python3-yaml)
+	build-essential debhelper dpkg-dev lintian fakeroot adduser prometheus python3-jsonschema python3-yaml
+	openssl)
 
 install_packages() {
 	local missing=() p
@@ -236,6 +237,25 @@ suite_faults() { with_asan faults tests/faults/run.sh; }
 # and by the completer.
 suite_provider() { with_asan provider tests/provider/run.sh; }
 
+# The responder against the provider simulator over HTTP, through lighttpd:
+# every fault token and token chains, fault rates with a seed, the simulator
+# killed and restarted mid-flight and down, many clients per key; a checker
+# over the simulator's own counts (one charge per key, every key settles,
+# 2xx/402 byte-identical, documented answers); a lost Redis record is
+# invisible (deleted; Redis flushed and restarted). About a minute (bounded
+# at 200 s).
+suite_provider_faults() { with_asan provider_faults tests/provider_faults/run.sh; }
+
+# The responder against stripe-stateful-mock (npm, pinned in
+# tests/stripe_mock/package-lock.json): charges, declines, replays, its
+# failure tokens.
+suite_stripe_mock() { with_asan stripe_mock tests/stripe_mock/run.sh; }
+
+# The responder against the simulator behind TLS (nginx, a test CA made
+# with openssl): the right CA trusted, the system store, another CA and a
+# wrong name refused.
+suite_provider_tls() { with_asan provider_tls tests/provider_tls/run.sh; }
+
 # Scale-out: the e2e suite against a Redis Cluster; the responders behind
 # Redis Sentinel (failover under load, WAIT), on a Redis Cluster (routing,
 # ASK/MOVED, reshard under load), and two web nodes sharing Redis and
@@ -311,6 +331,7 @@ suite_browser() { STACK_WITH_SIM=1 tests/with-stack.sh tests/browser/run.sh; }
 
 SUITES=(structure builds docs unit unit_asan lua redis_async fuzz fcgi_diff fcgi_wire sim cgi signals edges e2e e2e_apache
 	e2e_apache_cgi e2e_nginx e2e_apache_proxy concurrency e2e_cluster ha_sentinel ha_cluster ha_nodes partitions faults provider
+	provider_faults stripe_mock provider_tls
 	tsan deploy install systemd package examples browser
 	bench_smoke)
 [ $# -gt 0 ] && SUITES=("$@")

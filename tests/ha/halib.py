@@ -263,14 +263,15 @@ def same_answer(a, b):
 
 def settle(base, key, body, deadline, extra=None):
     """Sends key until it gets an outcome (201/402), honouring Retry-After
-    (at most 1 s a time); returns (the last answer, every answer)."""
+    (at most 1 s a time); 409, 503, no answer and 504 outcome-unknown are
+    retried. Returns (the last answer, every answer)."""
     seen = []
     while True:
         r = post(base, key, body, extra=extra)
         seen.append(r)
         if r.status in (201, 402) or time.monotonic() > deadline:
             return r, seen
-        if r.status in (409, 503, 0):
+        if r.status in (409, 503, 0) or (r.status == 504 and r.json().get("type") == "/problems/outcome-unknown"):
             ra = r.h("Retry-After")
             time.sleep(min(1.0, float(ra)) if ra and ra.isdigit() else 0.2)
         else:

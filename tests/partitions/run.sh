@@ -26,6 +26,18 @@
 #                                        tools/ha.sh sets them
 #   PARTITIONS_MIN_REPLICAS_RUNS="1 0"   the stacks' redis_min_replicas
 #                                        (default "2 1 0")
+#   PARTITIONS_PROVIDER=sim|inproc       sim (the default when the binary
+#                                        charge-provider-sim is built next
+#                                        to CHARGE_BIN): every stack calls
+#                                        one simulator in the root namespace
+#                                        over HTTP, and no acknowledged
+#                                        outcome may be lost at any
+#                                        redis_min_replicas (a record Redis
+#                                        lost is asked again with the same
+#                                        downstream key: the same bytes);
+#                                        inproc: the in-process provider, the
+#                                        loss below PARTITIONS_GATE_MIN_REPLICAS
+#                                        reported only
 #
 # Without root or CAP_NET_ADMIN it prints "# skipped: ..." and no TAP line.
 # Everything made here (namespaces, veths, bridge, processes by PID) is
@@ -198,7 +210,36 @@ if [ "$ready" != 1 ]; then
 	ha_suite_bail "the three nodes and sentinels did not come up within 20 s"
 fi
 
+# The provider: one simulator in the root namespace, where the responders are.
+PROVIDER=${PARTITIONS_PROVIDER:-}
+SIM_BIN=${PROV_SIM_BIN:-$(dirname "$BIN")/charge-provider-sim}
+if [ -z "$PROVIDER" ]; then
+	PROVIDER=inproc
+	[ -x "$SIM_BIN" ] && PROVIDER=sim
+fi
+SIM_URL=
+if [ "$PROVIDER" = sim ]; then
+	[ -x "$SIM_BIN" ] || ha_suite_bail "simulator $SIM_BIN not found"
+	SIM_PORT=$(stack_port_pick) || ha_suite_bail "no free port"
+	sd="$HA_SUITE_RUN/sim"
+	mkdir -p "$sd"
+	setsid "$SIM_BIN" --listen "127.0.0.1:$SIM_PORT" --data "$sd/sim.data" \
+		--secret-key sk_test_partitions </dev/null >"$sd/sim.log" 2>&1 &
+	PART_PIDS+=("$! $(basename "$SIM_BIN" | cut -c1-15)")
+	disown $!
+	for _ in $(seq 1 100); do
+		grep -q 'listening on' "$sd/sim.log" && break
+		sleep 0.1
+	done
+	grep -q 'listening on' "$sd/sim.log" || {
+		sed 's/^/# /' "$sd/sim.log"
+		ha_suite_bail "the simulator did not start"
+	}
+	SIM_URL="http://127.0.0.1:$SIM_PORT"
+fi
+
 URL="redis-sentinel://${IPS[0]}:26379,${IPS[1]}:26379,${IPS[2]}:26379/$HA_MASTER"
+echo "# provider: $PROVIDER${SIM_URL:+ ($SIM_URL)}"
 echo "# nodes ${IPS[*]} in ${PART_NS[*]}, bridge $PART_BR ($CLIENT_IP); $URL; min-replicas-to-write $MRTW on the nodes"
 STACKS=()
 for mr in ${PARTITIONS_MIN_REPLICAS_RUNS:-2 1 0}; do
@@ -206,13 +247,28 @@ for mr in ${PARTITIONS_MIN_REPLICAS_RUNS:-2 1 0}; do
 	ha_suite_env "$dir"
 	export CHARGE_REDIS_URL=$URL CHARGE_REDIS_MIN_REPLICAS=$mr
 	export CHARGE_REDIS_REPLICA_TIMEOUT_MS=100
+	if [ "$PROVIDER" = sim ]; then
+		# lighttpd passes CHARGE_CONF; the CHARGE_* variables above still
+		# override the file. provider_deadline_ms + redis_timeout_ms must
+		# stay below lock_ttl_s: 1.5 s + 1 s < 4 s.
+		export CHARGE_LOCK_TTL_S=4
+		cat >"$dir/charge.conf" <<EOF
+# written by tests/partitions/run.sh: the provider is the simulator
+provider_url = $SIM_URL
+provider_api_key = sk_test_partitions
+provider_connect_timeout_ms = 300
+provider_deadline_ms = 1500
+completer_schedule_s = 1,2,3
+EOF
+		export CHARGE_CONF="$dir/charge.conf"
+	fi
 	ha_suite_stack "partitions-$mr" "$dir" "$PROCS"
 	STACKS+=("$mr=$HA_STACK_URL=$dir/ledger.log=$dir/lighttpd.stderr.log")
 done
 
 PART_STACKS="${STACKS[*]}" PART_NS="${PART_NS[*]}" PART_IPS="${IPS[*]}" \
 	PART_VETHS="${PART_VETHS[*]}" PART_CLIENT_IP=$CLIENT_IP PART_MASTER=$HA_MASTER \
-	PART_MRTW=$MRTW PART_RUN=$HA_SUITE_RUN \
+	PART_MRTW=$MRTW PART_RUN=$HA_SUITE_RUN PART_PROVIDER=$PROVIDER PART_SIM_URL=$SIM_URL \
 	timeout --foreground -k 10 420 python3 "$REPO/tests/partitions/test_partitions.py" &
 PART_PY=$!
 # in the background, so that a signal to this script runs the trap now, not
