@@ -17,7 +17,7 @@ REPO=$(cd "$(dirname "$(readlink -f "${BASH_SOURCE[0]}")")" && pwd)
 PORT=${PORT:-8080}
 VAR="$REPO/var"
 
-PACKAGES="libfcgi-dev libfcgi-bin libhiredis-dev libuv1-dev libcjson-dev libssl-dev
+PACKAGES="libfcgi-dev libfcgi-bin libhiredis-dev libuv1-dev node-llhttp libcjson-dev libssl-dev
 libcmocka-dev meson ninja-build pkg-config gcc lighttpd redis-server
 redis-tools curl"
 

@@ -12,7 +12,7 @@ ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 cd "$ROOT"
 
 PACKAGES=(gcc pkg-config meson ninja-build python3
-	libfcgi-dev libfcgi-bin libhiredis-dev libuv1-dev libcjson-dev libssl-dev libcmocka-dev
+	libfcgi-dev libfcgi-bin libhiredis-dev libuv1-dev node-llhttp libcjson-dev libssl-dev libcmocka-dev
 	redis-server redis-sentinel redis-tools lighttpd curl valgrind clang-14 libclang-rt-14-dev procps
 	chromium apache2 libapache2-mod-fcgid nginx-light spawn-fcgi
 	wrk gnuplot-nox groff-base systemd fiu-utils clang-format-14 nftables iproute2
@@ -213,6 +213,11 @@ suite_concurrency() { tests/concurrency/run.sh; }
 # roles, malformed records.
 suite_fcgi_wire() { with_asan fcgi_wire tests/fcgi_wire/run.sh; }
 
+# charge-provider-sim, the Stripe-compatible provider simulator, as a black
+# box over HTTP (the ASan build): tokens, idempotency, faults on the wire,
+# rate faults with a seed, limits, durability across kill -9, SIGTERM.
+suite_sim() { SIM_BIN="$ROOT/build-asan/charge-provider-sim" with_asan sim tests/sim/run.sh; }
+
 # The fault matrix (Redis killed, frozen, out of memory; spill dir full;
 # lost Redis replies; responders stopped, killed, out of descriptors; bad
 # and stalled clients; a soak) and one gate over everything it sent.
@@ -288,7 +293,7 @@ suite_bench_smoke() { bench/run --smoke; }
 suite_examples() { tests/with-stack.sh tests/examples/run.sh; }
 suite_browser() { tests/with-stack.sh tests/browser/run.sh; }
 
-SUITES=(structure builds docs unit unit_asan lua redis_async fuzz fcgi_diff fcgi_wire cgi signals e2e e2e_apache
+SUITES=(structure builds docs unit unit_asan lua redis_async fuzz fcgi_diff fcgi_wire sim cgi signals e2e e2e_apache
 	e2e_apache_cgi e2e_nginx e2e_apache_proxy concurrency e2e_cluster ha_sentinel ha_cluster ha_nodes partitions faults
 	tsan deploy install systemd package examples browser
 	bench_smoke)

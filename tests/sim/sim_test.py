@@ -1,0 +1,800 @@
+#!/usr/bin/env python3
+"""Black-box tests of charge-provider-sim over real HTTP on loopback, for
+tests/sim/run.sh (python3 standard library only). Starts and stops its own
+simulators (each on 127.0.0.1 port 0, a data file under TMPDIR).
+
+  sim_test.py SIM_BIN TMPDIR      (SIM_ONLY=regex runs some tests)
+"""
+
+import http.client
+import json
+import os
+import re
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+import urllib.parse
+
+sys.dont_write_bytecode = True
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)),
+                                "..", "lib"))
+from tap import check, diag, run, test  # noqa: E402
+
+BIN = os.path.abspath(sys.argv[1])
+TMP = sys.argv[2]
+SK = "sk_test_sim"
+SK2 = "sk_test_other"
+START_TIMEOUT_S = 10
+SEQ = [0]
+
+
+class Sim:
+    """One simulator process; .port, .data; stop() asserts exit 0."""
+
+    def __init__(self, *args, data=None):
+        SEQ[0] += 1
+        self.data = data or os.path.join(TMP, "sim%d.log" % SEQ[0])
+        self.err = open(os.path.join(TMP, "sim%d.err" % SEQ[0]), "w+b")
+        self.proc = subprocess.Popen(
+            [BIN, "--listen", "127.0.0.1:0", "--data", self.data] + list(args),
+            stdout=subprocess.DEVNULL, stderr=self.err)
+        deadline = time.monotonic() + START_TIMEOUT_S
+        self.port = None
+        while time.monotonic() < deadline:
+            self.err.seek(0)
+            m = re.search(rb"listening on 127\.0\.0\.1:(\d+)", self.err.read())
+            if m:
+                self.port = int(m.group(1))
+                break
+            if self.proc.poll() is not None:
+                break
+            time.sleep(0.02)
+        if self.port is None:
+            self.err.seek(0)
+            raise RuntimeError("the simulator did not start: %r" % self.err.read())
+
+    def stop(self):
+        """SIGTERM; the exit status (0 expected)."""
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+                return "timeout"
+        self.err.close()
+        return self.proc.returncode
+
+    def kill9(self):
+        self.proc.kill()
+        self.proc.wait()
+        self.err.close()
+
+    def conn(self, timeout=10):
+        return http.client.HTTPConnection("127.0.0.1", self.port, timeout=timeout)
+
+    def sock(self, timeout=10):
+        s = socket.create_connection(("127.0.0.1", self.port), timeout=timeout)
+        s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        return s
+
+
+def req(sim, method, path, form=None, key=None, sk=SK, headers=None, raw=None,
+        conn=None):
+    """One request; (status, lower-case headers, body bytes)."""
+    h = {}
+    if sk is not None:
+        h["Authorization"] = "Bearer " + sk
+    if key is not None:
+        h["Idempotency-Key"] = key
+    body = raw
+    if form is not None:
+        body = urllib.parse.urlencode(form).encode()
+    if body is not None:
+        h["Content-Type"] = "application/x-www-form-urlencoded"
+    h.update(headers or {})
+    c = conn or sim.conn()
+    c.request(method, path, body=body, headers=h)
+    r = c.getresponse()
+    data = r.read()
+    hdrs = {k.lower(): v for k, v in r.getheaders()}
+    if conn is None:
+        c.close()
+    return r.status, hdrs, data
+
+
+def charge(sim, key=None, source="tok_visa", amount=1999, extra=None, **kw):
+    form = [("amount", str(amount)), ("currency", "usd"), ("source", source)]
+    form += list(extra or [])
+    return req(sim, "POST", "/v1/charges", form=form, key=key, **kw)
+
+
+def raw_post(key, source, amount=1999, sk=SK):
+    body = urllib.parse.urlencode([("amount", str(amount)), ("currency", "usd"),
+                                   ("source", source)]).encode()
+    return (b"POST /v1/charges HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer " +
+            sk.encode() + b"\r\nIdempotency-Key: " + key.encode() +
+            b"\r\nContent-Type: application/x-www-form-urlencoded\r\nContent-Length: " +
+            str(len(body)).encode() + b"\r\n\r\n" + body)
+
+
+def sim_key(sim, key):
+    st, _, body = req(sim, "GET", "/_sim/keys/" + urllib.parse.quote(key, safe=""),
+                      sk=None)
+    return json.loads(body) if st == 200 else None
+
+
+def stats(sim):
+    return json.loads(req(sim, "GET", "/_sim/stats", sk=None)[2])
+
+
+def err_of(body):
+    return json.loads(body)["error"]
+
+
+MAIN = [None]
+N = [0]
+
+
+def main_sim():
+    if MAIN[0] is None:
+        MAIN[0] = Sim("--secret-key", SK, "--secret-key", SK2, "--late-ms", "1500",
+                      "--trickle-ms", "5")
+    return MAIN[0]
+
+
+def fresh(prefix="k"):
+    N[0] += 1
+    return "%s-%d-%d" % (prefix, os.getpid(), N[0])
+
+
+# --- tokens ---------------------------------------------------------------
+
+SUCCESS = ["tok_visa", "tok_mastercard", "tok_amex", "tok_anythingElse"]
+DECLINES = {
+    "tok_chargeDeclined": ("card_declined", "generic_decline"),
+    "tok_chargeDeclinedInsufficientFunds": ("card_declined", "insufficient_funds"),
+    "tok_insufficientFunds": ("card_declined", "insufficient_funds"),
+    "tok_chargeDeclinedExpiredCard": ("expired_card", "expired_card"),
+    "tok_chargeDeclinedIncorrectCvc": ("incorrect_cvc", "incorrect_cvc"),
+    "tok_chargeDeclinedFraudulent": ("card_declined", "fraudulent"),
+}
+
+CHARGE_KEYS = ["id", "object", "amount", "amount_captured", "amount_refunded",
+               "captured", "created", "currency", "description", "failure_code",
+               "failure_message", "livemode", "metadata", "outcome", "paid",
+               "source", "status"]
+
+
+@test("success tokens: 200 and a succeeded charge, members in the contract's order")
+def t_success():
+    s = main_sim()
+    for tok in SUCCESS:
+        st, h, body = charge(s, fresh(), tok, extra=[("metadata[b]", "2"),
+                                                     ("metadata[a]", "1")])
+        check(st == 200, "%s: status %d %s" % (tok, st, body))
+        o = json.loads(body)
+        check(list(o) == CHARGE_KEYS, "%s: members %s" % (tok, list(o)))
+        check(re.fullmatch(r"ch_[0-9a-f]{24}", o["id"]), "id " + o["id"])
+        check(o["status"] == "succeeded" and o["paid"] and o["captured"] and
+              o["amount_captured"] == 1999 and o["currency"] == "usd" and
+              o["source"] == tok, "%s: %s" % (tok, o))
+        check(list(o["metadata"]) == ["a", "b"], "metadata sorted: %s" % o["metadata"])
+        check(o["outcome"]["network_status"] == "approved_by_network", str(o))
+        check(re.fullmatch(r"req_[0-9a-f]{24}", h["request-id"]), h["request-id"])
+        check(h["content-type"] == "application/json", h["content-type"])
+        check("stripe-should-retry" not in h, "no Stripe-Should-Retry on 200")
+
+
+@test("decline tokens: 402 card_error naming the stored failed charge")
+def t_declines():
+    s = main_sim()
+    for tok, (code, dcode) in DECLINES.items():
+        k = fresh()
+        st, h, body = charge(s, k, tok)
+        check(st == 402, "%s: status %d" % (tok, st))
+        e = err_of(body)
+        check(list(e) == ["type", "code", "decline_code", "charge", "message"],
+              "error members %s" % list(e))
+        check(e["type"] == "card_error" and e["code"] == code and
+              e["decline_code"] == dcode, "%s: %s" % (tok, e))
+        check(h["stripe-should-retry"] == "false", "Should-Retry false on 402")
+        st, _, cb = req(s, "GET", "/v1/charges/" + e["charge"])
+        o = json.loads(cb)
+        check(st == 200 and o["status"] == "failed" and not o["paid"] and
+              not o["captured"] and o["amount_captured"] == 0 and
+              o["failure_code"] == code and o["outcome"]["reason"] == dcode and
+              o["outcome"]["type"] == "issuer_declined" and
+              o["outcome"]["network_status"] == "declined_by_network", str(o))
+        kk = sim_key(s, k)
+        check(kk["charges"] == 1 and kk["status"] == 402 and kk["charge"] == e["charge"],
+              str(kk))
+        st2, h2, body2 = charge(s, k, tok)
+        check(st2 == 402 and body2 == body and h2["idempotent-replayed"] == "true",
+              "the 402 replays")
+
+
+@test("idempotent replay: same status and bytes, Idempotent-Replayed true, fresh Request-Id")
+def t_replay():
+    s = main_sim()
+    k = fresh()
+    st1, h1, b1 = charge(s, k, extra=[("metadata[x]", "1"), ("description", "d")])
+    # the same pairs in another order are the same parameters
+    st2, h2, b2 = req(s, "POST", "/v1/charges", key=k, form=[
+        ("description", "d"), ("metadata[x]", "1"), ("source", "tok_visa"),
+        ("currency", "usd"), ("amount", "1999")])
+    check(st1 == st2 == 200, "statuses %d %d" % (st1, st2))
+    check(b1 == b2, "bytes differ:\n%r\n%r" % (b1, b2))
+    check(h1["idempotent-replayed"] == "false" and h2["idempotent-replayed"] == "true",
+          "%s / %s" % (h1.get("idempotent-replayed"), h2.get("idempotent-replayed")))
+    check(h1["idempotency-key"] == k and h2["idempotency-key"] == k, "key echoed")
+    check(h1["request-id"] != h2["request-id"], "Request-Id is fresh")
+    kk = sim_key(s, k)
+    check(kk["deliveries"] == 2 and kk["charges"] == 1, str(kk))
+
+
+@test("same key, other parameters: 400 idempotency_error, nothing new stored")
+def t_idem_error():
+    s = main_sim()
+    k = fresh()
+    charge(s, k)
+    st, h, b = charge(s, k, amount=2000)
+    e = err_of(b)
+    check(st == 400 and e["type"] == "idempotency_error", "%d %s" % (st, b))
+    check("can only be used with the same parameters" in e["message"], e["message"])
+    check(h["stripe-should-retry"] == "false", "Should-Retry false")
+    st, _, _ = charge(s, k, extra=[("metadata[new]", "1")])
+    check(st == 400, "metadata counts in the parameters: %d" % st)
+    kk = sim_key(s, k)
+    check(kk["charges"] == 1 and kk["deliveries"] == 3, str(kk))
+
+
+@test("a delivery while the first is being processed: 409 idempotency_key_in_use")
+def t_in_use():
+    s = Sim("--latency-ms", "700")
+    try:
+        k = fresh()
+        out = {}
+
+        def first():
+            out["first"] = charge(s, k)
+
+        t = threading.Thread(target=first)
+        t.start()
+        time.sleep(0.25)
+        st, h, b = charge(s, k)
+        t.join(10)
+        check(st == 409, "second: %d %s" % (st, b))
+        e = err_of(b)
+        check(e["code"] == "idempotency_key_in_use" and
+              e["type"] == "invalid_request_error", str(e))
+        check(h["stripe-should-retry"] == "true", "Should-Retry true on 409")
+        check(out["first"][0] == 200, "first: %s" % (out["first"],))
+        st3, h3, b3 = charge(s, k)
+        check(st3 == 200 and b3 == out["first"][2] and
+              h3["idempotent-replayed"] == "true", "then the stored answer")
+        kk = sim_key(s, k)
+        check(kk["charges"] == 1 and kk["deliveries"] == 3, str(kk))
+        check(stats(s)["in_use"] == 1, str(stats(s)))
+    finally:
+        check(s.stop() == 0, "exit 0")
+
+
+@test("token chain: the N-th delivery uses the N-th token, the last repeats")
+def t_chain():
+    s = main_sim()
+    k = fresh()
+    src = "tok_providerError|tok_providerError|tok_visa|n42"
+    got = [charge(s, k, src) for _ in range(4)]
+    check([g[0] for g in got] == [500, 500, 200, 200], str([g[0] for g in got]))
+    check(got[3][2] == got[2][2] and got[3][1]["idempotent-replayed"] == "true",
+          "the stored outcome replays")
+    kk = sim_key(s, k)
+    check(kk["deliveries"] == 4 and kk["charges"] == 1, str(kk))
+    k2 = fresh()
+    got = [charge(s, k2, "n1|tok_chargeDeclined|tok_visa")[0] for _ in range(2)]
+    check(got == [402, 402], "a stored decline replays regardless of position: %s" % got)
+    st, _, b = charge(s, fresh(), "n1|n2")
+    check(st == 400 and err_of(b)["param"] == "source", "no token: %d %s" % (st, b))
+
+
+@test("auth: no key, a wrong key, another account's key")
+def t_auth():
+    s = main_sim()
+    st, h, b = charge(s, fresh(), sk=None)
+    check(st == 401 and err_of(b)["type"] == "invalid_request_error", "%d %s" % (st, b))
+    check(h["stripe-should-retry"] == "false", "Should-Retry false on 401")
+    st, _, b = charge(s, fresh(), sk="sk_test_wrongABCD")
+    check(st == 401 and err_of(b)["message"] == "Invalid API Key provided: sk_****ABCD",
+          b.decode())
+    st, _, b = req(s, "GET", "/v1/charges/ch_000000000000000000000000", sk="nope")
+    check(st == 401, "GET needs auth too: %d" % st)
+    k = fresh()
+    st, _, b = charge(s, k, sk=SK2)
+    check(st == 200, "second secret key: %d" % st)
+    cid = json.loads(b)["id"]
+    st, _, _ = req(s, "GET", "/v1/charges/" + cid, sk=SK)
+    check(st == 404, "a charge is per account: %d" % st)
+    st, h, _ = charge(s, k, sk=SK)
+    check(st == 200 and h["idempotent-replayed"] == "false",
+          "keys are per account: the same key under another account is new")
+
+
+@test("validation: 400 invalid_request_error naming the param, never stored")
+def t_validation():
+    s = main_sim()
+    base = [("amount", "1999"), ("currency", "usd"), ("source", "tok_visa")]
+
+    def without(name):
+        return [p for p in base if p[0] != name]
+
+    cases = [
+        (without("amount"), "amount", "parameter_missing"),
+        ([("amount", "abc")] + without("amount"), "amount", "parameter_invalid_integer"),
+        ([("amount", "-5")] + without("amount"), "amount", "parameter_invalid_integer"),
+        ([("amount", "0")] + without("amount"), "amount", "amount_too_small"),
+        ([("amount", "100000000")] + without("amount"), "amount", "amount_too_large"),
+        (without("currency"), "currency", "parameter_missing"),
+        ([("currency", "us")] + without("currency"), "currency", "parameter_invalid"),
+        (without("source"), "source", "parameter_missing"),
+        ([("source", "tok_" + "x" * 252)] + without("source"), "source", "parameter_invalid"),
+        (base + [("foo", "1")], "foo", "parameter_unknown"),
+        (base + [("description", "d" * 1001)], "description", "parameter_invalid"),
+        (base + [("metadata[%s]" % ("n" * 41), "v")], "metadata[%s]" % ("n" * 41),
+         "parameter_invalid"),
+        (base + [("metadata[n]", "v" * 501)], "metadata[n]", "parameter_invalid"),
+    ]
+    for form, param, code in cases:
+        k = fresh()
+        st, h, b = req(s, "POST", "/v1/charges", form=form, key=k)
+        e = err_of(b) if st == 400 else {}
+        check(st == 400 and e.get("param") == param and e.get("code") == code and
+              e.get("type") == "invalid_request_error",
+              "%s: %d %s" % (param, st, b[:200]))
+        check(list(e)[:3] == ["type", "code", "param"], "members %s" % list(e))
+        check(h["stripe-should-retry"] == "false", "Should-Retry false")
+        st, _, _ = charge(s, k)
+        check(st == 200, "%s: a 400 is not stored under the key (then %d)" % (param, st))
+    st, _, b = charge(s, fresh(), extra=[("currency", "eur")])
+    check(st == 400, "a parameter twice: %d" % st)
+    ok = charge(s, fresh(), extra=[("description", "d" * 1000)])[0]
+    check(ok == 200, "description of 1000: %d" % ok)
+    st, _, b = req(s, "POST", "/v1/charges", form=[("amount", "5"), ("currency", "EUR"),
+                                                    ("source", "tok_visa")])
+    check(st == 200 and json.loads(b)["currency"] == "eur", "currency lower-cased")
+
+
+@test("GET /v1/charges/<id>: the created bytes, 404 resource_missing param id")
+def t_get():
+    s = main_sim()
+    st, _, b = charge(s, fresh(), extra=[("description", "caf\u00e9 \"q\"")])
+    cid = json.loads(b)["id"]
+    st, _, g = req(s, "GET", "/v1/charges/" + cid)
+    check(st == 200 and g == b, "%d\n%r\n%r" % (st, g, b))
+    st, h, g = req(s, "GET", "/v1/charges/ch_ffffffffffffffffffffffff")
+    e = err_of(g)
+    check(st == 404 and e["code"] == "resource_missing" and e["param"] == "id", g.decode())
+    check(h["stripe-should-retry"] == "false", "Should-Retry false on 404")
+    st, _, _ = req(s, "GET", "/v1/nothing")
+    check(st == 404, "unknown route: %d" % st)
+
+
+@test("search by metadata: newest first, immediately consistent; other queries 400")
+def t_search():
+    s = main_sim()
+    tag = fresh("order")
+    ids = []
+    for v in (tag, "other-" + tag, tag):
+        st, _, b = charge(s, fresh(), extra=[("metadata[order_id]", v)])
+        ids.append(json.loads(b)["id"])
+    q = urllib.parse.quote("metadata['order_id']:'%s'" % tag)
+    st, _, b = req(s, "GET", "/v1/charges/search?query=" + q)
+    o = json.loads(b)
+    check(st == 200 and o["object"] == "search_result" and not o["has_more"] and
+          o["url"] == "/v1/charges/search", b[:200])
+    check([c["id"] for c in o["data"]] == [ids[2], ids[0]], str([c["id"] for c in o["data"]]))
+    st, _, b = req(s, "GET", "/v1/charges/search?query=" + urllib.parse.quote(
+        "metadata['order_id']:'nothing-%s'" % tag))
+    check(st == 200 and json.loads(b)["data"] == [], "no match: empty data")
+    for bad in ["amount>5", "metadata['a']:'b' AND metadata['c']:'d'", ""]:
+        st, _, b = req(s, "GET", "/v1/charges/search?query=" + urllib.parse.quote(bad))
+        check(st == 400 and err_of(b)["param"] == "query", "%r: %d %s" % (bad, st, b))
+
+
+@test("/_sim/keys: every key seen, with metadata; 404 for an unknown key")
+def t_sim_keys():
+    s = main_sim()
+    k = "a key/with?odd&chars=+%"
+    charge(s, k, "tok_providerError", extra=[("metadata[charge_principal]", "p1")])
+    kk = sim_key(s, k)
+    check(kk is not None and kk["idempotency_key"] == k and kk["deliveries"] == 1 and
+          kk["charges"] == 0 and kk["charge"] is None and kk["status"] is None and
+          kk["metadata"] == {"charge_principal": "p1"}, str(kk))
+    check(sim_key(s, "never-" + fresh()) is None, "an unknown key is 404")
+    keys = json.loads(req(s, "GET", "/_sim/keys", sk=None)[2])["keys"]
+    check(any(x["idempotency_key"] == k for x in keys), "listed in /_sim/keys")
+    check(all(x["charges"] <= 1 for x in keys), "charges per key <= 1")
+    st = stats(s)
+    check(set(st) == {"deliveries", "charges", "keys", "replays", "in_use", "faults"},
+          str(st))
+    check(set(st["faults"]) == {"error", "charged_then_500", "charged_then_close",
+                                "charged_then_reset", "charged_then_late", "reset",
+                                "refuse", "trickle", "rate_limited"}, str(st["faults"]))
+
+
+# --- faults on the wire --------------------------------------------------------
+
+
+def send_raw(s, data, timeout=5):
+    """Sends data; (bytes received until EOF, 'eof' | 'reset' | 'timeout')."""
+    c = s.sock(timeout)
+    c.sendall(data)
+    got = b""
+    try:
+        while True:
+            d = c.recv(65536)
+            if not d:
+                return got, "eof"
+            got += d
+    except ConnectionResetError:
+        return got, "reset"
+    except socket.timeout:
+        return got, "timeout"
+    finally:
+        c.close()
+
+
+@test("tok_providerError and tok_providerRateLimited: 500 / 429, nothing charged")
+def t_error_tokens():
+    s = main_sim()
+    k = fresh()
+    st, h, b = charge(s, k, "tok_providerError")
+    check(st == 500 and err_of(b) == {"type": "api_error",
+                                      "message": "An unknown error occurred"}, b.decode())
+    check(h["stripe-should-retry"] == "true", "Should-Retry true on 500")
+    k2 = fresh()
+    st, h, b = charge(s, k2, "tok_providerRateLimited")
+    check(st == 429 and err_of(b)["code"] == "lock_timeout", b.decode())
+    check(h["stripe-should-retry"] == "true", "Should-Retry true on 429")
+    for kk in (sim_key(s, k), sim_key(s, k2)):
+        check(kk["charges"] == 0 and kk["deliveries"] == 1 and kk["status"] is None, str(kk))
+    st, _, _ = charge(s, k, "tok_providerError")
+    check(st == 500, "a 500 is not stored: the retry executes again (%d)" % st)
+
+
+@test("tok_providerReset: RST after reading, nothing charged")
+def t_reset():
+    s = main_sim()
+    k = fresh()
+    got, how = send_raw(s, raw_post(k, "tok_providerReset"))
+    check(how == "reset" and got == b"", "%s %r" % (how, got[:80]))
+    kk = sim_key(s, k)
+    check(kk["deliveries"] == 1 and kk["charges"] == 0, str(kk))
+
+
+@test("tok_providerChargedThen500: charged and stored, the wire says 500")
+def t_charged_500():
+    s = main_sim()
+    k = fresh()
+    st, _, b = charge(s, k, "tok_providerChargedThen500")
+    check(st == 500 and err_of(b)["type"] == "api_error", b.decode())
+    kk = sim_key(s, k)
+    check(kk["charges"] == 1 and kk["status"] == 200, str(kk))
+    st, h, b = charge(s, k, "tok_providerChargedThen500")
+    check(st == 200 and h["idempotent-replayed"] == "true" and
+          json.loads(b)["id"] == kk["charge"], "the retry replays the charge")
+
+
+@test("tok_providerChargedThenClose: charged, FIN without an answer")
+def t_charged_close():
+    s = main_sim()
+    k = fresh()
+    got, how = send_raw(s, raw_post(k, "tok_providerChargedThenClose"))
+    check(how == "eof" and got == b"", "%s %r" % (how, got[:80]))
+    kk = sim_key(s, k)
+    check(kk["charges"] == 1 and kk["status"] == 200, str(kk))
+    st, h, _ = charge(s, k, "tok_providerChargedThenClose")
+    check(st == 200 and h["idempotent-replayed"] == "true", "replayed: %d" % st)
+
+
+@test("tok_providerChargedThenReset: charged, RST without an answer")
+def t_charged_reset():
+    s = main_sim()
+    k = fresh()
+    got, how = send_raw(s, raw_post(k, "tok_providerChargedThenReset"))
+    check(how == "reset" and got == b"", "%s %r" % (how, got[:80]))
+    kk = sim_key(s, k)
+    check(kk["charges"] == 1 and kk["status"] == 200, str(kk))
+
+
+@test("tok_providerChargedThenLate / tok_providerTimeout: charged at once, answer after --late-ms, 409 meanwhile")
+def t_late():
+    s = main_sim()   # --late-ms 1500
+    for tok in ("tok_providerChargedThenLate", "tok_providerTimeout"):
+        k = fresh()
+        c = s.sock(timeout=0.6)
+        t0 = time.monotonic()
+        c.sendall(raw_post(k, tok))
+        try:
+            early = c.recv(100)
+        except socket.timeout:
+            early = None
+        check(early is None, "%s: nothing before --late-ms (%r)" % (tok, early))
+        kk = sim_key(s, k)
+        check(kk["charges"] == 1 and kk["status"] == 200, "charged at once: %s" % kk)
+        st, h, b = charge(s, k, tok)
+        check(st == 409 and h["stripe-should-retry"] == "true", "meanwhile: %d" % st)
+        c.settimeout(5)
+        got = b""
+        while b"\r\n\r\n" not in got or not got.endswith(b"}"):
+            d = c.recv(65536)
+            if not d:
+                break
+            got += d
+        dt = time.monotonic() - t0
+        c.close()
+        check(got.startswith(b"HTTP/1.1 200 ") and 1.3 <= dt < 4, "%s: %.2fs %r" % (tok, dt, got[:40]))
+        check(json.loads(got.split(b"\r\n\r\n", 1)[1])["id"] == kk["charge"], "the charge")
+
+
+@test("tok_providerSlow: charged, the answer trickles one byte per --trickle-ms")
+def t_trickle():
+    s = main_sim()   # --trickle-ms 5
+    k = fresh()
+    c = s.sock(timeout=10)
+    t0 = time.monotonic()
+    c.sendall(raw_post(k, "tok_providerSlow"))
+    chunks = []
+    got = b""
+    while True:
+        d = c.recv(65536)
+        if not d:
+            break
+        chunks.append(d)
+        got += d
+        if b"\r\n\r\n" in got:
+            head, body = got.split(b"\r\n\r\n", 1)
+            m = re.search(rb"Content-Length: (\d+)", head)
+            if m and len(body) >= int(m.group(1)):
+                break
+    dt = time.monotonic() - t0
+    c.close()
+    check(got.startswith(b"HTTP/1.1 200 "), repr(got[:40]))
+    check(len(chunks) > len(got) / 4, "%d chunks for %d bytes" % (len(chunks), len(got)))
+    check(dt >= len(got) * 0.005 * 0.8, "%.2fs for %d bytes" % (dt, len(got)))
+    diag("%d bytes in %d chunks, %.2fs" % (len(got), len(chunks), dt))
+    kk = sim_key(s, k)
+    check(kk["charges"] == 1, str(kk))
+
+
+def statuses_with_seed(seed, n=60):
+    s = Sim("--seed", str(seed), "--fault-rate", "error=0.25",
+            "--fault-rate", "charged_then_500=0.15", "--fault-rate", "rate_limited=0.1")
+    try:
+        out = [charge(s, "seed-%d" % i)[0] for i in range(n)]
+        return out, stats(s)
+    finally:
+        check(s.stop() == 0, "exit 0")
+
+
+@test("rate faults: deterministic with --seed, counted in /_sim/stats")
+def t_rates():
+    a, sa = statuses_with_seed(7)
+    b, sb = statuses_with_seed(7)
+    c, _ = statuses_with_seed(8)
+    check(a == b, "same seed, same sequence:\n%s\n%s" % (a, b))
+    check(a != c, "another seed, another sequence")
+    f = sa["faults"]
+    check(a.count(500) == f["error"] + f["charged_then_500"] and
+          a.count(429) == f["rate_limited"], "%s %s" % (a, f))
+    check(f["error"] > 0 and f["charged_then_500"] > 0 and a.count(200) > 0, str(f))
+    check(sa["charges"] == a.count(200) + f["charged_then_500"], str(sa))
+    diag("seed 7: %d x 200, %d x 500, %d x 429" % (a.count(200), a.count(500), a.count(429)))
+
+
+@test("rate fault refuse: a new connection is reset before anything is read")
+def t_refuse():
+    s = Sim("--fault-rate", "refuse=1")
+    try:
+        got, how = send_raw(s, raw_post(fresh(), "tok_visa"))
+        check(how == "reset" and got == b"", "%s %r" % (how, got))
+    finally:
+        check(s.stop() == 0, "exit 0")
+
+
+@test("many concurrent deliveries on one key: exactly one charge")
+def t_concurrent():
+    s = Sim("--latency-ms", "20")
+    try:
+        k = fresh()
+        results = []
+        lock = threading.Lock()
+
+        def worker():
+            c = s.conn()
+            for _ in range(5):
+                r = charge(s, k, conn=c)
+                with lock:
+                    results.append(r)
+            c.close()
+
+        ts = [threading.Thread(target=worker) for _ in range(24)]
+        for t in ts:
+            t.start()
+        for t in ts:
+            t.join(60)
+        sts = [r[0] for r in results]
+        check(len(sts) == 120 and set(sts) <= {200, 409}, str(sorted(set(sts))))
+        bodies = {r[2] for r in results if r[0] == 200}
+        check(len(bodies) == 1, "every 200 is the same charge: %d bodies" % len(bodies))
+        kk = sim_key(s, k)
+        check(kk["charges"] == 1 and kk["deliveries"] == 120, str(kk))
+        check(stats(s)["charges"] == 1, str(stats(s)))
+        diag("%d x 200, %d x 409" % (sts.count(200), sts.count(409)))
+    finally:
+        check(s.stop() == 0, "exit 0")
+
+
+# --- limits ------------------------------------------------------------------------
+
+
+@test("limits: Idempotency-Key 255/256, empty; body 64 KiB; metadata 50/51 pairs; headers")
+def t_limits():
+    s = main_sim()
+    st, h, _ = charge(s, "k" * 255)
+    check(st == 200 and h["idempotency-key"] == "k" * 255, "255: %d" % st)
+    st, _, b = charge(s, "k" * 256)
+    check(st == 400 and err_of(b)["param"] == "Idempotency-Key", "256: %d %s" % (st, b))
+    st, _, b = charge(s, "")
+    check(st == 400 and err_of(b)["param"] == "Idempotency-Key", "empty: %d %s" % (st, b))
+    st, _, b = charge(s, "k" * 600)
+    check(st == 400, "600: %d" % st)
+    core = b"amount=1999&currency=usd&source=tok_visa&"
+    body = core + b"&" * (65536 - len(core))
+    st, _, b = req(s, "POST", "/v1/charges", raw=body, key=fresh())
+    check(st == 200, "a body of 65536 bytes: %d %s" % (st, b[:100]))
+    st, _, b = req(s, "POST", "/v1/charges", raw=body + b"&", key=fresh())
+    check(st == 413, "65537 bytes: %d" % st)
+    meta = [("metadata[m%02d]" % i, "v" * 500) for i in range(50)]
+    st, _, b = charge(s, fresh(), extra=meta)
+    check(st == 200 and len(json.loads(b)["metadata"]) == 50, "50 pairs: %d" % st)
+    st, _, b = charge(s, fresh(), extra=meta + [("metadata[x]", "1")])
+    check(st == 400 and err_of(b)["param"] == "metadata", "51 pairs: %d %s" % (st, b))
+    st, _, _ = charge(s, fresh(), extra=[("metadata[%s]" % ("n" * 40), "v")])
+    check(st == 200, "a 40-character name: %d" % st)
+    st, _, _ = charge(s, fresh(), headers={"X-Big": "x" * 17000})
+    check(st == 431, "17000 bytes of header: %d" % st)
+    st, _, _ = req(s, "GET", "/v1/charges/" + "x" * 9000)
+    check(st == 414, "a 9000-byte target: %d" % st)
+
+
+@test("keep-alive and pipelining: answers in order on one connection")
+def t_keepalive():
+    s = main_sim()
+    c = s.conn()
+    for _ in range(3):
+        st, _, _ = charge(s, fresh(), conn=c)
+        check(st == 200, "kept-alive: %d" % st)
+    c.close()
+    k1, k2 = fresh(), fresh()
+    got, how = send_raw(s, raw_post(k1, "tok_visa") + raw_post(k2, "tok_chargeDeclined") +
+                        b"GET /_sim/keys/" + k2.encode() +
+                        b" HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+    heads = re.findall(rb"HTTP/1\.1 (\d+) ", got)
+    check(heads == [b"200", b"402", b"200"] and how == "eof", "%s %s" % (heads, how))
+
+
+@test("--max-connections: a connection over the bound is closed")
+def t_max_conn():
+    s = Sim("--max-connections", "2")
+    try:
+        a, b = s.sock(), s.sock()
+        time.sleep(0.1)
+        got, how = send_raw(s, raw_post(fresh(), "tok_visa"))
+        check(got == b"" and how in ("eof", "reset"), "third: %s %r" % (how, got[:40]))
+        a.close()
+        b.close()
+        time.sleep(0.2)
+        check(charge(s, fresh())[0] == 200, "then again accepted")
+    finally:
+        check(s.stop() == 0, "exit 0")
+
+
+# --- durability ------------------------------------------------------------------
+
+
+@test("durability: kill -9, a torn last line, restart: charges, answers and counts survive")
+def t_durability():
+    s = Sim("--fsync", "batch")
+    data = s.data
+    k1, k2, k3 = fresh(), fresh(), fresh()
+    _, _, b1 = charge(s, k1, extra=[("metadata[o]", "1")])
+    _, _, b2 = charge(s, k2, "tok_chargeDeclinedExpiredCard")
+    charge(s, k3, "tok_providerError|tok_visa")
+    _, _, bn = charge(s, None)
+    before = {k: sim_key(s, k) for k in (k1, k2, k3)}
+    st_before = stats(s)
+    s.kill9()
+    with open(data, "ab") as f:
+        f.write(b"C\t1795000000\t0000")    # torn: no newline
+    s2 = Sim("--fsync", "batch", data=data)
+    try:
+        after = {k: sim_key(s2, k) for k in (k1, k2, k3)}
+        check(after == before, "keys:\n%s\n%s" % (before, after))
+        st = stats(s2)
+        check(st["deliveries"] == st_before["deliveries"] and
+              st["charges"] == st_before["charges"] and st["keys"] == st_before["keys"],
+              "%s\n%s" % (st_before, st))
+        st, h, r1 = charge(s2, k1, extra=[("metadata[o]", "1")])
+        check(st == 200 and r1 == b1 and h["idempotent-replayed"] == "true", "replay of k1")
+        st, _, r2 = charge(s2, k2, "tok_chargeDeclinedExpiredCard")
+        check(st == 402 and r2 == b2, "replay of the 402")
+        st, _, r3 = charge(s2, k3, "tok_providerError|tok_visa")
+        check(st == 200, "the chain continues at its 2nd delivery: %d" % st)
+        cid = json.loads(bn)["id"]
+        st, _, g = req(s2, "GET", "/v1/charges/" + cid)
+        check(st == 200 and g == bn, "a key-less charge survives")
+        with open(data, "rb") as f:
+            content = f.read()
+        check(content.endswith(b"\n") and b"\t0000C" not in content and
+              b"C\t1795000000\t0000\n" not in content, "the torn line was cut")
+        check(sim_key(s2, k3)["deliveries"] == 2, str(sim_key(s2, k3)))
+    finally:
+        check(s2.stop() == 0, "exit 0")
+    s3 = Sim(data=data)
+    try:
+        check(sim_key(s3, k3)["deliveries"] == 2 and sim_key(s3, k3)["charges"] == 1,
+              "after a clean stop too")
+    finally:
+        check(s3.stop() == 0, "exit 0")
+
+
+@test("--retention-s: expired keys are pruned at start")
+def t_retention():
+    s = Sim()
+    data = s.data
+    k = fresh()
+    charge(s, k)
+    check(s.stop() == 0, "exit 0")
+    time.sleep(2.2)
+    s2 = Sim("--retention-s", "1", data=data)
+    try:
+        check(sim_key(s2, k) is None, "the key is gone")
+        check(stats(s2)["keys"] == 0, str(stats(s2)))
+    finally:
+        check(s2.stop() == 0, "exit 0")
+
+
+@test("command line: --help, --version, bad options exit 2; SIGTERM exits 0")
+def t_cli():
+    r = subprocess.run([BIN, "--help"], capture_output=True, timeout=10)
+    check(r.returncode == 0 and b"--fault-rate" in r.stdout, "--help")
+    r = subprocess.run([BIN, "--version"], capture_output=True, timeout=10)
+    check(r.returncode == 0 and r.stdout.startswith(b"charge-provider-sim "), "--version")
+    for bad in (["--fault-rate", "nope=1"], ["--fault-rate", "error=2"],
+                ["--fsync", "sometimes"], ["--latency-p50-ms", "5"], []):
+        r = subprocess.run([BIN, "--listen", "127.0.0.1:0",
+                            "--data", os.path.join(TMP, "cli.log")] + bad
+                           if bad else [BIN], capture_output=True, timeout=10)
+        check(r.returncode == 2, "%s: exit %d" % (bad, r.returncode))
+    s = Sim()
+    charge(s, fresh())
+    check(s.stop() == 0, "SIGTERM: exit 0")
+
+
+def main():
+    try:
+        return run(only_env="SIM_ONLY")
+    finally:
+        if MAIN[0] is not None:
+            rc = MAIN[0].stop()
+            print(("ok" if rc == 0 else "not ok") +
+                  " - the main simulator exits 0 on SIGTERM (%s)" % rc)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
