@@ -698,6 +698,41 @@ class Bench:
                 SIM_BINARY, st, stats))
         return stats
 
+    def sim_capacity(self, conns, duration):
+        """wrk straight at the simulator (bench/sim_post.lua: fresh charges,
+        one wrk thread): what it answers alone, single-threaded, and its
+        CPU per request then."""
+        if self.sim['transport'] != 'tcp':
+            raise BenchError('sim_capacity: wrk needs a TCP simulator')
+        argv = ['wrk', '-t', '1', '-c', str(conns), '-d', '%gs' % duration,
+                '--timeout', '10s', '-s', os.path.join(BENCH, 'sim_post.lua'),
+                'http://%s/' % self.sim['listen']]
+        s0, c0, t0 = self.sim_stats(), proc_cpu_ticks(self.sim['pid']), time.monotonic()
+        r = subprocess.run(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                           text=True, timeout=duration + 60)
+        time.sleep(0.3)
+        ticks = proc_cpu_ticks(self.sim['pid']) - c0
+        wall = time.monotonic() - t0
+        d = sim_delta(s0, self.sim_stats())
+        m = re.search(r'^\s*(\d+) requests in ([\d.]+)(m?s)', r.stdout, re.M)
+        if r.returncode != 0 or not m:
+            raise BenchError('wrk at the simulator failed: ' + r.stdout.strip()[-400:])
+        n = int(m.group(1))
+        secs = float(m.group(2)) * (1e-3 if m.group(3) == 'ms' else 1)
+        bad = re.search(r'Non-2xx or 3xx responses: (\d+)', r.stdout)
+        bad = int(bad.group(1)) if bad else 0
+        res = {'conns': conns, 'duration_s': duration, 'wrk_argv': argv,
+               'requests': n, 'rps': n / secs if secs else 0, 'non_2xx': bad,
+               'deliveries': d['deliveries'], 'charges': d['charges'],
+               'cpu_us': ticks * 1e6 / CLK_TCK / n if n else None,
+               'core_pct': 100.0 * ticks / CLK_TCK / wall if wall else None}
+        log('simulator alone (wrk -t1 -c%d, bench/sim_post.lua): %.0f req/s, %.1f us CPU '
+            'per request, %.0f %% of a core, %d non-2xx' % (
+                conns, res['rps'], res['cpu_us'] or 0, res['core_pct'] or 0, bad))
+        if bad or n == 0:
+            raise BenchError('the simulator alone: %d requests, %d non-2xx' % (n, bad))
+        return res
+
     def stop_sim(self):
         """SIGTERM the simulator (it flushes its store and exits 0)."""
         if self.sim is None:
@@ -1869,6 +1904,11 @@ def main(argv):
                     results['sweep']['rss'], '%dx%d' % (procs, threads))
                 bench.stop_lighttpd()
             phases['sweep'] = round(time.time() - t0, 1)
+        if bench.sim is not None:
+            # what the simulator answers alone, the same connections as the
+            # largest count of the runs, after them (its store as full)
+            results['sim_capacity'] = bench.sim_capacity(
+                max(args.conns), args.duration)
         if args.concurrency:
             t0 = time.time()
             results['concurrency'] = concurrency(bench, args)

@@ -277,7 +277,7 @@ def sim_headroom(r):
     return 1e6 / u / r['rps'] if u and r['rps'] else None
 
 
-def http_targets(d, rows, why):
+def http_targets(d, rows, why, cap):
     """Issue 22 at latency 0: CPU per fresh charge with the HTTP provider
     against the in-process one (responder + lighttpd + Redis, the
     simulator apart), and the simulator's headroom."""
@@ -334,6 +334,22 @@ def http_targets(d, rows, why):
     if parts and not ok:
         why.append('- the simulator: %s; less than %.0f × means it can slow the '
                    'responder down.' % ('; '.join(parts), TARGET_SIM_HEADROOM))
+    if cap:
+        best = max([med(d.vals('fresh_http', c, lambda r: r['rps'])) or 0
+                    for c in d.conns] or [0])
+        x = cap['rps'] / best if best else None
+        rows.append(('the simulator alone (wrk straight at it, %d connections) answers '
+                     '≥ %.0f × the most req/s of fresh (HTTP)' % (
+                         cap['conns'], TARGET_SIM_HEADROOM),
+                     '%s req/s at %.0f %% of a core (%.1f µs CPU per request) = %s × %s '
+                     'req/s' % (f_rps(cap['rps']), cap.get('core_pct') or 0,
+                                cap.get('cpu_us') or 0, 'n/a' if x is None else
+                                '%.2f' % x, f_rps(best)),
+                     verdict(x is not None and x >= TARGET_SIM_HEADROOM)))
+        if x is not None and x < TARGET_SIM_HEADROOM:
+            why.append('- the simulator alone answers %.2f × what the responder sent it '
+                       '(wrk shares the cores with it: on a 2-core machine this bounds '
+                       'it from below).' % x)
 
 
 def targets(res, d, lines):
@@ -431,7 +447,7 @@ def targets(res, d, lines):
             if not ok:
                 why.append('- %s: commands per run deviate: %s' % (s, deltas))
 
-        http_targets(d, rows, why)
+        http_targets(d, rows, why, res.get('sim_capacity'))
 
     rss = res.get('rss') or []
     if rss:
