@@ -700,11 +700,12 @@ class Bench:
 
     def sim_capacity(self, conns, duration):
         """wrk straight at the simulator (bench/sim_post.lua: fresh charges,
-        one wrk thread): what it answers alone, single-threaded, and its
-        CPU per request then."""
+        --wrk-threads threads): what it answers alone on its one thread
+        (a lower bound: wrk shares the cores), and its CPU per request."""
         if self.sim['transport'] != 'tcp':
             raise BenchError('sim_capacity: wrk needs a TCP simulator')
-        argv = ['wrk', '-t', '1', '-c', str(conns), '-d', '%gs' % duration,
+        argv = ['wrk', '-t', str(max(1, min(self.args.wrk_threads, conns))),
+                '-c', str(conns), '-d', '%gs' % duration,
                 '--timeout', '10s', '-s', os.path.join(BENCH, 'sim_post.lua'),
                 'http://%s/' % self.sim['listen']]
         s0, c0, t0 = self.sim_stats(), proc_cpu_ticks(self.sim['pid']), time.monotonic()
@@ -726,7 +727,7 @@ class Bench:
                'deliveries': d['deliveries'], 'charges': d['charges'],
                'cpu_us': ticks * 1e6 / CLK_TCK / n if n else None,
                'core_pct': 100.0 * ticks / CLK_TCK / wall if wall else None}
-        log('simulator alone (wrk -t1 -c%d, bench/sim_post.lua): %.0f req/s, %.1f us CPU '
+        log('simulator alone (wrk -c%d, bench/sim_post.lua): %.0f req/s, %.1f us CPU '
             'per request, %.0f %% of a core, %d non-2xx' % (
                 conns, res['rps'], res['cpu_us'] or 0, res['core_pct'] or 0, bad))
         if bad or n == 0:
