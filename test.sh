@@ -104,9 +104,17 @@ suite_unit_asan() {
 	done
 }
 
-# The shape of the code: includes follow the module map of src/LAYERS.
+# The shape of the code: includes and calls (the undefined symbols of
+# build/'s objects) follow the module map of src/LAYERS, and the checker
+# fails on planted faults (tests/structure/run.sh).
 suite_structure() {
-	python3 tools/check-layers.py src
+	python3 tools/check-map.py --stats src build
+	tests/structure/run.sh | grep -vE '^1\.\.'
+	# one message, one literal; the pending files are being rewritten by
+	# their owners (issue 23): drop each from the list once joined
+	python3 tools/check-literals.py src --pending src/charge src/cluster.c \
+		src/conn src/loop.c src/redis
+	python3 tools/check-literals.py sim    # charge-provider-sim
 	if git grep -nE '^(<<<<<<<|>>>>>>>) ' -- . >/dev/null 2>&1; then
 		echo "not ok - no merge conflict markers in tracked files"
 		git grep -nE '^(<<<<<<<|>>>>>>>) ' -- . | sed 's/^/# /'

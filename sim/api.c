@@ -867,9 +867,9 @@ sim_keys(struct sim_api *api, struct sim_exchange_data *x, const char *enc,
 {
 	struct sim_buf *b = &x->body_out;
 	struct sim_buf k = { 0 };
-	struct sim_form f;
 	struct sim_key *key = NULL;
 	size_t i;
+	long kl;
 	bool first = true;
 
 	b->len = 0;
@@ -888,16 +888,10 @@ sim_keys(struct sim_api *api, struct sim_exchange_data *x, const char *enc,
 	}
 	/* the key is one path segment: %XX-decoded ('+' stays a plus) */
 	sim_buf_reserve(&k, n);
-	for (i = 0; i < n; i++)
-		if (enc[i] == '+' || enc[i] == '&' || enc[i] == '=')
-			break;
-	if (i == n && sim_form_decode(enc, n, k.p, &f) == SIM_FORM_OK &&
-	    f.n == 1) {
-		for (i = 0; i < api->cfg->n_secrets && key == NULL; i++)
-			key =
-			    sim_store_key_find(api->store, api->cfg->scopes[i],
-			        f.pairs[0].name, f.pairs[0].name_len);
-	}
+	kl = sim_pct_decode(enc, n, k.p);
+	for (i = 0; kl > 0 && i < api->cfg->n_secrets && key == NULL; i++)
+		key = sim_store_key_find(api->store, api->cfg->scopes[i], k.p,
+		    (size_t)kl);
 	sim_buf_free(&k);
 	if (key == NULL) {
 		answer_error(x, 404, "invalid_request_error",

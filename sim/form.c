@@ -46,6 +46,30 @@ decode_component(const char *s, size_t n, char *dst)
 	return o;
 }
 
+long
+sim_pct_decode(const char *src, size_t n, char *dst)
+{
+	size_t i;
+	long o = 0;
+	int hi, lo;
+
+	for (i = 0; i < n; i++) {
+		if (src[i] != '%') {
+			dst[o++] = src[i];
+			continue;
+		}
+		if (i + 2 >= n)
+			return -1;
+		hi = hexval((unsigned char)src[i + 1]);
+		lo = hexval((unsigned char)src[i + 2]);
+		if (hi < 0 || lo < 0)
+			return -1;
+		dst[o++] = (char)(hi << 4 | lo);
+		i += 2;
+	}
+	return o;
+}
+
 enum sim_form_status
 sim_form_decode(const char *src, size_t len, char *dst, struct sim_form *f)
 {

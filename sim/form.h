@@ -38,6 +38,12 @@ enum sim_form_status {
 enum sim_form_status sim_form_decode(const char *src, size_t len, char *dst,
     struct sim_form *f);
 
+/*
+ * Decodes the %XX escapes of src[0..n) into dst (at least n bytes), '+'
+ * staying a plus (a URL path segment). The length, or -1 on a bad escape.
+ */
+long sim_pct_decode(const char *src, size_t n, char *dst);
+
 /* Sorts the pairs by name, then value (bytewise). */
 void sim_form_sort(struct sim_form *f);
 

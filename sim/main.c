@@ -7,6 +7,7 @@
 #include <errno.h>
 #include <getopt.h>
 #include <limits.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -245,6 +246,12 @@ main(int argc, char **argv)
 		fprintf(stderr,
 		    "charge-provider-sim: the --fault-rate probabilities (refuse aside) add up to more than 1\n");
 		return EXIT_USAGE;
+	}
+	/* a write to a connection the client has reset is an error to handle
+	 * (EPIPE), not a reason to die */
+	if (signal(SIGPIPE, SIG_IGN) == SIG_ERR) {
+		perror("charge-provider-sim: signal");
+		return 1;
 	}
 	if (acfg.n_secrets == 0)
 		acfg.secrets[acfg.n_secrets++] = SIM_DEFAULT_SECRET_KEY;

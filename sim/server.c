@@ -630,6 +630,12 @@ on_read(uv_stream_t *s, ssize_t n, const uv_buf_t *buf)
 {
 	struct sim_conn *c = s->data;
 
+	if (n == UV_EOF && c->busy) {
+		/* a half-closed client still gets its answer, then the close */
+		c->keep_alive = false;
+		uv_read_stop(s);
+		return;
+	}
 	if (n < 0) {
 		conn_close(c);
 		return;

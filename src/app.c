@@ -162,8 +162,7 @@ app_handle(struct exchange *x)
 		return;
 	}
 	response_problem(&x->resp, PROB_NOT_FOUND,
-	    "No such resource. The API serves POST /charge, "
-	    "GET /charge/keys/<idempotency-key>, GET /healthz and GET /metrics.",
+	    "No such resource. The API serves POST /charge, GET /charge/keys/<idempotency-key>, GET /healthz and GET /metrics.",
 	    NULL);
 	exchange_finish(x);
 }

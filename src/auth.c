@@ -55,8 +55,7 @@ auth_parse_line(const char *p, size_t n, struct auth_entry *e, char *why,
 	for (h = 0; h < plen; h++)
 		if (!auth_is_principal_char(p[h])) {
 			util_err(why, whylen,
-			    "principal may only contain "
-			    "A-Z a-z 0-9 _ -");
+			    "principal may only contain A-Z a-z 0-9 _ -");
 			return -1;
 		}
 	memcpy(e->principal, p, plen);
@@ -74,8 +73,7 @@ auth_parse_line(const char *p, size_t n, struct auth_entry *e, char *why,
 	}
 	if (h < AUTH_HASH_LEN || (i < n && !util_is_space(p[i]))) {
 		util_err(why, whylen,
-		    "expected %d hex digits (the SHA-256 of "
-		    "the API key) after the principal",
+		    "expected %d hex digits (the SHA-256 of the API key) after the principal",
 		    2 * AUTH_HASH_LEN);
 		return -1;
 	}
@@ -124,16 +122,14 @@ auth_parse_named(struct auth_table *t, const char *name, const char *text,
 				if (strcmp(entries[j].principal,
 				        entries[n].principal) == 0) {
 					util_err(why, sizeof(why),
-					    "duplicate "
-					    "principal '%s'",
+					    "duplicate principal '%s'",
 					    entries[n].principal);
 					break;
 				}
 				if (memcmp(entries[j].hash, entries[n].hash,
 				        AUTH_HASH_LEN) == 0) {
 					util_err(why, sizeof(why),
-					    "the same "
-					    "key is already listed for '%s'",
+					    "the same key is already listed for '%s'",
 					    entries[j].principal);
 					break;
 				}

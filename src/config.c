@@ -208,9 +208,8 @@ cfg_check_num(const struct cfg_row *r, long v, int over, char *why,
 	if (v < r->min) {
 		if (over)
 			util_err(why, whylen,
-			    "%s: value is below the minimum "
-			    "%ld",
-			    r->name, r->min);
+			    "%s: value is below the minimum %ld", r->name,
+			    r->min);
 		else
 			util_err(why, whylen,
 			    "%s: %ld is below the minimum %ld", r->name, v,
@@ -220,9 +219,8 @@ cfg_check_num(const struct cfg_row *r, long v, int over, char *why,
 	if (v > r->max) {
 		if (over)
 			util_err(why, whylen,
-			    "%s: value is above the maximum "
-			    "%ld",
-			    r->name, r->max);
+			    "%s: value is above the maximum %ld", r->name,
+			    r->max);
 		else
 			util_err(why, whylen,
 			    "%s: %ld is above the maximum %ld", r->name, v,
@@ -244,9 +242,7 @@ cfg_check_chars(const struct cfg_row *r, const char *v, size_t n, char *why,
 
 		if (ch < 0x20 || ch == 0x7f) {
 			util_err(why, whylen,
-			    "%s: contains a control "
-			    "character",
-			    r->name);
+			    "%s: contains a control character", r->name);
 			return -1;
 		}
 		if ((r->flags & CFG_F_TOKEN) && ch == ' ') {
@@ -267,9 +263,8 @@ cfg_check_len(const struct cfg_row *r, size_t n, char *why, size_t whylen)
 	}
 	if (n > (size_t)r->max || n >= r->size) {
 		util_err(why, whylen,
-		    "%s: %zu bytes is more than the "
-		    "maximum %ld",
-		    r->name, n, r->max);
+		    "%s: %zu bytes is more than the maximum %ld", r->name, n,
+		    r->max);
 		return -1;
 	}
 	return 0;
@@ -318,9 +313,7 @@ cfg_set(struct config *c, const struct cfg_row *r, const char *v, size_t n,
 		if (over < 0) {
 			(void)log_escape(echo, sizeof(echo), v, n);
 			util_err(why, whylen,
-			    "%s: '%s' is not a decimal "
-			    "integer",
-			    r->name, echo);
+			    "%s: '%s' is not a decimal integer", r->name, echo);
 			return -1;
 		}
 		if (cfg_check_num(r, num, over, why, whylen) != 0)
@@ -340,8 +333,7 @@ cfg_set(struct config *c, const struct cfg_row *r, const char *v, size_t n,
 		if (lvl < 0) {
 			(void)log_escape(echo, sizeof(echo), v, n);
 			util_err(why, whylen,
-			    "%s: '%s' is not one of error, "
-			    "warn, info, debug",
+			    "%s: '%s' is not one of error, warn, info, debug",
 			    r->name, echo);
 			return -1;
 		}
@@ -356,9 +348,8 @@ cfg_set(struct config *c, const struct cfg_row *r, const char *v, size_t n,
 		return -1;
 	if (n >= sizeof(buf)) {
 		util_err(why, whylen,
-		    "%s: %zu bytes is more than the "
-		    "maximum %ld",
-		    r->name, n, r->max);
+		    "%s: %zu bytes is more than the maximum %ld", r->name, n,
+		    r->max);
 		return -1;
 	}
 	memcpy(buf, v, n);
@@ -373,8 +364,7 @@ cfg_set(struct config *c, const struct cfg_row *r, const char *v, size_t n,
 		}
 		if (cfg_path_resolve(c->conf_dir, buf, res, sizeof(res)) != 0) {
 			util_err(why, whylen,
-			    "%s: resolved path is longer than "
-			    "%ld bytes",
+			    "%s: resolved path is longer than %ld bytes",
 			    r->name, r->max);
 			return -1;
 		}
@@ -393,8 +383,7 @@ cfg_set(struct config *c, const struct cfg_row *r, const char *v, size_t n,
 		        0 ||
 		    res[0] != '/' || strlen(res) + 7 >= sizeof(buf)) {
 			util_err(why, whylen,
-			    "%s: cannot resolve the socket "
-			    "path against %s",
+			    "%s: cannot resolve the socket path against %s",
 			    r->name, c->conf_dir);
 			return -1;
 		}
@@ -477,8 +466,7 @@ config_validate(const struct config *c, char *errstr, size_t errlen)
 	    (long long)c->provider_timeout_ms + c->provider_latency_ms;
 	if (lock_ms <= provider_ms) {
 		util_err(errstr, errlen,
-		    "lock_ttl_s: %d s must exceed "
-		    "provider_timeout_ms + provider_latency_ms (%lld ms)",
+		    "lock_ttl_s: %d s must exceed provider_timeout_ms + provider_latency_ms (%lld ms)",
 		    c->lock_ttl_s, provider_ms);
 		return -1;
 	}

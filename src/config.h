@@ -37,7 +37,7 @@ struct config {
 	    metrics_file[PATH_MAX_LEN]; /* "" or "none": per-process counters */
 	int log_level;                  /* enum log_level */
 	int threads;          /* event loops (threads) per process; 0: cores */
-	int io_threads;       /* the worker pool for spill files */
+	int io_threads;       /* the I/O thread pool for spill files */
 	int max_inflight;     /* requests in progress per process */
 	int drain_timeout_ms; /* after SIGTERM, for requests in progress */
 	int request_timeout_ms; /* reading params and body */

@@ -183,8 +183,7 @@ cfg_env_unknown(char *const *envp, char *errstr, size_t errlen)
 			    shown, best);
 		else
 			util_err(errstr, errlen,
-			    "%s: not a configuration key (charge --check-config "
-			    "lists them)",
+			    "%s: not a configuration key (charge --check-config lists them)",
 			    shown);
 		return -1;
 	}

@@ -136,11 +136,15 @@ idem_key_parse(const char *value, char out[IDEM_KEY_MAX + 1], size_t *outlen)
 		return KEY_OK;
 	}
 
+	/*
+	 * A comma in a bare key is where a hop joined two fields (RFC 9110
+	 * 5.3), and an sf-item holds no bare comma: only a quoted key has one.
+	 */
 	n = (size_t)(end - s);
 	if (n > IDEM_KEY_MAX)
 		return KEY_INVALID;
 	for (size_t i = 0; i < n; i++)
-		if (!is_vchar((unsigned char)s[i]))
+		if (!is_vchar((unsigned char)s[i]) || s[i] == ',')
 			return KEY_INVALID;
 	memcpy(out, s, n);
 	out[n] = '\0';

@@ -13,8 +13,9 @@ enum key_status { KEY_OK, KEY_MISSING, KEY_INVALID };
 
 /*
  * Idempotency-Key: 1-255 visible ASCII (0x21-0x7E), bare or as a
- * Structured-Field string ("abc" names the same key as abc). Leading and
- * trailing spaces/tabs are ignored. On KEY_OK out holds the key.
+ * Structured-Field string ("abc" names the same key as abc). A bare key
+ * holds no comma (two fields joined by a hop); a quoted one may. Leading
+ * and trailing spaces/tabs are ignored. On KEY_OK out holds the key.
  */
 enum key_status idem_key_parse(const char *value, char out[IDEM_KEY_MAX + 1],
     size_t *outlen);

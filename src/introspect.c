@@ -100,18 +100,14 @@ on_lookup_reply(struct idem_result *res, void *arg)
 		break;
 	case IDEM_ABSENT:
 		response_problem(resp, PROB_KEY_NOT_FOUND,
-		    "No live record "
-		    "exists for this Idempotency-Key.",
-		    NULL);
+		    "No live record exists for this Idempotency-Key.", NULL);
 		break;
 	default:
 		metrics_inc(MC_REDIS_ERRORS);
 		log_warn(x->req.request_id, "idempotency store unavailable: %s",
 		    res->errstr != NULL ? res->errstr : "?");
 		response_problem(resp, PROB_UNAVAILABLE,
-		    "The idempotency store "
-		    "is unavailable. Retry later.",
-		    NULL);
+		    "The idempotency store is unavailable. Retry later.", NULL);
 		(void)response_header(resp, "Retry-After", "%d",
 		    RETRY_AFTER_UNAVAILABLE_S);
 		break;
@@ -145,10 +141,7 @@ introspect_handle(struct exchange *x, const char *seg)
 	if (idem_key_from_path(seg, lk->key, &lk->keylen) != KEY_OK) {
 		/* an empty key too: there is no list of keys to show */
 		response_problem(resp, PROB_INVALID_KEY,
-		    "Name the key as "
-		    "GET /charge/keys/<idempotency-key>: once percent-decoded, "
-		    "1-255 visible ASCII characters (0x21-0x7E), bare or as a "
-		    "quoted Structured-Field string, with well-formed %-escapes.",
+		    "Name the key as GET /charge/keys/<idempotency-key>: once percent-decoded, 1-255 visible ASCII characters (0x21-0x7E), bare or as a quoted Structured-Field string, with well-formed %-escapes.",
 		    NULL);
 		goto answer;
 	}

@@ -301,9 +301,9 @@ tail_scan(struct parser *ps, size_t from, int depth)
 static int
 mark_cmp(const void *a, const void *b)
 {
-	const struct json_mark *x = a, *y = b;
+	const struct json_mark *ma = a, *mb = b;
 
-	return x->seq < y->seq ? -1 : x->seq > y->seq;
+	return ma->seq < mb->seq ? -1 : ma->seq > mb->seq;
 }
 
 enum json_status
@@ -434,12 +434,12 @@ struct member_name {
 static int
 member_name_cmp(const void *a, const void *b)
 {
-	const struct member_name *x = a, *y = b;
-	int c = strcmp(x->name, y->name);
+	const struct member_name *na = a, *nb = b;
+	int c = strcmp(na->name, nb->name);
 
 	if (c != 0)
 		return c;
-	return x->idx < y->idx ? -1 : x->idx > y->idx;
+	return na->idx < nb->idx ? -1 : na->idx > nb->idx;
 }
 
 /* Reports each name that occurs more than once in obj, once, sorted. */

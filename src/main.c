@@ -247,8 +247,7 @@ startup_check_redis(void)
 		log_error(NULL, "%s", err);
 	else if (rc > 0)
 		log_warn(NULL,
-		    "Redis is not reachable at start-up (%s); "
-		    "/charge answers 503 until it is",
+		    "Redis is not reachable at start-up (%s); /charge answers 503 until it is",
 		    err);
 	return rc < 0 ? -1 : 0;
 }
@@ -257,27 +256,21 @@ static void
 usage(FILE *f)
 {
 	fprintf(f,
-	    "usage: charge [--listen HOST:PORT|/path.sock] "
-	    "[--check-config]\n"
+	    "usage: charge [--listen HOST:PORT|/path.sock] [--check-config]\n"
 	    "       charge --help | --version\n"
 	    "\n"
-	    "FastCGI responder for POST /charge, an idempotent payment "
-	    "endpoint.\n"
+	    "FastCGI responder for POST /charge, an idempotent payment endpoint.\n"
 	    "\n"
 	    "Modes:\n"
-	    "  (no option)     serve the FastCGI socket on fd 0 (lighttpd, "
-	    "mod_fcgid,\n"
-	    "                  spawn-fcgi), or one CGI request when fd 0 is "
-	    "no socket\n"
-	    "  --listen ADDR   open and serve ADDR (HOST:PORT or a unix "
-	    "socket path)\n"
+	    "  (no option)     serve the FastCGI socket on fd 0 (lighttpd, mod_fcgid,\n"
+	    "                  spawn-fcgi), or one CGI request when fd 0 is no socket\n"
+	    "  --listen ADDR   open and serve ADDR (HOST:PORT or a unix socket path)\n"
 	    "  --check-config  print the effective configuration and exit\n"
 	    "  --help          this text\n"
 	    "  --version       the version\n"
 	    "\n"
 	    "Configuration: $CHARGE_CONF (default %s),\n"
-	    "each key overridable by CHARGE_<KEY>. SIGTERM, SIGINT, SIGUSR1 "
-	    "or SIGHUP\n"
+	    "each key overridable by CHARGE_<KEY>. SIGTERM, SIGINT, SIGUSR1 or SIGHUP\n"
 	    "finish the requests in flight (at most drain_timeout_ms), then exit.\nSee charge(8).\n",
 	    config_default_path(environ));
 }
@@ -352,7 +345,7 @@ main(int argc, char **argv)
 		    "metrics_file %s unusable: counters are per process",
 		    cfg.metrics_file);
 	loop_spill_gc(&cfg);
-	/* libuv's worker pool (spill files) is sized before its first use */
+	/* libuv's I/O thread pool (spill files) is sized before its first use */
 	(void)snprintf(pool, sizeof(pool), "%d", cfg.io_threads);
 	if (setenv("UV_THREADPOOL_SIZE", pool, 1) != 0)
 		goto done;

@@ -267,20 +267,18 @@ metrics_render(size_t *len)
 		    counter_names[i][0], counter_names[i][0],
 		    (unsigned long long)get(&m->counters[i]));
 	rc |= emit(buf, &off,
-	    "# HELP charge_request_duration_seconds Time to "
-	    "answer a request\n# TYPE charge_request_duration_seconds histogram\n");
+	    "# HELP charge_request_duration_seconds Time to answer a request\n"
+	    "# TYPE charge_request_duration_seconds histogram\n");
 	for (i = 0; i <= BUCKETS; i++) {
 		cum += get(&m->buckets[i]);
 		if (i < BUCKETS)
 			rc |= emit(buf, &off,
-			    "charge_request_duration_seconds_bucket"
-			    "{le=\"%g\"} %llu\n",
+			    "charge_request_duration_seconds_bucket{le=\"%g\"} %llu\n",
 			    (double)bucket_us[i] / 1e6,
 			    (unsigned long long)cum);
 		else
 			rc |= emit(buf, &off,
-			    "charge_request_duration_seconds_bucket"
-			    "{le=\"+Inf\"} %llu\n",
+			    "charge_request_duration_seconds_bucket{le=\"+Inf\"} %llu\n",
 			    (unsigned long long)cum);
 	}
 	rc |= emit(buf, &off,

@@ -74,8 +74,7 @@ outcome_label(size_t i)
 
 /* Used when even rendering a problem fails for lack of memory. */
 static const char fallback_body[] =
-    "{\"type\":\"/problems/internal-error\",\"title\":\"Internal Server "
-    "Error\",\"status\":500}";
+    "{\"type\":\"/problems/internal-error\",\"title\":\"Internal Server Error\",\"status\":500}";
 
 const struct problem_info *
 problem_info(enum problem p)

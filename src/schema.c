@@ -170,8 +170,7 @@ report_integer(struct validation *v, const char *field, enum problem pr,
 		schema_error(v, field, "must be an integer");
 	else if (pr == PROBLEM_NOT_PLAIN)
 		schema_error(v, field,
-		    "must be an integer, without fraction, "
-		    "exponent or leading zero");
+		    "must be an integer, without fraction, exponent or leading zero");
 	else if (pr == PROBLEM_RANGE)
 		schema_error(v, field, "must be between %lld and %lld", min,
 		    max);
@@ -270,8 +269,7 @@ check_source(struct validation *v, const cJSON *node, struct charge_fields *f)
 	return;
 bad:
 	schema_error(v, "source",
-	    "must be \"%s\" followed by 1 to %d letters, "
-	    "digits or underscores",
+	    "must be \"%s\" followed by 1 to %d letters, digits or underscores",
 	    SOURCE_PREFIX, SOURCE_TOKEN_MAX);
 }
 
@@ -449,8 +447,7 @@ schema_check(const cJSON *root, struct charge_fields *f, struct validation *v)
 		if (amount_ok && sum >= 0 && f->line_items->child != NULL &&
 		    sum != f->amount)
 			schema_error(v, "amount",
-			    "must equal the sum of "
-			    "line_items quantity * unit_amount (%lld)",
+			    "must equal the sum of line_items quantity * unit_amount (%lld)",
 			    sum);
 	}
 }

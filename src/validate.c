@@ -31,21 +31,15 @@ body_error(struct validation *v, enum json_status st, size_t at)
 		break;
 	case JSON_SYNTAX:
 		schema_error(v, FIELD_BODY,
-		    "is not valid JSON (error at byte "
-		    "%zu)",
-		    at);
+		    "is not valid JSON (error at byte %zu)", at);
 		break;
 	case JSON_BAD_BYTE:
 		schema_error(v, FIELD_BODY,
-		    "is not valid JSON (unexpected byte "
-		    "at %zu)",
-		    at);
+		    "is not valid JSON (unexpected byte at %zu)", at);
 		break;
 	case JSON_TRAILING:
 		schema_error(v, FIELD_BODY,
-		    "has unexpected data after the JSON "
-		    "value at byte %zu",
-		    at);
+		    "has unexpected data after the JSON value at byte %zu", at);
 		break;
 	case JSON_NOMEM:
 		schema_error(v, FIELD_BODY,

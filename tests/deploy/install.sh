@@ -23,7 +23,8 @@ else
 	exit 1
 fi
 
-for f in sbin/charge share/man/man8/charge.8 etc/charge/charge.conf \
+for f in sbin/charge share/man/man8/charge.8 sbin/charge-provider-sim \
+	share/man/man8/charge-provider-sim.8 etc/charge/charge.conf \
 	etc/charge/api-keys share/charge/www/index.html \
 	share/charge/www/problems/idempotency-key-reused \
 	share/charge/conf/lighttpd.conf share/charge/conf/nginx.conf \
@@ -45,6 +46,12 @@ want=$(sed -n "s/^ *version *: *'\([^']*\)'.*/\1/p" "$REPO/meson.build")
 "$P/sbin/charge" --no-such-option >/dev/null 2>&1
 [ $? -eq 2 ] && ok "an unknown option exits 2" || notok "an unknown option exits 2"
 
+v=$("$P/sbin/charge-provider-sim" --version)
+[ "$v" = "charge-provider-sim $want" ] && ok "charge-provider-sim --version: $v" ||
+	notok "charge-provider-sim --version" "got '$v', want 'charge-provider-sim $want'"
+"$P/sbin/charge-provider-sim" --help | grep -q -- '--fault-rate NAME=P' &&
+	ok "charge-provider-sim --help lists the options" || notok "charge-provider-sim --help lists the options"
+
 # the installed binary reads the installed configuration, not the checkout's
 out=$(env -i PATH=/usr/bin:/bin "$P/sbin/charge" --check-config 2>&1)
 if printf '%s\n' "$out" | grep -q "^spill_dir = $P/var/lib/charge/spill$" &&
@@ -59,6 +66,16 @@ fi
 if command -v groff >/dev/null 2>&1; then
 	warn=$(groff -man -Tutf8 -ww "$P/share/man/man8/charge.8" 2>&1 >/dev/null)
 	[ -z "$warn" ] && ok "charge(8) renders without warnings" || notok "charge(8) renders without warnings" "$warn"
+	warn=$(groff -man -Tutf8 -ww "$P/share/man/man8/charge-provider-sim.8" 2>&1 >/dev/null)
+	[ -z "$warn" ] && ok "charge-provider-sim(8) renders without warnings" ||
+		notok "charge-provider-sim(8) renders without warnings" "$warn"
+	missing=
+	for opt in $("$P/sbin/charge-provider-sim" --help | grep -oE -- '--[a-z0-9-]+' | sort -u); do
+		grep -qF -- "$(printf '%s' "$opt" | sed 's/-/\\-/g')" "$P/share/man/man8/charge-provider-sim.8" ||
+			missing="$missing $opt"
+	done
+	[ -z "$missing" ] && ok "charge-provider-sim(8) documents every option of --help" ||
+		notok "charge-provider-sim(8) documents every option of --help" "missing:$missing"
 fi
 missing=
 for key in $(env -i PATH=/usr/bin:/bin "$P/sbin/charge" --check-config 2>/dev/null |

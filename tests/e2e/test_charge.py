@@ -599,6 +599,29 @@ def t_key_invalid():
     check(not (redis_keys() - before), "key with byte 0xE9 stored something")
 
 
+@test("Idempotency-Key with a comma: bare is 400 invalid-idempotency-key (two joined fields), quoted is one key")
+def t_key_comma():
+    # A web server may join two Idempotency-Key fields as "a,b" (RFC 9110
+    # 5.3), and a Structured-Field Item holds no bare comma.
+    base = new_key("comma")
+    bare = base + ",with,commas,longer-than-twenty-chars"
+    for bad in [bare, "key,with,commas,longer-than-twenty-chars", base + ",", '"%s","%s"' % (base, base)]:
+        r = expect_rejected_nothing_stored(lambda: post_charge(bad), 400, "invalid-idempotency-key", "key %r" % bad)
+        check("Idempotency-Key" in r.json().get("detail", ""),
+              "key %r: the detail does not name the field: %r" % (bad, r.json().get("detail")))
+    expect_ledger(PRINCIPAL_A, bare, 0)
+    # the quoted sf-string may hold a comma: one key, stored under its value
+    r1 = post_charge('"%s"' % bare)
+    expect_fresh(r1, 201, "quoted key with commas")
+    check(r1.json().get("idempotency_key") == bare, "idempotency_key echoed %r" % r1.json().get("idempotency_key"))
+    check(redis("EXISTS", rkey(PRINCIPAL_A, bare)) == 1, "quoted key not stored under %r" % rkey(PRINCIPAL_A, bare))
+    expect_replay_of(post_charge('"%s"' % bare), r1, "quoted key with commas again")
+    expect_ledger(PRINCIPAL_A, bare, 1)
+    # introspection reads the path like the header: quoted finds it, bare is refused
+    expect_key_info(get_key(quote_key('"%s"' % bare)), bare, "completed", 201, "quoted path key with commas")
+    expect_problem(get_key(quote_key(bare)), 400, "invalid-idempotency-key", "bare path key with commas")
+
+
 @test("a rejected request does not use up its key")
 def t_rejected_keeps_key():
     key = new_key("reuse")

@@ -541,6 +541,36 @@ def t_late():
         check(json.loads(got.split(b"\r\n\r\n", 1)[1])["id"] == kk["charge"], "the charge")
 
 
+@test("a half-closed client gets its answer; a client gone mid-answer is no harm")
+def t_half_close():
+    s = main_sim()
+    c = s.sock()
+    c.sendall(raw_post(fresh(), "tok_visa"))
+    c.shutdown(socket.SHUT_WR)
+    got = b""
+    while True:
+        d = c.recv(65536)
+        if not d:
+            break
+        got += d
+    c.close()
+    check(got.startswith(b"HTTP/1.1 200 "), "after SHUT_WR: %r" % got[:40])
+    # the client leaves while an answer trickles: writes fail (EPIPE), the
+    # simulator lives on
+    k = fresh()
+    c = s.sock()
+    c.sendall(raw_post(k, "tok_providerSlow"))
+    check(len(c.recv(5)) > 0, "the trickle started")
+    c.close()
+    time.sleep(0.3)
+    check(s.proc.poll() is None, "still running")
+    check(sim_key(s, k)["charges"] == 1, "charged")
+    st, _, _ = charge(s, fresh())
+    check(st == 200, "still serving: %d" % st)
+    st, _, _ = req(s, "GET", "/_sim/keys/" + urllib.parse.quote(k, safe="").replace("-", "%2D"), sk=None)
+    check(st == 200, "a key with escaped characters in the path: %d" % st)
+
+
 @test("tok_providerSlow: charged, the answer trickles one byte per --trickle-ms")
 def t_trickle():
     s = main_sim()   # --trickle-ms 5
@@ -751,6 +781,106 @@ def t_durability():
               "after a clean stop too")
     finally:
         check(s3.stop() == 0, "exit 0")
+
+
+@test("every --fsync mode: what was answered survives kill -9 of the simulator")
+def t_fsync_modes():
+    for mode in ("always", "batch", "never"):
+        s = Sim("--fsync", mode)
+        keys = [fresh(mode) for _ in range(5)]
+        bodies = [charge(s, k)[2] for k in keys]
+        s.kill9()
+        s2 = Sim("--fsync", mode, data=s.data)
+        try:
+            for k, b in zip(keys, bodies):
+                st, h, r = charge(s2, k)
+                check(st == 200 and r == b and h["idempotent-replayed"] == "true",
+                      "%s: %s replays (%d)" % (mode, k, st))
+        finally:
+            check(s2.stop() == 0, "exit 0")
+
+
+@test("latency: the charge happens even when the client leaves; log-normal draws")
+def t_latency():
+    s = Sim("--latency-ms", "400")
+    try:
+        k = fresh()
+        c = s.sock()
+        c.sendall(raw_post(k, "tok_visa"))
+        time.sleep(0.1)
+        c.close()
+        kk = sim_key(s, k)
+        check(kk["deliveries"] == 1 and kk["charges"] == 0, "not yet: %s" % kk)
+        time.sleep(0.6)
+        kk = sim_key(s, k)
+        check(kk["charges"] == 1 and kk["status"] == 200, "charged after the delay: %s" % kk)
+        # one more in flight when SIGTERM comes: dropped cleanly (exit 0)
+        c = s.sock()
+        c.sendall(raw_post(fresh(), "tok_visa"))
+        time.sleep(0.1)
+        c.close()
+    finally:
+        check(s.stop() == 0, "exit 0")
+    s = Sim("--latency-p50-ms", "30", "--latency-p99-ms", "120", "--seed", "3")
+    try:
+        c = s.conn()
+        times = []
+        for _ in range(40):
+            t0 = time.monotonic()
+            charge(s, fresh(), conn=c)
+            times.append(time.monotonic() - t0)
+        c.close()
+        times.sort()
+        med = times[len(times) // 2]
+        check(0.015 <= med <= 0.08, "median %.3fs" % med)
+        check(times[-1] < 1.0, "max %.3fs" % times[-1])
+        diag("log-normal p50 30 ms, p99 120 ms: median %.0f ms, max %.0f ms" %
+             (med * 1000, times[-1] * 1000))
+    finally:
+        check(s.stop() == 0, "exit 0")
+
+
+@test("--idle-timeout-s: an idle kept-alive connection is closed")
+def t_idle():
+    s = Sim("--idle-timeout-s", "1")
+    try:
+        c = s.sock(timeout=5)
+        t0 = time.monotonic()
+        try:
+            d = c.recv(10)
+        except ConnectionResetError:
+            d = b""
+        dt = time.monotonic() - t0
+        c.close()
+        check(d == b"" and 0.9 <= dt < 3.5, "closed after %.2fs (%r)" % (dt, d))
+    finally:
+        check(s.stop() == 0, "exit 0")
+
+
+@test("--listen unix:PATH: HTTP over a unix socket")
+def t_unix():
+    path = os.path.join(TMP, "sim.sock")
+    err = open(os.path.join(TMP, "unix.err"), "w+b")
+    p = subprocess.Popen([BIN, "--listen", "unix:" + path, "--data",
+                          os.path.join(TMP, "unix.log")], stderr=err)
+    try:
+        for _ in range(200):
+            if os.path.exists(path):
+                break
+            time.sleep(0.02)
+        c = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        c.settimeout(5)
+        c.connect(path)
+        c.sendall(raw_post(fresh(), "tok_visa"))
+        got = c.recv(65536)
+        c.close()
+        check(got.startswith(b"HTTP/1.1 200 "), repr(got[:60]))
+        err.seek(0)
+        check(b"listening on unix:" + path.encode() in err.read(), "the ready line")
+    finally:
+        p.send_signal(signal.SIGTERM)
+        check(p.wait(timeout=10) == 0, "exit 0")
+        err.close()
 
 
 @test("--retention-s: expired keys are pruned at start")

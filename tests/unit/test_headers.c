@@ -161,6 +161,31 @@ test_key_bad_chars(void **state)
 	assert_key_status("\"\xc3\xa9\"", KEY_INVALID);
 }
 
+/*
+ * A comma in a bare key is where a web server joined two Idempotency-Key
+ * fields (RFC 9110 §5.3), and an sf-item holds no bare comma: refused. A
+ * quoted sf-string may hold one.
+ */
+static void
+test_key_comma(void **state)
+{
+	(void)state;
+	assert_key_status("key,with,commas,longer-than-twenty-chars",
+	    KEY_INVALID);
+	assert_key_status("a,b", KEY_INVALID);
+	assert_key_status(",", KEY_INVALID);
+	assert_key_status("abc,", KEY_INVALID);
+	assert_key_status(",abc", KEY_INVALID);
+	assert_key_status("  a,b  ", KEY_INVALID);
+	assert_key("\"key,with,commas,longer-than-twenty-chars\"",
+	    "key,with,commas,longer-than-twenty-chars");
+	assert_key("\",\"", ",");
+	assert_key("  \"a,b\"\t", "a,b");
+	/* two quoted fields joined by a web server: still refused */
+	assert_key_status("\"a\", \"b\"", KEY_INVALID);
+	assert_key_status("\"a\",\"b\"", KEY_INVALID);
+}
+
 static enum key_status
 path_key(const char *seg, char out[IDEM_KEY_MAX + 1], size_t *n)
 {
@@ -200,6 +225,11 @@ test_key_from_path(void **state)
 	assert_path_key("\"abc\"", "abc", 3);
 	assert_path_key("%22%5C%22abc%22", "\"abc", 4);
 	assert_path_key("ab%22c", "ab\"c", 4);
+	/* a comma only in the quoted form, as in the header */
+	assert_path_key("%22a%2Cb%22", "a,b", 3);
+	assert_path_key("\"a,b\"", "a,b", 3);
+	assert_int_equal(path_key("a%2Cb", out, &n), KEY_INVALID);
+	assert_int_equal(path_key("a,b", out, &n), KEY_INVALID);
 	/* surrounding space is ignored, as in the header */
 	assert_path_key("%20abc%09", "abc", 3);
 	/* empty or only space: missing */
@@ -443,6 +473,7 @@ main(void)
 		cmocka_unit_test(test_key_length),
 		cmocka_unit_test(test_key_quoted),
 		cmocka_unit_test(test_key_bad_chars),
+		cmocka_unit_test(test_key_comma),
 		cmocka_unit_test(test_key_from_path),
 		cmocka_unit_test(test_content_type),
 		cmocka_unit_test(test_content_length),

@@ -84,6 +84,19 @@ test_form_sort_and_pct(void **state)
 }
 
 static void
+test_pct_decode(void **state)
+{
+	char dst[32];
+
+	(void)state;
+	assert_int_equal(sim_pct_decode("a%2Bb+c%20", 10, dst), 6);
+	assert_memory_equal(dst, "a+b+c ", 6);
+	assert_int_equal(sim_pct_decode("%2", 2, dst), -1);
+	assert_int_equal(sim_pct_decode("x%g0", 4, dst), -1);
+	assert_int_equal(sim_pct_decode("", 0, dst), 0);
+}
+
+static void
 test_tokens(void **state)
 {
 	const char *chain = "tok_providerError|tok_providerError|tok_visa|n42";
@@ -186,6 +199,7 @@ main(void)
 		cmocka_unit_test(test_form_decode),
 		cmocka_unit_test(test_form_too_many),
 		cmocka_unit_test(test_form_sort_and_pct),
+		cmocka_unit_test(test_pct_decode),
 		cmocka_unit_test(test_tokens),
 		cmocka_unit_test(test_json_and_utf8),
 		cmocka_unit_test(test_table),
