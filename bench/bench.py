@@ -1283,6 +1283,14 @@ class Bench:
         cases = []
         if 'charge' in self.bins:
             cases += [('fresh', 'charge'), ('replay', 'charge')]
+        if 'sim' in self.bins and 'charge' in self.bins:
+            # the HTTP provider: the same responder calling a simulator at
+            # latency 0 (started again if --concurrency replaced it)
+            if self.sim is None or self.sim['latency_ms'] != 0 or \
+                    self.sim['transport'] != 'tcp':
+                self.start_sim(0, 'never')
+                self.write_charge_conf()
+            cases += [('fresh_http', 'charge')]
         cases += [('baseline', 'baseline'), ('floor1', 'floor'), ('floor2', 'floor')]
         for case, binname in cases:
             totals = {}
@@ -1292,7 +1300,7 @@ class Bench:
             out[case] = {'n1': n1, 'n2': n2, 'ir_n1': totals[n1][0],
                          'ir_n2': totals[n2][0], 'ir_per_request': per}
             log('callgrind %-8s %.0f instructions per request' % (case, per))
-            if case in ('fresh', 'replay'):
+            if case in ('fresh', 'fresh_http', 'replay'):
                 # every function (not a top list): --compare needs them all
                 out[case]['profile'] = profile_per_request(
                     totals[n1][1], totals[n2][1], n1, n2, None)
@@ -1307,7 +1315,9 @@ class Bench:
         outfile = os.path.join(cgdir, '%s-%d.out' % (case, n))
         env = self.base_env()
         # one worker thread: instructions per request do not depend on it
-        if binname == 'charge':
+        if case == 'fresh_http':
+            env.update(self.charge_http_env, CHARGE_THREADS='1')
+        elif binname == 'charge':
             env.update(self.charge_env, CHARGE_THREADS='1')
         elif binname == 'floor':
             env.update(FLOOR_REDIS_SOCKET=self.redis_sock,
@@ -1818,7 +1828,8 @@ def main(argv):
     need_charge = args.callgrind_only or args.concurrency or \
         any(SCENARIOS[x][1].startswith('charge') for x in all_scen)
     need_sim = (args.concurrency and bool(args.http_conns)) or \
-        any(SCENARIOS[x][1] == 'charge_http' for x in all_scen)
+        any(SCENARIOS[x][1] == 'charge_http' for x in all_scen) or \
+        (need_charge and not args.no_callgrind)
     out_dir = args.out or (tempfile.mkdtemp(prefix='charge-bench-report-')
                            if args.smoke else os.path.join(BENCH, 'results'))
     os.makedirs(out_dir, exist_ok=True)
