@@ -1133,7 +1133,8 @@ class Bench:
         r0 = sum(proc_cpu_ticks(p) for p in pids)
         w, argv = self.wrk(scenario, conns, duration, run_id, port=port)
         w.pop('machine_window', None)
-        time.sleep(0.3)
+        # requests wrk left in flight complete (at a provider latency too)
+        time.sleep(0.3 + 2.0 * (self.sim['latency_ms'] if use_sim else self.latency_ms) / 1e3)
         n = w['requests']
         r1 = sum(proc_cpu_ticks(p) for p in pids)
         secs = w['duration_us'] / 1e6 if w['duration_us'] else 0
@@ -1588,6 +1589,8 @@ def parse_args(argv):
                     help='--concurrency: connection counts through the HTTP '
                          'provider (the simulator) at --latency-ms ("64 1024"; '
                          '--smoke "64"; "" skips that part)')
+    ap.add_argument('--http-fsync', default='batch', choices=('always', 'batch', 'never'),
+                    help='--concurrency: the simulator\'s --fsync (batch, its default)')
     ap.add_argument('--no-http-unix', action='store_true',
                     help='--concurrency: the HTTP provider over TCP only (not '
                          'also over a unix socket)')
@@ -1768,13 +1771,13 @@ def concurrency(bench, args):
     for transport in ('tcp',) + (() if args.no_http_unix else ('unix',)):
         if not args.http_conns:
             break
-        sim = bench.start_sim(args.latency_ms, 'batch', unix=transport == 'unix')
+        sim = bench.start_sim(args.latency_ms, args.http_fsync, unix=transport == 'unix')
         bench.start_lighttpd(['charge_http'], bench.procs_n, bench.threads_n)
         bench.sanity_http()
         log('concurrency: lighttpd on 127.0.0.1:%d, charge %dx%d, provider_url %s '
-            '(%s at %d ms, fsync batch)' % (bench.http_port, bench.procs_n,
-                                            bench.threads_n, sim['url'], SIM_BINARY,
-                                            sim['latency_ms']))
+            '(%s at %d ms, fsync %s)' % (bench.http_port, bench.procs_n,
+                                         bench.threads_n, sim['url'], SIM_BINARY,
+                                         sim['latency_ms'], sim['fsync']))
         out.setdefault('sims', []).append({k: sim[k] for k in (
             'argv', 'url', 'transport', 'latency_ms', 'fsync')})
         for c in args.http_conns:

@@ -702,8 +702,8 @@ def http_section(c, L):
     L.append('## Many connections: the HTTP provider at %d ms\n' % c['latency_ms'])
     L.append('Fresh charges through lighttpd (%d process(es), `threads` = %d), the '
              'responder\'s `provider_url` pointing at `charge-provider-sim --latency-ms '
-             '%d --fsync batch` (its data file in the run directory; every answer waits '
-             'for the fsync of its record) on TCP loopback%s; one wrk run of %g s per '
+             '%d --fsync %s` (its data file in the run directory%s) on TCP loopback%s; '
+             'one wrk run of %g s per '
              'connection count. "deliveries" and "charges" are what the simulator '
              'counted during the run (`/_sim/stats`); a delivery per request (up to the '
              'requests wrk left in flight) and a charge per delivery is what holds when '
@@ -711,6 +711,10 @@ def http_section(c, L):
              'simulator; "simulator core %%" is its CPU time over the run\'s wall time. '
              'RSS per process after the run.\n' % (
                  c['procs'], c['threads'], c['latency_ms'],
+                 (sims[0] if sims else {}).get('fsync', 'batch'),
+                 {'batch': '; every answer waits for the fsync of its record, one fsync '
+                  'per loop turn', 'always': '; an fsync per record before its answer',
+                  'never': '; **no fsync**'}.get((sims[0] if sims else {}).get('fsync'), ''),
                  ' and on a unix socket (`provider_url = unix:/…`)'
                  if any(s['transport'] == 'unix' for s in sims) else '',
                  c.get('latency_duration_s', 0)))
