@@ -6,18 +6,26 @@
 #   ./run.sh                      private Redis on var/run/redis.sock
 #   PORT=18080 ./run.sh           another port
 #   CHARGE_REDIS_URL=redis://127.0.0.1:6379 ./run.sh    use that Redis instead
-#   CHARGE_PROVIDER_LATENCY_MS=1500 ./run.sh            any CHARGE_<KEY> override
+#   CHARGE_PROVIDER_URL= ./run.sh   the in-process provider instead of the simulator
+#   CHARGE_LOCK_TTL_S=60 ./run.sh   any CHARGE_<KEY> override
+#
+# The payment provider is charge-provider-sim (built from sim/), started on a
+# free port of 127.0.0.1 with its store in var/provider-sim.data, and the
+# responder's provider_url points at it; the demo page shows its side of a
+# charge under /provider/keys. A CHARGE_PROVIDER_URL set by the caller
+# (empty: the in-process simulation) wins, and no simulator is started.
 #
 # State lives under var/ of the repository: var/run (sockets, PID files),
 # var/redis (the AOF), var/spill, var/provider-ledger.log, var/metrics.shm,
-# var/log (lighttpd, responder and Redis logs). Works from any directory.
+# var/log (lighttpd, responder, Redis and simulator logs), var/provider-sim.data.
+# Works from any directory.
 set -euo pipefail
 
 REPO=$(cd "$(dirname "$(readlink -f "${BASH_SOURCE[0]}")")" && pwd)
 PORT=${PORT:-8080}
 VAR="$REPO/var"
 
-PACKAGES="libfcgi-dev libfcgi-bin libhiredis-dev libuv1-dev node-llhttp libcjson-dev libssl-dev
+PACKAGES="libfcgi-dev libfcgi-bin libhiredis-dev libuv1-dev libcurl4-openssl-dev node-llhttp libcjson-dev libssl-dev
 libcmocka-dev meson ninja-build pkg-config gcc lighttpd redis-server
 redis-tools curl"
 
@@ -63,6 +71,28 @@ build() {
 	[ -x "$REPO/build/charge" ] || die "build/charge was not built"
 }
 
+# Starts the provider simulator unless the caller chose a provider.
+provider_start() {
+	if [ -n "${CHARGE_PROVIDER_URL+set}" ]; then
+		if [ -n "$CHARGE_PROVIDER_URL" ]; then
+			provider_note="Provider: $CHARGE_PROVIDER_URL (CHARGE_PROVIDER_URL, not started here)"
+		else
+			provider_note="Provider: simulated inside the responder (CHARGE_PROVIDER_URL is empty)"
+		fi
+		return 0
+	fi
+	if [ ! -x "$REPO/build/charge-provider-sim" ]; then
+		say "build/charge-provider-sim is missing (this checkout has no sim/): the provider is simulated inside the responder"
+		provider_note="Provider: simulated inside the responder (no build/charge-provider-sim)"
+		export CHARGE_PROVIDER_URL=
+		return 0
+	fi
+	stack_sim_start "$VAR" "$VAR/log" ||
+		die "could not start the provider simulator (see $VAR/log/provider-sim.log)"
+	export CHARGE_PROVIDER_URL=$STACK_PROVIDER_URL
+	provider_note="Provider: charge-provider-sim on $STACK_PROVIDER_URL (store $VAR/provider-sim.data, log $VAR/log/provider-sim.log); provider_url points at it"
+}
+
 case $PORT in
 ''|*[!0-9]*) die "PORT must be a number, got '$PORT'" ;;
 esac
@@ -88,6 +118,7 @@ cleanup() {
 	fi
 	# no RUN_DIR argument: never act on PID files of an earlier run
 	stack_stop_all
+	stack_sim_stop
 	rm -f "$VAR/run"/charge.sock-* "$VAR/run/lighttpd.pid"
 }
 on_signal() {
@@ -96,6 +127,10 @@ on_signal() {
 }
 trap on_signal INT TERM HUP
 trap cleanup EXIT
+
+provider_note=
+provider_start
+say "$provider_note"
 
 redis_note=
 if [ -n "${CHARGE_REDIS_URL:-}" ]; then
@@ -131,8 +166,9 @@ cat <<EOF
   charge is running on http://127.0.0.1:$PORT   (/healthz: $health)
 
   $redis_note
+  $provider_note
   Logs:    $VAR/log/ (lighttpd-error.log, lighttpd.stderr.log = responder, redis.log)
-  Ledger:  ${ledger:-$VAR/provider-ledger.log} (one line per provider call)
+  Ledger:  ${ledger:-$VAR/provider-ledger.log} (one line per in-process provider call)
   Config:  $VAR/log/effective-config.txt (charge --check-config)
 
   Try it (run it twice: the second answer is the replay):
@@ -151,7 +187,8 @@ EOF
 # everything and exit 0) or a server dies. "sleep & wait" lets a signal
 # interrupt the wait at once.
 while stack_pid_alive "$STACK_LIGHTTPD_PID" lighttpd &&
-	{ [ -z "$STACK_REDIS_PID" ] || stack_pid_alive "$STACK_REDIS_PID" redis-server; }; do
+	{ [ -z "$STACK_REDIS_PID" ] || stack_pid_alive "$STACK_REDIS_PID" redis-server; } &&
+	{ [ -z "${STACK_SIM_PID:-}" ] || stack_pid_alive "$STACK_SIM_PID" charge-provider; }; do
 	sleep 1 &
 	wait $! || true
 done

@@ -10,7 +10,15 @@
 --                                   already owned it: a retried claim is safe)
 --   {'mismatch', digests}           the key holds another fingerprint; digests
 --                                   are its stored param_digests (nil if none)
+--   'resumed'                       the key holds an outcome 'unknown' (the
+--                                   provider's answer never came) and the
+--                                   caller took it over: it owns the record
+--                                   for the claim TTL (lease_ms) and asks the
+--                                   provider again with the same downstream
+--                                   key; the record's own TTL is kept
 --   {'in_progress', created_ms}     another attempt holds the claim, made then
+--                                   (or holds the lease on an unknown
+--                                   record, taken then)
 --   {'recorded', state, status, content_type, retry_after,
 --    body, body_file, body_len, body_sha256, expires_ms}
 --                                   the outcome to replay (absent fields: nil)
@@ -51,5 +59,17 @@ if r[1] == 'in_progress' then
     return 'claimed'
   end
   return {'in_progress', c[2]}
+end
+if r[1] == 'unknown' then
+  -- not settled: whoever asks again owns it for a lease, one at a time
+  local c = redis.call('HMGET', key, 'owner', 'lease_ms')
+  if c[1] == ARGV[2] then
+    return 'resumed'
+  end
+  if c[2] and c[2] + 0 > now + 0 then
+    return {'in_progress', tostring(c[2] - ttl)}
+  end
+  redis.call('HSET', key, 'owner', ARGV[2], 'lease_ms', tostring(now + ttl))
+  return 'resumed'
 end
 return {'recorded', r[1], r[3], r[4], r[5], r[6], r[7], r[8], r[9], r[10]}

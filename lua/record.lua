@@ -3,7 +3,9 @@
 -- ARGV[1]  owner token of this attempt
 -- ARGV[2]  fingerprint
 -- ARGV[3]  per-parameter digests (written only if the claim has vanished)
--- ARGV[4]  state: 'completed' or 'failed'
+-- ARGV[4]  state: 'completed', 'failed' or 'unknown' (the provider's
+--          outcome is ambiguous: not settled; a retry or the completer
+--          takes the record over, see claim.lua and resume.lua)
 -- ARGV[5]  HTTP status
 -- ARGV[6]  content type
 -- ARGV[7]  Retry-After value, or '' for none
@@ -14,9 +16,13 @@
 -- ARGV[11] 'inline' or 'file'
 -- ARGV[12] inline: the body; file: the file name relative to spill_dir
 -- ARGV[13] file: body length in bytes   (inline: ignored, may be omitted)
+--          unknown (inline only): the request's canonical parameters,
+--          kept so that the completer can ask the provider again
 -- ARGV[14] file: hex SHA-256 of the body (inline: ignored, may be omitted)
--- Writes only when the caller still owns the claim or the key has vanished
--- (its claim expired and nobody took it). Returns one of
+-- Writes only when the caller still owns the claim (or the lease on an
+-- unknown record) or the key has vanished (its claim expired and nobody
+-- took it). A settled record (completed, failed) never changes again.
+-- Returns one of
 --   'ok'           written; also when this owner's outcome was already
 --                  written (a record re-sent after a lost reply)
 --   {'mismatch', digests}
@@ -43,8 +49,11 @@ local find = string.find
 local mode, status, retry = ARGV[11], ARGV[5], ARGV[7]
 local ttl, now, expires = ARGV[8], ARGV[9], ARGV[10]
 local D = '^[1-9]%d*$'
+local unknown = ARGV[4] == 'unknown'
 if #KEYS ~= 1 or #ARGV < 12 or #ARGV > 14 or ARGV[1] == '' or ARGV[2] == ''
-    or ARGV[3] == '' or (ARGV[4] ~= 'completed' and ARGV[4] ~= 'failed')
+    or ARGV[3] == ''
+    or (ARGV[4] ~= 'completed' and ARGV[4] ~= 'failed' and not unknown)
+    or (unknown and (mode ~= 'inline' or #ARGV ~= 13 or ARGV[13] == ''))
     or not find(status, '^[1-5]%d%d$') or ARGV[6] == ''
     or (retry ~= '' and (#retry > 15 or not find(retry, D) or
         retry + 0 > MAX_RETRY_AFTER_S))
@@ -63,11 +72,12 @@ local key = KEYS[1]
 -- attempt's fingerprint, so the owner's own claim needs no fingerprint
 -- check; the other cases are rare and read what they answer with.
 local cur = redis.call('HMGET', key, 'state', 'owner')
+local open = cur[1] == 'in_progress' or cur[1] == 'unknown'
 if cur[2] == ARGV[1] then
-  if cur[1] ~= 'in_progress' then
+  if not open then
     return 'ok'
   end
-  if retry == '' and mode == 'inline' then
+  if retry == '' and mode == 'inline' and cur[1] == 'in_progress' then
     -- the common case, without building a table: the claim's fingerprint,
     -- owner, created_ms and param_digests stay as they are
     redis.call('HSET', key, 'state', ARGV[4], 'updated_ms', now,
@@ -80,7 +90,7 @@ elseif cur[1] then
   if redis.call('HGET', key, 'fingerprint') ~= ARGV[2] then
     return {'mismatch', redis.call('HGET', key, 'param_digests')}
   end
-  if cur[1] ~= 'in_progress' then
+  if not open then
     local r = redis.call('HMGET', key, 'state', 'status', 'content_type',
                          'retry_after', 'body', 'body_file', 'body_len',
                          'body_sha256', 'expires_ms')
@@ -100,6 +110,15 @@ if not cur[1] then
 end
 if retry ~= '' then
   f[#f + 1] = 'retry_after'; f[#f + 1] = retry
+end
+if cur[1] == 'unknown' then
+  -- written again over an unknown outcome: its answer, its lease and what
+  -- was kept to ask the provider again go (the new ones are written below)
+  redis.call('HDEL', key, 'request', 'lease_ms', 'retry_after', 'body',
+             'body_file', 'body_len', 'body_sha256')
+end
+if unknown then
+  f[#f + 1] = 'request'; f[#f + 1] = ARGV[13]
 end
 if mode == 'file' then
   f[#f + 1] = 'body_file'; f[#f + 1] = ARGV[12]

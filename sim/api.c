@@ -580,6 +580,9 @@ post_charge(struct sim_api *api, struct sim_exchange_data *x)
 	bool valid;
 	enum sim_fault fault;
 
+	/* every answer to a request with a (well-formed) key echoes it */
+	x->echo_idem = x->has_idem && x->idem_len > 0 &&
+	    x->idem_len <= SIM_MAX_IDEM_KEY && !x->idem_long;
 	if (!authenticate(api, x))
 		return;
 	if (x->has_idem) {
@@ -590,7 +593,6 @@ post_charge(struct sim_api *api, struct sim_exchange_data *x)
 			    "Keys for idempotent requests must be 1 to 255 characters long.");
 			return;
 		}
-		x->echo_idem = true;
 		key = sim_store_key_find(st, x->scope, x->idem, x->idem_len);
 		if (key == NULL)
 			key = sim_store_key_add(st, x->scope, x->idem,

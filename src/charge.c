@@ -2,20 +2,23 @@
  * charge.c - the /charge use case: check the request, claim its key, call
  * the provider, spill a large body, record the outcome, answer; or replay
  * what was recorded. Fail closed: the provider is called only after a
- * successful claim.
+ * successful claim. The request's state (struct charge_ctx) and every
+ * transition live here; the answers are rendered by charge_answer.c.
  *
  * A request is a small state machine. Each wait (a Redis reply, the
- * provider's latency, a Prefer: wait pause, a spill file on the worker
- * pool) ends in a callback named for the step it completes; the steps read
- * top to bottom:
+ * provider, a Prefer: wait pause, a spill file on the worker pool) ends in
+ * a callback named for the step it completes; the steps read top to
+ * bottom:
  *
- *   charge_handle ─ check ─ claim_send ─▶ on_claim_reply ─┬─ replay / 409 / 422 / 503
+ *   charge_handle ─ charge_check ─ claim_send ─▶ on_claim_reply ─┬─ replay / 409 / 422 / 503
  *                                 ▲            │ in progress, Prefer: wait
  *                                 └─ on_wait_timer
- *                                              ▼ claimed
- *   provider_start ─▶ on_provider_done ─ render ─▶ [on_spill_written] ─
- *   record_send ─▶ on_record_reply ─ answer ─ charge_finish
+ *                                              ▼ claimed, or resumed (unknown)
+ *   provider_start ─▶ on_provider_done ─ render ─▶ [on_spill_written |
+ *   on_pending_added (unknown)] ─ record_send ─▶ on_record_reply ─ answer ─
+ *   charge_finish
  */
+#include <assert.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -31,6 +34,37 @@
 #include "provider.h"
 #include "spill.h"
 
+/* Everything one /charge request carries between its steps. */
+struct charge_ctx {
+	struct exchange *x; /* NULL once finished */
+	struct worker *w;
+	const char *principal;
+	char key[IDEM_KEY_MAX + 1];
+	size_t keylen;
+	struct charge_params params;
+	char *canon; /* canonical text of params (free) */
+	size_t canonlen;
+	char fingerprint[65];
+	char params_hex[CHARGE_PARAMS_HEX_LEN + 1]; /* per-parameter digests */
+	char owner[TOKEN_HEX_LEN + 1];
+	char rkey[IDEM_RKEY_MAX];
+	long long claim_us;         /* monotonic time the last claim was sent */
+	long long wait_deadline_us; /* Prefer: wait; 0: none */
+	long long pause_ms;         /* before the next claim while waiting */
+	int execute;      /* 0 after a lapse: a claim is given back, not run */
+	int resumed;      /* the key held an unknown outcome we took over */
+	uv_timer_t timer; /* Prefer: wait pauses */
+	uv_work_t work;   /* a spill write or read on the worker pool */
+	struct provider_result pr;
+	struct idem_record out;    /* the outcome to record */
+	enum problem prob;         /* out's problem, PROB_NONE for a charge */
+	long long ttl_ms, now_ms;  /* of the record sent */
+	struct idem_record replay; /* a recorded outcome to answer with */
+	int io_rc;                 /* the pool's spill_write/spill_read */
+	char *io_body;             /* spill_read's body (malloc'd) */
+	char io_err[160];
+};
+
 static void claim_send(struct charge_ctx *cx);
 static void record_send(struct charge_ctx *cx);
 
@@ -41,6 +75,7 @@ on_ctx_closed(uv_handle_t *h)
 
 	idem_record_free(&cx->out);
 	idem_record_free(&cx->replay);
+	free(cx->io_body);
 	free(cx->canon);
 	charge_params_free(&cx->params);
 	free(cx);
@@ -50,12 +85,129 @@ on_ctx_closed(uv_handle_t *h)
 static void
 charge_finish(struct charge_ctx *cx)
 {
+	assert(cx->x != NULL);
 	exchange_finish(cx->x);
 	cx->x = NULL;
 	uv_close((uv_handle_t *)&cx->timer, on_ctx_closed);
 }
 
+/*
+ * Seconds until our claim lapses by itself (at least 1): when the claim or
+ * the record may have been written but we cannot tell, the key stays
+ * in_progress under our owner until then, and a retry before it gets 409.
+ */
+static long long
+claim_left_s(const struct charge_ctx *cx)
+{
+	long long left_ms = 1000LL * cx->w->cfg->lock_ttl_s -
+	    (now_mono_us() - cx->claim_us) / 1000;
+
+	return left_ms <= 1000 ? 1 : (left_ms + 999) / 1000;
+}
+
+/* Counts a Redis error and logs why (the request's id). */
+static void
+redis_error_note(struct charge_ctx *cx, const char *why)
+{
+	metrics_inc(MC_REDIS_ERRORS);
+	log_warn(cx->x->req.request_id, "idempotency store unavailable: %s",
+	    why != NULL ? why : "?");
+}
+
+/* --- the check ----------------------------------------------------------- */
+
+/*
+ * Checks method, API key, Idempotency-Key, content type and body; fills
+ * cx->principal, key and params. 0 when the request may claim its key,
+ * else -1 with the refusal in the response.
+ */
+static int
+charge_check(struct charge_ctx *cx)
+{
+	const struct request *req = &cx->x->req;
+	struct response *resp = &cx->x->resp;
+	const struct config *cfg = cx->w->cfg;
+	struct validation v;
+
+	if (strcmp(req->method, "POST") != 0) {
+		answer_refusal(resp, cfg, REFUSE_METHOD, NULL);
+		return -1;
+	}
+	cx->principal = auth_principal(cx->w->auth, req->authorization);
+	if (cx->principal == NULL) {
+		answer_refusal(resp, cfg, REFUSE_UNAUTHORIZED, NULL);
+		return -1;
+	}
+	switch (idem_key_parse(req->idem_key, cx->key, &cx->keylen)) {
+	case KEY_OK: break;
+	case KEY_MISSING:
+		answer_refusal(resp, cfg, REFUSE_MISSING_KEY, NULL);
+		return -1;
+	default: answer_refusal(resp, cfg, REFUSE_INVALID_KEY, NULL); return -1;
+	}
+	if (!content_type_is_json(req->content_type)) {
+		answer_refusal(resp, cfg, REFUSE_MEDIA_TYPE, NULL);
+		return -1;
+	}
+	switch (req->body_status) {
+	case BODY_OK: break;
+	case BODY_TOO_LARGE:
+		answer_refusal(resp, cfg, REFUSE_TOO_LARGE, NULL);
+		return -1;
+	case BODY_TIMEOUT:
+		answer_refusal(resp, cfg, REFUSE_BODY_TIMEOUT, NULL);
+		return -1;
+	default:
+		v.n = 1;
+		(void)snprintf(v.errors[0].field, sizeof(v.errors[0].field),
+		    "body");
+		(void)snprintf(v.errors[0].message, sizeof(v.errors[0].message),
+		    req->body_status == BODY_SHORT
+		        ? "the body is shorter than Content-Length"
+		        : "Content-Length is invalid");
+		answer_refusal(resp, cfg, REFUSE_INVALID, &v);
+		return -1;
+	}
+	if (validate_charge(req->body, req->body_len, &cx->params, &v) == 0)
+		return 0;
+	answer_refusal(resp, cfg, REFUSE_INVALID, &v);
+	return -1;
+}
+
 /* --- replay: a recorded outcome, its spilled body read off the loop ---- */
+
+/*
+ * Answers with cx->replay; a spilled body is cx->io_body as the pool's
+ * spill_read left it (io_rc, io_err): 503 when the process lacked
+ * resources, 500 stored-response-unavailable when the file is unsound.
+ */
+static void
+replay_answer(struct charge_ctx *cx)
+{
+	struct idem_record *rec = &cx->replay;
+	char *body = rec->body;
+
+	if (rec->body_file[0] != '\0') {
+		if (cx->io_rc == SPILL_READ_RESOURCES) {
+			/* the file may be fine: this process is short of fds */
+			log_warn(cx->x->req.request_id, "replay of %s: %s",
+			    cx->rkey, cx->io_err);
+			answer_text(&cx->x->resp, TEXT_STORED_BUSY,
+			    RETRY_AFTER_UNAVAILABLE_S);
+			return;
+		}
+		if (cx->io_rc != 0) {
+			log_error(cx->x->req.request_id, "replay of %s: %s",
+			    cx->rkey, cx->io_err);
+			answer_text(&cx->x->resp, TEXT_STORED_UNREADABLE, 0);
+			return;
+		}
+		body = cx->io_body;
+		cx->io_body = NULL;
+	} else
+		rec->body = NULL; /* ownership moves to the response */
+	answer_replay(&cx->x->resp, rec, body);
+}
 
 static void
 spill_read_work(uv_work_t *req)
@@ -78,7 +230,7 @@ on_spill_read(uv_work_t *req, int status)
 		(void)snprintf(cx->io_err, sizeof(cx->io_err),
 		    "spill read cancelled");
 	}
-	answer_replay_body(cx);
+	replay_answer(cx);
 	charge_finish(cx);
 }
 
@@ -89,7 +241,7 @@ replay(struct charge_ctx *cx, struct idem_record *rec)
 	cx->replay = *rec;
 	rec->body = NULL; /* ownership moves to cx */
 	if (cx->replay.body_file[0] == '\0') {
-		answer_replay_body(cx);
+		replay_answer(cx);
 		charge_finish(cx);
 		return;
 	}
@@ -99,7 +251,7 @@ replay(struct charge_ctx *cx, struct idem_record *rec)
 		cx->io_rc = SPILL_READ_RESOURCES;
 		(void)snprintf(cx->io_err, sizeof(cx->io_err),
 		    "cannot queue the spill read");
-		answer_replay_body(cx);
+		replay_answer(cx);
 		charge_finish(cx);
 	}
 }
@@ -119,10 +271,7 @@ on_release_after_error(struct idem_result *res, void *arg)
 		    "claim of %s may hold for %lld s: release failed: %s",
 		    cx->rkey, retry_s, res->errstr);
 	}
-	answer_unavailable(cx,
-	    "The idempotency store is unavailable. "
-	    "Nothing was charged; retry with the same key.",
-	    retry_s);
+	answer_text(&cx->x->resp, TEXT_STORE_DOWN, retry_s);
 	charge_finish(cx);
 }
 
@@ -133,11 +282,7 @@ on_release_after_lapse(struct idem_result *res, void *arg)
 	struct charge_ctx *cx = arg;
 
 	(void)res;
-	answer_unavailable(cx,
-	    "This request was held up past its claim "
-	    "on the key before the payment provider charged; nothing "
-	    "was charged. Retry with the same key.",
-	    RETRY_AFTER_UNAVAILABLE_S);
+	answer_text(&cx->x->resp, TEXT_LAPSED, RETRY_AFTER_UNAVAILABLE_S);
 	charge_finish(cx);
 }
 
@@ -159,9 +304,7 @@ claim_failed(struct charge_ctx *cx, const struct idem_result *res)
 	    idem_release(cx->w->redis, cx->rkey, cx->owner,
 	        on_release_after_error, cx) == 0)
 		return;
-	answer_unavailable(cx,
-	    "The idempotency store is unavailable. "
-	    "Nothing was charged; retry with the same key.",
+	answer_text(&cx->x->resp, TEXT_STORE_DOWN,
 	    res->outcome_unknown ? claim_left_s(cx)
 	                         : RETRY_AFTER_UNAVAILABLE_S);
 	charge_finish(cx);
@@ -173,13 +316,14 @@ claim_failed(struct charge_ctx *cx, const struct idem_result *res)
  * The charge must be recorded while the claim still holds the key, so the
  * provider refuses to charge past the claim's life less the time a record
  * may take: redis_timeout_ms, or less where the configuration leaves less
- * room (lock_ttl_s only has to exceed the provider's own time).
+ * room (lock_ttl_s only has to exceed the provider's own time). An HTTP
+ * provider also stops retrying after provider_deadline_ms.
  */
 static long long
 charge_deadline_us(const struct charge_ctx *cx)
 {
 	const struct config *cfg = cx->w->cfg;
-	long long lock_ms = 1000LL * cfg->lock_ttl_s, margin_ms;
+	long long lock_ms = 1000LL * cfg->lock_ttl_s, margin_ms, end_us;
 
 	margin_ms =
 	    lock_ms - cfg->provider_timeout_ms - cfg->provider_latency_ms;
@@ -187,7 +331,11 @@ charge_deadline_us(const struct charge_ctx *cx)
 		margin_ms = cfg->redis_timeout_ms;
 	if (margin_ms < 0)
 		margin_ms = 0;
-	return cx->claim_us + 1000LL * (lock_ms - margin_ms);
+	end_us = cx->claim_us + 1000LL * (lock_ms - margin_ms);
+	if (cfg->provider_url[0] != '\0' &&
+	    cx->claim_us + 1000LL * cfg->provider_deadline_ms < end_us)
+		end_us = cx->claim_us + 1000LL * cfg->provider_deadline_ms;
+	return end_us;
 }
 
 static void
@@ -221,21 +369,40 @@ on_spill_written(uv_work_t *req, int status)
 	record_send(cx);
 }
 
-/* The provider answered (its latency was a timer of the loop). */
+/* Nothing waits on it: a name the index keeps too long is dropped later. */
 static void
-on_provider_done(uv_timer_t *t)
+on_pending_note(struct idem_result *res, void *arg)
 {
-	struct charge_ctx *cx = t->data;
+	(void)arg;
+	if (res->st != IDEM_DONE)
+		log_warn(NULL, "index of unknown outcomes: %s",
+		    res->errstr != NULL ? res->errstr : "?");
+}
+
+/*
+ * The index names an unknown record before it is written (a record the
+ * index misses would wait for its client's retry); an index that failed
+ * is logged, and the record written all the same.
+ */
+static void
+on_pending_added(struct idem_result *res, void *arg)
+{
+	on_pending_note(res, NULL);
+	record_send(arg);
+}
+
+/* The provider answered, or its attempts ran out (PROV_UNKNOWN). */
+static void
+on_provider_done(const struct provider_result *pr, void *arg)
+{
+	struct charge_ctx *cx = arg;
 	const struct config *cfg = cx->w->cfg;
 	const char *rid = cx->x->req.request_id;
+	char index[KEY_PREFIX_MAX + 16];
 
-	if (provider_complete(cfg, &cx->w->ledger_fd, cx->principal, cx->key,
-	        cx->keylen, cx->params.amount, cx->params.currency,
-	        charge_deadline_us(cx), &cx->pr) != 0) {
-		log_error(rid, "provider ledger %s: write failed",
-		    cfg->provider_ledger);
-		cx->pr.outcome = PROV_ERROR;
-	}
+	cx->pr = *pr;
+	if (cx->pr.decline_code == pr->decline_buf)
+		cx->pr.decline_code = cx->pr.decline_buf;
 	if (cx->pr.outcome == PROV_LAPSED) {
 		/*
 		 * Held up past the claim's life before the provider charged:
@@ -249,7 +416,8 @@ on_provider_done(uv_timer_t *t)
 		claim_send(cx);
 		return;
 	}
-	if (render_outcome(cx) != 0) {
+	if (answer_outcome_render(&cx->pr, cx->canon, cx->canonlen, cx->key,
+	        cx->keylen, cfg, &cx->out, &cx->prob) != 0) {
 		/*
 		 * Out of memory after the provider ran. The claim is kept (a
 		 * release would let a retry call the provider at once): it
@@ -257,10 +425,24 @@ on_provider_done(uv_timer_t *t)
 		 * charge from the idempotent provider.
 		 */
 		log_error(rid, "cannot render the outcome of %s", cx->rkey);
-		response_problem(&cx->x->resp, PROB_INTERNAL, NULL, NULL);
-		(void)response_header(&cx->x->resp, "Retry-After", "%lld",
-		    claim_left_s(cx));
+		answer_text(&cx->x->resp, TEXT_INTERNAL, claim_left_s(cx));
 		charge_finish(cx);
+		return;
+	}
+	if (cx->prob == PROB_OUTCOME_UNKNOWN) {
+		log_warn(rid, "outcome of %s unknown after %d attempt(s): %s",
+		    cx->rkey, cx->pr.attempts, cx->pr.why);
+		if (idem_index_name(index, sizeof(index), cfg->key_prefix) >
+		        0 &&
+		    idem_pending_add(cx->w->redis, index, cx->rkey,
+		        now_wall_ms() +
+		            1000LL *
+		                (cx->out.retry_after[0] != '\0'
+		                        ? atoll(cx->out.retry_after)
+		                        : 1),
+		        on_pending_added, cx) == 0)
+			return;
+		record_send(cx);
 		return;
 	}
 	if (cx->out.body_len > (size_t)cfg->spill_threshold_bytes) {
@@ -278,18 +460,34 @@ on_provider_done(uv_timer_t *t)
 	record_send(cx);
 }
 
-/* The key is ours: the provider takes its time on a timer. */
+/* The key is ours (or its unknown outcome is): ask the provider. */
 static void
 provider_start(struct charge_ctx *cx)
 {
-	int delay_ms = 0;
+	struct provider_result res;
+	struct provider_call call;
 
 	metrics_inc(MC_PROVIDER_CALLS);
-	if (provider_prepare(cx->w->cfg, cx->principal, cx->key, cx->keylen,
-	        cx->fingerprint, cx->params.source, &cx->pr, &delay_ms) != 0)
-		cx->pr.outcome = PROV_ERROR;
-	(void)uv_timer_start(&cx->timer, on_provider_done, (uint64_t)delay_ms,
-	    0);
+	memset(&call, 0, sizeof(call));
+	call.principal = cx->principal;
+	call.key = cx->key;
+	call.keylen = cx->keylen;
+	call.fingerprint = cx->fingerprint;
+	call.amount = cx->params.amount;
+	call.currency = cx->params.currency;
+	call.source = cx->params.source;
+	call.canon = cx->canon;
+	call.canonlen = cx->canonlen;
+	call.deadline_us = charge_deadline_us(cx);
+	call.resume = cx->resumed;
+	if (provider_charge_start(cx->w->provider, &call, on_provider_done,
+	        cx) == 0)
+		return;
+	/* nothing was sent: the outcome is known, a provider error */
+	memset(&res, 0, sizeof(res));
+	res.outcome = PROV_ERROR;
+	(void)snprintf(res.why, sizeof(res.why), "cannot start the call");
+	on_provider_done(&res, cx);
 }
 
 /* --- record -------------------------------------------------------------- */
@@ -302,6 +500,7 @@ on_record_reply(struct idem_result *res, void *arg)
 	const char *rid = cx->x->req.request_id;
 	struct idem_record *out = &cx->out;
 	enum idem_status st = res->st;
+	char index[KEY_PREFIX_MAX + 16];
 
 	/*
 	 * Our spill file is named by no record unless ours was written (a
@@ -313,8 +512,17 @@ on_record_reply(struct idem_result *res, void *arg)
 	        (st == IDEM_REPLAY &&
 	            strcmp(res->rec.body_file, out->body_file) != 0)))
 		(void)spill_remove(cfg->spill_dir, out->body_file);
+	/* an unknown outcome we settled leaves the index */
+	if (cx->resumed && cx->prob != PROB_OUTCOME_UNKNOWN &&
+	    (st == IDEM_RECORDED || st == IDEM_NOT_DURABLE) &&
+	    idem_index_name(index, sizeof(index), cfg->key_prefix) > 0)
+		(void)idem_pending_remove(cx->w->redis, index, cx->rkey,
+		    on_pending_note, NULL);
 	switch (st) {
-	case IDEM_RECORDED: answer_recorded(cx); break;
+	case IDEM_RECORDED:
+		answer_recorded(&cx->x->resp, out, cx->prob,
+		    cx->now_ms + cx->ttl_ms);
+		break;
 	case IDEM_NOT_DURABLE:
 		/*
 		 * Recorded, but a failover may still lose it: the retry
@@ -324,12 +532,7 @@ on_record_reply(struct idem_result *res, void *arg)
 		 */
 		metrics_inc(MC_NOT_DURABLE);
 		log_warn(rid, "record of %s: %s", cx->rkey, res->errstr);
-		response_problem(&cx->x->resp, PROB_NOT_DURABLE,
-		    "The outcome was "
-		    "recorded, but not acknowledged by enough Redis replicas. "
-		    "Retry with the same key.",
-		    NULL);
-		(void)response_header(&cx->x->resp, "Retry-After", "%d",
+		answer_text(&cx->x->resp, TEXT_NOT_DURABLE,
 		    RETRY_AFTER_UNAVAILABLE_S);
 		break;
 	case IDEM_REPLAY:
@@ -339,15 +542,14 @@ on_record_reply(struct idem_result *res, void *arg)
 	case IDEM_FENCED:
 		log_warn(rid, "claim of %s taken over while the provider ran",
 		    cx->rkey);
-		answer_in_progress(cx, res->cf.claim_created_ms);
+		answer_in_progress(&cx->x->resp, cfg, res->cf.claim_created_ms);
 		break;
 	case IDEM_MISMATCH:
 		/* our claim lapsed and a different request took the key */
 		log_warn(rid,
-		    "claim of %s lapsed; the key now holds another "
-		    "request",
+		    "claim of %s lapsed; the key now holds another request",
 		    cx->rkey);
-		answer_mismatch(cx, res->cf.params);
+		answer_mismatch(&cx->x->resp, res->cf.params, cx->params_hex);
 		break;
 	default:
 		/*
@@ -355,10 +557,8 @@ on_record_reply(struct idem_result *res, void *arg)
 		 * (the GC removes it once no record can name it). If it was
 		 * not, our claim holds the key until it lapses.
 		 */
-		answer_redis_error(cx, res->errstr,
-		    "The outcome could not be recorded. "
-		    "Retry with the same key after the delay in Retry-After.",
-		    claim_left_s(cx));
+		redis_error_note(cx, res->errstr);
+		answer_text(&cx->x->resp, TEXT_NOT_RECORDED, claim_left_s(cx));
 		break;
 	}
 	charge_finish(cx);
@@ -369,13 +569,16 @@ record_send(struct charge_ctx *cx)
 {
 	const struct config *cfg = cx->w->cfg;
 	struct idem_result res;
+	int unknown = cx->prob == PROB_OUTCOME_UNKNOWN;
 
+	/* an unknown outcome lives as long as a charge would */
 	cx->ttl_ms = 1000LL *
-	    (cx->prob == PROB_NONE ? cfg->completed_ttl_s : cfg->failed_ttl_s);
+	    (cx->prob == PROB_NONE || unknown ? cfg->completed_ttl_s
+	                                      : cfg->failed_ttl_s);
 	cx->now_ms = now_wall_ms();
 	if (idem_record(cx->w->redis, cx->rkey, cx->owner, cx->fingerprint,
-	        cx->params_hex, &cx->out, cx->ttl_ms, cx->now_ms,
-	        on_record_reply, cx) == 0)
+	        cx->params_hex, &cx->out, unknown ? cx->canon : NULL,
+	        cx->ttl_ms, cx->now_ms, on_record_reply, cx) == 0)
 		return;
 	memset(&res, 0, sizeof(res));
 	res.st = IDEM_ERR_REDIS;
@@ -393,9 +596,10 @@ on_wait_timer(uv_timer_t *t)
 
 /*
  * What the claim script found: the replay, 409, 422 or 503, a pause before
- * asking again (Prefer: wait), or the key is ours. After a lapse (execute
- * 0) a key that came back to us is given back instead, so a request calls
- * the provider at most once.
+ * asking again (Prefer: wait), or the key is ours (claimed, or its unknown
+ * outcome taken over: resumed). After a lapse (execute 0) a key that came
+ * back to us is given back instead, so a request calls the provider at
+ * most once.
  */
 static void
 on_claim_reply(struct idem_result *res, void *arg)
@@ -404,12 +608,15 @@ on_claim_reply(struct idem_result *res, void *arg)
 	long long left_ms;
 
 	switch (res->st) {
+	case IDEM_RESUMED:
 	case IDEM_CLAIMED:
 		if (cx->execute) {
+			cx->resumed = res->st == IDEM_RESUMED;
 			provider_start(cx);
 			return;
 		}
-		if (idem_release(cx->w->redis, cx->rkey, cx->owner,
+		if (res->st == IDEM_CLAIMED &&
+		    idem_release(cx->w->redis, cx->rkey, cx->owner,
 		        on_release_after_lapse, cx) == 0)
 			return;
 		on_release_after_lapse(res, cx);
@@ -426,9 +633,12 @@ on_claim_reply(struct idem_result *res, void *arg)
 				cx->pause_ms *= 2;
 			return;
 		}
-		answer_in_progress(cx, res->cf.claim_created_ms);
+		answer_in_progress(&cx->x->resp, cx->w->cfg,
+		    res->cf.claim_created_ms);
 		break;
-	case IDEM_MISMATCH: answer_mismatch(cx, res->cf.params); break;
+	case IDEM_MISMATCH:
+		answer_mismatch(&cx->x->resp, res->cf.params, cx->params_hex);
+		break;
 	default: claim_failed(cx, res); return;
 	}
 	charge_finish(cx);
@@ -461,7 +671,7 @@ charge_handle(struct exchange *x)
 	int wait_s;
 
 	if ((cx = calloc(1, sizeof(*cx))) == NULL) {
-		response_problem(&x->resp, PROB_INTERNAL, NULL, NULL);
+		answer_text(&x->resp, TEXT_INTERNAL, 0);
 		exchange_finish(x);
 		return;
 	}
@@ -484,7 +694,7 @@ charge_handle(struct exchange *x)
 	    digest_random_hex(cx->owner, TOKEN_HEX_LEN / 2) != 0 ||
 	    idem_key_name(cx->rkey, sizeof(cx->rkey), cfg->key_prefix,
 	        cx->principal, cx->key, cx->keylen) < 0) {
-		response_problem(&x->resp, PROB_INTERNAL, NULL, NULL);
+		answer_text(&x->resp, TEXT_INTERNAL, 0);
 		charge_finish(cx);
 		return;
 	}
@@ -492,6 +702,6 @@ charge_handle(struct exchange *x)
 	if (wait_s > cfg->max_wait_s)
 		wait_s = cfg->max_wait_s;
 	if (wait_s > 0)
-		cx->wait_deadline_us = now_mono_us() + 1000000LL * wait_s;
+		cx->wait_deadline_us = now_mono_us() + 1000LL * 1000 * wait_s;
 	claim_send(cx);
 }

@@ -1,92 +1,86 @@
 /*
- * charge_answer.h - what one /charge request carries between its steps
- * (struct charge_ctx), and the answers and checks charge.c sequences.
+ * charge_answer.h - every answer the /charge use case gives, rendered in
+ * one place, one text per problem: the checks' refusals, the charge and
+ * its failures (also rendered for the record, by the use case and by the
+ * completer alike), the replay, 409, 422, 503. Each fills a response; the
+ * use case's state and sequence are charge.c's.
  */
 #ifndef CHARGE_CHARGE_ANSWER_H
 #define CHARGE_CHARGE_ANSWER_H
 
 #include <stddef.h>
 
-#include <uv.h>
-
-#include "charge_object.h"
-#include "exchange.h"
+#include "config.h"
 #include "idem.h"
 #include "provider.h"
+#include "response.h"
 #include "validate.h"
 
-/* Everything one /charge request carries between its steps. */
-struct charge_ctx {
-	struct exchange *x; /* NULL once finished */
-	struct worker *w;
-	const char *principal;
-	char key[IDEM_KEY_MAX + 1];
-	size_t keylen;
-	struct charge_params params;
-	char *canon; /* canonical text of params (free) */
-	size_t canonlen;
-	char fingerprint[65];
-	char params_hex[CHARGE_PARAMS_HEX_LEN + 1]; /* per-parameter digests */
-	char owner[TOKEN_HEX_LEN + 1];
-	char rkey[IDEM_RKEY_MAX];
-	long long claim_us;         /* monotonic time the last claim was sent */
-	long long wait_deadline_us; /* Prefer: wait; 0: none */
-	long long pause_ms;         /* before the next claim while waiting */
-	int execute;      /* 0 after a lapse: a claim is given back, not run */
-	uv_timer_t timer; /* the provider's latency; Prefer: wait pauses */
-	uv_work_t work;   /* a spill write or read on the worker pool */
-	struct provider_result pr;
-	struct idem_record out;    /* the outcome to record */
-	enum problem prob;         /* out's problem, PROB_NONE for a charge */
-	long long ttl_ms, now_ms;  /* of the record sent */
-	struct idem_record replay; /* a recorded outcome to answer with */
-	int io_rc;                 /* the pool's spill_write/spill_read */
-	char *io_body;             /* spill_read's body (malloc'd) */
-	char io_err[160];
+/* Why a request may not claim its key (charge.c's check). */
+enum charge_refusal {
+	REFUSE_METHOD,       /* 405 */
+	REFUSE_UNAUTHORIZED, /* 401 */
+	REFUSE_MISSING_KEY,  /* 400 */
+	REFUSE_INVALID_KEY,  /* 400 */
+	REFUSE_MEDIA_TYPE,   /* 415 */
+	REFUSE_TOO_LARGE,    /* 413 */
+	REFUSE_BODY_TIMEOUT, /* 408 */
+	REFUSE_INVALID,      /* 400 with v's errors */
 };
 
-/*
- * Seconds until our claim lapses by itself (at least 1): when the claim or
- * the record may have been written but we cannot tell, the key stays
- * in_progress under our owner until then, and a retry before it gets 409.
- */
-long long claim_left_s(const struct charge_ctx *cx);
+/* The refusal; v: the validation errors (REFUSE_INVALID only). */
+void answer_refusal(struct response *r, const struct config *cfg,
+    enum charge_refusal why, const struct validation *v);
 
-/* 503 service-unavailable with Retry-After: retry_s. */
-void answer_unavailable(struct charge_ctx *cx, const char *detail,
-    long long retry_s);
+/* The answers whose text is fixed: one row each in charge_answer.c. */
+enum charge_text {
+	TEXT_STORE_DOWN,        /* 503: claim failed, nothing charged */
+	TEXT_LAPSED,            /* 503: held up past the claim */
+	TEXT_NOT_RECORDED,      /* 503: the record may not have been written */
+	TEXT_NOT_DURABLE,       /* 503 outcome-not-durable */
+	TEXT_STORED_BUSY,       /* 503: a spilled body cannot be read now */
+	TEXT_STORED_UNREADABLE, /* 500 stored-response-unavailable */
+	TEXT_INTERNAL,          /* 500 */
+};
 
-/* Counts a Redis error and logs why (the request's id). */
-void redis_error_note(struct charge_ctx *cx, const char *why);
-
-/* The same 503, counted as a Redis error and logged with why. */
-void answer_redis_error(struct charge_ctx *cx, const char *why,
-    const char *detail, long long retry_s);
-
-/* 409; claim_created_ms: when the holder's claim was made (0: unknown). */
-void answer_in_progress(struct charge_ctx *cx, long long claim_created_ms);
-
-/* 422 with "mismatched_params" from the stored digests (may be ""). */
-void answer_mismatch(struct charge_ctx *cx, const char *stored_params);
+/* The fixed answer t, with Retry-After: retry_s unless it is 0. */
+void answer_text(struct response *r, enum charge_text t, long long retry_s);
 
 /*
- * Answers with cx->replay; a spilled body is cx->io_body as the pool's
- * spill_read left it (io_rc, io_err): 503 when the process lacked
- * resources, 500 stored-response-unavailable when the file is unsound.
+ * 409; claim_created_ms: when the holder's claim was made (0: unknown),
+ * for Idempotency-Key-Expires.
  */
-void answer_replay_body(struct charge_ctx *cx);
+void answer_in_progress(struct response *r, const struct config *cfg,
+    long long claim_created_ms);
 
-/* Renders cx->pr into cx->out and cx->prob. 0, or -1 on ENOMEM. */
-int render_outcome(struct charge_ctx *cx);
-
-/* Answers with cx->out, just recorded (Idempotent-Replayed: false). */
-void answer_recorded(struct charge_ctx *cx);
+/* 422 naming the parameters whose stored digests differ from ours. */
+void answer_mismatch(struct response *r, const char *stored_params,
+    const char *our_params);
 
 /*
- * Checks method, API key, Idempotency-Key, content type and body; fills
- * cx->principal, key and params. 0 when the request may claim its key,
- * else -1 with the problem in the response.
+ * What the provider's result pr becomes, as recorded: out (state, status,
+ * content type, body, Retry-After) and *prob (PROB_NONE for a charge).
+ * The body is a function of the request (canon, key) and the provider's
+ * answer only, never of our clock: an outcome rendered again (a retry
+ * after the record was lost, the completer) is byte for byte the same.
+ * 0, or -1 on ENOMEM.
  */
-int charge_check(struct charge_ctx *cx);
+int answer_outcome_render(const struct provider_result *pr, const char *canon,
+    size_t canonlen, const char *key, size_t keylen, const struct config *cfg,
+    struct idem_record *out, enum problem *prob);
+
+/*
+ * Answers with out, just recorded (Idempotent-Replayed: false; out->body
+ * moves into r), expiring at expires_ms.
+ */
+void answer_recorded(struct response *r, struct idem_record *out,
+    enum problem prob, long long expires_ms);
+
+/*
+ * Answers with a recorded outcome: body (malloc'd, moves into r) of
+ * rec->body_len bytes (Idempotent-Replayed: true).
+ */
+void answer_replay(struct response *r, const struct idem_record *rec,
+    char *body);
 
 #endif

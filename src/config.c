@@ -62,6 +62,24 @@ const struct cfg_row cfg_rows[] = {
 	    DEF_PROVIDER_LEDGER, FIELD(provider_ledger), 0 },
 	{ "provider_secret", CFG_STRING, 1, FIELD_LEN(provider_secret), 0,
 	    DEF_PROVIDER_SECRET, FIELD(provider_secret), CFG_F_SECRET },
+	/* "": the in-process simulation; http://, https:// or unix:/path */
+	{ "provider_url", CFG_STRING, 0, FIELD_LEN(provider_url), 0,
+	    DEF_PROVIDER_URL, FIELD(provider_url), CFG_F_TOKEN },
+	{ "provider_api_key", CFG_STRING, 1, FIELD_LEN(provider_api_key), 0,
+	    DEF_PROVIDER_API_KEY, FIELD(provider_api_key),
+	    CFG_F_SECRET | CFG_F_TOKEN },
+	{ "provider_connect_timeout_ms", CFG_INT, 1, PROVIDER_MS_MAX,
+	    DEF_PROVIDER_CONNECT_TIMEOUT_MS, NULL,
+	    FIELD(provider_connect_timeout_ms), 0 },
+	{ "provider_deadline_ms", CFG_INT, 1, PROVIDER_MS_MAX,
+	    DEF_PROVIDER_DEADLINE_MS, NULL, FIELD(provider_deadline_ms), 0 },
+	{ "provider_ca_file", CFG_PATH, 0, FIELD_LEN(provider_ca_file), 0,
+	    DEF_PROVIDER_CA_FILE, FIELD(provider_ca_file), CFG_F_NONE_OK },
+	{ "provider_tls_verify", CFG_INT, 0, 1, DEF_PROVIDER_TLS_VERIFY, NULL,
+	    FIELD(provider_tls_verify), 0 },
+	{ "completer_schedule_s", CFG_STRING, 1,
+	    FIELD_LEN(completer_schedule_s), 0, DEF_COMPLETER_SCHEDULE_S,
+	    FIELD(completer_schedule_s), CFG_F_TOKEN },
 	{ "metrics_file", CFG_PATH, 0, FIELD_LEN(metrics_file), 0,
 	    DEF_METRICS_FILE, FIELD(metrics_file), CFG_F_NONE_OK },
 	{ "log_level", CFG_LOG_LEVEL, LL_ERROR, LL_DEBUG, 0, DEF_LOG_LEVEL,
@@ -399,6 +417,38 @@ cfg_set(struct config *c, const struct cfg_row *r, const char *v, size_t n,
 	return 0;
 }
 
+int
+config_schedule_parse(const char *text, long steps[CONFIG_SCHEDULE_MAX],
+    char *errstr, size_t errlen)
+{
+	const char *p = text, *e;
+	unsigned long long v;
+	int n = 0;
+
+	for (;;) {
+		for (e = p; *e != '\0' && *e != ','; e++)
+			;
+		if (n == CONFIG_SCHEDULE_MAX) {
+			util_err(errstr, errlen,
+			    "completer_schedule_s: more than %d steps",
+			    CONFIG_SCHEDULE_MAX);
+			return -1;
+		}
+		if (util_decimal(p, (size_t)(e - p), TTL_S_MAX, &v) !=
+		        UTIL_DEC_OK ||
+		    v < 1 || (n > 0 && (long)v <= steps[n - 1])) {
+			util_err(errstr, errlen,
+			    "completer_schedule_s: \"%s\" is not a list of increasing ages in seconds (1-%d), such as 1,5,30,300,3600",
+			    text, TTL_S_MAX);
+			return -1;
+		}
+		steps[n++] = (long)v;
+		if (*e == '\0')
+			return n;
+		p = e + 1;
+	}
+}
+
 void
 config_defaults(struct config *c, const char *base_dir)
 {
@@ -432,6 +482,7 @@ config_validate(const struct config *c, char *errstr, size_t errlen)
 	char why[CONF_WHY_MAX];
 	const char *s;
 	long long lock_ms, provider_ms;
+	long steps[CONFIG_SCHEDULE_MAX];
 	size_t i, n;
 
 	for (i = 0; i < CFG_NROWS; i++) {
@@ -468,6 +519,36 @@ config_validate(const struct config *c, char *errstr, size_t errlen)
 		util_err(errstr, errlen,
 		    "lock_ttl_s: %d s must exceed provider_timeout_ms + provider_latency_ms (%lld ms)",
 		    c->lock_ttl_s, provider_ms);
+		return -1;
+	}
+	if (config_schedule_parse(c->completer_schedule_s, steps, errstr,
+	        errlen) < 0)
+		return -1;
+	if (c->provider_url[0] == '\0')
+		return 0;
+	if (strncmp(c->provider_url, "http://", 7) != 0 &&
+	    strncmp(c->provider_url, "https://", 8) != 0 &&
+	    strncmp(c->provider_url, "unix:/", 6) != 0) {
+		util_err(errstr, errlen,
+		    "provider_url: must be empty (the in-process simulation), http://HOST:PORT, https://HOST:PORT or unix:/path");
+		return -1;
+	}
+	/*
+	 * Every attempt of a request, then its record, while the claim holds
+	 * the key: the record may take redis_timeout_ms.
+	 */
+	if ((long long)c->provider_deadline_ms + c->redis_timeout_ms >=
+	    lock_ms) {
+		util_err(errstr, errlen,
+		    "provider_deadline_ms: %d ms plus redis_timeout_ms (%d ms) must stay below lock_ttl_s (%lld ms)",
+		    c->provider_deadline_ms, c->redis_timeout_ms, lock_ms);
+		return -1;
+	}
+	if (c->provider_timeout_ms < 1 ||
+	    c->provider_timeout_ms > c->provider_deadline_ms) {
+		util_err(errstr, errlen,
+		    "provider_timeout_ms: %d ms must be 1 or more and at most provider_deadline_ms (%d ms) with an HTTP provider",
+		    c->provider_timeout_ms, c->provider_deadline_ms);
 		return -1;
 	}
 	return 0;

@@ -33,6 +33,13 @@ struct config {
 	char api_keys_file[PATH_MAX_LEN];
 	char provider_ledger[PATH_MAX_LEN];
 	char provider_secret[256];
+	char provider_url[URL_MAX_LEN]; /* "": the in-process simulation */
+	char provider_api_key[256];
+	int provider_connect_timeout_ms;
+	int provider_deadline_ms;            /* every attempt of one request */
+	char provider_ca_file[PATH_MAX_LEN]; /* "": the system's store */
+	int provider_tls_verify;
+	char completer_schedule_s[256]; /* "1,5,30,300,3600" */
 	char
 	    metrics_file[PATH_MAX_LEN]; /* "" or "none": per-process counters */
 	int log_level;                  /* enum log_level */
@@ -53,6 +60,16 @@ void config_defaults(struct config *c, const char *base_dir);
  * the provider timeout). 0 or -1 with errstr naming the key.
  */
 int config_validate(const struct config *c, char *errstr, size_t errlen);
+
+#define CONFIG_SCHEDULE_MAX 16
+
+/*
+ * Parses completer_schedule_s ("1,5,30,300,3600": ages in seconds,
+ * strictly increasing, 1 to CONFIG_SCHEDULE_MAX steps, each 1..TTL_S_MAX).
+ * The number of steps, or -1 with errstr naming the key.
+ */
+int config_schedule_parse(const char *text, long steps[CONFIG_SCHEDULE_MAX],
+    char *errstr, size_t errlen);
 
 /*
  * The table itself, for config_load.c and config_print.c: one row per key,

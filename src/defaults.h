@@ -6,10 +6,11 @@
 #define CHARGE_DEFAULTS_H
 
 /* Request limits (docs/API.md §4, §5). */
-#define IDEM_KEY_MAX 255     /* bytes, visible ASCII */
-#define AMOUNT_MIN 1         /* minor units */
-#define AMOUNT_MAX 99999999  /* minor units */
-#define SOURCE_TOKEN_MAX 64  /* chars after "tok_" */
+#define IDEM_KEY_MAX 255    /* bytes, visible ASCII */
+#define AMOUNT_MIN 1        /* minor units */
+#define AMOUNT_MAX 99999999 /* minor units */
+#define SOURCE_TOKEN_MAX 64 /* chars after "tok_", per element of a chain */
+#define SOURCE_MAX 255 /* bytes of a whole source (a chain "tok_a|tok_b|n1") */
 #define CUSTOMER_MAX 255     /* bytes of UTF-8 */
 #define DESCRIPTION_MAX 1000 /* bytes of UTF-8 */
 #define METADATA_KEYS_MAX 50
@@ -49,6 +50,13 @@
 #define DEF_API_KEYS_FILE "api-keys"
 #define DEF_PROVIDER_LEDGER "../var/provider-ledger.log"
 #define DEF_PROVIDER_SECRET "demo-provider-secret-change-me"
+#define DEF_PROVIDER_URL "" /* the in-process simulation */
+#define DEF_PROVIDER_API_KEY "sk_test_sim"
+#define DEF_PROVIDER_CONNECT_TIMEOUT_MS 1000
+#define DEF_PROVIDER_DEADLINE_MS 12000 /* all attempts of one request */
+#define DEF_PROVIDER_CA_FILE ""        /* the system's trust store */
+#define DEF_PROVIDER_TLS_VERIFY 1
+#define DEF_COMPLETER_SCHEDULE_S "1,5,30,300,3600" /* ages, seconds */
 #define DEF_METRICS_FILE "../var/metrics.shm"
 #define DEF_LOG_LEVEL "info"
 #define DEF_THREADS 0              /* event loops per process: one per core */
@@ -88,6 +96,16 @@
 /* /healthz: spill_dir needs room for this many spill thresholds, at least */
 #define HEALTH_SPILL_ROOM 4
 #define HEALTH_SPILL_ROOM_MIN_BYTES 65536
+
+/*
+ * The HTTP provider: a kept-alive connection idle this long is closed
+ * rather than reused, below the simulator's idle timeout (300 s), so the
+ * peer never closes one just as it is reused.
+ */
+#define PROVIDER_MAXAGE_CONN_S 60
+/* The completer: how often each process looks for due unknown records. */
+#define COMPLETER_TICK_MS 1000
+#define COMPLETER_BATCH 16 /* records taken per look */
 
 /* How long a 409 / 503 client should wait before retrying. */
 #define RETRY_AFTER_IN_PROGRESS_S 1

@@ -13,10 +13,6 @@
 #include "lua_scripts.h"
 #include "util.h"
 
-/* state status content_type retry_after body body_file body_len body_sha256 expires_ms */
-#define RECORD_FIELDS 9
-/* state created_ms updated_ms expires_ms status (then the PTTL) */
-#define INFO_FIELDS 5
 /* Unix milliseconds the scripts accept (below 1e14: year 5138) */
 #define STORED_MS_MAX 99999999999999LL
 
@@ -24,6 +20,8 @@ static struct lua_script script_claim = { "claim", lua_claim, 0, "" };
 static struct lua_script script_record = { "record", lua_record, 0, "" };
 static struct lua_script script_release = { "release", lua_release, 0, "" };
 static struct lua_script script_lookup = { "lookup", lua_lookup, 0, "" };
+static struct lua_script script_resume = { "resume", lua_resume, 0, "" };
+static struct lua_script script_pending = { "pending", lua_pending, 0, "" };
 
 int
 idem_init(void)
@@ -32,7 +30,11 @@ idem_init(void)
 	script_record.len = lua_record_len;
 	script_release.len = lua_release_len;
 	script_lookup.len = lua_lookup_len;
-	if (redis_script_init(&script_claim) != 0 ||
+	script_resume.len = lua_resume_len;
+	script_pending.len = lua_pending_len;
+	if (redis_script_init(&script_resume) != 0 ||
+	    redis_script_init(&script_pending) != 0 ||
+	    redis_script_init(&script_claim) != 0 ||
 	    redis_script_init(&script_record) != 0 ||
 	    redis_script_init(&script_release) != 0 ||
 	    redis_script_init(&script_lookup) != 0)
@@ -113,66 +115,70 @@ idem_record_decode(const struct idem_field *f, size_t n,
 		why = "wrong number of fields";
 		goto fail;
 	}
-	if (field_copy(rec->state, sizeof(rec->state), &f[0]) != 0 ||
+	if (field_copy(rec->state, sizeof(rec->state), &f[RF_STATE]) != 0 ||
 	    (strcmp(rec->state, "completed") != 0 &&
 	        strcmp(rec->state, "failed") != 0)) {
 		why = "bad state";
 		goto fail;
 	}
-	if ((v = field_number(&f[1], 599)) < 100) {
+	if ((v = field_number(&f[RF_STATUS], 599)) < 100) {
 		why = "bad status";
 		goto fail;
 	}
 	rec->status = (int)v;
-	if (f[2].p == NULL || f[2].n == 0 || !header_value_safe(&f[2]) ||
-	    field_copy(rec->content_type, sizeof(rec->content_type), &f[2]) !=
-	        0) {
+	if (f[RF_CONTENT_TYPE].p == NULL || f[RF_CONTENT_TYPE].n == 0 ||
+	    !header_value_safe(&f[RF_CONTENT_TYPE]) ||
+	    field_copy(rec->content_type, sizeof(rec->content_type),
+	        &f[RF_CONTENT_TYPE]) != 0) {
 		why = "bad content_type";
 		goto fail;
 	}
-	if (field_copy(rec->retry_after, sizeof(rec->retry_after), &f[3]) !=
-	        0 ||
-	    (f[3].p != NULL && field_number(&f[3], 1000000000LL) < 0)) {
+	if (field_copy(rec->retry_after, sizeof(rec->retry_after),
+	        &f[RF_RETRY_AFTER]) != 0 ||
+	    (f[RF_RETRY_AFTER].p != NULL &&
+	        field_number(&f[RF_RETRY_AFTER], 1000000000LL) < 0)) {
 		why = "bad retry_after";
 		goto fail;
 	}
-	if (f[8].p == NULL)
+	if (f[RF_EXPIRES_MS].p == NULL)
 		rec->expires_ms = 0; /* written before records carried it */
-	else if ((rec->expires_ms = field_number(&f[8], STORED_MS_MAX)) < 1) {
+	else if ((rec->expires_ms =
+	                 field_number(&f[RF_EXPIRES_MS], STORED_MS_MAX)) < 1) {
 		why = "bad expires_ms";
 		goto fail;
 	}
-	if (f[4].p != NULL) {
-		if (f[5].p != NULL) {
+	if (f[RF_BODY].p != NULL) {
+		if (f[RF_BODY_FILE].p != NULL) {
 			why = "both body and body_file";
 			goto fail;
 		}
-		if ((rec->body = malloc(f[4].n + 1)) == NULL) {
+		if ((rec->body = malloc(f[RF_BODY].n + 1)) == NULL) {
 			why = "out of memory";
 			goto fail;
 		}
-		memcpy(rec->body, f[4].p, f[4].n);
-		rec->body[f[4].n] = '\0';
-		rec->body_len = f[4].n;
+		memcpy(rec->body, f[RF_BODY].p, f[RF_BODY].n);
+		rec->body[f[RF_BODY].n] = '\0';
+		rec->body_len = f[RF_BODY].n;
 		return 0;
 	}
-	if (f[5].p == NULL) {
+	if (f[RF_BODY_FILE].p == NULL) {
 		why = "neither body nor body_file";
 		goto fail;
 	}
-	if (field_copy(rec->body_file, sizeof(rec->body_file), &f[5]) != 0 ||
+	if (field_copy(rec->body_file, sizeof(rec->body_file),
+	        &f[RF_BODY_FILE]) != 0 ||
 	    rec->body_file[0] == '\0') {
 		why = "bad body_file";
 		goto fail;
 	}
-	if ((v = field_number(&f[6], (long long)MAX_REQUEST_BYTES_MAX * 64)) <
-	    0) {
+	if ((v = field_number(&f[RF_BODY_LEN],
+	         (long long)MAX_REQUEST_BYTES_MAX * 64)) < 0) {
 		why = "bad body_len";
 		goto fail;
 	}
 	rec->body_len = (size_t)v;
-	if (field_copy(rec->body_sha256, sizeof(rec->body_sha256), &f[7]) !=
-	        0 ||
+	if (field_copy(rec->body_sha256, sizeof(rec->body_sha256),
+	        &f[RF_BODY_SHA256]) != 0 ||
 	    strlen(rec->body_sha256) != 64 ||
 	    !util_is_hex(rec->body_sha256, 64)) {
 		why = "bad body_sha256";
@@ -198,16 +204,18 @@ idem_info_decode(const struct idem_field *f, size_t n, long long pttl_ms,
 		why = "wrong number of fields";
 		goto fail;
 	}
-	if (f[0].p == NULL)
+	if (f[IF_STATE].p == NULL)
 		return 0;
-	if (field_copy(info->state, sizeof(info->state), &f[0]) != 0 ||
+	if (field_copy(info->state, sizeof(info->state), &f[IF_STATE]) != 0 ||
 	    (strcmp(info->state, "in_progress") != 0 &&
 	        strcmp(info->state, "completed") != 0 &&
-	        strcmp(info->state, "failed") != 0)) {
+	        strcmp(info->state, "failed") != 0 &&
+	        strcmp(info->state, "unknown") != 0)) {
 		why = "bad state";
 		goto fail;
 	}
-	if ((info->created_ms = field_number(&f[1], STORED_MS_MAX)) < 1) {
+	if ((info->created_ms =
+	            field_number(&f[IF_CREATED_MS], STORED_MS_MAX)) < 1) {
 		why = "bad created_ms";
 		goto fail;
 	}
@@ -215,19 +223,19 @@ idem_info_decode(const struct idem_field *f, size_t n, long long pttl_ms,
 		info->updated_ms = info->expires_ms = 0;
 		info->status = 0;
 	} else {
-		if ((info->updated_ms = field_number(&f[2], STORED_MS_MAX)) <
-		    1) {
+		if ((info->updated_ms = field_number(&f[IF_UPDATED_MS],
+		         STORED_MS_MAX)) < 1) {
 			why = "bad updated_ms";
 			goto fail;
 		}
-		if (f[3].p == NULL)
+		if (f[IF_EXPIRES_MS].p == NULL)
 			info->expires_ms = 0; /* predates the field */
-		else if ((info->expires_ms =
-		                 field_number(&f[3], STORED_MS_MAX)) < 1) {
+		else if ((info->expires_ms = field_number(&f[IF_EXPIRES_MS],
+		              STORED_MS_MAX)) < 1) {
 			why = "bad expires_ms";
 			goto fail;
 		}
-		if ((v = field_number(&f[4], 599)) < 100) {
+		if ((v = field_number(&f[IF_STATUS], 599)) < 100) {
 			why = "bad status";
 			goto fail;
 		}
@@ -321,7 +329,15 @@ reply_conflict(const redisReply *r, int with_params, struct idem_conflict *cf)
 }
 
 /* One operation in flight: what to decode its reply as, and for whom. */
-enum idem_op_kind { OP_CLAIM, OP_RECORD, OP_RELEASE, OP_LOOKUP };
+enum idem_op_kind {
+	OP_CLAIM,
+	OP_RECORD,
+	OP_RELEASE,
+	OP_LOOKUP,
+	OP_RESUME,
+	OP_PENDING,
+	OP_DUE
+};
 
 struct idem_op {
 	enum idem_op_kind kind;
@@ -345,6 +361,7 @@ struct reply_tag {
 
 static const struct reply_tag claim_tags[] = {
 	{ "claimed", IDEM_CLAIMED, TAG_PLAIN },
+	{ "resumed", IDEM_RESUMED, TAG_PLAIN },
 	{ "in_progress", IDEM_IN_PROGRESS, TAG_HOLDER },
 	{ "mismatch", IDEM_MISMATCH, TAG_PARAMS },
 	{ "recorded", IDEM_REPLAY, TAG_RECORDED },
@@ -418,6 +435,111 @@ bad:
 	res->errstr = "lookup: unexpected reply";
 }
 
+/* An element of r that is a string (or nil: p NULL), else -1. */
+static int
+reply_field(const redisReply *r, size_t i, struct idem_field *f)
+{
+	const redisReply *e;
+
+	if (r->type != REDIS_REPLY_ARRAY || i >= r->elements)
+		return -1;
+	e = r->element[i];
+	if (e->type == REDIS_REPLY_NIL) {
+		f->p = NULL;
+		f->n = 0;
+		return 0;
+	}
+	if (e->type != REDIS_REPLY_STRING)
+		return -1;
+	f->p = e->str;
+	f->n = e->len;
+	return 0;
+}
+
+/* The fields of {'resumed', fingerprint, param_digests, request, created_ms}. */
+enum resume_field {
+	RS_TAG,
+	RS_FINGERPRINT,
+	RS_PARAMS,
+	RS_REQUEST,
+	RS_CREATED_MS,
+	RESUME_FIELDS
+};
+
+static void
+resume_decode(const redisReply *r, struct idem_result *res)
+{
+	struct idem_field f[RESUME_FIELDS];
+	size_t i;
+
+	if (reply_tag_is(r, "settled")) {
+		res->st = IDEM_SETTLED;
+		return;
+	}
+	if (reply_tag_is(r, "leased")) {
+		res->st = IDEM_IN_PROGRESS;
+		return;
+	}
+	if (!reply_tag_is(r, "resumed") || r->elements != RESUME_FIELDS)
+		goto bad;
+	for (i = 0; i < RESUME_FIELDS; i++)
+		if (reply_field(r, i, &f[i]) != 0)
+			goto bad;
+	if (f[RS_FINGERPRINT].p == NULL || f[RS_REQUEST].p == NULL ||
+	    field_copy(res->resume.fingerprint, sizeof(res->resume.fingerprint),
+	        &f[RS_FINGERPRINT]) != 0 ||
+	    field_copy(res->resume.params, sizeof(res->resume.params),
+	        &f[RS_PARAMS]) != 0 ||
+	    (res->resume.created_ms =
+	            field_number(&f[RS_CREATED_MS], STORED_MS_MAX)) < 1 ||
+	    (res->resume.request = malloc(f[RS_REQUEST].n + 1)) == NULL)
+		goto bad;
+	memcpy(res->resume.request, f[RS_REQUEST].p, f[RS_REQUEST].n);
+	res->resume.request[f[RS_REQUEST].n] = '\0';
+	res->resume.request_len = f[RS_REQUEST].n;
+	res->st = IDEM_RESUMED;
+	return;
+bad:
+	res->errstr = "resume: unexpected reply";
+}
+
+/* {count, name...} of pending.lua's 'due'. */
+static void
+due_decode(const redisReply *r, struct idem_result *res)
+{
+	struct idem_field f;
+	size_t i;
+
+	if (r->type != REDIS_REPLY_ARRAY || r->elements < 1 ||
+	    r->element[0]->type != REDIS_REPLY_INTEGER)
+		goto bad;
+	res->due.count = r->element[0]->integer;
+	for (i = 1; i < r->elements && res->due.n < IDEM_DUE_MAX; i++) {
+		if (reply_field(r, i, &f) != 0 || f.p == NULL ||
+		    memchr(f.p, '\0', f.n) != NULL)
+			goto bad;
+		if ((res->due.names[res->due.n] = malloc(f.n + 1)) == NULL)
+			goto bad;
+		memcpy(res->due.names[res->due.n], f.p, f.n);
+		res->due.names[res->due.n++][f.n] = '\0';
+	}
+	res->st = IDEM_DONE;
+	return;
+bad:
+	res->errstr = "pending: unexpected reply";
+}
+
+static void
+result_free(struct idem_result *res)
+{
+	size_t i;
+
+	idem_record_free(&res->rec);
+	free(res->resume.request);
+	for (i = 0; i < res->due.n; i++)
+		free(res->due.names[i]);
+}
+
 /* The script's reply: decoded for the caller, whose callback runs once. */
 static void
 on_script_reply(const struct redis_result *rr, void *arg)
@@ -451,10 +573,18 @@ on_script_reply(const struct redis_result *rr, void *arg)
 				res.errstr = "release: unexpected reply";
 			break;
 		case OP_LOOKUP: lookup_decode(r, &res, err, sizeof(err)); break;
+		case OP_RESUME: resume_decode(r, &res); break;
+		case OP_PENDING:
+			if (r->type == REDIS_REPLY_INTEGER)
+				res.st = IDEM_DONE;
+			else
+				res.errstr = "pending: unexpected reply";
+			break;
+		case OP_DUE: due_decode(r, &res); break;
 		}
 	}
 	op->cb(&res, op->arg);
-	idem_record_free(&res.rec);
+	result_free(&res);
 	free(op);
 }
 
@@ -505,7 +635,8 @@ idem_claim(struct redis_client *c, const char *rkey, const char *fingerprint,
 int
 idem_record(struct redis_client *c, const char *rkey, const char *owner,
     const char *fingerprint, const char *params, const struct idem_record *out,
-    long long ttl_ms, long long now_ms, idem_cb *cb, void *arg)
+    const char *request, long long ttl_ms, long long now_ms, idem_cb *cb,
+    void *arg)
 {
 	char status[8], ttl[24], now[24], expires[24], blen[24] = "";
 	const char *argv[14];
@@ -533,6 +664,10 @@ idem_record(struct redis_client *c, const char *rkey, const char *owner,
 	argv[12] = blen; /* file only: an inline record sends 12 arguments */
 	argv[13] = out->body_sha256;
 	n = file ? 14 : 12;
+	if (!file && request != NULL) {
+		argv[12] = request; /* an unknown outcome: to ask again */
+		n = 13;
+	}
 	for (i = 0; i < n; i++)
 		argvlen[i] = strlen(argv[i]);
 	if (!file)
@@ -557,4 +692,104 @@ idem_lookup(struct redis_client *c, const char *rkey, idem_cb *cb, void *arg)
 {
 	return op_send(c, &script_lookup, OP_LOOKUP, rkey, 0, NULL, NULL, 0, cb,
 	    arg);
+}
+
+int
+idem_resume(struct redis_client *c, const char *rkey, const char *owner,
+    long long now_ms, long long lease_ms, idem_cb *cb, void *arg)
+{
+	char now[24], lease[24];
+	const char *argv[3];
+	size_t argvlen[3];
+	int i;
+
+	(void)util_lltoa(now_ms, now, sizeof(now));
+	(void)util_lltoa(lease_ms, lease, sizeof(lease));
+	argv[0] = owner;
+	argv[1] = now;
+	argv[2] = lease;
+	for (i = 0; i < 3; i++)
+		argvlen[i] = strlen(argv[i]);
+	return op_send(c, &script_resume, OP_RESUME, rkey, 3, argv, argvlen, 0,
+	    cb, arg);
+}
+
+/* pending.lua with op and two arguments (b may be NULL: one). */
+static int
+pending_send(struct redis_client *c, const char *index, enum idem_op_kind kind,
+    const char *op, const char *a, const char *b, idem_cb *cb, void *arg)
+{
+	const char *argv[3] = { op, a, b };
+	size_t argvlen[3];
+	int i, n = b != NULL ? 3 : 2;
+
+	for (i = 0; i < n; i++)
+		argvlen[i] = strlen(argv[i]);
+	return op_send(c, &script_pending, kind, index, n, argv, argvlen, 0, cb,
+	    arg);
+}
+
+int
+idem_pending_add(struct redis_client *c, const char *index, const char *rkey,
+    long long due_ms, idem_cb *cb, void *arg)
+{
+	char due[24];
+
+	(void)util_lltoa(due_ms, due, sizeof(due));
+	return pending_send(c, index, OP_PENDING, "add", rkey, due, cb, arg);
+}
+
+int
+idem_pending_remove(struct redis_client *c, const char *index, const char *rkey,
+    idem_cb *cb, void *arg)
+{
+	return pending_send(c, index, OP_PENDING, "remove", rkey, NULL, cb,
+	    arg);
+}
+
+int
+idem_pending_due(struct redis_client *c, const char *index, long long now_ms,
+    int limit, idem_cb *cb, void *arg)
+{
+	char now[24], lim[24];
+
+	(void)util_lltoa(now_ms, now, sizeof(now));
+	(void)util_lltoa(limit, lim, sizeof(lim));
+	return pending_send(c, index, OP_DUE, "due", now, lim, cb, arg);
+}
+
+int
+idem_index_name(char *out, size_t outlen, const char *prefix)
+{
+	struct util_buf b;
+
+	util_buf_init(&b, out, outlen);
+	util_buf_str(&b, prefix);
+	util_buf_str(&b, "unknown");
+	return (int)util_buf_len(&b);
+}
+
+int
+idem_key_split(const char *rkey, const char *prefix, char *principal, char *key,
+    size_t *keylen)
+{
+	size_t plen = strlen(prefix), n;
+	const char *p, *colon;
+
+	if (strncmp(rkey, prefix, plen) != 0 ||
+	    strncmp(rkey + plen, "idem:", 5) != 0)
+		return -1;
+	p = rkey + plen + 5;
+	/* a principal is [A-Za-z0-9_-]: the first ':' ends it */
+	if ((colon = strchr(p, ':')) == NULL || colon == p ||
+	    (size_t)(colon - p) > PRINCIPAL_MAX)
+		return -1;
+	memcpy(principal, p, (size_t)(colon - p));
+	principal[colon - p] = '\0';
+	n = strlen(colon + 1);
+	if (n < 1 || n > IDEM_KEY_MAX)
+		return -1;
+	memcpy(key, colon + 1, n + 1);
+	*keylen = n;
+	return 0;
 }

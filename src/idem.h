@@ -12,8 +12,11 @@
 #include "spill.h"
 
 enum idem_status {
-	IDEM_CLAIMED,     /* the caller owns the key: execute */
-	IDEM_REPLAY,      /* rec holds the recorded outcome */
+	IDEM_CLAIMED, /* the caller owns the key: execute */
+	IDEM_RESUMED, /* the caller took over an unknown outcome: ask again */
+	IDEM_SETTLED, /* resume: the record is not unknown (any more) */
+	IDEM_DONE,    /* pending: done (due: res.due filled) */
+	IDEM_REPLAY,  /* rec holds the recorded outcome */
 	IDEM_IN_PROGRESS, /* another attempt holds the claim */
 	IDEM_MISMATCH,    /* same key, other fingerprint */
 	IDEM_RECORDED,    /* record: written */
@@ -28,7 +31,8 @@ enum idem_status {
 
 /* A recorded outcome, as stored in the hash (docs/API.md §18.1). */
 struct idem_record {
-	char state[16]; /* "completed" | "failed" */
+	char
+	    state[16]; /* "completed" | "failed" | "unknown" (recording only) */
 	int status;
 	char content_type[128];
 	char retry_after[16];           /* "" when none */
@@ -55,7 +59,7 @@ struct idem_conflict {
 
 /* A record as introspection shows it: no body, no owner, no fingerprint. */
 struct idem_info {
-	char state[16]; /* in_progress|completed|failed */
+	char state[16]; /* in_progress|completed|failed|unknown */
 	long long created_ms;
 	long long updated_ms; /* 0 while in progress */
 	long long expires_ms; /* 0 while in progress or unknown */
@@ -69,10 +73,36 @@ struct idem_field {
 };
 
 /*
- * Decodes the 9 fields state, status, content_type, retry_after, body,
- * body_file, body_len, body_sha256, expires_ms (as returned after
- * 'recorded'; a nil expires_ms gives 0). Pure. 0, or -1 with errstr (rec
- * then holds nothing to free).
+ * The fields of a recorded outcome, in the order the scripts return them
+ * after 'recorded' (claim.lua, record.lua): named once, here.
+ */
+enum idem_record_field {
+	RF_STATE,
+	RF_STATUS,
+	RF_CONTENT_TYPE,
+	RF_RETRY_AFTER,
+	RF_BODY,
+	RF_BODY_FILE,
+	RF_BODY_LEN,
+	RF_BODY_SHA256,
+	RF_EXPIRES_MS,
+	RECORD_FIELDS
+};
+
+/* The fields of lua/lookup.lua's reply, before its PTTL. */
+enum idem_info_field {
+	IF_STATE,
+	IF_CREATED_MS,
+	IF_UPDATED_MS,
+	IF_EXPIRES_MS,
+	IF_STATUS,
+	INFO_FIELDS
+};
+
+/*
+ * Decodes the RECORD_FIELDS fields of a recorded outcome (a nil
+ * expires_ms gives 0). Pure. 0, or -1 with errstr (rec then holds nothing
+ * to free).
  */
 int idem_record_decode(const struct idem_field *f, size_t n,
     struct idem_record *rec, char *errstr, size_t errlen);
@@ -104,9 +134,29 @@ int idem_init(void);
  * (FOUND). With ERR_REDIS: errstr, and outcome_unknown when the script may
  * have run (its reply was lost). Valid during the callback only.
  */
+/* What resume.lua hands the completer: enough to ask the provider again. */
+struct idem_resume {
+	char fingerprint[65];
+	char params[IDEM_PARAMS_MAX + 1]; /* per-parameter digests */
+	char *request; /* the canonical parameters (freed after the callback) */
+	size_t request_len;
+	long long created_ms;
+};
+
+#define IDEM_DUE_MAX 64 /* names one pending 'due' can return */
+
+/* What pending.lua's 'due' found: the index's size, names due now. */
+struct idem_due {
+	long long count;
+	size_t n;
+	char *names[IDEM_DUE_MAX]; /* freed after the callback */
+};
+
 struct idem_result {
 	enum idem_status st;
 	struct idem_record rec;
+	struct idem_resume resume; /* RESUMED from idem_resume */
+	struct idem_due due;       /* DONE from idem_pending_due */
 	struct idem_conflict cf;
 	struct idem_info info;
 	int outcome_unknown;
@@ -121,8 +171,9 @@ typedef void idem_cb(struct idem_result *res, void *arg);
  * or -1 when it could not be queued (ENOMEM; cb will not be called).
  *
  * idem_claim: claims rkey for owner, storing params (the request's
- * per-parameter digests) with the claim. CLAIMED, REPLAY, IN_PROGRESS,
- * MISMATCH, ERR_REDIS.
+ * per-parameter digests) with the claim. CLAIMED, RESUMED (the key held
+ * an unknown outcome: the caller owns it for lock_ttl_ms and asks the
+ * provider again), REPLAY, IN_PROGRESS, MISMATCH, ERR_REDIS.
  */
 int idem_claim(struct redis_client *c, const char *rkey,
     const char *fingerprint, const char *params, const char *owner,
@@ -136,10 +187,46 @@ int idem_claim(struct redis_client *c, const char *rkey,
  * (recorded, but fewer replicas acknowledged it in time: errstr), REPLAY
  * (another attempt recorded first; rec filled), MISMATCH (the key now holds
  * another request), FENCED, ERR_REDIS. out is copied before this returns.
+ * An out->state "unknown" is recorded inline with request (the canonical
+ * parameters, kept to ask the provider again); request is NULL otherwise.
  */
 int idem_record(struct redis_client *c, const char *rkey, const char *owner,
     const char *fingerprint, const char *params, const struct idem_record *out,
-    long long ttl_ms, long long now_ms, idem_cb *cb, void *arg);
+    const char *request, long long ttl_ms, long long now_ms, idem_cb *cb,
+    void *arg);
+
+/*
+ * The completer takes over rkey's unknown outcome for owner until now_ms +
+ * lease_ms: RESUMED (res.resume), IN_PROGRESS (a retry or another
+ * completer holds it), SETTLED (not unknown, or gone), ERR_REDIS.
+ */
+int idem_resume(struct redis_client *c, const char *rkey, const char *owner,
+    long long now_ms, long long lease_ms, idem_cb *cb, void *arg);
+
+/*
+ * The index of unknown outcomes (index: <prefix>unknown), a second command
+ * beside record.lua (in Redis Cluster a script touches one key):
+ * idem_pending_add names rkey, due at due_ms; idem_pending_remove forgets
+ * it; idem_pending_due finds at most limit names due by now_ms (res.due).
+ * DONE or ERR_REDIS.
+ */
+int idem_pending_add(struct redis_client *c, const char *index,
+    const char *rkey, long long due_ms, idem_cb *cb, void *arg);
+int idem_pending_remove(struct redis_client *c, const char *index,
+    const char *rkey, idem_cb *cb, void *arg);
+int idem_pending_due(struct redis_client *c, const char *index,
+    long long now_ms, int limit, idem_cb *cb, void *arg);
+
+/* Builds <prefix>unknown into out. Length, or -1 if too long. */
+int idem_index_name(char *out, size_t outlen, const char *prefix);
+
+/*
+ * Splits a record name <prefix>idem:<principal>:<key> back into its
+ * principal (principal[PRINCIPAL_MAX + 1]) and key (key[IDEM_KEY_MAX + 1],
+ * *keylen). Pure. 0, or -1 when rkey is not such a name.
+ */
+int idem_key_split(const char *rkey, const char *prefix, char *principal,
+    char *key, size_t *keylen);
 
 /* RELEASED, NOT_OWNER, ERR_REDIS. */
 int idem_release(struct redis_client *c, const char *rkey, const char *owner,

@@ -358,6 +358,9 @@ loop_init(struct loop_ctx *l, const struct config *cfg,
 	 */
 	if (redis_ping(l->w.redis, on_warm_pong, l) != 0)
 		log_warn(NULL, "loop %d: cannot queue the first PING", id);
+	/* every process settles unknown outcomes on its first loop */
+	if (id == 0 && worker_start_completer(&l->w) != 0)
+		log_warn(NULL, "loop %d: cannot start the completer", id);
 	/* every process collects, idle or not; the first pass ran at start */
 	if (id == 0)
 		(void)uv_timer_start(&l->gc_timer, on_gc_timer,

@@ -28,6 +28,7 @@
 #include "log.h"
 #include "loop.h"
 #include "metrics.h"
+#include "provider_http.h"
 #include "spill.h"
 #include "util.h"
 
@@ -331,6 +332,10 @@ main(int argc, char **argv)
 	}
 	if (digest_init() != 0 || idem_init() != 0) {
 		log_error(NULL, "OpenSSL digests unavailable");
+		goto done;
+	}
+	if (provider_http_global_init() != 0) {
+		log_error(NULL, "libcurl cannot be initialised");
 		goto done;
 	}
 	if (spill_dir_create(cfg.spill_dir) != 0) {

@@ -21,9 +21,9 @@
 #include "response.h"
 
 #define METRICS_MAGIC                                                          \
-	0x6368726735ULL /* "chrg5": bump when the layout changes */
+	0x6368726736ULL /* "chrg6": bump when the layout changes */
 #define METRICS_FILE_MODE 0600
-#define RENDER_MAX 8192 /* bytes of exposition text */
+#define RENDER_MAX 16384 /* bytes of exposition text */
 
 #define OUTCOMES OUTCOME_COUNT
 
@@ -66,8 +66,19 @@ static const long long bucket_us[] = {
 };
 #define BUCKETS (sizeof(bucket_us) / sizeof(bucket_us[0]))
 
+const char *const metrics_attempt_labels[] = { "transport", "charge", "decline",
+	"idempotency_error", "in_use", "rate_limited", "server_error",
+	"should_retry", "rejected", "unexpected", NULL };
+#define ATTEMPT_LABELS 10
+
+static const char *const settled_labels[] = { "completed", "failed" };
+#define SETTLED_LABELS 2
+
 struct metrics_shm {
 	uint64_t magic;
+	uint64_t attempts[ATTEMPT_LABELS];
+	uint64_t settled[SETTLED_LABELS];
+	uint64_t unknown_outstanding; /* a gauge: the last count seen */
 	uint64_t outcomes[OUTCOMES];
 	uint64_t counters[MC_COUNT];
 	uint64_t buckets[BUCKETS + 1]; /* last: +Inf */
@@ -220,6 +231,37 @@ metrics_request(const char *outcome, long long duration_us)
 	add(&m->count, 1);
 }
 
+void
+metrics_provider_attempt(const char *label)
+{
+	size_t i;
+
+	for (i = 0; i < ATTEMPT_LABELS; i++)
+		if (strcmp(label, metrics_attempt_labels[i]) == 0) {
+			add(&m->attempts[i], 1);
+			return;
+		}
+}
+
+void
+metrics_completer_settled(const char *outcome)
+{
+	size_t i;
+
+	for (i = 0; i < SETTLED_LABELS; i++)
+		if (strcmp(outcome, settled_labels[i]) == 0) {
+			add(&m->settled[i], 1);
+			return;
+		}
+}
+
+void
+metrics_unknown_outstanding(long long n)
+{
+	__atomic_store_n(&m->unknown_outstanding, (uint64_t)(n < 0 ? 0 : n),
+	    __ATOMIC_RELAXED);
+}
+
 /* Appends printf output to buf; returns -1 once it no longer fits. */
 static int emit(char *buf, size_t *off, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
@@ -266,6 +308,26 @@ metrics_render(size_t *len)
 		    counter_names[i][0], counter_names[i][1],
 		    counter_names[i][0], counter_names[i][0],
 		    (unsigned long long)get(&m->counters[i]));
+	rc |= emit(buf, &off,
+	    "# HELP charge_provider_attempts_total Attempts of the HTTP provider by class\n"
+	    "# TYPE charge_provider_attempts_total counter\n");
+	for (i = 0; i < ATTEMPT_LABELS; i++)
+		rc |= emit(buf, &off,
+		    "charge_provider_attempts_total{class=\"%s\"} %llu\n",
+		    metrics_attempt_labels[i],
+		    (unsigned long long)get(&m->attempts[i]));
+	rc |= emit(buf, &off,
+	    "# HELP charge_completer_settled_total Unknown outcomes the completer settled\n"
+	    "# TYPE charge_completer_settled_total counter\n");
+	for (i = 0; i < SETTLED_LABELS; i++)
+		rc |= emit(buf, &off,
+		    "charge_completer_settled_total{outcome=\"%s\"} %llu\n",
+		    settled_labels[i], (unsigned long long)get(&m->settled[i]));
+	rc |= emit(buf, &off,
+	    "# HELP charge_unknown_outstanding Records whose outcome is unknown (as the completer last counted)\n"
+	    "# TYPE charge_unknown_outstanding gauge\n"
+	    "charge_unknown_outstanding %llu\n",
+	    (unsigned long long)get(&m->unknown_outstanding));
 	rc |= emit(buf, &off,
 	    "# HELP charge_request_duration_seconds Time to answer a request\n"
 	    "# TYPE charge_request_duration_seconds histogram\n");

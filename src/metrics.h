@@ -32,6 +32,21 @@ void metrics_inc(enum metric_counter m);
 /* One finished request: its outcome label and duration. */
 void metrics_request(const char *outcome, long long duration_us);
 
+/*
+ * One attempt of the HTTP provider, by its class label (a row of
+ * provider_wire.c's table): charge_provider_attempts_total{class}.
+ */
+void metrics_provider_attempt(const char *label);
+
+/* The completer settled an unknown record: "completed" or "failed". */
+void metrics_completer_settled(const char *outcome);
+
+/* charge_unknown_outstanding: the unknown records the index holds now. */
+void metrics_unknown_outstanding(long long n);
+
+/* The labels of charge_provider_attempts_total, NULL-terminated. */
+extern const char *const metrics_attempt_labels[];
+
 /* The exposition text, malloc'd; NULL on ENOMEM. */
 char *metrics_render(size_t *len);
 

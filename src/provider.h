@@ -1,32 +1,108 @@
 /*
- * provider.h - the simulated payment provider. Idempotent like a real one
- * without shared state: the charge id is a keyed hash of the principal, the
- * Idempotency-Key and the request's fingerprint, so the same request under a
- * key always gets the same charge, and a different request under a reused
- * key (after its FAILED record expired) is a new charge. Every call appends
- * one line to the ledger file.
+ * provider.h - the payment provider as the use case sees it: one interface
+ * (provider_charge_start with a completion callback), two implementations
+ * chosen once per loop: the in-process simulation below (provider_url
+ * empty: CGI test set-ups, unit tests, like-for-like benchmarks) and the
+ * HTTP(S) client of provider_http.h (a Stripe-compatible peer).
+ *
+ * The simulation is idempotent like a real provider without shared state:
+ * the charge id is a keyed hash of the principal, the Idempotency-Key and
+ * the request's fingerprint, so the same request under a key always gets
+ * the same charge, and a different request under a reused key (after its
+ * FAILED record expired) is a new charge. Every call appends one line to
+ * the ledger file.
  */
 #ifndef CHARGE_PROVIDER_H
 #define CHARGE_PROVIDER_H
 
 #include <stddef.h>
 
+#include <uv.h>
+
 #include "config.h"
 
 enum provider_outcome {
-	PROV_SUCCEEDED,
-	PROV_DECLINED,
-	PROV_ERROR,
-	PROV_TIMEOUT,
-	PROV_LAPSED, /* not called: the caller's deadline had passed */
+	PROV_SUCCEEDED, /* a charge: charge_id, created */
+	PROV_DECLINED,  /* a failed charge: charge_id, decline_code */
+	PROV_ERROR,     /* definitive failure, nothing charged (502) */
+	PROV_TIMEOUT,   /* the simulation's tok_providerTimeout (unknown) */
+	PROV_LAPSED,    /* not called: the caller's deadline had passed */
+	PROV_UNKNOWN,   /* ambiguous at the deadline: may have charged */
+	PROV_ABSENT,    /* asked again: the provider positively has no charge */
 };
+
+#define PROVIDER_ID_MAX 256 /* bytes of a provider's charge id, NUL included */
+#define PROVIDER_CODE_MAX 64
 
 struct provider_result {
 	enum provider_outcome outcome;
-	char charge_id[4 + CHARGE_ID_HEX_LEN]; /* "ch_" + hex */
-	const char *decline_code; /* static; NULL unless declined */
-	long long created;        /* Unix seconds */
+	char charge_id[PROVIDER_ID_MAX]; /* "ch_..." */
+	const char
+	    *decline_code; /* static or decline_buf; NULL unless declined */
+	char decline_buf[PROVIDER_CODE_MAX];
+	long long created; /* Unix seconds, the provider's */
+	int attempts;      /* deliveries made for this call */
+	char why[128];     /* for the log: what the last attempt came to */
 };
+
+/* What one charge asks the provider; borrowed for the call. */
+struct provider_call {
+	const char *principal;
+	const char *key; /* the client's Idempotency-Key */
+	size_t keylen;
+	const char *fingerprint; /* hex SHA-256 of the request */
+	long long amount;
+	const char *currency;
+	const char *source;
+	const char *canon; /* the request's canonical parameters */
+	size_t canonlen;
+	/*
+	 * Monotonic microseconds: when the claim stops protecting the key
+	 * (less the time a record takes). No attempt starts after it.
+	 */
+	long long deadline_us;
+	/* 1: the outcome was unknown before (a retry or the completer asks again) */
+	int resume;
+	/* 1: the last step of the completer: ask whether a charge exists */
+	int search;
+};
+
+/* Called exactly once per call, never before provider_charge_start returned. */
+typedef void provider_cb(const struct provider_result *res, void *arg);
+
+/* One implementation: a table of operations, chosen once per loop. */
+struct provider_ops {
+	int (*start)(void *impl, const struct provider_call *call,
+	    provider_cb *cb, void *arg);
+	void (*free)(void *impl);
+};
+
+struct provider {
+	const struct provider_ops *ops;
+	void *impl;
+};
+
+/*
+ * Asks the provider for one charge. 0 (cb will be called), or -1 when it
+ * could not start (ENOMEM; cb will not be called).
+ */
+int provider_charge_start(struct provider *p, const struct provider_call *call,
+    provider_cb *cb, void *arg);
+
+/*
+ * NULL-safe. Calls still pending get their callback first (PROV_UNKNOWN,
+ * "shutting down"). Run the loop afterwards until its handles closed.
+ */
+void provider_free(struct provider *p);
+
+/*
+ * The in-process simulation on loop: the token decides, after
+ * provider_latency_ms (provider_timeout_ms for tok_providerTimeout, whose
+ * outcome is then unknown; asked again, it answers PROV_ABSENT: it knows it
+ * never charged). NULL on ENOMEM.
+ */
+struct provider *provider_sim_new(uv_loop_t *loop, const struct config *cfg,
+    int *ledger_fd);
 
 /* The outcome the token decides; decline_code set for declines. Pure. */
 enum provider_outcome provider_outcome_for(const char *source,

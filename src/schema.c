@@ -255,22 +255,33 @@ check_source(struct validation *v, const cJSON *node, struct charge_fields *f)
 	}
 	s = node->valuestring;
 	n = strlen(s);
-	if (n <= plen || n - plen > SOURCE_TOKEN_MAX ||
-	    strncmp(s, SOURCE_PREFIX, plen) != 0)
+	if (n <= plen || n > SOURCE_MAX || strncmp(s, SOURCE_PREFIX, plen) != 0)
 		goto bad;
-	for (size_t i = plen; i < n; i++) {
+	/*
+	 * A token, or a chain "tok_a|tok_b|nonce" (the N-th delivery under
+	 * one provider key uses the N-th element, docs/API.md §5): elements
+	 * of 1 to SOURCE_TOKEN_MAX letters, digits or underscores.
+	 */
+	for (size_t i = plen, run = 0; i <= n; i++) {
 		char c = s[i];
 
+		if (c == '\0' || c == '|') {
+			if (run == 0)
+				goto bad;
+			run = 0;
+			continue;
+		}
 		if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
-		        (c >= '0' && c <= '9') || c == '_'))
+		        (c >= '0' && c <= '9') || c == '_') ||
+		    ++run > SOURCE_TOKEN_MAX)
 			goto bad;
 	}
 	memcpy(f->source, s, n + 1);
 	return;
 bad:
 	schema_error(v, "source",
-	    "must be \"%s\" followed by 1 to %d letters, digits or underscores",
-	    SOURCE_PREFIX, SOURCE_TOKEN_MAX);
+	    "must be \"%s\" followed by 1 to %d letters, digits or underscores (or such elements joined by \"|\", at most %d bytes)",
+	    SOURCE_PREFIX, SOURCE_TOKEN_MAX, SOURCE_MAX);
 }
 
 static void

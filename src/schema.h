@@ -25,8 +25,8 @@ struct validation {
 /* The members of a body as schema_check() found them. */
 struct charge_fields {
 	long long amount;
-	char currency[4];                      /* lower case */
-	char source[4 + SOURCE_TOKEN_MAX + 1]; /* "tok_..." */
+	char currency[4];            /* lower case */
+	char source[SOURCE_MAX + 1]; /* "tok_...", or a chain */
 	/* each NULL when absent or null */
 	const cJSON *customer, *description, *metadata, *line_items;
 };

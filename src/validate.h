@@ -14,8 +14,8 @@
 
 struct charge_params {
 	long long amount;
-	char currency[4];                      /* lower case */
-	char source[4 + SOURCE_TOKEN_MAX + 1]; /* "tok_..." */
+	char currency[4];            /* lower case */
+	char source[SOURCE_MAX + 1]; /* "tok_...", or a chain */
 	/*
 	 * The canonical text of the validated parameters (canon.h): amount,
 	 * currency, source, customer, description, metadata (keys sorted),

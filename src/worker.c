@@ -6,12 +6,15 @@
 
 #include "log.h"
 #include "provider.h"
+#include "provider_http.h"
 #include "worker.h"
 
 int
 worker_init(struct worker *w, const struct config *cfg,
     const struct auth_table *auth, uv_loop_t *loop, int id)
 {
+	char err[256];
+
 	memset(w, 0, sizeof(*w));
 	w->cfg = cfg;
 	w->auth = auth;
@@ -22,10 +25,33 @@ worker_init(struct worker *w, const struct config *cfg,
 	    cfg->redis_min_replicas, cfg->redis_replica_timeout_ms);
 	if (w->redis == NULL)
 		return -1;
+	if (cfg->provider_url[0] != '\0') {
+		if ((w->provider = provider_http_new(loop, cfg, err,
+		         sizeof(err))) == NULL) {
+			log_error(NULL, "loop %d: %s", id, err);
+			redis_client_free(w->redis);
+			w->redis = NULL;
+			return -1;
+		}
+		return 0;
+	}
+	if ((w->provider = provider_sim_new(loop, cfg, &w->ledger_fd)) ==
+	    NULL) {
+		redis_client_free(w->redis);
+		w->redis = NULL;
+		return -1;
+	}
 	if (provider_open(cfg->provider_ledger, &w->ledger_fd) != 0)
 		log_warn(NULL, "loop %d: ledger %s: %s", id,
 		    cfg->provider_ledger, strerror(errno));
 	return 0;
+}
+
+int
+worker_start_completer(struct worker *w)
+{
+	w->completer = completer_start(w->loop, w->cfg, w->redis, w->provider);
+	return w->completer != NULL ? 0 : -1;
 }
 
 void
@@ -33,6 +59,11 @@ worker_close(struct worker *w)
 {
 	if (w == NULL)
 		return;
+	/* the completer and the provider's calls still use the client */
+	completer_stop(w->completer);
+	w->completer = NULL;
+	provider_free(w->provider);
+	w->provider = NULL;
 	redis_client_free(w->redis);
 	w->redis = NULL;
 	provider_close(&w->ledger_fd);

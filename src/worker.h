@@ -9,7 +9,9 @@
 #include <uv.h>
 
 #include "auth.h"
+#include "completer.h"
 #include "config.h"
+#include "provider.h"
 #include "redis.h"
 
 struct worker {
@@ -18,6 +20,8 @@ struct worker {
 	uv_loop_t *loop;
 	struct redis_client *redis;
 	int ledger_fd; /* the provider ledger, -1 until first used */
+	struct provider *provider;   /* the simulation, or HTTP(S) */
+	struct completer *completer; /* one loop per process: NULL elsewhere */
 	int id;
 };
 
@@ -30,7 +34,14 @@ int worker_init(struct worker *w, const struct config *cfg,
     const struct auth_table *auth, uv_loop_t *loop, int id);
 
 /*
- * NULL-safe: frees the Redis client (pending commands get their callbacks
+ * Starts the completer of unknown outcomes on w's loop (one loop per
+ * process). 0, or -1 on ENOMEM.
+ */
+int worker_start_completer(struct worker *w);
+
+/*
+ * NULL-safe: stops the completer, frees the provider (calls in flight get
+ * their callbacks first), frees the Redis client (pending commands get their callbacks
  * first) and closes the ledger. Run the loop afterwards until its handles
  * have closed.
  */

@@ -4,6 +4,9 @@
 # default provider latency) in a temporary directory on a free loopback
 # port, then stops it. CMD sees BASE_URL, LEDGER and FAILED_TTL_S.
 #   CHARGE_BIN=build-asan/charge tests/with-stack.sh tests/examples/run.sh
+# With STACK_WITH_SIM=1 the provider is charge-provider-sim over HTTP when
+# build/charge-provider-sim exists (CMD then sees SIM_URL; the demo's
+# /provider/keys reaches it), else the in-process simulation as without.
 set -uo pipefail
 REPO=$(cd "$(dirname "$(readlink -f "${BASH_SOURCE[0]}")")/.." && pwd)
 BIN=$(readlink -f "${CHARGE_BIN:-$REPO/build/charge}")
@@ -19,7 +22,7 @@ bail() {
 }
 name=$(basename "$(dirname "$1")")/$(basename "$1")
 RUN=$(stack_rundir_create) || bail "$name" "cannot create a run directory"
-trap 'stack_stop_all "$RUN"; rm -rf "$RUN"' EXIT
+trap 'stack_stop_all "$RUN"; stack_sim_stop; rm -rf "$RUN"' EXIT
 trap 'exit 130' INT TERM
 mkdir -p "$RUN/spill"
 export CHARGE_REDIS_URL="unix://$RUN/redis.sock"
@@ -29,6 +32,11 @@ export CHARGE_METRICS_FILE="$RUN/metrics.shm"
 export CHARGE_FAILED_TTL_S=2
 stack_redis_start "$RUN" "$RUN/redis" "$RUN" 2>"$RUN/stack.err" ||
 	{ sed 's/^/# /' "$RUN/stack.err"; bail "$name" "redis-server did not start"; }
+if [ "${STACK_WITH_SIM:-0}" = 1 ] && [ -x "$REPO/build/charge-provider-sim" ]; then
+	stack_sim_start "$RUN" "$RUN" 2>"$RUN/stack.err" ||
+		{ sed 's/^/# /' "$RUN/stack.err"; bail "$name" "the provider simulator did not start"; }
+	export CHARGE_PROVIDER_URL=$STACK_PROVIDER_URL SIM_URL=$STACK_PROVIDER_URL
+fi
 PORT=$(stack_port_pick) || bail "$name" "no free port"
 stack_lighttpd_start "$RUN" "$RUN" "$PORT" "$BIN" 2 2>"$RUN/stack.err" ||
 	{ sed 's/^/# /' "$RUN/stack.err"; bail "$name" "lighttpd did not start"; }

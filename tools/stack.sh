@@ -232,6 +232,8 @@ stack_lighttpd_start() {
 	export STACK_LOG_DIR=$logs
 	export STACK_CHARGE_BIN=$bin
 	export STACK_MAX_PROCS=$procs
+	# the provider simulator behind /provider/keys (9: none)
+	export STACK_PROVIDER_PORT=${STACK_PROVIDER_PORT:-9}
 	STACK_MAX_REQUEST_KIB=$(stack_max_request_kib "$bin")
 	export STACK_MAX_REQUEST_KIB
 	if ! lighttpd -tt -f "$conf" >"$logs/lighttpd-check.log" 2>&1; then
@@ -295,6 +297,44 @@ stack_api_keys_write() {
 		done
 	} >"$file" || return 1
 	chmod 600 "$file"
+}
+
+# stack_sim_start DATA_DIR LOG_DIR [SIM_BIN]: starts the provider simulator
+# (build/charge-provider-sim) on a free port of 127.0.0.1 with its store in
+# DATA_DIR/provider-sim.data; sets STACK_SIM_PID, STACK_PROVIDER_PORT (for
+# lighttpd's /provider/keys) and STACK_PROVIDER_URL. 1 when the binary is
+# missing or it does not start (LOG_DIR/provider-sim.log says why).
+stack_sim_start() {
+	local data=$1 logs=$2 bin=${3:-$STACK_ROOT/build/charge-provider-sim} port
+	[ -x "$bin" ] || { stack_log "provider simulator $bin is not built"; return 1; }
+	port=$(stack_port_pick) || return 1
+	mkdir -p "$data" "$logs" || return 1
+	setsid "$bin" --listen "127.0.0.1:$port" --data "$data/provider-sim.data" \
+		</dev/null >>"$logs/provider-sim.log" 2>&1 &
+	STACK_SIM_PID=$!
+	disown "$STACK_SIM_PID"
+	echo "$STACK_SIM_PID" >"$data/provider-sim.pid"
+	for _ in $(seq 1 100); do
+		if stack_http_status "http://127.0.0.1:$port/_sim/stats" | grep -q 200; then
+			export STACK_PROVIDER_PORT=$port
+			STACK_PROVIDER_URL="http://127.0.0.1:$port"
+			return 0
+		fi
+		stack_pid_alive "$STACK_SIM_PID" || break
+		sleep 0.05
+	done
+	stack_log "the provider simulator did not start"
+	stack_tail "$logs/provider-sim.log"
+	stack_stop_pid "$STACK_SIM_PID" charge-provider 3
+	STACK_SIM_PID=
+	return 1
+}
+
+# stack_sim_stop: stops the simulator stack_sim_start started (it flushes
+# its store on SIGTERM).
+stack_sim_stop() {
+	[ -n "${STACK_SIM_PID:-}" ] && stack_stop_pid "$STACK_SIM_PID" charge-provider 5
+	STACK_SIM_PID=
 }
 
 # stack_stop_all [RUN_DIR]: stops lighttpd (and with it the responders),

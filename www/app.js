@@ -30,7 +30,8 @@
 		preferWait: $('prefer-wait'), key: $('idem-key'),
 		keyState: $('key-state'), itemsSummary: $('items-summary'),
 		itemsTable: $('items-table'), itemsBody: $('items-body'),
-		log: $('log'), logEmpty: $('log-empty'), announce: $('announce')
+		log: $('log'), logEmpty: $('log-empty'), announce: $('announce'),
+		providerState: $('provider-state'), providerFacts: $('provider-facts')
 	};
 
 	const state = {
@@ -98,6 +99,55 @@
 		state.keyUses = 0;
 		el.key.value = state.key;
 		renderKeyState();
+		el.providerState.textContent = 'Nothing sent with this key yet.';
+		el.providerFacts.hidden = true;
+		el.providerFacts.replaceChildren();
+	}
+
+	/* ---- the provider's side of the key (the simulator's /_sim/keys) ---- */
+
+	async function refreshProvider() {
+		const key = state.key;
+		let res, doc;
+		try {
+			res = await fetch('/provider/keys', {cache: 'no-store',
+			    credentials: 'omit'});
+			doc = res.ok ? await res.json() : null;
+		} catch (err) {
+			doc = null;
+		}
+		if (key !== state.key)
+			return;
+		el.providerFacts.replaceChildren();
+		el.providerFacts.hidden = true;
+		if (!doc || !Array.isArray(doc.keys)) {
+			el.providerState.textContent = 'No provider simulator behind ' +
+			    '/provider/ (the service may use its in-process provider: ' +
+			    'provider_url is empty).';
+			return;
+		}
+		const k = doc.keys.find((x) => x && x.metadata &&
+		    x.metadata.charge_idempotency_key === key);
+		if (!k) {
+			el.providerState.textContent = 'The provider has not seen ' +
+			    'this key (nothing delivered to it yet).';
+			return;
+		}
+		el.providerState.textContent = k.charges === 1 ?
+		    'One charge, however many deliveries.' :
+		    'No charge at the provider for this key.';
+		const fact = (dt, dd) => el.providerFacts.append(make('dt',
+		    {text: dt}), make('dd', {text: String(dd)}));
+		fact('Deliveries', k.deliveries);
+		fact('Charges', k.charges);
+		fact('Charge', k.charge || '\u2013');
+		fact('Stored answer', k.status === null || k.status === undefined ?
+		    'none' : k.status);
+		fact('Downstream key', k.idempotency_key);
+		el.providerFacts.hidden = false;
+		el.providerFacts.dataset.deliveries = String(k.deliveries);
+		el.providerFacts.dataset.charges = String(k.charges);
+		el.providerFacts.dataset.charge = k.charge || '';
 	}
 
 	function renderKeyState() {
@@ -483,6 +533,8 @@
 		} catch (err) {
 			failEntry(entry, err);
 		}
+		if (req.key === state.key)
+			await refreshProvider();
 		return entry;
 	}
 
@@ -556,6 +608,7 @@
 		$('btn-change').addEventListener('click', onChange);
 		$('btn-two').addEventListener('click', onTwo);
 		$('btn-lookup').addEventListener('click', onLookup);
+		$('btn-provider').addEventListener('click', refreshProvider);
 		$('btn-new-key').addEventListener('click', newKey);
 		$('btn-add-item').addEventListener('click', addItem);
 		$('btn-large').addEventListener('click', largeOrder);

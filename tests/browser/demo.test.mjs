@@ -248,6 +248,30 @@ async function main() {
 		await page.selectOption('#source', 'tok_visa');
 	});
 
+	await test('the provider panel: one charge for the key, after two 500s retried with the same downstream key', async () => {
+		if (!process.env.SIM_URL) {
+			console.log(`# SKIP no provider simulator (build/charge-provider-sim): the in-process provider answers`);
+			const t = await page.locator('#provider-state').textContent();
+			check(/provider/i.test(t), 'provider panel text: ' + t);
+			return;
+		}
+		await page.click('#btn-new-key');
+		await page.selectOption('#source', 'tok_providerError|tok_providerError|tok_visa');
+		const [e] = await act(page, '#btn-send');
+		eq(e.status, 201, 'status (' + show(e) + ')');
+		await page.waitForSelector('#provider-facts[data-charges]', { timeout: WAIT_MS });
+		const f = await page.$eval('#provider-facts', (d) => ({ ...d.dataset }));
+		eq(f.charges, '1', 'charges at the provider');
+		eq(f.deliveries, '3', 'deliveries at the provider');
+		eq(f.charge, e.chargeId, 'the provider charge is the 201\'s id');
+		const [r] = await act(page, '#btn-retry');
+		eq(r.replayed, 'true', 'retry replayed');
+		await page.click('#btn-provider');
+		await page.waitForFunction(() => document.querySelector('#provider-state').textContent.startsWith('One charge'));
+		eq(await page.$eval('#provider-facts', (d) => d.dataset.deliveries), '3', 'deliveries after the replay');
+		await page.selectOption('#source', 'tok_visa');
+	});
+
 	await test('no requests to other origins', async () => {
 		check(external.length === 0, 'external requests: ' + external.join(', '));
 	});

@@ -454,22 +454,34 @@ def t_402():
     check(r2.h("Idempotent-Replayed") == "true" and r2.body == r.body, "replay %r" % r2)
 
 
-@test("502 provider-error and 504 provider-timeout carry Retry-After: failed_ttl_s, replayed with it")
-def t_502_504():
-    for token, status, slug in (("tok_providerError", 502, "provider-error"),
-                                ("tok_providerTimeout", 504, "provider-timeout")):
-        key = new_key(str(status))
-        r = post(key, charge_body(source=token))
-        problem(r, status, slug, token)
-        check(r.h("Retry-After") == str(FAILED_TTL_S), "%s: Retry-After %r" % (token, r.h("Retry-After")))
-        check(r.h("Idempotent-Replayed") == "false", "%s: Idempotent-Replayed %r" % (token, r.h("Idempotent-Replayed")))
-        if status == 504:
-            check(r.elapsed >= PROVIDER_TIMEOUT_MS / 1000.0 * 0.9, "504 after %.3fs" % r.elapsed)
-        r2 = post(key, charge_body(source=token))
-        problem(r2, status, slug, token + " replay")
-        check(r2.h("Retry-After") == str(FAILED_TTL_S) and r2.h("Idempotent-Replayed") == "true"
-              and r2.body == r.body, "%s replay %r" % (token, r2))
-        check(len(ledger_lines(key)) == 1, "ledger %r" % ledger_lines(key))
+@test("502 provider-error carries Retry-After: failed_ttl_s, replayed with it")
+def t_502():
+    key = new_key("502")
+    r = post(key, charge_body(source="tok_providerError"))
+    problem(r, 502, "provider-error", "tok_providerError")
+    check(r.h("Retry-After") == str(FAILED_TTL_S), "Retry-After %r" % r.h("Retry-After"))
+    check(r.h("Idempotent-Replayed") == "false", "Idempotent-Replayed %r" % r.h("Idempotent-Replayed"))
+    r2 = post(key, charge_body(source="tok_providerError"))
+    problem(r2, 502, "provider-error", "replay")
+    check(r2.h("Retry-After") == str(FAILED_TTL_S) and r2.h("Idempotent-Replayed") == "true"
+          and r2.body == r.body, "replay %r" % r2)
+    check(len(ledger_lines(key)) == 1, "ledger %r" % ledger_lines(key))
+
+
+@test("504 outcome-unknown after provider_timeout_ms with Retry-After; the retry settles it 502, replayed")
+def t_504_unknown():
+    key = new_key("504")
+    r = post(key, charge_body(source="tok_providerTimeout"))
+    problem(r, 504, "outcome-unknown", "tok_providerTimeout")
+    check(r.h("Retry-After") == "1", "Retry-After %r" % r.h("Retry-After"))
+    check(r.h("Idempotent-Replayed") == "false", "Idempotent-Replayed %r" % r.h("Idempotent-Replayed"))
+    check(r.elapsed >= PROVIDER_TIMEOUT_MS / 1000.0 * 0.9, "504 after %.3fs" % r.elapsed)
+    r2 = post(key, charge_body(source="tok_providerTimeout"))
+    problem(r2, 502, "provider-error", "the retry of an unknown outcome")
+    check(r2.h("Idempotent-Replayed") == "false", "Idempotent-Replayed %r" % r2.h("Idempotent-Replayed"))
+    r3 = post(key, charge_body(source="tok_providerTimeout"))
+    check(r3.h("Idempotent-Replayed") == "true" and r3.body == r2.body and r3.status == 502, "replay %r" % r3)
+    check(len(ledger_lines(key)) == 1, "ledger %r" % ledger_lines(key))
 
 
 @test("413 at max_request_bytes+1: nothing stored, and the body is read to the end (drained)")

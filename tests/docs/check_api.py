@@ -237,7 +237,9 @@ def doc_table(text, name):
 
 
 def unticked(cell):
-    return cell.replace("`", "").strip()
+    """A table cell's value; "(empty)" (or "– (empty)") is the empty string."""
+    v = cell.replace("`", "").strip()
+    return "" if v in ("(empty)", "– (empty)", "empty") else v
 
 
 def doc_header_names(rows):
@@ -465,7 +467,7 @@ def man_defaults(man):
         text = re.sub(r"\s+", " ", text)
         d = re.search(r"\bdefault (\S+)", text)
         if d:
-            out[m.group(1)] = d.group(1).rstrip(",;")
+            out[m.group(1)] = unticked(d.group(1).rstrip(",;"))
         else:
             d = re.search(r"(\S+) \(default\)", text)
             if d:

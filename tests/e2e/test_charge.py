@@ -318,7 +318,7 @@ def _redis_at(addr, args):
 
 
 # Commands whose second argument is the one key they touch.
-KEY_COMMANDS = {"HGETALL", "HGET", "HSET", "PEXPIRE", "PTTL", "EXISTS", "DEL"}
+KEY_COMMANDS = {"HGETALL", "HGET", "HSET", "PEXPIRE", "PTTL", "EXISTS", "DEL", "ZSCORE"}
 
 
 def _cluster_key_command(args):
@@ -865,19 +865,41 @@ def t_502():
     check(lines[0][4] == "error", "ledger outcome %r, want error" % lines[0][4])
 
 
-@test("504 provider-timeout after provider_timeout_ms with Retry-After, replayed")
+@test("504 outcome-unknown after provider_timeout_ms with Retry-After, recorded unknown; the retry settles it 502 (nothing charged), replayed")
 def t_504():
     key = new_key("504")
     r1 = post_charge(key, charge_body(source="tok_providerTimeout"))
     expect_fresh(r1, 504)
-    expect_problem(r1, 504, "provider-timeout")
+    expect_problem(r1, 504, "outcome-unknown")
     check(r1.elapsed >= PROVIDER_TIMEOUT_MS / 1000.0 * 0.9, "answered after %.3fs, before provider_timeout_ms=%d" % (r1.elapsed, PROVIDER_TIMEOUT_MS))
-    check(r1.h("Retry-After") == str(FAILED_TTL_S), "Retry-After %r, want %d (failed_ttl_s)" % (r1.h("Retry-After"), FAILED_TTL_S))
+    check(r1.h("Retry-After") == "1", "Retry-After %r, want 1 (the completer's first step)" % r1.h("Retry-After"))
+    st = record(PRINCIPAL_A, key).get("state")
+    # the completer of some process may already have settled it
+    check(st in (b"unknown", b"failed"), "record state %r, want unknown" % st)
     r2 = post_charge(key, charge_body(source="tok_providerTimeout"))
-    expect_replay_of(r2, r1)
-    check(r2.elapsed < PROVIDER_TIMEOUT_MS / 1000.0, "replay took %.3fs (provider called again?)" % r2.elapsed)
+    expect_problem(r2, 502, "provider-error")
+    check(r2.elapsed < PROVIDER_TIMEOUT_MS / 1000.0, "retry took %.3fs (the simulation knows it never charged)" % r2.elapsed)
+    r3 = post_charge(key, charge_body(source="tok_providerTimeout"))
+    expect_replay_of(r3, r2)
+    check(record(PRINCIPAL_A, key).get("state") == b"failed", "record state is not failed")
     lines = expect_ledger(PRINCIPAL_A, key, 1)
     check(lines[0][4] == "timeout", "ledger outcome %r, want timeout" % lines[0][4])
+
+
+@test("504 outcome-unknown nobody retries: the completer settles it (failed: the in-process provider never charged), replayed 502")
+def t_504_completer():
+    key = new_key("504c")
+    r1 = post_charge(key, charge_body(source="tok_providerTimeout"))
+    expect_problem(r1, 504, "outcome-unknown")
+    end = time.monotonic() + 15
+    while time.monotonic() < end and record(PRINCIPAL_A, key).get("state") != b"failed":
+        time.sleep(0.2)
+    check(record(PRINCIPAL_A, key).get("state") == b"failed", "record state %r after 15 s" % record(PRINCIPAL_A, key).get("state"))
+    check(redis("ZSCORE", KEY_PREFIX + "unknown", rkey(PRINCIPAL_A, key)) is None, "still in the index of unknown outcomes")
+    r2 = post_charge(key, charge_body(source="tok_providerTimeout"))
+    expect_problem(r2, 502, "provider-error")
+    check(r2.h("Idempotent-Replayed") == "true", "Idempotent-Replayed %r, want a replay of the completer's record" % r2.h("Idempotent-Replayed"))
+    expect_ledger(PRINCIPAL_A, key, 1)
 
 
 @test("FAILED records expire after failed_ttl_s, COMPLETED after completed_ttl_s (PTTL)")

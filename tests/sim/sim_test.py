@@ -305,9 +305,13 @@ def t_chain():
 @test("auth: no key, a wrong key, another account's key")
 def t_auth():
     s = main_sim()
-    st, h, b = charge(s, fresh(), sk=None)
+    k0 = fresh()
+    st, h, b = charge(s, k0, sk=None)
     check(st == 401 and err_of(b)["type"] == "invalid_request_error", "%d %s" % (st, b))
     check(h["stripe-should-retry"] == "false", "Should-Retry false on 401")
+    check(h.get("idempotency-key") == k0 and h.get("idempotent-replayed") == "false",
+          "the key is echoed on a 401 too")
+    check(sim_key(s, k0) is None, "a 401 is not a delivery")
     st, _, b = charge(s, fresh(), sk="sk_test_wrongABCD")
     check(st == 401 and err_of(b)["message"] == "Invalid API Key provided: sk_****ABCD",
           b.decode())

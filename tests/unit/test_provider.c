@@ -60,6 +60,13 @@ test_outcomes(void **state)
 	assert_int_equal(provider_outcome_for("tok_providerTimeout", &code),
 	    PROV_TIMEOUT);
 	assert_null(code);
+	/* a chain: the in-process provider reads its first element */
+	assert_int_equal(provider_outcome_for("tok_chargeDeclined|tok_visa",
+	                     &code),
+	    PROV_DECLINED);
+	assert_int_equal(provider_outcome_for("tok_visa|tok_chargeDeclined",
+	                     &code),
+	    PROV_SUCCEEDED);
 	for (i = 0; i < sizeof(succeed) / sizeof(succeed[0]); i++) {
 		code = "junk";
 		assert_int_equal(provider_outcome_for(succeed[i], &code),

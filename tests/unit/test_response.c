@@ -71,7 +71,7 @@ static const struct {
 	{ PROB_INVALID_REQUEST, "invalid-request", 400 },
 	{ PROB_DECLINED, "payment-declined", 402 },
 	{ PROB_PROVIDER_ERROR, "provider-error", 502 },
-	{ PROB_PROVIDER_TIMEOUT, "provider-timeout", 504 },
+	{ PROB_OUTCOME_UNKNOWN, "outcome-unknown", 504 },
 	{ PROB_IN_PROGRESS, "request-in-progress", 409 },
 	{ PROB_KEY_REUSED, "idempotency-key-reused", 422 },
 	{ PROB_UNAVAILABLE, "service-unavailable", 503 },

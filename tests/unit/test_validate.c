@@ -418,6 +418,14 @@ test_source(void **state)
 	expect_source("\"tk_abc\"", 0);
 	expect_source("\"card_abc\"", 0);
 	expect_source("\"tok_a-b\"", 0);
+	/* chains: the N-th delivery at the provider uses the N-th element */
+	expect_source("\"tok_providerError|tok_visa|n42\"", 1);
+	expect_source("\"tok_a|b\"", 1);
+	expect_source("\"tok_a|\"", 0);
+	expect_source("\"tok_a||b\"", 0);
+	expect_source("\"|tok_a\"", 0);
+	expect_source("\"tok_|a\"", 0);
+	expect_source("\"tok_a|b c\"", 0);
 	expect_source("\"tok_a b\"", 0);
 	expect_source("\"tok_a.b\"", 0);
 	expect_source("\"tok_\xc3\xa9\"", 0);

@@ -1,0 +1,357 @@
+/*
+ * completer.c - one record at a time: due ─ resume ─ provider ─ [pending
+ * add, if still unknown] ─ record ─ [pending remove, if settled] ─ next.
+ * Every step ends in a callback named for it.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "charge_answer.h"
+#include "clock.h"
+#include "completer.h"
+#include "digest.h"
+#include "idem.h"
+#include "log.h"
+#include "metrics.h"
+#include "provider_wire.h"
+#include "validate.h"
+
+struct completer {
+	uv_timer_t tick;
+	const struct config *cfg;
+	struct redis_client *redis;
+	struct provider *provider;
+	char index[KEY_PREFIX_MAX + 16];
+	long steps[CONFIG_SCHEDULE_MAX];
+	int nsteps;
+	int busy;    /* a batch is being worked through */
+	int stopped; /* completer_stop: finish, start nothing */
+	/* the batch */
+	char *names[IDEM_DUE_MAX];
+	size_t n, i;
+	/* the record in hand */
+	char principal[PRINCIPAL_MAX + 1];
+	char key[IDEM_KEY_MAX + 1];
+	size_t keylen;
+	char owner[TOKEN_HEX_LEN + 1];
+	struct idem_resume rs;
+	struct charge_params params;
+	struct idem_record out;
+	enum problem prob;
+};
+
+static void item_next(struct completer *cp);
+
+static void
+item_clear(struct completer *cp)
+{
+	free(cp->rs.request);
+	cp->rs.request = NULL;
+	charge_params_free(&cp->params);
+	memset(&cp->params, 0, sizeof(cp->params));
+	idem_record_free(&cp->out);
+}
+
+static void
+batch_clear(struct completer *cp)
+{
+	size_t i;
+
+	for (i = 0; i < cp->n; i++)
+		free(cp->names[i]);
+	cp->n = cp->i = 0;
+	item_clear(cp);
+	cp->busy = 0;
+}
+
+static const char *
+item_name(const struct completer *cp)
+{
+	return cp->names[cp->i];
+}
+
+/* A command whose outcome changes nothing for us: next record. */
+static void
+on_step_done(struct idem_result *res, void *arg)
+{
+	struct completer *cp = arg;
+
+	if (res->st == IDEM_ERR_REDIS)
+		log_warn(NULL, "completer: %s: %s", item_name(cp),
+		    res->errstr != NULL ? res->errstr : "?");
+	cp->i++;
+	item_next(cp);
+}
+
+static void
+on_recorded(struct idem_result *res, void *arg)
+{
+	struct completer *cp = arg;
+	int settled = cp->prob != PROB_OUTCOME_UNKNOWN;
+
+	if (res->st == IDEM_RECORDED || res->st == IDEM_NOT_DURABLE) {
+		if (settled) {
+			metrics_completer_settled(cp->out.state);
+			log_info(NULL, "completer: %s settled %s (%d)",
+			    item_name(cp), cp->out.state, cp->out.status);
+		}
+	} else if (res->st == IDEM_REPLAY)
+		settled = 1; /* settled by someone else meanwhile */
+	else if (res->st == IDEM_ERR_REDIS) {
+		on_step_done(res, cp);
+		return;
+	}
+	if (settled && !cp->stopped &&
+	    idem_pending_remove(cp->redis, cp->index, item_name(cp),
+	        on_step_done, cp) == 0)
+		return;
+	cp->i++;
+	item_next(cp);
+}
+
+static void
+record_send(struct completer *cp)
+{
+	const struct config *cfg = cp->cfg;
+	int unknown = cp->prob == PROB_OUTCOME_UNKNOWN;
+	long long ttl_ms = 1000LL *
+	    (cp->prob == PROB_NONE || unknown ? cfg->completed_ttl_s
+	                                      : cfg->failed_ttl_s);
+
+	if (cp->stopped ||
+	    idem_record(cp->redis, item_name(cp), cp->owner, cp->rs.fingerprint,
+	        cp->rs.params, &cp->out, unknown ? cp->rs.request : NULL,
+	        ttl_ms, now_wall_ms(), on_recorded, cp) != 0) {
+		cp->i++;
+		item_next(cp);
+	}
+}
+
+static void
+on_pending_readded(struct idem_result *res, void *arg)
+{
+	struct completer *cp = arg;
+
+	(void)res;
+	record_send(cp);
+}
+
+static void
+on_provider_done(const struct provider_result *pr, void *arg)
+{
+	struct completer *cp = arg;
+	long long next_ms;
+	int last;
+
+	if (cp->stopped) {
+		cp->i++;
+		item_next(cp);
+		return;
+	}
+	if (answer_outcome_render(pr, cp->rs.request, cp->rs.request_len,
+	        cp->key, cp->keylen, cp->cfg, &cp->out, &cp->prob) != 0) {
+		log_error(NULL, "completer: cannot render the outcome of %s",
+		    item_name(cp));
+		cp->i++;
+		item_next(cp);
+		return;
+	}
+	if (cp->prob != PROB_OUTCOME_UNKNOWN) {
+		record_send(cp);
+		return;
+	}
+	/* still unknown: when to ask next, written before the record */
+	next_ms = wire_schedule_next(cp->steps, cp->nsteps, cp->rs.created_ms,
+	    now_wall_ms(), &last);
+	log_warn(NULL, "completer: %s still unknown (%s); next at +%lld s",
+	    item_name(cp), pr->why, (next_ms - now_wall_ms()) / 1000);
+	if (idem_pending_add(cp->redis, cp->index, item_name(cp), next_ms,
+	        on_pending_readded, cp) != 0)
+		record_send(cp);
+}
+
+/* The record is ours for a lease: ask the provider again. */
+static void
+provider_ask(struct completer *cp)
+{
+	struct provider_call call;
+	struct validation v;
+	long long lease_ms, budget_ms;
+	int last;
+
+	if (validate_charge(cp->rs.request, cp->rs.request_len, &cp->params,
+	        &v) != 0) {
+		log_error(NULL, "completer: %s: the kept request is invalid",
+		    item_name(cp));
+		cp->i++;
+		item_next(cp);
+		return;
+	}
+	(void)wire_schedule_next(cp->steps, cp->nsteps, cp->rs.created_ms,
+	    now_wall_ms(), &last);
+	lease_ms = 1000LL * cp->cfg->lock_ttl_s - cp->cfg->redis_timeout_ms;
+	budget_ms = cp->cfg->provider_deadline_ms < lease_ms
+	    ? cp->cfg->provider_deadline_ms
+	    : lease_ms;
+	memset(&call, 0, sizeof(call));
+	call.principal = cp->principal;
+	call.key = cp->key;
+	call.keylen = cp->keylen;
+	call.fingerprint = cp->rs.fingerprint;
+	call.amount = cp->params.amount;
+	call.currency = cp->params.currency;
+	call.source = cp->params.source;
+	call.canon = cp->rs.request;
+	call.canonlen = cp->rs.request_len;
+	call.deadline_us = now_mono_us() + 1000LL * budget_ms;
+	call.resume = 1;
+	/*
+	 * After the last step the original attempt is long over (its
+	 * deadline is seconds, the last step an hour): ask whether the
+	 * provider has a charge at all.
+	 */
+	call.search = last;
+	metrics_inc(MC_PROVIDER_CALLS);
+	if (provider_charge_start(cp->provider, &call, on_provider_done, cp) !=
+	    0) {
+		cp->i++;
+		item_next(cp);
+	}
+}
+
+static void
+on_resume_reply(struct idem_result *res, void *arg)
+{
+	struct completer *cp = arg;
+
+	switch (res->st) {
+	case IDEM_RESUMED:
+		cp->rs = res->resume;
+		res->resume.request = NULL; /* ours now */
+		if (cp->stopped) {
+			cp->i++;
+			item_next(cp);
+			return;
+		}
+		provider_ask(cp);
+		return;
+	case IDEM_SETTLED:
+		/* settled by a retry, or expired: the index forgets it */
+		if (!cp->stopped &&
+		    idem_pending_remove(cp->redis, cp->index, item_name(cp),
+		        on_step_done, cp) == 0)
+			return;
+		break;
+	case IDEM_IN_PROGRESS: break; /* a retry has it: its turn */
+	default:
+		log_warn(NULL, "completer: resume %s: %s", item_name(cp),
+		    res->errstr != NULL ? res->errstr : "?");
+		break;
+	}
+	cp->i++;
+	item_next(cp);
+}
+
+static void
+item_next(struct completer *cp)
+{
+	item_clear(cp);
+	for (; cp->i < cp->n && !cp->stopped; cp->i++) {
+		if (idem_key_split(item_name(cp), cp->cfg->key_prefix,
+		        cp->principal, cp->key, &cp->keylen) != 0) {
+			log_warn(NULL, "completer: %s is not a record name",
+			    item_name(cp));
+			continue;
+		}
+		if (digest_random_hex(cp->owner, TOKEN_HEX_LEN / 2) != 0 ||
+		    idem_resume(cp->redis, item_name(cp), cp->owner,
+		        now_wall_ms(), 1000LL * cp->cfg->lock_ttl_s,
+		        on_resume_reply, cp) != 0)
+			break;
+		return;
+	}
+	batch_clear(cp);
+}
+
+static void
+on_due(struct idem_result *res, void *arg)
+{
+	struct completer *cp = arg;
+	size_t i;
+
+	if (res->st != IDEM_DONE) {
+		if (!cp->stopped)
+			log_warn(NULL, "completer: %s",
+			    res->errstr != NULL ? res->errstr : "?");
+		cp->busy = 0;
+		return;
+	}
+	metrics_unknown_outstanding(res->due.count);
+	for (i = 0; i < res->due.n; i++) {
+		cp->names[i] = res->due.names[i];
+		res->due.names[i] = NULL;
+	}
+	cp->n = res->due.n;
+	res->due.n = 0;
+	cp->i = 0;
+	item_next(cp);
+}
+
+static void
+on_tick(uv_timer_t *t)
+{
+	struct completer *cp = t->data;
+
+	if (cp->busy || cp->stopped)
+		return;
+	cp->busy = 1;
+	if (idem_pending_due(cp->redis, cp->index, now_wall_ms(),
+	        COMPLETER_BATCH, on_due, cp) != 0)
+		cp->busy = 0;
+}
+
+struct completer *
+completer_start(uv_loop_t *loop, const struct config *cfg,
+    struct redis_client *redis, struct provider *provider)
+{
+	struct completer *cp;
+	char err[256];
+
+	if ((cp = calloc(1, sizeof(*cp))) == NULL)
+		return NULL;
+	cp->cfg = cfg;
+	cp->redis = redis;
+	cp->provider = provider;
+	if ((cp->nsteps = config_schedule_parse(cfg->completer_schedule_s,
+	         cp->steps, err, sizeof(err))) < 1 ||
+	    idem_index_name(cp->index, sizeof(cp->index), cfg->key_prefix) <
+	        0) {
+		free(cp);
+		return NULL;
+	}
+	(void)uv_timer_init(loop, &cp->tick);
+	cp->tick.data = cp;
+	(void)uv_timer_start(&cp->tick, on_tick, COMPLETER_TICK_MS,
+	    COMPLETER_TICK_MS);
+	return cp;
+}
+
+static void
+on_tick_closed(uv_handle_t *h)
+{
+	struct completer *cp = h->data;
+
+	batch_clear(cp);
+	free(cp);
+}
+
+void
+completer_stop(struct completer *cp)
+{
+	if (cp == NULL)
+		return;
+	cp->stopped = 1;
+	(void)uv_timer_stop(&cp->tick);
+	uv_close((uv_handle_t *)&cp->tick, on_tick_closed);
+}

@@ -1,0 +1,627 @@
+/*
+ * provider_http.c - POST /v1/charges with libcurl's multi-socket interface
+ * on libuv. One multi handle per loop owns the kept-alive connections.
+ * libcurl is never called from inside one of its own callbacks: its timer
+ * callback only (re)arms a uv timer (0 ms becomes 1 ms), its socket
+ * callback only starts and stops uv_poll handles, and the transfers are
+ * driven from those handles' callbacks. A socket's poll handle is stopped
+ * before the socket is closed (CURLOPT_CLOSESOCKETFUNCTION: we close it).
+ */
+#include <errno.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/queue.h>
+#include <unistd.h>
+
+#include <curl/curl.h>
+
+#include "clock.h"
+#include "log.h"
+#include "metrics.h"
+#include "provider_http.h"
+#include "provider_wire.h"
+#include "util.h"
+
+#define CHARGES_PATH "/v1/charges"
+#define SEARCH_PATH "/v1/charges/search?"
+#define BODY_MAX (1024 * 1024) /* bytes of a provider's answer */
+#define SOCKS_MAX 65536        /* descriptors the poll table can hold */
+#define ATTEMPT_MIN_MS 50      /* an attempt with less time left: none */
+
+struct http_call;
+
+struct http_provider;
+
+struct sock_ctx {
+	uv_poll_t poll;
+	curl_socket_t fd;
+	struct http_provider *hp;
+};
+
+struct http_provider {
+	uv_loop_t *loop;
+	const struct config *cfg;
+	CURLM *multi;
+	uv_timer_t timer;       /* libcurl's timeout */
+	char base[URL_MAX_LEN]; /* scheme://host:port, or http://localhost */
+	char unix_path[URL_MAX_LEN]; /* "" unless unix: */
+	char auth[300];              /* Authorization: Bearer ... */
+	struct sock_ctx **socks;     /* by descriptor */
+	size_t socks_cap;
+	LIST_HEAD(, http_call) calls;
+	uint64_t rng; /* the backoff's jitter */
+};
+
+struct http_call {
+	struct http_provider *hp;
+	provider_cb *cb;
+	void *arg;
+	char dkey[WIRE_KEY_LEN + 1];
+	char principal[PRINCIPAL_MAX + 1];
+	char *form; /* POST body; NULL for a search */
+	size_t formlen;
+	char url[URL_MAX_LEN + 2 * IDEM_KEY_MAX * 3 + 128];
+	long long deadline_us;
+	int search;
+	CURL *easy; /* the attempt in flight, or NULL */
+	struct curl_slist *headers;
+	char *body; /* the answer being read */
+	size_t body_len, body_cap;
+	int should_retry; /* Stripe-Should-Retry: 1, 0, -1 */
+	uv_timer_t backoff;
+	int backoff_open;
+	struct provider_result res;
+	LIST_ENTRY(http_call) entry;
+};
+
+int
+provider_http_global_init(void)
+{
+	return curl_global_init(CURL_GLOBAL_DEFAULT) == CURLE_OK ? 0 : -1;
+}
+
+/* --- sockets and the timer: libcurl's two hooks ------------------------ */
+
+static void check_multi_info(struct http_provider *hp);
+
+static void
+on_sock_closed(uv_handle_t *h)
+{
+	free(h->data);
+}
+
+/* Stops and forgets fd's poll handle (before the descriptor closes). */
+static void
+sock_forget(struct http_provider *hp, curl_socket_t fd)
+{
+	struct sock_ctx *sc;
+
+	if (fd < 0 || (size_t)fd >= hp->socks_cap ||
+	    (sc = hp->socks[fd]) == NULL)
+		return;
+	hp->socks[fd] = NULL;
+	(void)uv_poll_stop(&sc->poll);
+	uv_close((uv_handle_t *)&sc->poll, on_sock_closed);
+}
+
+static void
+on_sock_ready(uv_poll_t *p, int status, int events)
+{
+	struct sock_ctx *sc = p->data;
+	struct http_provider *hp = sc->hp;
+	int flags = 0, running;
+
+	if (status < 0)
+		flags = CURL_CSELECT_ERR;
+	if (events & UV_READABLE)
+		flags |= CURL_CSELECT_IN;
+	if (events & UV_WRITABLE)
+		flags |= CURL_CSELECT_OUT;
+	(void)curl_multi_socket_action(hp->multi, sc->fd, flags, &running);
+	check_multi_info(hp);
+}
+
+static int
+on_curl_socket(CURL *easy, curl_socket_t s, int what, void *userp,
+    void *socketp)
+{
+	struct http_provider *hp = userp;
+	struct sock_ctx *sc;
+	size_t cap;
+	int events = 0;
+
+	(void)easy;
+	(void)socketp;
+	if (what == CURL_POLL_REMOVE) {
+		sock_forget(hp, s);
+		return 0;
+	}
+	if (s < 0 || s >= SOCKS_MAX)
+		return -1;
+	if ((size_t)s >= hp->socks_cap) {
+		cap = hp->socks_cap;
+		if (util_grow((char **)&hp->socks, &cap,
+		        ((size_t)s + 1) * sizeof(*hp->socks),
+		        64 * sizeof(*hp->socks),
+		        SOCKS_MAX * sizeof(*hp->socks)) != 0)
+			return -1;
+		memset(hp->socks + hp->socks_cap, 0,
+		    cap - hp->socks_cap * sizeof(*hp->socks));
+		hp->socks_cap = cap / sizeof(*hp->socks);
+	}
+	if ((sc = hp->socks[s]) == NULL) {
+		if ((sc = calloc(1, sizeof(*sc))) == NULL)
+			return -1;
+		sc->hp = hp;
+		if (uv_poll_init_socket(hp->loop, &sc->poll, s) != 0) {
+			free(sc);
+			return -1;
+		}
+		sc->fd = s;
+		sc->poll.data = sc;
+		hp->socks[s] = sc;
+	}
+	if (what == CURL_POLL_IN || what == CURL_POLL_INOUT)
+		events |= UV_READABLE;
+	if (what == CURL_POLL_OUT || what == CURL_POLL_INOUT)
+		events |= UV_WRITABLE;
+	return uv_poll_start(&sc->poll, events, on_sock_ready) == 0 ? 0 : -1;
+}
+
+/* libcurl closes a socket through us: its poll handle stops first. */
+static int
+on_curl_close_socket(void *clientp, curl_socket_t s)
+{
+	sock_forget(clientp, s);
+	return close(s);
+}
+
+static void
+on_curl_timer_due(uv_timer_t *t)
+{
+	struct http_provider *hp = t->data;
+	int running;
+
+	(void)curl_multi_socket_action(hp->multi, CURL_SOCKET_TIMEOUT, 0,
+	    &running);
+	check_multi_info(hp);
+}
+
+/* Arms the uv timer only: never calls libcurl (we are inside it). */
+static int
+on_curl_timer(CURLM *multi, long timeout_ms, void *userp)
+{
+	struct http_provider *hp = userp;
+
+	(void)multi;
+	if (timeout_ms < 0)
+		(void)uv_timer_stop(&hp->timer);
+	else
+		(void)uv_timer_start(&hp->timer, on_curl_timer_due,
+		    timeout_ms == 0 ? 1 : (uint64_t)timeout_ms, 0);
+	return 0;
+}
+
+/* --- one attempt --------------------------------------------------------- */
+
+static size_t
+on_curl_body(char *p, size_t size, size_t n, void *arg)
+{
+	struct http_call *c = arg;
+	size_t len = size * n;
+
+	if (len > BODY_MAX - c->body_len)
+		return 0; /* too long: the transfer fails (ambiguous) */
+	if (util_grow(&c->body, &c->body_cap, c->body_len + len + 1, 4096,
+	        BODY_MAX + 1) != 0)
+		return 0;
+	memcpy(c->body + c->body_len, p, len);
+	c->body_len += len;
+	c->body[c->body_len] = '\0';
+	return len;
+}
+
+static size_t
+on_curl_header(char *p, size_t size, size_t n, void *arg)
+{
+	static const char name[] = "Stripe-Should-Retry:";
+	struct http_call *c = arg;
+	size_t len = size * n, i = sizeof(name) - 1;
+
+	if (len >= i && strncasecmp(p, name, i) == 0) {
+		while (i < len && (p[i] == ' ' || p[i] == '\t'))
+			i++;
+		if (len - i >= 4 && strncasecmp(p + i, "true", 4) == 0)
+			c->should_retry = 1;
+		else if (len - i >= 5 && strncasecmp(p + i, "false", 5) == 0)
+			c->should_retry = 0;
+	}
+	return len;
+}
+
+static void attempt_start(struct http_call *c);
+
+static void
+on_backoff_closed(uv_handle_t *h)
+{
+	struct http_call *c = h->data;
+
+	free(c->form);
+	free(c->body);
+	free(c);
+}
+
+static void
+attempt_cleanup(struct http_call *c)
+{
+	if (c->easy != NULL) {
+		(void)curl_multi_remove_handle(c->hp->multi, c->easy);
+		curl_easy_cleanup(c->easy);
+		c->easy = NULL;
+	}
+	curl_slist_free_all(c->headers);
+	c->headers = NULL;
+}
+
+/* The call is over: the caller learns res, then the call is freed. */
+static void
+call_done(struct http_call *c)
+{
+	attempt_cleanup(c);
+	LIST_REMOVE(c, entry);
+	c->cb(&c->res, c->arg);
+	uv_close((uv_handle_t *)&c->backoff, on_backoff_closed);
+}
+
+static void
+on_backoff_due(uv_timer_t *t)
+{
+	attempt_start(t->data);
+}
+
+/* Retries after the backoff, or ends unknown when the deadline comes first. */
+static void
+attempt_retry(struct http_call *c)
+{
+	struct http_provider *hp = c->hp;
+	long pause_ms;
+	long long left_ms;
+
+	/* xorshift64: jitter only, no secret */
+	hp->rng ^= hp->rng << 13;
+	hp->rng ^= hp->rng >> 7;
+	hp->rng ^= hp->rng << 17;
+	pause_ms =
+	    wire_backoff_ms(c->res.attempts, (double)(hp->rng % 1000) / 1000.0);
+	left_ms = (c->deadline_us - now_mono_us()) / 1000;
+	if (left_ms - pause_ms < ATTEMPT_MIN_MS) {
+		c->res.outcome = PROV_UNKNOWN;
+		call_done(c);
+		return;
+	}
+	(void)uv_timer_start(&c->backoff, on_backoff_due, (uint64_t)pause_ms,
+	    0);
+}
+
+/* What one finished transfer came to, by the table of provider_wire.c. */
+static void
+attempt_done(struct http_call *c, CURLcode rc)
+{
+	struct wire_attempt a = { 0, NULL, NULL, -1 };
+	char type[PROVIDER_CODE_MAX] = "", code[PROVIDER_CODE_MAX] = "";
+	struct wire_verdict v;
+	long status = 0;
+
+	if (rc == CURLE_OK)
+		(void)curl_easy_getinfo(c->easy, CURLINFO_RESPONSE_CODE,
+		    &status);
+	attempt_cleanup(c);
+	a.status = rc == CURLE_OK ? status : 0;
+	a.should_retry = c->should_retry;
+	if (a.status != 200 && a.status != 0 && c->body != NULL &&
+	    wire_parse_error(c->body, c->body_len, a.status, type, code,
+	        &c->res) == 0) {
+		a.err_type = type;
+		a.err_code = code;
+	}
+	v = wire_classify(&a);
+	metrics_provider_attempt(v.label);
+	if (rc != CURLE_OK)
+		(void)snprintf(c->res.why, sizeof(c->res.why), "%s",
+		    curl_easy_strerror(rc));
+	else
+		(void)snprintf(c->res.why, sizeof(c->res.why), "%ld %s%s%s",
+		    status, v.label, code[0] != '\0' ? " " : "", code);
+	if (c->search) {
+		int found = -1;
+
+		if (a.status == 200 && c->body != NULL)
+			found = wire_parse_search(c->body, c->body_len,
+			    c->principal, &c->res);
+		if (found == 0)
+			c->res.outcome = PROV_ABSENT;
+		if (found >= 0) {
+			call_done(c);
+			return;
+		}
+		attempt_retry(c);
+		return;
+	}
+	switch (v.cls) {
+	case WIRE_CHARGE:
+		if (c->body != NULL &&
+		    wire_parse_charge(c->body, c->body_len, &c->res) == 0) {
+			call_done(c);
+			return;
+		}
+		break; /* a 200 that is no charge: ask again */
+	case WIRE_DECLINE:
+		if (c->res.outcome == PROV_DECLINED) {
+			call_done(c);
+			return;
+		}
+		break;
+	case WIRE_BUG:
+		log_error(NULL,
+		    "provider: downstream key %.20s... was used with other parameters (idempotency_error): a bug; recorded failed",
+		    c->dkey);
+		c->res.outcome = PROV_ERROR;
+		call_done(c);
+		return;
+	case WIRE_REJECTED:
+		log_warn(NULL, "provider rejected the charge: %s", c->res.why);
+		c->res.outcome = PROV_ERROR;
+		call_done(c);
+		return;
+	case WIRE_RETRY: break;
+	}
+	attempt_retry(c);
+}
+
+static void
+check_multi_info(struct http_provider *hp)
+{
+	struct http_call *c;
+	CURLMsg *msg;
+	int left;
+
+	while ((msg = curl_multi_info_read(hp->multi, &left)) != NULL) {
+		if (msg->msg != CURLMSG_DONE)
+			continue;
+		c = NULL;
+		(void)curl_easy_getinfo(msg->easy_handle, CURLINFO_PRIVATE,
+		    (char **)&c);
+		if (c != NULL)
+			attempt_done(c, msg->data.result);
+	}
+}
+
+/* Sets the options of one attempt; 0 or -1. */
+static int
+attempt_setup(struct http_call *c)
+{
+	const struct config *cfg = c->hp->cfg;
+	struct http_provider *hp = c->hp;
+	char hdr[WIRE_KEY_LEN + 32];
+	long long left_ms = (c->deadline_us - now_mono_us()) / 1000;
+	long timeout_ms = cfg->provider_timeout_ms;
+	CURL *e = c->easy;
+	int rc = 0;
+
+	if (left_ms < timeout_ms)
+		timeout_ms = (long)left_ms;
+	(void)snprintf(hdr, sizeof(hdr), "Idempotency-Key: %s", c->dkey);
+	if ((c->headers = curl_slist_append(NULL, hp->auth)) == NULL ||
+	    curl_slist_append(c->headers, hdr) == NULL ||
+	    curl_slist_append(c->headers, "Expect:") == NULL ||
+	    (!c->search &&
+	        curl_slist_append(c->headers,
+	            "Content-Type: application/x-www-form-urlencoded") == NULL))
+		return -1;
+	rc |= curl_easy_setopt(e, CURLOPT_URL, c->url);
+	if (hp->unix_path[0] != '\0')
+		rc |= curl_easy_setopt(e, CURLOPT_UNIX_SOCKET_PATH,
+		    hp->unix_path);
+	rc |= curl_easy_setopt(e, CURLOPT_HTTPHEADER, c->headers);
+	if (!c->search) {
+		rc |= curl_easy_setopt(e, CURLOPT_POST, 1L);
+		rc |= curl_easy_setopt(e, CURLOPT_POSTFIELDS, c->form);
+		rc |= curl_easy_setopt(e, CURLOPT_POSTFIELDSIZE,
+		    (long)c->formlen);
+	}
+	rc |= curl_easy_setopt(e, CURLOPT_PRIVATE, c);
+	rc |= curl_easy_setopt(e, CURLOPT_WRITEFUNCTION, on_curl_body);
+	rc |= curl_easy_setopt(e, CURLOPT_WRITEDATA, c);
+	rc |= curl_easy_setopt(e, CURLOPT_HEADERFUNCTION, on_curl_header);
+	rc |= curl_easy_setopt(e, CURLOPT_HEADERDATA, c);
+	rc |= curl_easy_setopt(e, CURLOPT_NOSIGNAL, 1L);
+	rc |= curl_easy_setopt(e, CURLOPT_CONNECTTIMEOUT_MS,
+	    (long)cfg->provider_connect_timeout_ms);
+	rc |= curl_easy_setopt(e, CURLOPT_TIMEOUT_MS, timeout_ms);
+	rc |= curl_easy_setopt(e, CURLOPT_MAXAGE_CONN,
+	    (long)PROVIDER_MAXAGE_CONN_S);
+	rc |= curl_easy_setopt(e, CURLOPT_PROTOCOLS_STR, "http,https");
+	rc |= curl_easy_setopt(e, CURLOPT_SSL_VERIFYPEER,
+	    cfg->provider_tls_verify ? 1L : 0L);
+	rc |= curl_easy_setopt(e, CURLOPT_SSL_VERIFYHOST,
+	    cfg->provider_tls_verify ? 2L : 0L);
+	if (cfg->provider_ca_file[0] != '\0')
+		rc |=
+		    curl_easy_setopt(e, CURLOPT_CAINFO, cfg->provider_ca_file);
+	rc |= curl_easy_setopt(e, CURLOPT_CLOSESOCKETFUNCTION,
+	    on_curl_close_socket);
+	rc |= curl_easy_setopt(e, CURLOPT_CLOSESOCKETDATA, hp);
+	return rc == 0 ? 0 : -1;
+}
+
+static void
+attempt_start(struct http_call *c)
+{
+	c->body_len = 0;
+	c->should_retry = -1;
+	c->res.attempts++;
+	if ((c->easy = curl_easy_init()) == NULL || attempt_setup(c) != 0 ||
+	    curl_multi_add_handle(c->hp->multi, c->easy) != CURLM_OK) {
+		(void)snprintf(c->res.why, sizeof(c->res.why),
+		    "cannot start a transfer");
+		attempt_cleanup(c);
+		c->res.outcome = PROV_UNKNOWN;
+		call_done(c);
+	}
+}
+
+/* --- the provider --------------------------------------------------------- */
+
+static int
+http_start(void *impl, const struct provider_call *call, provider_cb *cb,
+    void *arg)
+{
+	struct http_provider *hp = impl;
+	struct http_call *c;
+	char q[3 * (2 * IDEM_KEY_MAX + 64) + 16];
+	if (strlen(call->principal) > PRINCIPAL_MAX ||
+	    (c = calloc(1, sizeof(*c))) == NULL)
+		return -1;
+	c->hp = hp;
+	c->cb = cb;
+	c->arg = arg;
+	c->search = call->search;
+	c->res.outcome = PROV_UNKNOWN;
+	c->deadline_us = call->deadline_us;
+	memcpy(c->principal, call->principal, strlen(call->principal) + 1);
+	if (wire_downstream_key(hp->cfg->provider_secret, call->principal,
+	        call->key, call->keylen, call->fingerprint, c->dkey) != 0)
+		goto fail;
+	if (c->search) {
+		if (wire_search_query(call->key, call->keylen, q, sizeof(q)) <
+		        0 ||
+		    (size_t)snprintf(c->url, sizeof(c->url), "%s%s%s", hp->base,
+		        SEARCH_PATH, q) >= sizeof(c->url))
+			goto fail;
+	} else {
+		if ((c->form = wire_form_body(call->canon, call->canonlen,
+		         call->principal, call->key, call->keylen,
+		         &c->formlen)) == NULL)
+			goto fail;
+		(void)snprintf(c->url, sizeof(c->url), "%s%s", hp->base,
+		    CHARGES_PATH);
+	}
+	(void)uv_timer_init(hp->loop, &c->backoff);
+	c->backoff.data = c;
+	LIST_INSERT_HEAD(&hp->calls, c, entry);
+	attempt_start(c);
+	return 0;
+fail:
+	free(c->form);
+	free(c);
+	return -1;
+}
+
+static void
+on_timer_closed(uv_handle_t *h)
+{
+	struct http_provider *hp = h->data;
+
+	free(hp->socks);
+	free(hp);
+}
+
+static void
+http_free(void *impl)
+{
+	struct http_provider *hp = impl;
+	struct http_call *c;
+
+	while ((c = LIST_FIRST(&hp->calls)) != NULL) {
+		(void)uv_timer_stop(&c->backoff);
+		c->res.outcome = PROV_UNKNOWN;
+		(void)snprintf(c->res.why, sizeof(c->res.why), "shutting down");
+		call_done(c);
+	}
+	/* closes the kept connections: through on_curl_close_socket */
+	(void)curl_multi_cleanup(hp->multi);
+	hp->multi = NULL;
+	(void)uv_timer_stop(&hp->timer);
+	uv_close((uv_handle_t *)&hp->timer, on_timer_closed);
+}
+
+static const struct provider_ops http_ops = { http_start, http_free };
+
+/* Splits provider_url into the base URL and a unix socket path. 0 or -1. */
+static int
+url_split(const char *url, char *base, size_t baselen, char *unix_path,
+    size_t pathlen)
+{
+	size_t n = strlen(url);
+
+	while (n > 0 && url[n - 1] == '/')
+		n--;
+	unix_path[0] = '\0';
+	if (strncmp(url, "unix:", 5) == 0) {
+		if ((size_t)snprintf(unix_path, pathlen, "%s", url + 5) >=
+		    pathlen)
+			return -1;
+		(void)snprintf(base, baselen, "http://localhost");
+		return 0;
+	}
+	if (n >= baselen)
+		return -1;
+	memcpy(base, url, n);
+	base[n] = '\0';
+	return 0;
+}
+
+struct provider *
+provider_http_new(uv_loop_t *loop, const struct config *cfg, char *errstr,
+    size_t errlen)
+{
+	struct http_provider *hp = NULL;
+	struct provider *p = NULL;
+
+	if ((p = calloc(1, sizeof(*p))) == NULL ||
+	    (hp = calloc(1, sizeof(*hp))) == NULL) {
+		util_err(errstr, errlen, "provider: out of memory");
+		goto fail;
+	}
+	hp->loop = loop;
+	hp->cfg = cfg;
+	hp->rng = (uint64_t)now_mono_us() ^ (uint64_t)(uintptr_t)hp;
+	if (hp->rng == 0)
+		hp->rng = 1;
+	LIST_INIT(&hp->calls);
+	if (url_split(cfg->provider_url, hp->base, sizeof(hp->base),
+	        hp->unix_path, sizeof(hp->unix_path)) != 0 ||
+	    (size_t)snprintf(hp->auth, sizeof(hp->auth),
+	        "Authorization: Bearer %s",
+	        cfg->provider_api_key) >= sizeof(hp->auth)) {
+		util_err(errstr, errlen, "provider_url: too long");
+		goto fail;
+	}
+	if ((hp->multi = curl_multi_init()) == NULL) {
+		util_err(errstr, errlen, "provider: curl_multi_init failed");
+		goto fail;
+	}
+	if (curl_multi_setopt(hp->multi, CURLMOPT_SOCKETFUNCTION,
+	        on_curl_socket) != CURLM_OK ||
+	    curl_multi_setopt(hp->multi, CURLMOPT_SOCKETDATA, hp) != CURLM_OK ||
+	    curl_multi_setopt(hp->multi, CURLMOPT_TIMERFUNCTION,
+	        on_curl_timer) != CURLM_OK ||
+	    curl_multi_setopt(hp->multi, CURLMOPT_TIMERDATA, hp) != CURLM_OK) {
+		util_err(errstr, errlen, "provider: curl_multi_setopt failed");
+		goto fail;
+	}
+	(void)uv_timer_init(loop, &hp->timer);
+	hp->timer.data = hp;
+	p->ops = &http_ops;
+	p->impl = hp;
+	return p;
+fail:
+	if (hp != NULL && hp->multi != NULL)
+		(void)curl_multi_cleanup(hp->multi);
+	free(hp);
+	free(p);
+	return NULL;
+}

@@ -1,0 +1,400 @@
+/*
+ * provider_wire.c - the pure parts of the HTTP provider: downstream key,
+ * form body, the classification table, the provider's JSON, backoff and
+ * the completer's schedule. No I/O.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cJSON.h>
+
+#include "defaults.h"
+#include "digest.h"
+#include "provider_wire.h"
+#include "util.h"
+
+int
+wire_downstream_key(const char *secret, const char *principal, const char *key,
+    size_t keylen, const char *fingerprint, char out[WIRE_KEY_LEN + 1])
+{
+	unsigned char mac[SHA256_LEN];
+	char msg[PRINCIPAL_MAX + 1 + IDEM_KEY_MAX + 1 + SHA256_HEX_LEN];
+	size_t plen = strlen(principal), flen = strlen(fingerprint), n;
+
+	if (plen > PRINCIPAL_MAX || keylen > IDEM_KEY_MAX ||
+	    flen > SHA256_HEX_LEN)
+		return -1;
+	memcpy(msg, principal, plen);
+	n = plen;
+	msg[n++] = '\0';
+	memcpy(msg + n, key, keylen);
+	n += keylen;
+	msg[n++] = '\0';
+	memcpy(msg + n, fingerprint, flen);
+	n += flen;
+	if (digest_hmac_sha256(secret, strlen(secret), msg, n, mac) != 0)
+		return -1;
+	memcpy(out, WIRE_KEY_PREFIX, sizeof(WIRE_KEY_PREFIX) - 1);
+	digest_hex(mac, sizeof(mac), out + sizeof(WIRE_KEY_PREFIX) - 1);
+	out[WIRE_KEY_LEN] = '\0';
+	return 0;
+}
+
+/* Percent-encodes s[0..n) into b: unreserved bytes as they are. */
+static void
+form_escape(struct util_buf *b, const char *s, size_t n)
+{
+	static const char hex[] = "0123456789ABCDEF";
+	char e[3];
+	size_t i;
+
+	for (i = 0; i < n; i++) {
+		unsigned char c = (unsigned char)s[i];
+
+		if ((c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') ||
+		    (c >= '0' && c <= '9') || c == '-' || c == '.' ||
+		    c == '_' || c == '~') {
+			util_buf_put(b, s + i, 1);
+			continue;
+		}
+		e[0] = '%';
+		e[1] = hex[c >> 4];
+		e[2] = hex[c & 15];
+		util_buf_put(b, e, 3);
+	}
+}
+
+static void
+form_pair(struct util_buf *b, const char *name, const char *v, size_t n)
+{
+	if (util_buf_len(b) > 0)
+		util_buf_put(b, "&", 1);
+	util_buf_str(b, name);
+	util_buf_put(b, "=", 1);
+	form_escape(b, v, n);
+}
+
+char *
+wire_form_body(const char *canon, size_t canonlen, const char *principal,
+    const char *key, size_t keylen, size_t *len)
+{
+	const cJSON *amount, *currency, *source, *desc;
+	char num[24], *out = NULL;
+	struct util_buf b;
+	cJSON *root;
+	size_t cap;
+	long n;
+
+	if ((root = cJSON_ParseWithLength(canon, canonlen)) == NULL)
+		return NULL;
+	amount = cJSON_GetObjectItemCaseSensitive(root, "amount");
+	currency = cJSON_GetObjectItemCaseSensitive(root, "currency");
+	source = cJSON_GetObjectItemCaseSensitive(root, "source");
+	desc = cJSON_GetObjectItemCaseSensitive(root, "description");
+	if (!cJSON_IsNumber(amount) || !cJSON_IsString(currency) ||
+	    !cJSON_IsString(source) ||
+	    (desc != NULL && !cJSON_IsNull(desc) && !cJSON_IsString(desc)))
+		goto done;
+	/* every byte may become three; the names and separators fit in 128 */
+	cap = 3 *
+	        (strlen(currency->valuestring) + strlen(source->valuestring) +
+	            (cJSON_IsString(desc) ? strlen(desc->valuestring) : 0) +
+	            strlen(principal) + keylen) +
+	    160;
+	if ((out = malloc(cap)) == NULL)
+		goto done;
+	(void)snprintf(num, sizeof(num), "%.0f", amount->valuedouble);
+	util_buf_init(&b, out, cap);
+	form_pair(&b, "amount", num, strlen(num));
+	form_pair(&b, "currency", currency->valuestring,
+	    strlen(currency->valuestring));
+	form_pair(&b, "source", source->valuestring,
+	    strlen(source->valuestring));
+	if (cJSON_IsString(desc))
+		form_pair(&b, "description", desc->valuestring,
+		    strlen(desc->valuestring));
+	form_pair(&b, "metadata[charge_principal]", principal,
+	    strlen(principal));
+	form_pair(&b, "metadata[charge_idempotency_key]", key, keylen);
+	if ((n = util_buf_len(&b)) < 0 || (size_t)n >= cap) {
+		free(out);
+		out = NULL;
+		goto done;
+	}
+	out[n] = '\0';
+	*len = (size_t)n;
+done:
+	cJSON_Delete(root);
+	return out;
+}
+
+int
+wire_search_query(const char *key, size_t keylen, char *out, size_t outlen)
+{
+	char q[2 * IDEM_KEY_MAX + 64];
+	struct util_buf b, qb;
+	size_t i;
+	long n;
+
+	if (keylen > IDEM_KEY_MAX)
+		return -1;
+	/* the value is quoted: a quote or backslash in the key is escaped */
+	util_buf_init(&qb, q, sizeof(q));
+	util_buf_str(&qb, "metadata['charge_idempotency_key']:'");
+	for (i = 0; i < keylen; i++) {
+		if (key[i] == '\'' || key[i] == '\\')
+			util_buf_put(&qb, "\\", 1);
+		util_buf_put(&qb, key + i, 1);
+	}
+	util_buf_put(&qb, "'", 1);
+	if ((n = util_buf_len(&qb)) < 0)
+		return -1;
+	util_buf_init(&b, out, outlen);
+	util_buf_str(&b, "query=");
+	form_escape(&b, q, (size_t)n);
+	if ((n = util_buf_len(&b)) < 0 || (size_t)n >= outlen)
+		return -1;
+	out[n] = '\0';
+	return (int)n;
+}
+
+/*
+ * The classification, in one table read top down: the first row whose
+ * status range holds the attempt's status (0: no answer at all) and whose
+ * error type, error code and Stripe-Should-Retry (when the row names them)
+ * match decides.
+ */
+struct class_row {
+	long lo, hi;          /* status range */
+	const char *err_type; /* NULL: any */
+	const char *err_code; /* NULL: any */
+	int should_retry;     /* -1: any; 1: the header said true */
+	enum wire_class cls;
+	const char *label;
+};
+
+static const struct class_row class_rows[] = {
+	/* no HTTP answer: refused, reset, closed, timed out */
+	{ 0, 0, NULL, NULL, -1, WIRE_RETRY, "transport" },
+	{ 200, 200, NULL, NULL, -1, WIRE_CHARGE, "charge" },
+	{ 402, 402, NULL, NULL, -1, WIRE_DECLINE, "decline" },
+	/* our key reused with other parameters: a bug, never retried */
+	{ 400, 400, "idempotency_error", NULL, -1, WIRE_BUG,
+	    "idempotency_error" },
+	/* the first delivery under the key is still running */
+	{ 409, 409, NULL, NULL, -1, WIRE_RETRY, "in_use" },
+	{ 429, 429, NULL, NULL, -1, WIRE_RETRY, "rate_limited" },
+	{ 500, 599, NULL, NULL, -1, WIRE_RETRY, "server_error" },
+	{ 400, 499, NULL, NULL, 1, WIRE_RETRY, "should_retry" },
+	/* the request's own fault: nothing was charged */
+	{ 400, 499, NULL, NULL, -1, WIRE_REJECTED, "rejected" },
+	/* anything else (1xx, 2xx other than 200, 3xx): ambiguous */
+	{ 0, 999, NULL, NULL, -1, WIRE_RETRY, "unexpected" },
+};
+
+const char *const wire_class_labels[] = { "transport", "charge", "decline",
+	"idempotency_error", "in_use", "rate_limited", "server_error",
+	"should_retry", "rejected", "unexpected", NULL };
+
+static int
+row_str_matches(const char *want, const char *have)
+{
+	return want == NULL || (have != NULL && strcmp(want, have) == 0);
+}
+
+struct wire_verdict
+wire_classify(const struct wire_attempt *a)
+{
+	struct wire_verdict v = { WIRE_RETRY, "unexpected" };
+	size_t i;
+
+	for (i = 0; i < sizeof(class_rows) / sizeof(class_rows[0]); i++) {
+		const struct class_row *r = &class_rows[i];
+
+		if (a->status < r->lo || a->status > r->hi ||
+		    !row_str_matches(r->err_type, a->err_type) ||
+		    !row_str_matches(r->err_code, a->err_code) ||
+		    (r->should_retry != -1 &&
+		        a->should_retry != r->should_retry))
+			continue;
+		v.cls = r->cls;
+		v.label = r->label;
+		return v;
+	}
+	return v;
+}
+
+/* A string member of o into dst (dstlen), "" when absent. -1 if too long. */
+static int
+json_string_copy(const cJSON *o, const char *name, char *dst, size_t dstlen)
+{
+	const cJSON *s = cJSON_GetObjectItemCaseSensitive(o, name);
+	size_t n;
+
+	dst[0] = '\0';
+	if (!cJSON_IsString(s))
+		return 0;
+	if ((n = strlen(s->valuestring)) >= dstlen)
+		return -1;
+	memcpy(dst, s->valuestring, n + 1);
+	return 0;
+}
+
+/*
+ * The decline code a 402 names, the same from the error and from the
+ * failed charge: the issuer's reason (decline_code, outcome.reason)
+ * unless it is the generic one, else the error's code (failure_code).
+ */
+static void
+decline_code_set(struct provider_result *res, const char *reason,
+    const char *code)
+{
+	const char *c = reason;
+
+	if (c == NULL || c[0] == '\0' || strcmp(c, "generic_decline") == 0)
+		c = code;
+	if (c == NULL || c[0] == '\0')
+		c = "card_declined";
+	(void)snprintf(res->decline_buf, sizeof(res->decline_buf), "%s", c);
+	res->decline_code = res->decline_buf;
+}
+
+/* A charge object (200, or an element of a search) into res. */
+static int
+charge_from_json(const cJSON *o, struct provider_result *res)
+{
+	const cJSON *created = cJSON_GetObjectItemCaseSensitive(o, "created");
+	const cJSON *status = cJSON_GetObjectItemCaseSensitive(o, "status");
+	const cJSON *outcome = cJSON_GetObjectItemCaseSensitive(o, "outcome");
+	char reason[PROVIDER_CODE_MAX], fcode[PROVIDER_CODE_MAX];
+
+	if (json_string_copy(o, "id", res->charge_id, sizeof(res->charge_id)) !=
+	        0 ||
+	    res->charge_id[0] == '\0' || !cJSON_IsNumber(created) ||
+	    created->valuedouble < 0 || created->valuedouble > 1e12 ||
+	    !cJSON_IsString(status))
+		return -1;
+	res->created = (long long)created->valuedouble;
+	if (strcmp(status->valuestring, "succeeded") == 0) {
+		res->outcome = PROV_SUCCEEDED;
+		res->decline_code = NULL;
+		return 0;
+	}
+	if (strcmp(status->valuestring, "failed") != 0)
+		return -1; /* pending: not settled */
+	if (json_string_copy(o, "failure_code", fcode, sizeof(fcode)) != 0 ||
+	    (cJSON_IsObject(outcome) ? json_string_copy(outcome, "reason",
+	                                   reason, sizeof(reason))
+	                             : (reason[0] = '\0', 0)) != 0)
+		return -1;
+	res->outcome = PROV_DECLINED;
+	decline_code_set(res, reason, fcode);
+	return 0;
+}
+
+int
+wire_parse_charge(const char *body, size_t len, struct provider_result *res)
+{
+	cJSON *root = cJSON_ParseWithLength(body, len);
+	const cJSON *obj;
+	int rc = -1;
+
+	if (cJSON_IsObject(root) &&
+	    cJSON_IsString(
+	        obj = cJSON_GetObjectItemCaseSensitive(root, "object")) &&
+	    strcmp(obj->valuestring, "charge") == 0 &&
+	    charge_from_json(root, res) == 0 && res->outcome == PROV_SUCCEEDED)
+		rc = 0;
+	cJSON_Delete(root);
+	return rc;
+}
+
+int
+wire_parse_error(const char *body, size_t len, long status,
+    char type[PROVIDER_CODE_MAX], char code[PROVIDER_CODE_MAX],
+    struct provider_result *res)
+{
+	cJSON *root = cJSON_ParseWithLength(body, len);
+	const cJSON *err = cJSON_GetObjectItemCaseSensitive(root, "error");
+	char reason[PROVIDER_CODE_MAX];
+	int rc = -1;
+
+	type[0] = code[0] = '\0';
+	if (!cJSON_IsObject(err) ||
+	    json_string_copy(err, "type", type, PROVIDER_CODE_MAX) != 0 ||
+	    json_string_copy(err, "code", code, PROVIDER_CODE_MAX) != 0)
+		goto done;
+	if (status == 402) {
+		if (json_string_copy(err, "charge", res->charge_id,
+		        sizeof(res->charge_id)) != 0 ||
+		    res->charge_id[0] == '\0' ||
+		    json_string_copy(err, "decline_code", reason,
+		        sizeof(reason)) != 0)
+			goto done;
+		res->outcome = PROV_DECLINED;
+		decline_code_set(res, reason, code);
+	}
+	rc = 0;
+done:
+	cJSON_Delete(root);
+	return rc;
+}
+
+int
+wire_parse_search(const char *body, size_t len, const char *principal,
+    struct provider_result *res)
+{
+	cJSON *root = cJSON_ParseWithLength(body, len);
+	const cJSON *data = cJSON_GetObjectItemCaseSensitive(root, "data");
+	const cJSON *c, *md, *p;
+	int rc = -1;
+
+	if (!cJSON_IsArray(data))
+		goto done;
+	rc = 0;
+	cJSON_ArrayForEach(c, data)
+	{
+		md = cJSON_GetObjectItemCaseSensitive(c, "metadata");
+		p = cJSON_GetObjectItemCaseSensitive(md, "charge_principal");
+		if (!cJSON_IsString(p) ||
+		    strcmp(p->valuestring, principal) != 0)
+			continue;
+		rc = charge_from_json(c, res) == 0 ? 1 : -1;
+		break;
+	}
+done:
+	cJSON_Delete(root);
+	return rc;
+}
+
+long
+wire_backoff_ms(int n, double r)
+{
+	long base = WIRE_BACKOFF_BASE_MS, ms;
+	int i;
+
+	if (r < 0 || r >= 1)
+		r = 0;
+	for (i = 1; i < n && base < WIRE_BACKOFF_CAP_MS; i++)
+		base *= 2;
+	ms = (long)((double)base * (1.0 + r));
+	return ms > WIRE_BACKOFF_CAP_MS ? WIRE_BACKOFF_CAP_MS : ms;
+}
+
+long long
+wire_schedule_next(const long *steps, int n, long long created_ms,
+    long long now_ms, int *last)
+{
+	int i;
+
+	*last = n == 0 || now_ms >= created_ms + 1000LL * steps[n - 1];
+	for (i = 0; i < n; i++)
+		if (created_ms + 1000LL * steps[i] > now_ms)
+			return created_ms + 1000LL * steps[i];
+	/* past the last step: ask again every last interval */
+	return now_ms +
+	    1000LL *
+	    (n > 1 ? steps[n - 1] - steps[n - 2] : (n == 1 ? steps[0] : 3600));
+}

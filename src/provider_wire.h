@@ -1,0 +1,115 @@
+/*
+ * provider_wire.h - the pure parts of talking to a Stripe-compatible
+ * provider over HTTP: the downstream Idempotency-Key, the form body, the
+ * one table that classifies an attempt, the provider's JSON, the backoff
+ * between attempts and the completer's schedule. No I/O.
+ */
+#ifndef CHARGE_PROVIDER_WIRE_H
+#define CHARGE_PROVIDER_WIRE_H
+
+#include <stddef.h>
+
+#include "provider.h"
+
+#define WIRE_KEY_PREFIX "charge_"
+/* "charge_" + 64 hex + NUL */
+#define WIRE_KEY_LEN (sizeof(WIRE_KEY_PREFIX) - 1 + 64)
+
+/*
+ * The downstream key: "charge_" + hex HMAC-SHA256(secret, principal NUL
+ * key NUL fingerprint), the same on every attempt, process and re-run.
+ * 0, or -1 (a part too long).
+ */
+int wire_downstream_key(const char *secret, const char *principal,
+    const char *key, size_t keylen, const char *fingerprint,
+    char out[WIRE_KEY_LEN + 1]);
+
+/*
+ * The form body of POST /v1/charges from the request's canonical
+ * parameters (amount, currency, source, description), with
+ * metadata[charge_principal] and metadata[charge_idempotency_key].
+ * Values percent-encoded. Malloc'd, NUL-terminated, length in *len; NULL
+ * on ENOMEM or when canon is not a charge's canonical text.
+ */
+char *wire_form_body(const char *canon, size_t canonlen, const char *principal,
+    const char *key, size_t keylen, size_t *len);
+
+/*
+ * The query string of the charges search for a client key:
+ * "query=" + percent-encoded metadata['charge_idempotency_key']:'KEY'.
+ * Length, or -1 when it does not fit.
+ */
+int wire_search_query(const char *key, size_t keylen, char *out, size_t outlen);
+
+/* What one attempt came to, as the classification table sees it. */
+struct wire_attempt {
+	long status;          /* HTTP status; 0: no answer (transport) */
+	const char *err_type; /* error.type of the body, or NULL */
+	const char *err_code; /* error.code, or NULL */
+	int should_retry;     /* Stripe-Should-Retry: 1, 0, -1 absent */
+};
+
+enum wire_class {
+	WIRE_CHARGE,   /* 200: recorded completed */
+	WIRE_DECLINE,  /* 402: recorded failed with the failed charge */
+	WIRE_REJECTED, /* a 4xx of the request: recorded failed, 502 */
+	WIRE_RETRY,    /* retried with the same key within the deadline */
+	WIRE_BUG,      /* 400 idempotency_error: logged, recorded failed */
+};
+
+/* The row of the table that a matched: its class and its metrics label. */
+struct wire_verdict {
+	enum wire_class cls;
+	const char *label; /* static: charge_provider_attempts_total{class} */
+};
+
+struct wire_verdict wire_classify(const struct wire_attempt *a);
+
+/* Every label wire_classify can give, NULL-terminated (for /metrics). */
+extern const char *const wire_class_labels[];
+
+/*
+ * A 200's charge object into res (PROV_SUCCEEDED: id, created). 0, or -1
+ * when the body is not a charge object.
+ */
+int wire_parse_charge(const char *body, size_t len,
+    struct provider_result *res);
+
+/*
+ * An error body: type and code copied into type/code (each
+ * PROVIDER_CODE_MAX; "" when absent); for a 402 also res (PROV_DECLINED:
+ * charge id from error.charge, decline_code). 0, or -1 when no error
+ * object (or a 402 without its charge).
+ */
+int wire_parse_error(const char *body, size_t len, long status,
+    char type[PROVIDER_CODE_MAX], char code[PROVIDER_CODE_MAX],
+    struct provider_result *res);
+
+/*
+ * A search result: the first charge whose metadata names principal.
+ * 1 and res filled (PROV_SUCCEEDED or PROV_DECLINED), 0 when there is
+ * none (the provider positively has no charge), -1 when the body is not a
+ * search result.
+ */
+int wire_parse_search(const char *body, size_t len, const char *principal,
+    struct provider_result *res);
+
+#define WIRE_BACKOFF_BASE_MS 250
+#define WIRE_BACKOFF_CAP_MS 2000
+
+/*
+ * The pause before attempt n+1 after n failed attempts (n >= 1), with
+ * jitter r in [0, 1): base 250 ms doubling per attempt, times 1 + r,
+ * capped at 2 s. So the first pause is 250-500 ms.
+ */
+long wire_backoff_ms(int n, double r);
+
+/*
+ * When to ask next about a record created at created_ms, now now_ms: the
+ * first step whose age is still ahead. Sets *last when it is the last
+ * step (or all are past: then now_ms + the last interval). Unix ms.
+ */
+long long wire_schedule_next(const long *steps, int n, long long created_ms,
+    long long now_ms, int *last);
+
+#endif

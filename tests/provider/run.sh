@@ -1,0 +1,125 @@
+#!/usr/bin/env bash
+# tests/provider/run.sh - the responder against the provider simulator over
+# HTTP: lighttpd + the responder + a private Redis + charge-provider-sim, all
+# in a fresh temporary directory on loopback. Prints TAP lines (from
+# tests/provider/test_provider.py); exits non-zero when a test failed or the
+# stack did not start.
+#
+#   tests/provider/run.sh                            build/charge, build/charge-provider-sim
+#   CHARGE_BIN=... CHARGE_SIM_BIN=... tests/provider/run.sh
+#   PROVIDER_ONLY='unknown' tests/provider/run.sh     a subset (regex on names)
+#   PROVIDER_KEEP=1 tests/provider/run.sh             keep the run directory
+set -uo pipefail
+
+REPO=$(cd "$(dirname "$(readlink -f "${BASH_SOURCE[0]}")")/../.." && pwd)
+BIN=${CHARGE_BIN:-$REPO/build/charge}
+SIM=${CHARGE_SIM_BIN:-$REPO/build/charge-provider-sim}
+SIM_LATE_MS=3000
+
+for v in $(compgen -e | grep '^CHARGE_' || true); do
+	unset "$v"
+done
+
+# shellcheck source=tools/stack.sh
+. "$REPO/tools/stack.sh"
+
+bail() {
+	echo "not ok 1 - provider: $*"
+	exit 1
+}
+
+command -v python3 >/dev/null 2>&1 || bail "python3 is not installed"
+[ -x "$BIN" ] || bail "responder binary $BIN not found (build it, or set CHARGE_BIN)"
+[ -x "$SIM" ] || bail "the provider simulator $SIM is not built (meson builds charge-provider-sim from sim/; or set CHARGE_SIM_BIN)"
+BIN=$(readlink -f "$BIN")
+SIM=$(readlink -f "$SIM")
+
+RUN=$(stack_rundir_create) || bail "cannot create a run directory"
+SIM_PID=
+cleanup() {
+	trap - EXIT INT TERM
+	[ -n "$SIM_PID" ] && stack_stop_pid "$SIM_PID" charge-provider 5
+	stack_stop_all "$RUN"
+	if [ "${PROVIDER_KEEP:-0}" = 1 ]; then
+		echo "# run directory kept: $RUN"
+	else
+		rm -rf "$RUN"
+	fi
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+# the simulator: tok_providerTimeout charges at once and answers after
+# SIM_LATE_MS, longer than the responder's deadline below
+SIM_PORT=$(stack_port_pick) || bail "no free port"
+setsid "$SIM" --listen "127.0.0.1:$SIM_PORT" --data "$RUN/sim.data" \
+	--secret-key sk_test_provider --fsync never --late-ms "$SIM_LATE_MS" \
+	</dev/null >"$RUN/sim.log" 2>&1 &
+SIM_PID=$!
+for _ in $(seq 1 100); do
+	grep -q "listening on" "$RUN/sim.log" 2>/dev/null && break
+	stack_pid_alive "$SIM_PID" || break
+	sleep 0.05
+done
+grep -q "listening on" "$RUN/sim.log" ||
+	{ sed 's/^/# /' "$RUN/sim.log"; bail "charge-provider-sim did not start"; }
+
+export E2E_PRINCIPAL_A=alice E2E_API_KEY_A="sk_test_alice_$RANDOM$RANDOM"
+stack_api_keys_write "$RUN/api-keys" "$E2E_PRINCIPAL_A" "$E2E_API_KEY_A" ||
+	bail "cannot write the api-keys file"
+mkdir -p "$RUN/spill" && chmod 700 "$RUN/spill"
+
+# provider_timeout_ms 500 per attempt, provider_deadline_ms 1500 for all of
+# them: a tok_providerTimeout (answered after 3 s) ends unknown;
+# lock_ttl_s 5 > (1500 + redis_timeout_ms) / 1000; the completer asks at
+# ages 1 s and 6 s, then every 5 s.
+export CHARGE_REDIS_URL="unix://$RUN/redis.sock"
+export CHARGE_REDIS_TIMEOUT_MS=1000
+export CHARGE_KEY_PREFIX="charge:"
+export CHARGE_LOCK_TTL_S=5
+export CHARGE_COMPLETED_TTL_S=86400
+export CHARGE_FAILED_TTL_S=60
+export CHARGE_SPILL_DIR="$RUN/spill"
+export CHARGE_PROVIDER_URL="http://127.0.0.1:$SIM_PORT"
+export CHARGE_PROVIDER_API_KEY=sk_test_provider
+export CHARGE_PROVIDER_CONNECT_TIMEOUT_MS=500
+export CHARGE_PROVIDER_TIMEOUT_MS=500
+export CHARGE_PROVIDER_DEADLINE_MS=1500
+export CHARGE_COMPLETER_SCHEDULE_S=1,6
+export CHARGE_API_KEYS_FILE="$RUN/api-keys"
+export CHARGE_PROVIDER_LEDGER="$RUN/ledger.log"
+export CHARGE_PROVIDER_SECRET="provider-secret-$RANDOM$RANDOM"
+export CHARGE_METRICS_FILE="$RUN/metrics.shm"
+export CHARGE_LOG_LEVEL=info
+export CHARGE_THREADS=2
+
+if ! "$BIN" --check-config >"$RUN/check-config.txt" 2>&1; then
+	sed 's/^/# /' "$RUN/check-config.txt"
+	bail "charge --check-config rejects the test configuration"
+fi
+stack_redis_start "$RUN" "$RUN/redis" "$RUN" 2>"$RUN/stack.err" ||
+	{ sed 's/^/# /' "$RUN/stack.err"; bail "redis-server did not start"; }
+PORT=$(stack_port_pick) || bail "no free port"
+stack_lighttpd_start "$RUN" "$RUN" "$PORT" "$BIN" 2 2>"$RUN/stack.err" ||
+	{ sed 's/^/# /' "$RUN/stack.err"; bail "lighttpd did not start"; }
+
+export BASE_URL="http://127.0.0.1:$PORT"
+export SIM_URL="http://127.0.0.1:$SIM_PORT"
+export SIM_API_KEY=sk_test_provider
+export SIM_LATE_MS
+export E2E_REDIS_SOCKET="$RUN/redis.sock"
+echo "# provider: $BASE_URL, responder $BIN, simulator $SIM at $SIM_URL, run dir $RUN"
+
+timeout --foreground -k 10 240 python3 "$REPO/tests/provider/test_provider.py" | tee "$RUN/tap.txt"
+rc=${PIPESTATUS[0]}
+if [ $rc -ne 0 ] && ! grep -q '^not ok' "$RUN/tap.txt"; then
+	echo "not ok - provider: test_provider.py exited with status $rc"
+fi
+if [ $rc -ne 0 ]; then
+	for f in lighttpd-error.log sim.log redis.log; do
+		[ -s "$RUN/$f" ] || continue
+		echo "# ---- last lines of $f"
+		tail -n 30 "$RUN/$f" | sed 's/^/#   /'
+	done
+fi
+exit $rc

@@ -1,0 +1,380 @@
+/*
+ * test_provider_wire.c - the pure parts of the HTTP provider: the
+ * classification table, the downstream key, the form body, the provider's
+ * charge, error and search JSON, the backoff's bounds and the completer's
+ * schedule.
+ */
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <setjmp.h>
+#include <cmocka.h>
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "config.h"
+#include "digest.h"
+#include "metrics.h"
+#include "provider_wire.h"
+
+#define FP "9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08"
+#define CANON                                                                  \
+	"{\"amount\":1999,\"currency\":\"usd\",\"source\":\"tok_visa\","       \
+	"\"customer\":null,\"description\":\"Caf\\u00e9 & tea\","              \
+	"\"metadata\":{},\"line_items\":[]}"
+
+static struct wire_verdict
+classify(long status, const char *type, const char *code, int retry)
+{
+	struct wire_attempt a = { status, type, code, retry };
+
+	return wire_classify(&a);
+}
+
+static void
+test_classify(void **state)
+{
+	static const struct {
+		long status;
+		const char *type, *code;
+		int retry;
+		enum wire_class cls;
+		const char *label;
+	} rows[] = {
+		{ 0, NULL, NULL, -1, WIRE_RETRY, "transport" },
+		{ 200, NULL, NULL, -1, WIRE_CHARGE, "charge" },
+		{ 200, NULL, NULL, 1, WIRE_CHARGE, "charge" },
+		{ 402, "card_error", "card_declined", 0, WIRE_DECLINE,
+		    "decline" },
+		{ 400, "idempotency_error", NULL, 0, WIRE_BUG,
+		    "idempotency_error" },
+		{ 400, "invalid_request_error", "parameter_missing", 0,
+		    WIRE_REJECTED, "rejected" },
+		{ 401, "invalid_request_error", NULL, 0, WIRE_REJECTED,
+		    "rejected" },
+		{ 404, NULL, NULL, -1, WIRE_REJECTED, "rejected" },
+		{ 409, "invalid_request_error", "idempotency_key_in_use", 1,
+		    WIRE_RETRY, "in_use" },
+		{ 429, "invalid_request_error", "lock_timeout", 1, WIRE_RETRY,
+		    "rate_limited" },
+		{ 500, "api_error", NULL, 1, WIRE_RETRY, "server_error" },
+		{ 503, NULL, NULL, -1, WIRE_RETRY, "server_error" },
+		{ 418, NULL, NULL, 1, WIRE_RETRY, "should_retry" },
+		{ 418, NULL, NULL, 0, WIRE_REJECTED, "rejected" },
+		{ 302, NULL, NULL, -1, WIRE_RETRY, "unexpected" },
+		{ 201, NULL, NULL, -1, WIRE_RETRY, "unexpected" },
+	};
+	size_t i, j;
+
+	(void)state;
+	for (i = 0; i < sizeof(rows) / sizeof(rows[0]); i++) {
+		struct wire_verdict v = classify(rows[i].status, rows[i].type,
+		    rows[i].code, rows[i].retry);
+
+		if (v.cls != rows[i].cls || strcmp(v.label, rows[i].label) != 0)
+			fail_msg("row %zu (%ld): class %d label %s", i,
+			    rows[i].status, v.cls, v.label);
+	}
+	/* every label is one /metrics renders, in the same order */
+	for (j = 0; wire_class_labels[j] != NULL; j++) {
+		assert_non_null(metrics_attempt_labels[j]);
+		assert_string_equal(wire_class_labels[j],
+		    metrics_attempt_labels[j]);
+	}
+	assert_null(metrics_attempt_labels[j]);
+}
+
+static void
+test_downstream_key(void **state)
+{
+	char k1[WIRE_KEY_LEN + 1], k2[WIRE_KEY_LEN + 1];
+	unsigned char mac[SHA256_LEN];
+	char msg[] = "demo\0order-1\0" FP, hex[65];
+	size_t i;
+
+	(void)state;
+	assert_int_equal(digest_init(), 0);
+	assert_int_equal(wire_downstream_key("s3cret", "demo", "order-1", 7, FP,
+	                     k1),
+	    0);
+	assert_int_equal(strlen(k1), 7 + 64);
+	assert_memory_equal(k1, "charge_", 7);
+	for (i = 7; i < strlen(k1); i++)
+		assert_non_null(strchr("0123456789abcdef", k1[i]));
+	/* HMAC-SHA256(secret, principal NUL key NUL fingerprint) */
+	assert_int_equal(digest_hmac_sha256("s3cret", 6, msg, sizeof(msg) - 1,
+	                     mac),
+	    0);
+	digest_hex(mac, sizeof(mac), hex);
+	assert_string_equal(k1 + 7, hex);
+	/* the same on every call; another principal, key or request differs */
+	assert_int_equal(wire_downstream_key("s3cret", "demo", "order-1", 7, FP,
+	                     k2),
+	    0);
+	assert_string_equal(k1, k2);
+	assert_int_equal(wire_downstream_key("s3cret", "acme", "order-1", 7, FP,
+	                     k2),
+	    0);
+	assert_string_not_equal(k1, k2);
+	assert_int_equal(wire_downstream_key("s3cret", "demo", "order-2", 7, FP,
+	                     k2),
+	    0);
+	assert_string_not_equal(k1, k2);
+	assert_int_equal(wire_downstream_key("other", "demo", "order-1", 7, FP,
+	                     k2),
+	    0);
+	assert_string_not_equal(k1, k2);
+	/* never the client's key itself */
+	assert_null(strstr(k1, "order-1"));
+}
+
+#define NODESC                                                                 \
+	"{\"amount\":5,\"currency\":\"eur\",\"source\":\"tok_a|tok_b\","       \
+	"\"description\":null}"
+
+static void
+test_form_body(void **state)
+{
+	size_t len = 0;
+	char *f;
+
+	(void)state;
+	f = wire_form_body(CANON, strlen(CANON), "demo", "k&y=1 2", 7, &len);
+	assert_non_null(f);
+	assert_int_equal(len, strlen(f));
+	assert_string_equal(f,
+	    "amount=1999&currency=usd&source=tok_visa&description=Caf%C3%A9%20%26%20tea"
+	    "&metadata[charge_principal]=demo"
+	    "&metadata[charge_idempotency_key]=k%26y%3D1%202");
+	free(f);
+	/* no description: none sent */
+	f = wire_form_body(NODESC, strlen(NODESC), "p", "k", 1, &len);
+	assert_non_null(f);
+	assert_string_equal(f,
+	    "amount=5&currency=eur&source=tok_a%7Ctok_b"
+	    "&metadata[charge_principal]=p&metadata[charge_idempotency_key]=k");
+	free(f);
+	assert_null(
+	    wire_form_body("{\"amount\":\"5\"}", 14, "p", "k", 1, &len));
+	assert_null(wire_form_body("not json", 8, "p", "k", 1, &len));
+}
+
+static void
+test_search_query(void **state)
+{
+	char q[1024];
+
+	(void)state;
+	assert_true(wire_search_query("k1", 2, q, sizeof(q)) > 0);
+	assert_string_equal(q,
+	    "query=metadata%5B%27charge_idempotency_key%27%5D%3A%27k1%27");
+	assert_true(wire_search_query("a'b", 3, q, sizeof(q)) > 0);
+	assert_non_null(strstr(q, "a%5C%27b"));
+	assert_int_equal(wire_search_query("k1", 2, q, 10), -1);
+}
+
+#define CHARGE_JSON                                                            \
+	"{\"id\":\"ch_0123456789abcdef01234567\",\"object\":\"charge\","       \
+	"\"amount\":1999,\"created\":1764000000,\"currency\":\"usd\","         \
+	"\"metadata\":{\"charge_principal\":\"demo\"},"                        \
+	"\"outcome\":{\"reason\":null},\"status\":\"succeeded\"}"
+#define FAILED_JSON                                                            \
+	"{\"id\":\"ch_fail\",\"object\":\"charge\",\"created\":1764000001,"    \
+	"\"failure_code\":\"card_declined\","                                  \
+	"\"metadata\":{\"charge_principal\":\"demo\"},"                        \
+	"\"outcome\":{\"reason\":\"insufficient_funds\"},"                     \
+	"\"status\":\"failed\"}"
+
+static void
+test_parse_charge(void **state)
+{
+	struct provider_result r;
+
+	(void)state;
+	memset(&r, 0, sizeof(r));
+	assert_int_equal(wire_parse_charge(CHARGE_JSON, strlen(CHARGE_JSON),
+	                     &r),
+	    0);
+	assert_int_equal(r.outcome, PROV_SUCCEEDED);
+	assert_string_equal(r.charge_id, "ch_0123456789abcdef01234567");
+	assert_int_equal(r.created, 1764000000LL);
+	/* not a charge, not succeeded, no id, truncated */
+	assert_int_equal(wire_parse_charge("{\"object\":\"list\"}", 17, &r),
+	    -1);
+	assert_int_equal(wire_parse_charge(FAILED_JSON, strlen(FAILED_JSON),
+	                     &r),
+	    -1);
+	assert_int_equal(wire_parse_charge("{\"object\":\"charge\","
+	                                   "\"created\":1,\"status\":"
+	                                   "\"succeeded\"}",
+	                     47, &r),
+	    -1);
+	assert_int_equal(wire_parse_charge(CHARGE_JSON, 30, &r), -1);
+}
+
+static void
+test_parse_error(void **state)
+{
+	static const char decl[] =
+	    "{\"error\":{\"type\":\"card_error\",\"code\":\"card_declined\","
+	    "\"decline_code\":\"generic_decline\",\"charge\":\"ch_abc\","
+	    "\"message\":\"Your card was declined.\"}}";
+	static const char funds[] =
+	    "{\"error\":{\"type\":\"card_error\",\"code\":\"card_declined\","
+	    "\"decline_code\":\"insufficient_funds\",\"charge\":\"ch_f\"}}";
+	static const char idem[] =
+	    "{\"error\":{\"type\":\"idempotency_error\",\"message\":\"x\"}}";
+	char type[PROVIDER_CODE_MAX], code[PROVIDER_CODE_MAX];
+	struct provider_result r;
+
+	(void)state;
+	memset(&r, 0, sizeof(r));
+	assert_int_equal(wire_parse_error(decl, strlen(decl), 402, type, code,
+	                     &r),
+	    0);
+	assert_string_equal(type, "card_error");
+	assert_string_equal(code, "card_declined");
+	assert_int_equal(r.outcome, PROV_DECLINED);
+	assert_string_equal(r.charge_id, "ch_abc");
+	/* the generic reason names the code, as the in-process provider */
+	assert_string_equal(r.decline_code, "card_declined");
+	assert_int_equal(wire_parse_error(funds, strlen(funds), 402, type, code,
+	                     &r),
+	    0);
+	assert_string_equal(r.decline_code, "insufficient_funds");
+	memset(&r, 0, sizeof(r));
+	assert_int_equal(wire_parse_error(idem, strlen(idem), 400, type, code,
+	                     &r),
+	    0);
+	assert_string_equal(type, "idempotency_error");
+	assert_string_equal(code, "");
+	assert_int_equal(r.outcome, PROV_SUCCEEDED); /* untouched */
+	/* a 402 without its charge is not a decline we can record */
+	assert_int_equal(wire_parse_error(idem, strlen(idem), 402, type, code,
+	                     &r),
+	    -1);
+	assert_int_equal(wire_parse_error("<html>", 6, 500, type, code, &r),
+	    -1);
+}
+
+static void
+test_parse_search(void **state)
+{
+	static const char none[] =
+	    "{\"object\":\"search_result\",\"data\":[],\"has_more\":false}";
+	static const char other[] =
+	    "{\"object\":\"search_result\",\"data\":[{\"id\":\"ch_x\","
+	    "\"created\":1,\"status\":\"succeeded\",\"metadata\":{"
+	    "\"charge_principal\":\"acme\"}}]}";
+	char one[512], failed[512];
+	struct provider_result r;
+
+	(void)state;
+	(void)snprintf(one, sizeof(one), "{\"data\":[%s]}", CHARGE_JSON);
+	(void)snprintf(failed, sizeof(failed), "{\"data\":[%s]}", FAILED_JSON);
+	memset(&r, 0, sizeof(r));
+	assert_int_equal(wire_parse_search(none, strlen(none), "demo", &r), 0);
+	assert_int_equal(wire_parse_search(other, strlen(other), "demo", &r),
+	    0);
+	assert_int_equal(wire_parse_search(one, strlen(one), "demo", &r), 1);
+	assert_int_equal(r.outcome, PROV_SUCCEEDED);
+	assert_int_equal(r.created, 1764000000LL);
+	assert_int_equal(wire_parse_search(failed, strlen(failed), "demo", &r),
+	    1);
+	assert_int_equal(r.outcome, PROV_DECLINED);
+	assert_string_equal(r.charge_id, "ch_fail");
+	assert_string_equal(r.decline_code, "insufficient_funds");
+	assert_int_equal(wire_parse_search("{}", 2, "demo", &r), -1);
+}
+
+static void
+test_backoff(void **state)
+{
+	int n;
+
+	(void)state;
+	assert_int_equal(wire_backoff_ms(1, 0.0), 250);
+	assert_int_equal(wire_backoff_ms(1, 0.999), 499);
+	assert_int_equal(wire_backoff_ms(2, 0.0), 500);
+	assert_int_equal(wire_backoff_ms(3, 0.5), 1500);
+	for (n = 1; n < 100; n++) {
+		long lo = wire_backoff_ms(n, 0.0),
+		     hi = wire_backoff_ms(n, 0.99);
+
+		assert_true(lo >= 250 && lo <= 2000);
+		assert_true(hi >= lo && hi <= 2000);
+	}
+	assert_int_equal(wire_backoff_ms(50, 0.9), 2000);
+	/* a jitter out of range counts as none */
+	assert_int_equal(wire_backoff_ms(1, 7.0), 250);
+}
+
+static void
+test_schedule(void **state)
+{
+	long steps[CONFIG_SCHEDULE_MAX];
+	char err[256];
+	int last;
+
+	(void)state;
+	assert_int_equal(config_schedule_parse("1,5,30,300,3600", steps, err,
+	                     sizeof(err)),
+	    5);
+	assert_int_equal(steps[0], 1);
+	assert_int_equal(steps[4], 3600);
+	assert_int_equal(config_schedule_parse("60", steps, err, sizeof(err)),
+	    1);
+	assert_int_equal(config_schedule_parse("5,5", steps, err, sizeof(err)),
+	    -1);
+	assert_non_null(strstr(err, "completer_schedule_s"));
+	assert_int_equal(config_schedule_parse("5,1", steps, err, sizeof(err)),
+	    -1);
+	assert_int_equal(config_schedule_parse("", steps, err, sizeof(err)),
+	    -1);
+	assert_int_equal(config_schedule_parse("1,,2", steps, err, sizeof(err)),
+	    -1);
+	assert_int_equal(config_schedule_parse("0,1", steps, err, sizeof(err)),
+	    -1);
+	assert_int_equal(config_schedule_parse("1, 2", steps, err, sizeof(err)),
+	    -1);
+	assert_int_equal(
+	    config_schedule_parse("1,2,3,4,5,6,7,8,9,10,11,12,13,14,15,16,17",
+	        steps, err, sizeof(err)),
+	    -1);
+	assert_int_equal(config_schedule_parse("1,5,30,300,3600", steps, err,
+	                     sizeof(err)),
+	    5);
+	/* created at 1000 s: the next step ahead of now */
+	assert_int_equal(wire_schedule_next(steps, 5, 1000000, 1000500, &last),
+	    1001000);
+	assert_false(last);
+	assert_int_equal(wire_schedule_next(steps, 5, 1000000, 1001000, &last),
+	    1005000);
+	assert_int_equal(wire_schedule_next(steps, 5, 1000000, 1400000, &last),
+	    4600000);
+	assert_false(last);
+	/* past the last step: every last interval (3600 - 300 s) */
+	assert_int_equal(wire_schedule_next(steps, 5, 1000000, 4600000, &last),
+	    4600000 + 3300000);
+	assert_true(last);
+}
+
+int
+main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_classify),
+		cmocka_unit_test(test_downstream_key),
+		cmocka_unit_test(test_form_body),
+		cmocka_unit_test(test_search_query),
+		cmocka_unit_test(test_parse_charge),
+		cmocka_unit_test(test_parse_error),
+		cmocka_unit_test(test_parse_search),
+		cmocka_unit_test(test_backoff),
+		cmocka_unit_test(test_schedule),
+	};
+
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
