@@ -18,20 +18,19 @@ wrk:
             (charge-provider-sim) over HTTP on loopback (provider_url)
 
 Runs are interleaved (fresh fresh_http replay baseline floor1 floor2,
-repeated for
---rounds) for each connection count. Around every run it reads CPU time of
-the responder processes, Redis and lighttpd from /proc, the machine's busy
-time from /proc/stat, INFO commandstats and INFO cpu, the provider ledger and
-the responders' RSS, and for fresh_http the simulator's CPU and counts
-(GET /_sim/stats), then what the simulator answers alone. It also measures
-Redis memory per completed record
-(inline and spilled) and, with valgrind --tool=callgrind, instructions per
-request inside the responder (per function, compared with an earlier result
-with --compare). --sweep measures fresh and replay for several processes x
-threads instead; --concurrency measures many connections at a provider
-latency, in-process and through the simulator over HTTP (TCP and a unix
-socket). Results go to <out>/<date>.json (<date>-sweep.json) and report.py
-turns them into .md and .svg.
+repeated for --rounds) for each connection count. Around every run it reads
+CPU time of the responder processes, Redis and lighttpd from /proc, the
+machine's busy time from /proc/stat, INFO commandstats and INFO cpu, the
+provider ledger and the responders' RSS, and for fresh_http the simulator's
+CPU and counts (GET /_sim/stats), then what the simulator answers alone. It
+also measures Redis memory per completed record (inline and spilled) and,
+with valgrind --tool=callgrind, instructions per request inside the
+responder (per function, compared with an earlier result with --compare).
+--sweep measures fresh and replay for several processes x threads instead;
+--concurrency measures many connections at a provider latency, in-process
+and through the simulator over HTTP (TCP and a unix socket). Results go to
+<out>/<date>.json (<date>-sweep.json) and report.py turns them into .md and
+.svg.
 
 Python standard library only. Every child process is started here, tracked
 by PID and stopped by PID; every run is bounded in time.
