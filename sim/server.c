@@ -430,12 +430,24 @@ conn_write(struct sim_conn *c)
 	c->writing = true;
 }
 
+/* A detached exchange whose timeline is over: back to the pool. */
+static void
+exchange_detached_done(struct sim_exchange *ex)
+{
+	TAILQ_REMOVE(&ex->srv->detached, ex, entry);
+	exchange_put(ex);
+}
+
 static void
 on_late(uv_timer_t *t)
 {
 	struct sim_exchange *ex = t->data;
 
 	ex->waiting = false;
+	if (ex->conn == NULL) {
+		exchange_detached_done(ex);
+		return;
+	}
 	conn_write(ex->conn);
 }
 
@@ -445,8 +457,15 @@ on_trickle(uv_timer_t *t)
 	struct sim_exchange *ex = t->data;
 	struct sim_conn *c = ex->conn;
 	uv_buf_t b = uv_buf_init(ex->out.p + ex->out_off, 1);
-	int r = uv_try_write(&c->h.stream, &b, 1);
+	int r;
 
+	if (c == NULL) {
+		/* the client is gone: the trickle runs its course unseen */
+		if (++ex->out_off >= ex->out.len)
+			exchange_detached_done(ex);
+		return;
+	}
+	r = uv_try_write(&c->h.stream, &b, 1);
 	if (r == UV_EAGAIN)
 		return;
 	if (r < 0) {
@@ -523,8 +542,13 @@ on_wait(uv_timer_t *t)
 	ex->waiting = false;
 	sim_api_execute(ex->srv->api, &ex->d);
 	if (ex->conn == NULL) {
-		TAILQ_REMOVE(&ex->srv->detached, ex, entry);
-		exchange_put(ex);
+		if (ex->d.action == SIM_ACT_LATE ||
+		    ex->d.action == SIM_ACT_TRICKLE) {
+			render_answer(ex); /* its timeline runs, unseen */
+			exchange_perform(ex);
+			return;
+		}
+		exchange_detached_done(ex);
 		return;
 	}
 	exchange_ready(ex);
@@ -681,9 +705,11 @@ conn_close(struct sim_conn *c)
 			TAILQ_REMOVE(&c->srv->ready, ex, entry);
 			ex->queued = false;
 		}
-		if (ex->waiting && ex->d.action == SIM_ACT_WAIT &&
-		    !c->srv->stopping) {
-			/* the charge still happens when its latency is over */
+		if (ex->waiting && !c->srv->stopping) {
+			/* the provider's timeline does not depend on the client:
+			 * the charge still happens when its latency is over, and
+			 * the key stays in flight until a late or trickled answer
+			 * would have been complete */
 			ex->conn = NULL;
 			c->ex = NULL;
 			TAILQ_INSERT_TAIL(&c->srv->detached, ex, entry);

@@ -15,6 +15,9 @@
 #include "form.h"
 
 #define STORE_MAX_FIELDS 10
+/* compaction at start: at least this many lines, over twice the records */
+#define STORE_COMPACT_MIN_LINES 64
+#define STORE_COMPACT_FLUSH_BYTES (1 << 20)
 
 static const char *
 key_of_key(const void *item, size_t *n)
@@ -161,12 +164,13 @@ sim_store_delivery(struct sim_store *st, struct sim_key *key, int64_t now,
 
 static struct sim_charge *
 charge_new(struct sim_store *st, struct sim_key *key, uint64_t scope,
-    int64_t now, const char *id, const char *json, size_t json_len,
+    int64_t now, int status, const char *id, const char *json, size_t json_len,
     const char *meta, size_t meta_len)
 {
 	struct sim_charge *c = sim_xmalloc(sizeof(*c));
 
 	memset(c, 0, sizeof(*c));
+	c->status = status;
 	c->key = key;
 	c->scope = scope;
 	c->created = now;
@@ -199,6 +203,29 @@ key_store_answer(struct sim_key *key, int status, const unsigned char *fp,
 	key->answer_len = answer ? answer_len : 0;
 }
 
+/* The C record of c (with its key's stored answer). */
+static void
+add_charge_record(struct sim_buf *b, const struct sim_charge *c)
+{
+	const struct sim_key *key = c->key;
+
+	add_record_head(b, 'C', c->created, c->scope, key);
+	sim_buf_addi(b, key ? key->status : c->status);
+	sim_buf_add(b, "\t", 1);
+	if (key != NULL)
+		sim_buf_addhex(b, key->fp, SIM_FP_LEN);
+	sim_buf_add(b, "\t", 1);
+	sim_buf_add(b, c->id, SIM_CHARGE_ID_LEN);
+	sim_buf_add(b, "\t", 1);
+	sim_buf_add(b, c->meta, c->meta_len);
+	sim_buf_add(b, "\t", 1);
+	sim_buf_add(b, c->json, c->json_len);
+	sim_buf_add(b, "\t", 1);
+	if (key != NULL && key->answer != NULL)
+		sim_buf_add(b, key->answer, key->answer_len);
+	sim_buf_add(b, "\n", 1);
+}
+
 struct sim_charge *
 sim_store_charge_add(struct sim_store *st, struct sim_key *key, uint64_t scope,
     int64_t now, const char *id, const char *json, size_t json_len,
@@ -209,24 +236,11 @@ sim_store_charge_add(struct sim_store *st, struct sim_key *key, uint64_t scope,
 
 	if (key == NULL && st->free_charges >= st->max_keys)
 		return NULL;
-	c = charge_new(st, key, scope, now, id, json, json_len, meta, meta_len);
-	add_record_head(&st->wbuf, 'C', now, scope, key);
-	sim_buf_addi(&st->wbuf, status);
-	sim_buf_add(&st->wbuf, "\t", 1);
-	if (key != NULL) {
+	c = charge_new(st, key, scope, now, status, id, json, json_len, meta,
+	    meta_len);
+	if (key != NULL)
 		key_store_answer(key, status, fp, answer, answer_len);
-		sim_buf_addhex(&st->wbuf, fp, SIM_FP_LEN);
-	}
-	sim_buf_add(&st->wbuf, "\t", 1);
-	sim_buf_add(&st->wbuf, c->id, SIM_CHARGE_ID_LEN);
-	sim_buf_add(&st->wbuf, "\t", 1);
-	sim_buf_add(&st->wbuf, meta, meta_len);
-	sim_buf_add(&st->wbuf, "\t", 1);
-	sim_buf_add(&st->wbuf, json, json_len);
-	sim_buf_add(&st->wbuf, "\t", 1);
-	if (answer != NULL)
-		sim_buf_add(&st->wbuf, answer, answer_len);
-	sim_buf_add(&st->wbuf, "\n", 1);
+	add_charge_record(&st->wbuf, c);
 	appended(st);
 	return c;
 }
@@ -385,6 +399,16 @@ replay_line(struct sim_store *st, char *line, size_t len)
 	if (f[0][0] == 'D' && nf == 5 && key != NULL) {
 		count_delivery(st, key, ts, f[4], fl[4]);
 		rc = 0;
+	} else if (f[0][0] == 'N' && nf == 6 && key != NULL) {
+		char *end;
+		unsigned long d = strtoul(f[4], &end, 10);
+
+		if (end != f[4] + fl[4] || d == 0)
+			goto done;
+		count_delivery(st, key, ts, f[5], fl[5]);
+		key->deliveries += d - 1;
+		st->deliveries += d - 1;
+		rc = 0;
 	} else if (f[0][0] == 'C' && nf == 10) {
 		status = atoi(f[4]);
 		if (fl[6] != SIM_CHARGE_ID_LEN ||
@@ -394,9 +418,11 @@ replay_line(struct sim_store *st, char *line, size_t len)
 		    (parse_hex(f[5], fl[5], fp, SIM_FP_LEN) != 0 ||
 		        key->charge != NULL))
 			goto done;
-		charge_new(st, key, scope, ts, f[6], f[8], fl[8], f[7], fl[7]);
+		charge_new(st, key, scope, ts, status, f[6], f[8], fl[8], f[7],
+		    fl[7]);
 		if (key != NULL) {
-			touch(st, key, ts);
+			if (ts > key->last_seen)
+				touch(st, key, ts);
 			key_store_answer(key, status, fp, fl[9] ? f[9] : NULL,
 			    fl[9]);
 		}
@@ -455,6 +481,96 @@ done:
 	return rc;
 }
 
+static int
+flush_to(int fd, struct sim_buf *b)
+{
+	size_t off = 0;
+	ssize_t w;
+
+	while (off < b->len) {
+		w = write(fd, b->p + off, b->len - off);
+		if (w < 0 && errno == EINTR)
+			continue;
+		if (w < 0)
+			return -1;
+		off += (size_t)w;
+	}
+	b->len = 0;
+	return 0;
+}
+
+/*
+ * Rewrites path from memory (N lines, then C lines) into path.compact,
+ * fsyncs it, renames it over path and its directory, and appends to it
+ * from then on. 0, or -1 with err (the old file is then kept).
+ */
+static int
+compact(struct sim_store *st, const char *path, char *err, size_t errlen)
+{
+	struct sim_buf b = { 0 }, tmp = { 0 };
+	struct sim_key *key;
+	struct sim_charge *c;
+	char *dir = NULL, *slash;
+	int fd = -1, dfd = -1, nfd = -1, rc = -1;
+
+	sim_buf_adds(&tmp, path);
+	sim_buf_adds(&tmp, ".compact");
+	fd = open(tmp.p, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+	if (fd < 0)
+		goto fail;
+	TAILQ_FOREACH(key, &st->key_list, entry)
+	{
+		if (key->deliveries == 0)
+			continue; /* its C line makes it */
+		add_record_head(&b, 'N', key->last_seen, key->scope, key);
+		sim_buf_addi(&b, (int64_t)key->deliveries);
+		sim_buf_add(&b, "\t", 1);
+		if (key->meta != NULL)
+			sim_buf_add(&b, key->meta, key->meta_len);
+		sim_buf_add(&b, "\n", 1);
+		if (b.len > STORE_COMPACT_FLUSH_BYTES && flush_to(fd, &b) != 0)
+			goto fail;
+	}
+	TAILQ_FOREACH(c, &st->charge_list, entry)
+	{
+		add_charge_record(&b, c);
+		if (b.len > STORE_COMPACT_FLUSH_BYTES && flush_to(fd, &b) != 0)
+			goto fail;
+	}
+	if (flush_to(fd, &b) != 0 || fdatasync(fd) != 0 ||
+	    rename(tmp.p, path) != 0)
+		goto fail;
+	dir = sim_xmemdup(path, strlen(path));
+	slash = strrchr(dir, '/');
+	if (slash == dir)
+		slash[1] = '\0';
+	else if (slash != NULL)
+		*slash = '\0';
+	dfd = open(slash ? dir : ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (dfd < 0 || fsync(dfd) != 0)
+		goto fail;
+	nfd = open(path, O_RDWR | O_APPEND | O_CLOEXEC);
+	if (nfd < 0)
+		goto fail;
+	close(st->fd);
+	st->fd = nfd;
+	st->compacted = true;
+	rc = 0;
+	goto done;
+fail:
+	snprintf(err, errlen, "%s: compacting: %s", path, strerror(errno));
+	(void)unlink(tmp.p);
+done:
+	if (fd >= 0)
+		close(fd);
+	if (dfd >= 0)
+		close(dfd);
+	free(dir);
+	sim_buf_free(&b);
+	sim_buf_free(&tmp);
+	return rc;
+}
+
 int
 sim_store_open(struct sim_store *st, const char *path, enum sim_fsync mode,
     int64_t retention_s, size_t max_keys, int64_t now, char *err, size_t errlen)
@@ -475,6 +591,10 @@ sim_store_open(struct sim_store *st, const char *path, enum sim_fsync mode,
 	if (replay(st, path, err, errlen) != 0)
 		return -1;
 	sim_store_prune(st, now);
+	if (st->replayed_lines >= STORE_COMPACT_MIN_LINES &&
+	    st->replayed_lines > 2 * (st->keys.n + st->charges.n) &&
+	    compact(st, path, err, errlen) != 0)
+		return -1;
 	return 0;
 }
 

@@ -6,10 +6,13 @@
  * File format, one record a line, tab-separated (fields never hold a tab or
  * newline: keys and metadata are percent-encoded, JSON escapes controls):
  *   D <unix s> <scope> <key> <metadata>        a delivery under key
+ *   N <unix s> <scope> <key> <deliveries> <metadata>   a key, compacted
  *   C <unix s> <scope> <key|""> <status> <fingerprint|""> <charge id>
  *     <metadata> <charge JSON> <answer JSON|"" = the charge JSON>
  * scope = 16 hex digits naming the secret key, metadata = the sorted pairs
- * as a form (name=value&...). A torn last line is truncated at start.
+ * as a form (name=value&...). A torn last line is truncated at start. When
+ * most lines at start are history (expired, or deliveries that an N line
+ * can sum up), the file is rewritten: N lines, then C lines.
  */
 #ifndef SIM_STORE_H
 #define SIM_STORE_H
@@ -38,6 +41,7 @@ struct sim_charge {
 	struct sim_key *key;           /* the key that owns it, or NULL */
 	uint64_t scope;
 	int64_t created;
+	int status; /* 200 or 402 */
 	char id[SIM_CHARGE_ID_LEN + 1];
 	char *json; /* the charge object, as created */
 	size_t json_len;
@@ -78,6 +82,7 @@ struct sim_store {
 	unsigned long deliveries;
 	unsigned long charge_count;
 	unsigned long replayed_lines;
+	bool compacted; /* the file was rewritten at start */
 };
 
 /*

@@ -174,7 +174,8 @@ charge_object_render(const char *canon, size_t canonlen, const char *charge_id,
 			keyjson[k++] = '\\';
 		keyjson[k++] = key[i];
 	}
-	cap = canonlen + k + 160; /* fixed members, id and created fit in 160 */
+	/* the fixed members and created fit in 160 */
+	cap = canonlen + k + strlen(charge_id) + 160;
 	if ((out = malloc(cap)) == NULL)
 		return NULL;
 	util_buf_init(&b, out, cap);

@@ -207,11 +207,15 @@ provider_ask(struct completer *cp)
 	call.deadline_us = now_mono_us() + 1000LL * budget_ms;
 	call.resume = 1;
 	/*
-	 * After the last step the original attempt is long over (its
-	 * deadline is seconds, the last step an hour): ask whether the
-	 * provider has a charge at all.
+	 * After the last step, and once the original attempt can no longer
+	 * be in flight (its deadline, then its last delivery's own timeout,
+	 * are past), ask whether the provider has a charge at all: "none"
+	 * then means never charged.
 	 */
-	call.search = last;
+	call.search = last &&
+	    now_wall_ms() - cp->rs.created_ms >=
+	        (long long)cp->cfg->provider_deadline_ms +
+	            cp->cfg->provider_timeout_ms;
 	metrics_inc(MC_PROVIDER_CALLS);
 	if (provider_charge_start(cp->provider, &call, on_provider_done, cp) !=
 	    0) {

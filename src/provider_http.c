@@ -448,7 +448,8 @@ attempt_setup(struct http_call *c)
 	    cfg->provider_tls_verify ? 1L : 0L);
 	rc |= curl_easy_setopt(e, CURLOPT_SSL_VERIFYHOST,
 	    cfg->provider_tls_verify ? 2L : 0L);
-	if (cfg->provider_ca_file[0] != '\0')
+	if (cfg->provider_ca_file[0] != '\0' &&
+	    strcmp(cfg->provider_ca_file, "none") != 0)
 		rc |=
 		    curl_easy_setopt(e, CURLOPT_CAINFO, cfg->provider_ca_file);
 	rc |= curl_easy_setopt(e, CURLOPT_CLOSESOCKETFUNCTION,
@@ -460,6 +461,12 @@ attempt_setup(struct http_call *c)
 static void
 attempt_start(struct http_call *c)
 {
+	/* a backoff that ended late leaves no time: no attempt, unknown */
+	if ((c->deadline_us - now_mono_us()) / 1000 < ATTEMPT_MIN_MS) {
+		c->res.outcome = PROV_UNKNOWN;
+		call_done(c);
+		return;
+	}
 	c->body_len = 0;
 	c->should_retry = -1;
 	c->res.attempts++;

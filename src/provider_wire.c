@@ -261,6 +261,23 @@ decline_code_set(struct provider_result *res, const char *reason,
 	res->decline_code = res->decline_buf;
 }
 
+/*
+ * A provider's charge id goes into our JSON as it is: letters, digits and
+ * underscores only (Stripe's "ch_..." are), so it never needs escaping.
+ */
+static int
+charge_id_ok(const char *id)
+{
+	size_t i;
+
+	for (i = 0; id[i] != '\0'; i++)
+		if (!((id[i] >= 'a' && id[i] <= 'z') ||
+		        (id[i] >= 'A' && id[i] <= 'Z') ||
+		        (id[i] >= '0' && id[i] <= '9') || id[i] == '_'))
+			return 0;
+	return i > 0;
+}
+
 /* A charge object (200, or an element of a search) into res. */
 static int
 charge_from_json(const cJSON *o, struct provider_result *res)
@@ -272,7 +289,7 @@ charge_from_json(const cJSON *o, struct provider_result *res)
 
 	if (json_string_copy(o, "id", res->charge_id, sizeof(res->charge_id)) !=
 	        0 ||
-	    res->charge_id[0] == '\0' || !cJSON_IsNumber(created) ||
+	    !charge_id_ok(res->charge_id) || !cJSON_IsNumber(created) ||
 	    created->valuedouble < 0 || created->valuedouble > 1e12 ||
 	    !cJSON_IsString(status))
 		return -1;
@@ -329,7 +346,7 @@ wire_parse_error(const char *body, size_t len, long status,
 	if (status == 402) {
 		if (json_string_copy(err, "charge", res->charge_id,
 		        sizeof(res->charge_id)) != 0 ||
-		    res->charge_id[0] == '\0' ||
+		    !charge_id_ok(res->charge_id) ||
 		    json_string_copy(err, "decline_code", reason,
 		        sizeof(reason)) != 0)
 			goto done;

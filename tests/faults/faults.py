@@ -3,7 +3,8 @@
 gate over everything the suite sent (harness.gate, harness.final_replays):
 
   * at most one charge id per (principal, key) in the provider ledger;
-  * the acknowledged outcomes (201/402/502/504) of a key identical, status
+  * the acknowledged outcomes (201/402/502; a 504 outcome-unknown is not
+    final) of a key identical, status
     and body, and at most one of them fresh (Idempotent-Replayed: false);
     a 201/402 names the charge the ledger has for the key;
   * at the end every acknowledged request is sent again and replays: same

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# Builds tests/fuzz/fuzz_parsers.c with clang-14 (libFuzzer, ASan, UBSan)
-# and runs it deterministically from the committed seeds: a smoke run that
-# keeps the harness alive. Longer campaigns: FUZZ_RUNS=10000000 or
+# Builds tests/fuzz/fuzz_parsers.c (the responder's parsers) and
+# tests/fuzz/fuzz_sim.c (charge-provider-sim's) with clang-14 (libFuzzer,
+# ASan, UBSan) and runs each deterministically from the committed seeds: a
+# smoke run that keeps the harnesses alive. Longer campaigns: FUZZ_RUNS=10000000 or
 # FUZZ_TIME=600 (seconds). Prints TAP.
 set -u
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd) || exit 2
@@ -44,4 +45,30 @@ else
 	grep -E 'ERROR|SUMMARY|runtime error|Test unit written' "$OUT/fuzz.log" | sed 's/^/# /' | head -20
 	exit 1
 fi
-echo "1..2"
+# charge-provider-sim's parsers (sim/): the form, chains, the data file
+if ! "$CC" -std=c11 -D_GNU_SOURCE -g -O1 -Wall -Wextra -Werror \
+	-fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all \
+	-I"$ROOT/sim" "$ROOT/tests/fuzz/fuzz_sim.c" \
+	"$ROOT"/sim/{buf,form,table,store}.c $(pkg-config --libs libcrypto) \
+	-o "$OUT/fuzz_sim" 2>"$OUT/build-sim.log"; then
+	echo "not ok 3 - build fuzz_sim"
+	sed 's/^/# /' "$OUT/build-sim.log"
+	exit 1
+fi
+echo "ok 3 - build fuzz_sim (clang-14, libFuzzer + ASan + UBSan)"
+mkdir -p "$OUT/corpus-sim"
+sargs=(-seed=1 -max_len=2048)
+if [ -n "${FUZZ_TIME:-}" ]; then
+	sargs+=(-max_total_time="$FUZZ_TIME")
+else
+	sargs+=(-runs="${FUZZ_SIM_RUNS:-50000}")
+fi
+if "$OUT/fuzz_sim" "${sargs[@]}" "$OUT/corpus-sim" "$ROOT/tests/fuzz/seeds" \
+	>"$OUT/fuzz-sim.log" 2>&1; then
+	echo "ok 4 - fuzz_sim: $(grep -Eo 'Done [0-9]+ runs in [0-9]+ second' "$OUT/fuzz-sim.log" | head -1), no crash"
+else
+	echo "not ok 4 - fuzz_sim found a crash"
+	grep -E 'ERROR|SUMMARY|runtime error|Test unit written' "$OUT/fuzz-sim.log" | sed 's/^/# /' | head -20
+	exit 1
+fi
+echo "1..4"

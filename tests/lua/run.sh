@@ -198,7 +198,7 @@ keyspace_with() {
 for tool in "$REDIS_SERVER" "$REDIS_CLI" od timeout sha1sum; do
 	command -v "$tool" >/dev/null 2>&1 || bail "$tool not found"
 done
-for s in claim record release lookup; do
+for s in claim record release lookup resume pending; do
 	[ -f "$LUA/$s.lua" ] || bail "$LUA/$s.lua missing"
 done
 
@@ -593,7 +593,7 @@ echo "# EVALSHA and NOSCRIPT"
 fresh
 r SCRIPT FLUSH >/dev/null
 declare -A SHAS
-for s in claim record release lookup; do
+for s in claim record release lookup resume pending; do
 	sha=$(timeout 5 "$REDIS_CLI" -s "$SOCK" --raw -x SCRIPT LOAD <"$LUA/$s.lua")
 	is "SCRIPT LOAD $s.lua returns the SHA-1 of the file's bytes" "$sha" \
 		"$(sha1sum <"$LUA/$s.lua" | cut -d' ' -f1)"
@@ -646,6 +646,71 @@ is "replay after restart (script cache was empty: --eval uses EVAL)" \
 	"$(ev claim $K , $FP ownerB 2000 $CLAIM_TTL $PR)" "$fexpect"
 
 # ---------------------------------------------------------------- hardening
+
+# ---------------------------------------------------------------- unknown
+
+echo "# an outcome recorded unknown, taken over by a retry, settled once"
+fresh
+UNK='{"type":"/problems/outcome-unknown"}'
+REQ='{"amount":1999,"currency":"usd","source":"tok_visa"}'
+ev claim $K , $FP ownerA 1000 $CLAIM_TTL $PR >/dev/null
+is "owner records unknown (inline, with the request) -> ok" \
+	"$(ev record $K , ownerA $FP $PR unknown 504 $PT 1 $DONE_TTL 1500 $((1500 + DONE_TTL)) inline "$UNK" "$REQ")" '"ok"'
+is "unknown hash keeps the request, the answer and Retry-After" \
+	"$(r HMGET $K state status retry_after request body)" "$(lines '"unknown"' '"504"' '"1"' "$(printf '%s' "$REQ" | repr)" "$(printf '%s' "$UNK" | repr)")"
+in_range "unknown PTTL is the TTL given" "$(rv PTTL $K)" $((DONE_TTL - 1000)) $DONE_TTL
+is "unknown without the request is refused" \
+	"$(ev record $K , ownerA $FP $PR unknown 504 $PT 1 $DONE_TTL 1500 $((1500 + DONE_TTL)) inline "$UNK" 2>&1 | grep -c 'ERR record: bad arguments')" "1"
+is "a retry (other owner, same fingerprint) takes it over -> resumed" \
+	"$(ev claim $K , $FP ownerB 2000 $CLAIM_TTL $PR)" '"resumed"'
+is "the take-over sets owner and lease, keeps state and TTL" \
+	"$(r HMGET $K state owner lease_ms)" "$(lines '"unknown"' '"ownerB"' "\"$((2000 + CLAIM_TTL))\"")"
+in_range "the take-over keeps the record's TTL" "$(rv PTTL $K)" $((DONE_TTL - 2000)) $DONE_TTL
+is "the same owner again -> resumed" "$(ev claim $K , $FP ownerB 2500 $CLAIM_TTL $PR)" '"resumed"'
+is "a third attempt within the lease -> in_progress (since the take-over)" \
+	"$(ev claim $K , $FP ownerC 3000 $CLAIM_TTL $PR)" "$(lines '"in_progress"' '"2000"')"
+is "another fingerprint -> mismatch" "$(ev claim $K , $FP2 ownerC 3000 $CLAIM_TTL $PR2)" "$(lines '"mismatch"' "\"$PR\"")"
+is "the old owner cannot record over the take-over -> fenced" \
+	"$(ev record $K , ownerA $FP $PR completed 201 $CT '' $DONE_TTL 3500 $((3500 + DONE_TTL)) inline "$BODY" | head -1)" '"fenced"'
+is "the completer cannot take it while leased -> leased" \
+	"$(ev resume $K , ownerD 3000 $CLAIM_TTL)" "$(lines '"leased"' "\"$((2000 + CLAIM_TTL))\"")"
+is "the lease holder settles it -> ok" \
+	"$(ev record $K , ownerB $FP $PR completed 201 $CT '' $DONE_TTL 4000 $((4000 + DONE_TTL)) inline "$BODY")" '"ok"'
+is "settled: no request, lease or Retry-After left" "$(fields $K)" \
+	"body content_type created_ms expires_ms fingerprint owner param_digests state status updated_ms"
+is "a settled record never changes: unknown again by its owner is not written" \
+	"$(ev record $K , ownerB $FP $PR unknown 504 $PT 1 $DONE_TTL 5000 $((5000 + DONE_TTL)) inline "$UNK" "$REQ"; r HGET $K state)" "$(lines '"ok"' '"completed"')"
+is "a settled record replays to a retry" "$(ev claim $K , $FP ownerE 6000 $CLAIM_TTL $PR | head -2)" "$(lines '"recorded"' '"completed"')"
+is "resume of a settled record -> settled" "$(ev resume $K , ownerF 6000 $CLAIM_TTL)" "$(lines '"settled"' '"completed"')"
+
+echo "# the completer's take-over (resume.lua)"
+fresh
+ev claim $K , $FP ownerA 1000 $CLAIM_TTL $PR >/dev/null
+ev record $K , ownerA $FP $PR unknown 504 $PT 1 $DONE_TTL 1500 $((1500 + DONE_TTL)) inline "$UNK" "$REQ" >/dev/null
+is "resume of an unknown record -> resumed with fingerprint, digests, request, created_ms" \
+	"$(ev resume $K , ownerD 2000 $CLAIM_TTL)" "$(lines '"resumed"' "\"$FP\"" "\"$PR\"" "$(printf '%s' "$REQ" | repr)" '"1000"')"
+is "a retry within the completer's lease -> in_progress" \
+	"$(ev claim $K , $FP ownerB 2500 $CLAIM_TTL $PR | head -1)" '"in_progress"'
+is "after the lease a retry takes it over" \
+	"$(ev claim $K , $FP ownerB $((2000 + CLAIM_TTL + 1)) $CLAIM_TTL $PR)" '"resumed"'
+is "resume of an absent record -> settled, nil" "$(ev resume charge:idem:demo:none , ownerD 2000 $CLAIM_TTL)" "$(lines '"settled"' '(nil)')"
+sentinels_intact "unknown, resume touched only KEYS[1]" "$K"
+
+echo "# the index of unknown outcomes (pending.lua)"
+fresh
+IDX=charge:unknown
+is "add -> 1" "$(ev pending $IDX , add charge:idem:demo:a 5000)" "(integer) 1"
+ev pending $IDX , add charge:idem:demo:b 9000 >/dev/null
+ev pending $IDX , add charge:idem:demo:c 7000 >/dev/null
+is "due at 8000: the size, then the names due, oldest first" \
+	"$(ev pending $IDX , due 8000 16)" "$(lines '(integer) 3' '"charge:idem:demo:a"' '"charge:idem:demo:c"')"
+is "due with a limit" "$(ev pending $IDX , due 8000 1)" "$(lines '(integer) 3' '"charge:idem:demo:a"')"
+ev pending $IDX , add charge:idem:demo:a 10000 >/dev/null
+is "add again moves it later" "$(ev pending $IDX , due 8000 16)" "$(lines '(integer) 3' '"charge:idem:demo:c"')"
+ev pending $IDX , remove charge:idem:demo:c >/dev/null
+is "remove forgets it" "$(ev pending $IDX , due 20000 16)" "$(lines '(integer) 2' '"charge:idem:demo:b"' '"charge:idem:demo:a"')"
+is "bad arguments are refused" "$(ev pending $IDX , due x 16 2>&1 | grep -c 'ERR pending: bad arguments')" "1"
+sentinels_intact "pending touched only KEYS[1]" "$IDX"
 
 if [ "${LUA_HARDENING:-1}" = 1 ]; then
 	echo "# hardening (beyond the header contract): bad arguments must not leave partial writes"

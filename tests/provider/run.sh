@@ -36,9 +36,11 @@ SIM=$(readlink -f "$SIM")
 
 RUN=$(stack_rundir_create) || bail "cannot create a run directory"
 SIM_PID=
+SIM2_PID=
 cleanup() {
 	trap - EXIT INT TERM
 	[ -n "$SIM_PID" ] && stack_stop_pid "$SIM_PID" charge-provider 5
+	[ -n "$SIM2_PID" ] && stack_stop_pid "$SIM2_PID" charge-provider 5
 	stack_stop_all "$RUN"
 	if [ "${PROVIDER_KEEP:-0}" = 1 ]; then
 		echo "# run directory kept: $RUN"
@@ -112,11 +114,36 @@ echo "# provider: $BASE_URL, responder $BIN, simulator $SIM at $SIM_URL, run dir
 
 timeout --foreground -k 10 240 python3 "$REPO/tests/provider/test_provider.py" | tee "$RUN/tap.txt"
 rc=${PIPESTATUS[0]}
+
+# Phase 2: HTTP over a unix socket to a second simulator, and a completer
+# schedule of one step (1 s): an unknown outcome is settled by the search at
+# its last step.
+stack_lighttpd_stop "$RUN"
+setsid "$SIM" --listen "unix:$RUN/sim.sock" --data "$RUN/sim2.data" \
+	--secret-key sk_test_provider --fsync never </dev/null >"$RUN/sim2.log" 2>&1 &
+SIM2_PID=$!
+for _ in $(seq 1 100); do
+	grep -q "listening on" "$RUN/sim2.log" 2>/dev/null && break
+	sleep 0.05
+done
+export CHARGE_PROVIDER_URL="unix:$RUN/sim.sock"
+export CHARGE_COMPLETER_SCHEDULE_S=1
+if ! grep -q "listening on" "$RUN/sim2.log" ||
+	! stack_lighttpd_start "$RUN" "$RUN" "$PORT" "$BIN" 2 2>"$RUN/stack.err"; then
+	sed 's/^/# /' "$RUN/sim2.log" "$RUN/stack.err"
+	echo "not ok - provider: phase 2 (unix socket) did not start"
+	exit 1
+fi
+echo "# provider phase 2: $CHARGE_PROVIDER_URL, completer_schedule_s 1"
+PROVIDER_PHASE=unix SIM_UNIX="$RUN/sim.sock" timeout --foreground -k 10 120 \
+	python3 "$REPO/tests/provider/test_provider.py" | tee -a "$RUN/tap.txt"
+rc2=${PIPESTATUS[0]}
+[ "$rc" -eq 0 ] && rc=$rc2
 if [ $rc -ne 0 ] && ! grep -q '^not ok' "$RUN/tap.txt"; then
 	echo "not ok - provider: test_provider.py exited with status $rc"
 fi
 if [ $rc -ne 0 ]; then
-	for f in lighttpd-error.log sim.log redis.log; do
+	for f in lighttpd-error.log sim.log sim2.log redis.log; do
 		[ -s "$RUN/$f" ] || continue
 		echo "# ---- last lines of $f"
 		tail -n 30 "$RUN/$f" | sed 's/^/#   /'

@@ -49,8 +49,26 @@ class Resp:
         return "HTTP %d %r" % (self.status, self.body[:300])
 
 
+class UnixHTTPConnection(http.client.HTTPConnection):
+    def __init__(self, path, timeout):
+        super().__init__("localhost", timeout=timeout)
+        self.unix_path = path
+
+    def connect(self):
+        self.sock = socket.socket(socket.AF_UNIX)
+        self.sock.settimeout(self.timeout)
+        self.sock.connect(self.unix_path)
+
+
+PHASE = os.environ.get("PROVIDER_PHASE", "tcp")
+SIM_UNIX = os.environ.get("SIM_UNIX", "")
+
+
 def request(url, method, path, body=None, headers=None, timeout=30):
-    c = http.client.HTTPConnection(url.hostname, url.port, timeout=timeout)
+    if url is SIM and SIM_UNIX:
+        c = UnixHTTPConnection(SIM_UNIX, timeout)
+    else:
+        c = http.client.HTTPConnection(url.hostname, url.port, timeout=timeout)
     t0 = time.monotonic()
     c.request(method, path, body=body, headers=headers or {})
     r = c.getresponse()
@@ -275,5 +293,45 @@ def t_unknown_completer():
           "no completer series in /metrics")
     diag("simulator: %r" % k)
 
+
+if PHASE == "unix":
+    del tap.TESTS[:]
+
+    @test("over a unix socket (provider_url unix:/...): 201 with the provider's id, replayed byte for byte")
+    def t_unix():
+        key = new_key("unix")
+        r1 = charge(key)
+        check(r1.status == 201, "status: %r" % r1)
+        k = sim_key(key)
+        check(k is not None and k["charges"] == 1 and k["charge"] == r1.json()["id"], "simulator %r" % k)
+        r2 = charge(key)
+        check(r2.status == 201 and r2.body == r1.body and r2.h("Idempotent-Replayed") == "true", "replay %r" % r2)
+
+    @test("the completer's last step: the provider positively has no charge for an unknown outcome (500s only): failed 502, nothing charged")
+    def t_search_absent():
+        key = new_key("absent")
+        src = ERRORS + "|" + ERRORS + "|tok_visa|" + nonce()
+        r1 = charge(key, source=src)
+        check(r1.status == 504, "status: %r" % r1)
+        st = wait_for(lambda: state(key) == "failed", 15)
+        check(st, "record still %r after 15 s" % state(key))
+        r2 = charge(key, source=src)
+        check(r2.status == 502 and r2.h("Idempotent-Replayed") == "true", "replay %r" % r2)
+        check("nothing was charged" in r2.json().get("detail", ""), "detail %r" % r2.body)
+        k = sim_key(key)
+        check(k["charges"] == 0, "simulator %r" % k)
+        check(_redis("ZSCORE", PREFIX + "unknown", rkey(key)) is None, "still in the index")
+
+    @test("the completer's last step: the provider has the charge (a late answer): completed with it")
+    def t_search_found():
+        key = new_key("found")
+        src = "tok_providerTimeout|" + nonce()
+        r1 = charge(key, source=src)
+        check(r1.status in (201, 504), "status: %r" % r1)
+        st = wait_for(lambda: state(key) == "completed", 40)
+        check(st, "record still %r after 40 s" % state(key))
+        r2 = charge(key, source=src)
+        k = sim_key(key)
+        check(r2.status == 201 and k["charges"] == 1 and k["charge"] == r2.json()["id"], "replay %r, simulator %r" % (r2, k))
 
 sys.exit(tap.run(only_env="PROVIDER_ONLY"))

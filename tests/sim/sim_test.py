@@ -575,6 +575,25 @@ def t_half_close():
     check(st == 200, "a key with escaped characters in the path: %d" % st)
 
 
+@test("a client gone during a late answer: the key stays in flight until --late-ms, then replays")
+def t_late_gone():
+    s = main_sim()   # --late-ms 1500
+    k = fresh()
+    t0 = time.monotonic()
+    c = s.sock()
+    c.sendall(raw_post(k, "tok_providerChargedThenLate"))
+    time.sleep(0.2)
+    c.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, b"\x01\x00\x00\x00\x00\x00\x00\x00")
+    c.close()   # RST: the client gave up
+    time.sleep(0.2)
+    st, _, _ = charge(s, k, "tok_providerChargedThenLate")
+    check(st == 409, "still in flight after the client left: %d" % st)
+    time.sleep(max(0, 1.5 - (time.monotonic() - t0)) + 0.3)
+    st, h, _ = charge(s, k, "tok_providerChargedThenLate")
+    check(st == 200 and h["idempotent-replayed"] == "true", "then the replay: %d" % st)
+    check(sim_key(s, k)["charges"] == 1, str(sim_key(s, k)))
+
+
 @test("tok_providerSlow: charged, the answer trickles one byte per --trickle-ms")
 def t_trickle():
     s = main_sim()   # --trickle-ms 5
@@ -673,6 +692,57 @@ def t_concurrent():
         check(s.stop() == 0, "exit 0")
 
 
+@test("soak: every fault at once from 16 threads for 4 s; at most one charge per key, exit 0")
+def t_soak():
+    rates = ["error", "charged_then_500", "charged_then_close", "charged_then_reset",
+             "charged_then_late", "reset", "trickle", "rate_limited", "refuse"]
+    args = ["--late-ms", "200", "--trickle-ms", "1", "--latency-p50-ms", "1",
+            "--latency-p99-ms", "30", "--max-connections", "12"]
+    for r in rates:
+        args += ["--fault-rate", r + "=0.05"]
+    s = Sim(*args)
+    counts = {"ok": 0, "err": 0}
+    lock = threading.Lock()
+    stop = time.monotonic() + 4
+
+    def worker(n):
+        i = 0
+        c = None
+        while time.monotonic() < stop:
+            i += 1
+            k = "soak-%d-%d" % (n, i // 3)   # each key delivered about 3 times
+            try:
+                if c is None:
+                    c = s.conn(timeout=2)
+                charge(s, k, conn=c)
+                with lock:
+                    counts["ok"] += 1
+            except (OSError, http.client.HTTPException):
+                with lock:
+                    counts["err"] += 1
+                if c is not None:
+                    c.close()
+                c = None
+        if c is not None:
+            c.close()
+
+    try:
+        ts = [threading.Thread(target=worker, args=(n,)) for n in range(16)]
+        for t in ts:
+            t.start()
+        for t in ts:
+            t.join(30)
+        check(s.proc.poll() is None, "alive after the soak")
+        keys = json.loads(req(s, "GET", "/_sim/keys", sk=None)[2])["keys"]
+        check(keys and all(x["charges"] <= 1 for x in keys),
+              "charges per key <= 1 over %d keys" % len(keys))
+        st = stats(s)
+        check(all(st["faults"][r] > 0 for r in rates if r != "refuse"), str(st["faults"]))
+        diag("%d answers, %d connection errors; %s" % (counts["ok"], counts["err"], st))
+    finally:
+        check(s.stop() == 0, "exit 0")
+
+
 # --- limits ------------------------------------------------------------------------
 
 
@@ -720,6 +790,47 @@ def t_keepalive():
                         b" HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
     heads = re.findall(rb"HTTP/1\.1 (\d+) ", got)
     check(heads == [b"200", b"402", b"200"] and how == "eof", "%s %s" % (heads, how))
+
+
+@test("Expect: 100-continue is answered; a chunked body is read (and bounded)")
+def t_expect_chunked():
+    s = main_sim()
+    body = urllib.parse.urlencode([("amount", "1999"), ("currency", "usd"),
+                                   ("source", "tok_visa"),
+                                   ("description", "d" * 900)]).encode()
+    head = (b"POST /v1/charges HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer " +
+            SK.encode() + b"\r\nIdempotency-Key: " + fresh().encode() +
+            b"\r\nExpect: 100-continue\r\nContent-Length: " +
+            str(len(body)).encode() + b"\r\n\r\n")
+    c = s.sock()
+    c.sendall(head)
+    got = c.recv(100)
+    check(got == b"HTTP/1.1 100 Continue\r\n\r\n", "100 Continue: %r" % got)
+    c.sendall(body)
+    got = c.recv(65536)
+    c.close()
+    check(got.startswith(b"HTTP/1.1 200 "), repr(got[:40]))
+
+    def chunked(data, size):
+        out = b""
+        for i in range(0, len(data), size):
+            part = data[i:i + size]
+            out += b"%x\r\n" % len(part) + part + b"\r\n"
+        return out + b"0\r\n\r\n"
+
+    def post_chunked(data):
+        k = fresh()
+        got, _ = send_raw(s, b"POST /v1/charges HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer " +
+                          SK.encode() + b"\r\nIdempotency-Key: " + k.encode() +
+                          b"\r\nTransfer-Encoding: chunked\r\nConnection: close\r\n\r\n" +
+                          chunked(data, 1000))
+        return got
+
+    got = post_chunked(body)
+    check(got.startswith(b"HTTP/1.1 200 "), "chunked: %r" % got[:40])
+    core = b"amount=1999&currency=usd&source=tok_visa&"
+    got = post_chunked(core + b"&" * (65537 - len(core)))
+    check(got.startswith(b"HTTP/1.1 413 "), "chunked, 65537 bytes: %r" % got[:40])
 
 
 @test("--max-connections: a connection over the bound is closed")
@@ -885,6 +996,49 @@ def t_unix():
         p.send_signal(signal.SIGTERM)
         check(p.wait(timeout=10) == 0, "exit 0")
         err.close()
+
+
+@test("compaction at start: history summed up, counts, answers and charges kept")
+def t_compaction():
+    s = Sim()
+    data = s.data
+    k1, k2 = fresh(), fresh()
+    c = s.conn()
+    _, _, b1 = charge(s, k1, extra=[("metadata[o]", "7")], conn=c)
+    for _ in range(69):
+        charge(s, k1, extra=[("metadata[o]", "7")], conn=c)
+    c.close()
+    _, _, b2 = charge(s, k2, "tok_chargeDeclined")
+    _, _, bn = charge(s, None)
+    check(s.stop() == 0, "exit 0")
+    lines_before = open(data, "rb").read().count(b"\n")
+    s2 = Sim(data=data)
+    try:
+        content = open(data, "rb").read()
+        check(content.count(b"\n") == 5 and lines_before == 74,
+              "%d lines, then %d" % (lines_before, content.count(b"\n")))
+        check(sim_key(s2, k1)["deliveries"] == 70 and sim_key(s2, k1)["charges"] == 1 and
+              sim_key(s2, k1)["metadata"] == {"o": "7"}, str(sim_key(s2, k1)))
+        st, h, r = charge(s2, k1, extra=[("metadata[o]", "7")])
+        check(st == 200 and r == b1 and h["idempotent-replayed"] == "true", "k1 replays")
+        st, _, r = charge(s2, k2, "tok_chargeDeclined")
+        check(st == 402 and r == b2, "k2 replays its 402")
+        st, _, g = req(s2, "GET", "/v1/charges/" + json.loads(bn)["id"])
+        check(st == 200 and g == bn, "the key-less charge")
+        k3 = fresh()
+        _, _, b3 = charge(s2, k3)
+        s2.kill9()
+    finally:
+        if s2.proc.poll() is None:
+            s2.stop()
+    s3 = Sim(data=data)
+    try:
+        check(sim_key(s3, k1)["deliveries"] == 71, str(sim_key(s3, k1)))
+        st, _, r = charge(s3, k3)
+        check(st == 200 and r == b3, "appended after the compaction, then kill -9")
+        check(not os.path.exists(data + ".compact"), "no temporary file left")
+    finally:
+        check(s3.stop() == 0, "exit 0")
 
 
 @test("--retention-s: expired keys are pruned at start")

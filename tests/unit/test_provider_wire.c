@@ -187,6 +187,10 @@ test_search_query(void **state)
 	"\"outcome\":{\"reason\":\"insufficient_funds\"},"                     \
 	"\"status\":\"failed\"}"
 
+#define BAD_ID_JSON                                                            \
+	"{\"id\":\"ch_a\\\"b\",\"object\":\"charge\",\"created\":1,"           \
+	"\"status\":\"succeeded\"}"
+
 static void
 test_parse_charge(void **state)
 {
@@ -212,6 +216,10 @@ test_parse_charge(void **state)
 	                     47, &r),
 	    -1);
 	assert_int_equal(wire_parse_charge(CHARGE_JSON, 30, &r), -1);
+	/* an id that would need escaping in our JSON is refused */
+	assert_int_equal(wire_parse_charge(BAD_ID_JSON, strlen(BAD_ID_JSON),
+	                     &r),
+	    -1);
 }
 
 static void
