@@ -14,17 +14,23 @@ wrk:
   baseline  bench/baseline.c: read the body, answer 201 (transport ceiling)
   floor1    bench/floor.c with one EVALSHA round trip per request
   floor2    bench/floor.c with two EVALSHA round trips per request
+  fresh_http  fresh, the responder calling the provider simulator
+            (charge-provider-sim) over HTTP on loopback (provider_url)
 
-Runs are interleaved (fresh replay baseline floor1 floor2, repeated for
---rounds) for each connection count. Around every run it reads CPU time of
-the responder processes, Redis and lighttpd from /proc, the machine's busy
-time from /proc/stat, INFO commandstats and INFO cpu, the provider ledger and
-the responders' RSS. It also measures Redis memory per completed record
-(inline and spilled) and, with valgrind --tool=callgrind, instructions per
-request inside the responder (per function, compared with an earlier result
-with --compare). --sweep measures fresh and replay for several processes x
-threads instead. Results go to <out>/<date>.json (<date>-sweep.json) and
-report.py turns them into .md and .svg.
+Runs are interleaved (fresh fresh_http replay baseline floor1 floor2,
+repeated for --rounds) for each connection count. Around every run it reads
+CPU time of the responder processes, Redis and lighttpd from /proc, the
+machine's busy time from /proc/stat, INFO commandstats and INFO cpu, the
+provider ledger and the responders' RSS, and for fresh_http the simulator's
+CPU and counts (GET /_sim/stats), then what the simulator answers alone. It
+also measures Redis memory per completed record (inline and spilled) and,
+with valgrind --tool=callgrind, instructions per request inside the
+responder (per function, compared with an earlier result with --compare).
+--sweep measures fresh and replay for several processes x threads instead;
+--concurrency measures many connections at a provider latency, in-process
+and through the simulator over HTTP (TCP and a unix socket). Results go to
+<out>/<date>.json (<date>-sweep.json) and report.py turns them into .md and
+.svg.
 
 Python standard library only. Every child process is started here, tracked
 by PID and stopped by PID; every run is bounded in time.
@@ -59,9 +65,12 @@ DEFAULT_BODY = '{"amount":1999,"currency":"usd","source":"tok_visa"}'
 SPILL_ITEMS = 300          # line items: the echoed charge object is > 16 KiB
 CLK_TCK = os.sysconf('SC_CLK_TCK')
 
-# name -> (path, backend). The order is the interleaving order.
+# name -> (path, backend). The order is the interleaving order. Backends
+# whose name ends in _http are served on lighttpd's second port (the path is
+# /charge for both: the responder routes by REQUEST_URI).
 SCENARIOS = {
     'fresh': ('/charge', 'charge'),
+    'fresh_http': ('/charge', 'charge_http'),
     'replay': ('/charge', 'charge'),
     'baseline': ('/baseline', 'baseline'),
     'floor1': ('/floor1', 'floor1'),
@@ -71,6 +80,12 @@ SCENARIOS = {
 OWN_COMMANDS = {'info', 'dbsize', 'ping', 'flushall', 'memory|usage',
                 'memory|purge', 'scan', 'config|get', 'script|exists',
                 'shutdown'}
+
+# The provider simulator (sim/): its accepted secret key, and the line it
+# prints on stderr when it listens.
+SIM_API_KEY = 'sk_test_sim'
+SIM_READY = 'charge-provider-sim: listening on'
+SIM_BINARY = 'charge-provider-sim'
 
 FLOOR_SCRIPT_DOC = ("redis.call('HSET', KEYS[1], 'state', ARGV[1]); "
                     "redis.call('PEXPIRE', KEYS[1], ARGV[2]); return 1")
@@ -435,6 +450,43 @@ def http_post(port, path, key, body, timeout=10.0, conn=None):
             conn.close()
 
 
+class UnixHTTPConnection(http.client.HTTPConnection):
+    """HTTP/1.1 over a unix stream socket (the simulator's unix: listener)."""
+
+    def __init__(self, path, timeout=10.0):
+        super().__init__('localhost', timeout=timeout)
+        self.unix_path = path
+
+    def connect(self):
+        s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        s.settimeout(self.timeout)
+        s.connect(self.unix_path)
+        self.sock = s
+
+
+def http_get_json(listen, path, timeout=10.0):
+    """GET path from a --listen address (127.0.0.1:PORT or unix:/path):
+    (status, decoded JSON body)."""
+    if listen.startswith('unix:'):
+        conn = UnixHTTPConnection(listen[len('unix:'):], timeout=timeout)
+    else:
+        host, port = listen.rsplit(':', 1)
+        conn = http.client.HTTPConnection(host, int(port), timeout=timeout)
+    try:
+        conn.request('GET', path)
+        r = conn.getresponse()
+        data = r.read()
+    except OSError as e:
+        raise BenchError('simulator %s: GET %s: %s' % (listen, path, e))
+    finally:
+        conn.close()
+    try:
+        return r.status, json.loads(data)
+    except ValueError:
+        raise BenchError('simulator %s: GET %s answered %d, not JSON: %r' % (
+            listen, path, r.status, data[:200]))
+
+
 def spill_body():
     items = ['{"description":"bench item %04d, a widget of the large order",'
              '"quantity":1,"unit_amount":100}' % i for i in range(SPILL_ITEMS)]
@@ -453,7 +505,7 @@ def run_checked(argv, what, **kw):
     return r.stdout
 
 
-def build(args, need_charge):
+def build(args, need_charge, need_sim=False):
     bindir = os.path.join(BUILD, 'bin')
     os.makedirs(bindir, exist_ok=True)
     cflags = ['-std=c11', '-D_GNU_SOURCE', '-O3', '-DNDEBUG', '-pthread',
@@ -479,6 +531,32 @@ def build(args, need_charge):
             bins['charge'] = os.path.join(mdir, 'charge')
         if not os.access(bins['charge'], os.X_OK):
             raise BenchError('no responder binary at ' + bins['charge'])
+    if need_sim:
+        # Never skipped: a run that needs the HTTP provider fails without it.
+        if args.sim:
+            bins['sim'] = os.path.abspath(args.sim)
+        else:
+            mdir = os.path.join(BUILD, 'meson')
+            if not os.path.exists(os.path.join(mdir, 'build.ninja')):
+                log('meson setup --buildtype=release ' + mdir)
+                run_checked(['meson', 'setup', '--buildtype=release',
+                             '-Dtests=disabled', mdir, ROOT], 'meson setup')
+            r = subprocess.run(['ninja', '-C', mdir, SIM_BINARY],
+                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                               text=True)
+            if r.returncode != 0:
+                sys.stderr.write(r.stdout)
+                raise BenchError(
+                    'the provider simulator %s could not be built (ninja -C %s %s '
+                    'exited %d%s); the HTTP provider scenarios (fresh_http, '
+                    '--concurrency) need it: build it, pass --sim PATH, or leave '
+                    'fresh_http out of --scenarios' % (
+                        SIM_BINARY, mdir, SIM_BINARY, r.returncode,
+                        ': unknown target' if 'unknown target' in r.stdout else ''))
+            bins['sim'] = os.path.join(mdir, SIM_BINARY)
+        if not os.access(bins['sim'], os.X_OK):
+            raise BenchError('no provider simulator binary at %s (%s is needed by '
+                             'fresh_http and --concurrency)' % (bins['sim'], SIM_BINARY))
     return bins
 
 
@@ -507,6 +585,11 @@ class Bench:
         self.nginx = None           # --concurrency: nginx + charge --listen
         self.nginx_charge = None
         self.nginx_port = None
+        self.sim = None             # the simulator charge_http calls (a dict)
+        self.sim_n = 0              # simulators started (names sim1, sim2, ...)
+        self.sim_exits = []         # (name, exit status) of stopped simulators
+        self.http_port = None       # lighttpd's second port: the _http backends
+        self.charge_http_env = None
 
     # -- redis
     def start_redis(self):
@@ -550,11 +633,122 @@ class Bench:
             'CHARGE_LOG_LEVEL': 'warn',
             'CHARGE_THREADS': str(self.threads_n),
         }
-        with open(self.charge_env['CHARGE_CONF'], 'w') as f:
-            f.write('# bench/run: written per run; CHARGE_* env repeats it\n')
-            for k, v in self.charge_env.items():
-                if k != 'CHARGE_CONF':
-                    f.write('%s = %s\n' % (k[len('CHARGE_'):].lower(), v))
+        self.charge_http_env = None
+        if self.sim is not None:
+            # the same responder, its provider the simulator over HTTP
+            self.charge_http_env = dict(
+                self.charge_env,
+                CHARGE_CONF=os.path.join(self.run, 'charge-http.conf'),
+                CHARGE_PROVIDER_URL=self.sim['url'],
+                CHARGE_PROVIDER_API_KEY=SIM_API_KEY)
+        for env in (self.charge_env, self.charge_http_env):
+            if env is None:
+                continue
+            with open(env['CHARGE_CONF'], 'w') as f:
+                f.write('# bench/run: written per run; CHARGE_* env repeats it\n')
+                for k, v in env.items():
+                    if k != 'CHARGE_CONF':
+                        f.write('%s = %s\n' % (k[len('CHARGE_'):].lower(), v))
+
+    # -- the provider simulator
+    def start_sim(self, latency_ms, fsync, unix=False):
+        """charge-provider-sim on a free 127.0.0.1 port (unix: on a socket in
+        the run directory) with its data file in the run directory, at a
+        fixed latency and fsync policy; it becomes self.sim, the provider
+        of the charge_http backend (started after it)."""
+        self.stop_sim()
+        self.sim_n += 1
+        name = 'sim%d' % self.sim_n
+        os.makedirs(os.path.join(self.run, 'sock'), exist_ok=True)
+        if unix:
+            listen = 'unix:' + os.path.join(self.run, 'sock', name + '.sock')
+            url = listen
+        else:
+            listen = '127.0.0.1:%d' % port_free()
+            url = 'http://' + listen
+        data = os.path.join(self.run, name + '.data')
+        argv = [self.bins['sim'], '--listen', listen, '--data', data,
+                '--fsync', fsync, '--latency-ms', str(latency_ms),
+                '--secret-key', SIM_API_KEY]
+        logpath = os.path.join(self.run, name + '.log')
+        with open(logpath, 'w') as out:
+            p = self.procs.start('sim', argv, stdout=out, stderr=subprocess.STDOUT,
+                                 env=self.base_env(), cwd=self.run)
+
+        def ready():
+            with open(logpath, errors='replace') as f:
+                return SIM_READY in f.read()
+        wait_for(lambda: ready() or p.poll() is not None, 20,
+                 '"%s" from %s' % (SIM_READY, ' '.join(argv)))
+        if p.poll() is not None:
+            with open(logpath, errors='replace') as f:
+                tail = f.read().strip()[-400:]
+            raise BenchError('%s exited with status %s at start: %s' % (
+                SIM_BINARY, p.returncode, tail))
+        self.sim = {'name': name, 'proc': p, 'pid': p.pid, 'listen': listen,
+                    'url': url, 'data': data, 'argv': argv, 'log': logpath,
+                    'latency_ms': latency_ms, 'fsync': fsync,
+                    'transport': 'unix' if unix else 'tcp'}
+        self.sim_stats()
+        log('%s: %s' % (name, ' '.join(argv)))
+        return self.sim
+
+    def sim_stats(self):
+        """GET /_sim/stats of self.sim."""
+        st, stats = http_get_json(self.sim['listen'], '/_sim/stats')
+        if st != 200 or not isinstance(stats, dict) or 'deliveries' not in stats:
+            raise BenchError('%s: GET /_sim/stats answered %d %r' % (
+                SIM_BINARY, st, stats))
+        return stats
+
+    def sim_capacity(self, conns, duration):
+        """wrk straight at the simulator (bench/sim_post.lua: fresh charges,
+        --wrk-threads threads): what it answers alone on its one thread
+        (a lower bound: wrk shares the cores), and its CPU per request."""
+        if self.sim['transport'] != 'tcp':
+            raise BenchError('sim_capacity: wrk needs a TCP simulator')
+        argv = ['wrk', '-t', str(max(1, min(self.args.wrk_threads, conns))),
+                '-c', str(conns), '-d', '%gs' % duration,
+                '--timeout', '10s', '-s', os.path.join(BENCH, 'sim_post.lua'),
+                'http://%s/' % self.sim['listen']]
+        s0, c0, t0 = self.sim_stats(), proc_cpu_ticks(self.sim['pid']), time.monotonic()
+        r = subprocess.run(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                           text=True, timeout=duration + 60)
+        time.sleep(0.3)
+        ticks = proc_cpu_ticks(self.sim['pid']) - c0
+        wall = time.monotonic() - t0
+        d = sim_delta(s0, self.sim_stats())
+        m = re.search(r'^\s*(\d+) requests in ([\d.]+)(m?s)', r.stdout, re.M)
+        if r.returncode != 0 or not m:
+            raise BenchError('wrk at the simulator failed: ' + r.stdout.strip()[-400:])
+        n = int(m.group(1))
+        secs = float(m.group(2)) * (1e-3 if m.group(3) == 'ms' else 1)
+        bad = re.search(r'Non-2xx or 3xx responses: (\d+)', r.stdout)
+        bad = int(bad.group(1)) if bad else 0
+        res = {'conns': conns, 'duration_s': duration, 'wrk_argv': argv,
+               'requests': n, 'rps': n / secs if secs else 0, 'non_2xx': bad,
+               'deliveries': d['deliveries'], 'charges': d['charges'],
+               'cpu_us': ticks * 1e6 / CLK_TCK / n if n else None,
+               'core_pct': 100.0 * ticks / CLK_TCK / wall if wall else None}
+        log('simulator alone (wrk -c%d, bench/sim_post.lua): %.0f req/s, %.1f us CPU '
+            'per request, %.0f %% of a core, %d non-2xx' % (
+                conns, res['rps'], res['cpu_us'] or 0, res['core_pct'] or 0, bad))
+        if bad or n == 0:
+            raise BenchError('the simulator alone: %d requests, %d non-2xx' % (n, bad))
+        return res
+
+    def stop_sim(self):
+        """SIGTERM the simulator (it flushes its store and exits 0)."""
+        if self.sim is None:
+            return
+        p = self.sim['proc']
+        rc = self.procs.stop(p)
+        self.procs.items = [(n, q) for n, q in self.procs.items if q is not p]
+        self.sim_exits.append((self.sim['name'], rc))
+        if rc != 0:
+            log('%s %s exited with status %s on SIGTERM (want 0); see %s' % (
+                SIM_BINARY, self.sim['name'], rc, self.sim['log']))
+        self.sim = None
 
     def base_env(self):
         return {'PATH': os.environ.get('PATH', '/usr/bin:/bin'),
@@ -570,15 +764,20 @@ class Bench:
         os.makedirs(bindir, exist_ok=True)
         os.makedirs(os.path.join(self.run, 'www'), exist_ok=True)
         os.makedirs(os.path.join(self.run, 'sock'), exist_ok=True)
-        entries = []
+        entries, http_entries = [], []
+        if any(b.endswith('_http') for b in backends) and self.charge_http_env is None:
+            raise BenchError('the HTTP provider backends need a running simulator')
         for b in backends:
-            binary = self.bins['floor' if b.startswith('floor') else b]
+            binary = self.bins['floor' if b.startswith('floor') else
+                               'charge' if b == 'charge_http' else b]
             link = os.path.join(bindir, b)
             if not os.path.exists(link):
                 os.symlink(binary, link)
             env = {}
             if b == 'charge':
                 env = dict(self.charge_env)
+            elif b == 'charge_http':
+                env = dict(self.charge_http_env)
             elif b.startswith('floor'):
                 env = {'FLOOR_REDIS_SOCKET': self.redis_sock,
                        'FLOOR_ROUNDTRIPS': b[len('floor'):],
@@ -587,13 +786,13 @@ class Bench:
                 env = {'BASELINE_THREADS': str(eff_threads(self.threads_n))}
             env['BENCH_BACKEND'] = b     # never empty: lighttpd needs one
             envs = ', '.join('"%s" => "%s"' % kv for kv in env.items())
-            entries.append(
+            (http_entries if b.endswith('_http') else entries).append(
                 '  "/%s" => (( "bin-path" => "%s", "socket" => "%s",\n'
                 '    "max-procs" => %d, "check-local" => "disable",\n'
                 '    "listen-backlog" => 8192,\n'
                 '    "bin-environment" => ( %s ),\n'
                 '    "bin-copy-environment" => ( "PATH" ) ))' % (
-                    'charge' if b == 'charge' else b, link,
+                    'charge' if b in ('charge', 'charge_http') else b, link,
                     os.path.join(self.run, 'sock', b + '.sock'),
                     self.procs_n, envs))
         with open(os.path.join(BENCH, 'lighttpd.conf')) as f:
@@ -602,6 +801,14 @@ class Bench:
         conf = (tpl.replace('@RUN@', self.run)
                 .replace('@PORT@', str(self.port))
                 .replace('@BACKENDS@', ',\n'.join(entries)))
+        self.http_port = None
+        if http_entries:
+            # the responder routes by REQUEST_URI: the HTTP-provider one serves
+            # /charge too, on a second port of the same lighttpd
+            self.http_port = port_free()
+            conf += ('\n$SERVER["socket"] == "127.0.0.1:%d" {\n'
+                     'fastcgi.server = (\n%s\n)\n}\n' % (
+                         self.http_port, ',\n'.join(http_entries)))
         path = os.path.join(self.run, 'lighttpd.conf')
         with open(path, 'w') as f:
             f.write(conf)
@@ -613,6 +820,7 @@ class Bench:
             cwd=self.run)
         want = len(backends) * self.procs_n
         wait_for(lambda: tcp_listening(self.port) and
+                 (self.http_port is None or tcp_listening(self.http_port)) and
                  len(proc_children(self.lighttpd.pid)) >= want or
                  self.lighttpd.poll() is not None, 20, 'lighttpd and responders')
         if self.lighttpd.poll() is not None:
@@ -671,9 +879,12 @@ class Bench:
             s['cpu'][b] = sum(proc_cpu_ticks(p) for p in pids)
             s['sched'][b] = sum(proc_sched_ns(p) for p in pids)
         for name, pid in (('redis', self.redis_proc.pid),
-                          ('lighttpd', self.lighttpd.pid)):
+                          ('lighttpd', self.lighttpd.pid)) + (
+                (('sim', self.sim['pid']),) if self.sim else ()):
             s['cpu'][name] = proc_cpu_ticks(pid)
             s['sched'][name] = proc_sched_ns(pid)
+        if self.sim:
+            s['sim_stats'] = self.sim_stats()
         ru = resource.getrusage(resource.RUSAGE_CHILDREN)
         s['children_s'] = ru.ru_utime + ru.ru_stime     # reaped: wrk
         s['machine'] = machine_busy_ticks()
@@ -730,13 +941,15 @@ class Bench:
         _, backend = SCENARIOS[scenario]
         run_id = 'b%s' % uuid.uuid4().hex[:10]
         before = self.snapshot()
-        w, argv = self.wrk(scenario, conns, duration, run_id)
+        w, argv = self.wrk(scenario, conns, duration, run_id,
+                           port=self.http_port if backend.endswith('_http') else None)
         time.sleep(0.3)     # let requests in flight at the end complete
         after = self.snapshot()
         self.check_backends()
         n = w['requests']
         if backend == 'charge':
             self.charge_requests += n
+        wall = after['t'] - before['t']
         m0, m1 = w.pop('machine_window')
         res = {'scenario': scenario, 'conns': conns, 'round': rnd,
                'procs': self.procs_n, 'threads': self.threads_n,
@@ -749,6 +962,16 @@ class Bench:
             key = 'responder' if name == backend else name
             cpu[key] = ticks * 1e6 / CLK_TCK / n if n else None
             cpu[key + '_sched'] = ns / 1e3 / n if n else None
+        if 'sim' in after['cpu'] and 'sim' in before['cpu']:
+            # the simulator: CPU per request of this run (~0 when the scenario
+            # does not call it) and its share of one core over the window
+            ticks = after['cpu']['sim'] - before['cpu']['sim']
+            cpu['sim'] = ticks * 1e6 / CLK_TCK / n if n else None
+            cpu['sim_sched'] = (after['sched']['sim'] - before['sched']['sim']) / 1e3 / n \
+                if n else None
+            res['sim'] = sim_delta(before['sim_stats'], after['sim_stats'])
+            res['sim']['core_pct'] = 100.0 * ticks / CLK_TCK / wall if wall else None
+            res['sim']['rss_kb'] = proc_rss_kb(self.sim['pid'])
         cpu['wrk'] = (after['children_s'] - before['children_s']) * 1e6 / n if n else None
         # Redis once more, from its own getrusage (INFO cpu) ...
         cpu['redis_info'] = (after['redis_info_cpu_s'] -
@@ -787,12 +1010,15 @@ class Bench:
         e = w
         res['errors'] = (e['err_connect'] + e['err_read'] + e['err_write'] +
                          e['err_status'] + e['err_timeout'])
-        log('%-8s c=%-3d %dx%d round %d: %7.0f req/s  p50 %.2f ms  p99 %.2f ms  '
-            'cpu us resp %.1f lt %.1f redis %.1f  busy %.0f%%  evalsha/req %.3f  '
+        log('%-10s c=%-3d %dx%d round %d: %7.0f req/s  p50 %.2f ms  p99 %.2f ms  '
+            'cpu us resp %.1f lt %.1f redis %.1f%s  busy %.0f%%  evalsha/req %.3f  '
             'errors %d' % (
                 scenario, conns, self.procs_n, self.threads_n, rnd, res['rps'],
                 w['p50_us'] / 1e3, w['p99_us'] / 1e3, cpu['responder'] or 0,
                 cpu['lighttpd'] or 0, cpu['redis'] or 0,
+                ' sim %.1f (deliveries/req %.3f)' % (
+                    cpu['sim'] or 0, res['sim']['deliveries'] / n if n else 0)
+                if backend.endswith('_http') else '',
                 res['machine']['busy_pct'] or 0,
                 deltas.get('evalsha', 0) / n if n else 0, res['errors']))
         if w['err_status'] or w['err_connect']:
@@ -800,6 +1026,10 @@ class Bench:
                 scenario, w['err_status'], w['err_connect']))
         if n == 0:
             raise BenchError(scenario + ': no request completed')
+        if backend.endswith('_http') and res['sim']['deliveries'] < n:
+            raise BenchError('%s: %d requests but %d deliveries at the simulator: '
+                             'the responder does not call it' % (
+                                 scenario, n, res['sim']['deliveries']))
         return res
 
     # -- nginx with kept-alive FastCGI connections (--concurrency)
@@ -861,7 +1091,7 @@ class Bench:
         """The logs of the servers and responders of this run directory."""
         return [os.path.join(self.run, x) for x in
                 ('lighttpd.out', 'lighttpd-error.log', 'charge-nginx.log',
-                 'nginx-error.log')]
+                 'nginx-error.log')] + ([self.sim['log']] if self.sim else [])
 
     def log_offsets(self):
         out = {}
@@ -894,15 +1124,22 @@ class Bench:
     def measure_plain(self, label, scenario, conns, duration, port, pids, rnd=1):
         """One wrk run on port without the CPU accounting of measure():
         throughput, latency, errors, requests in flight, RSS and threads of
-        the responder processes pids, and what the logs got meanwhile.
-        Errors are reported, not fatal."""
+        the responder processes pids, and what the logs got meanwhile; for
+        a scenario of the HTTP provider the simulator's counts (/_sim/stats),
+        CPU and RSS too. Errors are reported, not fatal."""
         run_id = 'b%s' % uuid.uuid4().hex[:10]
         offsets = self.log_offsets()
         l0 = self.read_ledger()
+        use_sim = SCENARIOS[scenario][1].endswith('_http')
+        if use_sim:
+            s0, c0, t0 = self.sim_stats(), proc_cpu_ticks(self.sim['pid']), time.monotonic()
+        r0 = sum(proc_cpu_ticks(p) for p in pids)
         w, argv = self.wrk(scenario, conns, duration, run_id, port=port)
         w.pop('machine_window', None)
-        time.sleep(0.3)
+        # requests wrk left in flight complete (at a provider latency too)
+        time.sleep(0.3 + 2.0 * (self.sim['latency_ms'] if use_sim else self.latency_ms) / 1e3)
         n = w['requests']
+        r1 = sum(proc_cpu_ticks(p) for p in pids)
         secs = w['duration_us'] / 1e6 if w['duration_us'] else 0
         if scenario == 'fresh' or scenario == 'replay':
             self.charge_requests += n
@@ -916,11 +1153,26 @@ class Bench:
                'errors': errors, 'ledger_delta': self.read_ledger() - l0,
                'rss_kb': [proc_rss_kb(p) for p in pids],
                'threads': [proc_threads(p) for p in pids],
+               'responder_cpu_us': (r1 - r0) * 1e6 / CLK_TCK / n if n else None,
                'logs': self.log_summary(offsets)}
+        if use_sim:
+            ticks = proc_cpu_ticks(self.sim['pid']) - c0
+            wall = time.monotonic() - t0
+            res['sim'] = sim_delta(s0, self.sim_stats())
+            res['sim'].update(
+                cpu_us=ticks * 1e6 / CLK_TCK / n if n else None,
+                core_pct=100.0 * ticks / CLK_TCK / wall if wall else None,
+                rss_kb=proc_rss_kb(self.sim['pid']), transport=self.sim['transport'],
+                latency_ms=self.sim['latency_ms'], fsync=self.sim['fsync'])
+            res['latency_ms'] = self.sim['latency_ms']
         log('%-22s c=%-5d round %d: %8.1f req/s  p50 %8.2f ms  p99 %8.2f ms  in flight '
-            '%7.1f  errors %d  RSS %s KiB  threads %s' % (
+            '%7.1f  errors %d  RSS %s KiB  threads %s%s' % (
                 label, conns, rnd, res['rps'], w['p50_us'] / 1e3, w['p99_us'] / 1e3,
-                res['in_flight'], errors, res['rss_kb'], res['threads']))
+                res['in_flight'], errors, res['rss_kb'], res['threads'],
+                '  simulator: %d deliveries %d charges, %.0f %% of a core, RSS %d KiB' % (
+                    res['sim']['deliveries'], res['sim']['charges'],
+                    res['sim']['core_pct'] or 0, res['sim']['rss_kb'])
+                if use_sim else ''))
         if errors:
             for msg, k in res['logs']:
                 log('    %5d x %s' % (k, msg))
@@ -932,7 +1184,9 @@ class Bench:
     def sanity(self, scenarios):
         for sc in scenarios:
             path, backend = SCENARIOS[sc]
-            if backend == 'charge':
+            if backend == 'charge_http':
+                self.sanity_http()
+            if backend.startswith('charge'):
                 continue
             st, _, body = http_post(self.port, path, 'sanity', DEFAULT_BODY)
             if st != 201:
@@ -949,6 +1203,26 @@ class Bench:
             raise BenchError('replayed /charge answered %d %s: %r' % (
                 st, h.get('idempotent-replayed'), b2[:300]))
         self.charge_requests += 2
+
+    def sanity_http(self):
+        """A fresh charge through the HTTP-provider responder is one delivery
+        and one charge at the simulator; its replay is none, byte-identical."""
+        key = 'bench-sanity-http-' + uuid.uuid4().hex
+        s0 = self.sim_stats()
+        st, h, b1 = http_post(self.http_port, '/charge', key, DEFAULT_BODY)
+        if st != 201 or h.get('idempotent-replayed') != 'false':
+            raise BenchError('fresh /charge (HTTP provider) answered %d %s: %r' % (
+                st, h.get('idempotent-replayed'), b1[:300]))
+        st, h, b2 = http_post(self.http_port, '/charge', key, DEFAULT_BODY)
+        if st != 201 or h.get('idempotent-replayed') != 'true' or b1 != b2:
+            raise BenchError('replayed /charge (HTTP provider) answered %d %s: %r' % (
+                st, h.get('idempotent-replayed'), b2[:300]))
+        d = sim_delta(s0, self.sim_stats())
+        if d['deliveries'] != 1 or d['charges'] != 1:
+            raise BenchError('a fresh charge and its replay through the HTTP provider: '
+                             '%d deliveries and %d charges at the simulator, want 1 and 1 '
+                             '(is provider_url supported by this responder?)' % (
+                                 d['deliveries'], d['charges']))
 
     def prime_replay(self):
         self.replay_key = 'bench-replay-' + uuid.uuid4().hex
@@ -1013,6 +1287,14 @@ class Bench:
         cases = []
         if 'charge' in self.bins:
             cases += [('fresh', 'charge'), ('replay', 'charge')]
+        if 'sim' in self.bins and 'charge' in self.bins:
+            # the HTTP provider: the same responder calling a simulator at
+            # latency 0 (started again if --concurrency replaced it)
+            if self.sim is None or self.sim['latency_ms'] != 0 or \
+                    self.sim['transport'] != 'tcp':
+                self.start_sim(0, 'never')
+                self.write_charge_conf()
+            cases += [('fresh_http', 'charge')]
         cases += [('baseline', 'baseline'), ('floor1', 'floor'), ('floor2', 'floor')]
         for case, binname in cases:
             totals = {}
@@ -1022,7 +1304,7 @@ class Bench:
             out[case] = {'n1': n1, 'n2': n2, 'ir_n1': totals[n1][0],
                          'ir_n2': totals[n2][0], 'ir_per_request': per}
             log('callgrind %-8s %.0f instructions per request' % (case, per))
-            if case in ('fresh', 'replay'):
+            if case in ('fresh', 'fresh_http', 'replay'):
                 # every function (not a top list): --compare needs them all
                 out[case]['profile'] = profile_per_request(
                     totals[n1][1], totals[n2][1], n1, n2, None)
@@ -1037,7 +1319,9 @@ class Bench:
         outfile = os.path.join(cgdir, '%s-%d.out' % (case, n))
         env = self.base_env()
         # one worker thread: instructions per request do not depend on it
-        if binname == 'charge':
+        if case == 'fresh_http':
+            env.update(self.charge_http_env, CHARGE_THREADS='1')
+        elif binname == 'charge':
             env.update(self.charge_env, CHARGE_THREADS='1')
         elif binname == 'floor':
             env.update(FLOOR_REDIS_SOCKET=self.redis_sock,
@@ -1105,6 +1389,7 @@ class Bench:
     def close(self):
         self.stop_nginx()
         self.stop_lighttpd()
+        self.stop_sim()
         if self.rc is not None:
             try:
                 self.rc.close()
@@ -1112,6 +1397,17 @@ class Bench:
                 pass
             self.rc = None
         self.procs.stop_all()
+
+
+def sim_delta(a, b):
+    """What the simulator counted between two /_sim/stats answers."""
+    out = {k: (b.get(k) or 0) - (a.get(k) or 0)
+           for k in ('deliveries', 'charges', 'keys', 'replays')}
+    out['in_use'] = b.get('in_use')
+    fa, fb = a.get('faults') or {}, b.get('faults') or {}
+    out['faults'] = {k: v - fa.get(k, 0) for k, v in fb.items()
+                     if isinstance(v, int) and v - fa.get(k, 0)}
+    return out
 
 
 def wrk_latency_distribution(out):
@@ -1277,7 +1573,9 @@ def parse_args(argv):
     ap.add_argument('--concurrency', action='store_true',
                     help='instead of the full run: fresh charges at provider '
                          'latency --latency-ms through lighttpd at '
-                         '--latency-connections, then at latency 0 fresh and '
+                         '--latency-connections, the same through the HTTP '
+                         'provider (charge-provider-sim at --latency-ms) at '
+                         '--http-connections, then at latency 0 fresh and '
                          'replay through lighttpd and through nginx with '
                          'kept-alive FastCGI connections against the libfcgi '
                          'baseline at --keepalive-connections (--smoke: a '
@@ -1290,7 +1588,17 @@ def parse_args(argv):
     ap.add_argument('--keepalive-connections', default=None,
                     help='--concurrency: connection counts at latency 0 '
                          '("32 64"; --smoke "32")')
+    ap.add_argument('--http-connections', default=None,
+                    help='--concurrency: connection counts through the HTTP '
+                         'provider (the simulator) at --latency-ms ("64 1024"; '
+                         '--smoke "64"; "" skips that part)')
+    ap.add_argument('--http-fsync', default='batch', choices=('always', 'batch', 'never'),
+                    help='--concurrency: the simulator\'s --fsync (batch, its default)')
+    ap.add_argument('--no-http-unix', action='store_true',
+                    help='--concurrency: the HTTP provider over TCP only (not '
+                         'also over a unix socket)')
     ap.add_argument('--charge', help='use this responder binary (no meson build)')
+    ap.add_argument('--sim', help='use this %s binary (no meson build)' % SIM_BINARY)
     ap.add_argument('--port', type=int, default=0, help='lighttpd port (free one)')
     ap.add_argument('--out', help='report directory (bench/results)')
     ap.add_argument('--keep', action='store_true', help='keep the run directory')
@@ -1341,6 +1649,8 @@ def parse_args(argv):
                                     ('64' if a.smoke else '64 1024 4096')).split()]
     a.ka_conns = [int(x) for x in (a.keepalive_connections or
                                    ('32' if a.smoke else '32 64')).split()]
+    a.http_conns = [int(x) for x in (a.http_connections if a.http_connections is not None
+                                     else '64' if a.smoke else '64 1024').split()]
     # runs at a provider latency last at least 10 s (4 096 connections need
     # a while to reach a steady state); --smoke: --duration
     a.lat_duration = a.duration if a.smoke else max(a.duration, 10.0)
@@ -1434,12 +1744,18 @@ def concurrency(bench, args):
     1. provider_latency_ms = --latency-ms (200): fresh charges through
        lighttpd (procs x threads) at each of --latency-connections; the
        ideal throughput is connections / latency (C/L).
+    1b. the same through the HTTP provider: charge-provider-sim at
+       --latency-ms (--fsync batch, its data file in the run directory),
+       the responder's provider_url pointing at it over TCP loopback, then
+       over a unix socket (--no-http-unix: TCP only), at each of
+       --http-connections; the simulator's deliveries and charges
+       (/_sim/stats), CPU and RSS per run.
     2. provider_latency_ms = 0: fresh and replay through lighttpd and
        through nginx with kept-alive FastCGI connections (charge --listen,
        one process), and the libfcgi baseline through lighttpd, interleaved
        for --rounds at each of --keepalive-connections."""
     out = {'procs': bench.procs_n, 'threads': bench.threads_n,
-           'latency_ms': args.latency_ms, 'latency_runs': [],
+           'latency_ms': args.latency_ms, 'latency_runs': [], 'http_runs': [],
            'keepalive_runs': [], 'latency_duration_s': args.lat_duration,
            'duration_s': args.duration, 'rounds': args.conc_rounds}
     bench.latency_ms = args.latency_ms
@@ -1455,6 +1771,31 @@ def concurrency(bench, args):
         r['ideal_rps'] = c * 1000.0 / bench.latency_ms if bench.latency_ms else None
         out['latency_runs'].append(r)
     bench.stop_lighttpd()
+    for transport in ('tcp',) + (() if args.no_http_unix else ('unix',)):
+        if not args.http_conns:
+            break
+        sim = bench.start_sim(args.latency_ms, args.http_fsync, unix=transport == 'unix')
+        bench.start_lighttpd(['charge_http'], bench.procs_n, bench.threads_n)
+        bench.sanity_http()
+        log('concurrency: lighttpd on 127.0.0.1:%d, charge %dx%d, provider_url %s '
+            '(%s at %d ms, fsync %s)' % (bench.http_port, bench.procs_n,
+                                         bench.threads_n, sim['url'], SIM_BINARY,
+                                         sim['latency_ms'], sim['fsync']))
+        out.setdefault('sims', []).append({k: sim[k] for k in (
+            'argv', 'url', 'transport', 'latency_ms', 'fsync')})
+        for c in args.http_conns:
+            pids = bench.backends['charge_http']
+            if args.warmup > 0:
+                bench.measure_plain('warm-up', 'fresh_http', c, args.warmup,
+                                    bench.http_port, pids)
+            r = bench.measure_plain('fresh L=%d HTTP/%s' % (args.latency_ms, transport),
+                                    'fresh_http', c, args.lat_duration,
+                                    bench.http_port, pids)
+            r['ideal_rps'] = c * 1000.0 / args.latency_ms if args.latency_ms else None
+            r['transport'] = transport
+            out['http_runs'].append(r)
+        bench.stop_lighttpd()
+        bench.stop_sim()
     bench.latency_ms = 0
     bench.start_lighttpd(['charge', 'baseline'], bench.procs_n, bench.threads_n)
     bench.start_nginx()
@@ -1491,7 +1832,10 @@ def main(argv):
     all_scen = list(dict.fromkeys((args.scen if args.main_runs else []) +
                                   (args.sweep_scen if args.sweep_points else [])))
     need_charge = args.callgrind_only or args.concurrency or \
-        any(SCENARIOS[x][1] == 'charge' for x in all_scen)
+        any(SCENARIOS[x][1].startswith('charge') for x in all_scen)
+    need_sim = (args.concurrency and bool(args.http_conns)) or \
+        any(SCENARIOS[x][1] == 'charge_http' for x in all_scen) or \
+        (need_charge and not args.no_callgrind)
     out_dir = args.out or (tempfile.mkdtemp(prefix='charge-bench-report-')
                            if args.smoke else os.path.join(BENCH, 'results'))
     os.makedirs(out_dir, exist_ok=True)
@@ -1507,7 +1851,7 @@ def main(argv):
         resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
     try:
         log('building (release) into ' + BUILD)
-        bins = build(args, need_charge)
+        bins = build(args, need_charge, need_sim)
         busy_before = wait_quiet(args.wait_quiet) if args.wait_quiet > 0 \
             else machine_other_pct(1.0)
         log('machine busy before the runs: %.0f %%' % busy_before)
@@ -1534,6 +1878,12 @@ def main(argv):
                               'floor_script': FLOOR_SCRIPT_DOC,
                               'charge_env': bench.charge_env},
                    'runs': [], 'rss': []}
+        if 'charge_http' in backends_of(all_scen):
+            # latency 0 and no fsync: the provider's cost is its CPU, not
+            # the disk of a loaded machine (--concurrency runs fsync batch)
+            sim = bench.start_sim(0, 'never')
+            results['config']['sim'] = {k: sim[k] for k in (
+                'argv', 'url', 'transport', 'latency_ms', 'fsync')}
         if args.main_runs:
             t0 = time.time()
             bench.start_lighttpd(backends_of(args.scen), args.procs, args.threads)
@@ -1549,6 +1899,8 @@ def main(argv):
                                        'rss_kb': bench.rss('charge')})
             results['runs'] = rounds(bench, args, args.scen, args.conns,
                                      results['rss'], 'main')
+            if bench.charge_http_env is not None:
+                results['config']['charge_http_env'] = bench.charge_http_env
             results['backend_pids'] = bench.backends
             bench.stop_lighttpd()
             phases['runs'] = round(time.time() - t0, 1)
@@ -1570,6 +1922,11 @@ def main(argv):
                     results['sweep']['rss'], '%dx%d' % (procs, threads))
                 bench.stop_lighttpd()
             phases['sweep'] = round(time.time() - t0, 1)
+        if bench.sim is not None:
+            # what the simulator answers alone, the same connections as the
+            # largest count of the runs, after them (its store as full)
+            results['sim_capacity'] = bench.sim_capacity(
+                max(args.conns), args.duration)
         if args.concurrency:
             t0 = time.time()
             results['concurrency'] = concurrency(bench, args)
@@ -1583,6 +1940,11 @@ def main(argv):
                 failed = 'callgrind: %s' % e
                 results['callgrind_error'] = failed
             phases['callgrind'] = round(time.time() - t0, 1)
+        bench.stop_sim()
+        results['sim_exits'] = bench.sim_exits
+        if any(rc != 0 for _, rc in bench.sim_exits):
+            failed = failed or '%s did not exit 0 on SIGTERM: %s' % (
+                SIM_BINARY, bench.sim_exits)
         if args.compare:
             results['compare'] = compare_data(args.compare)
         results['elapsed_s'] = round(time.time() - t_start, 1)

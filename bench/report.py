@@ -21,9 +21,9 @@ import sys
 
 sys.dont_write_bytecode = True     # no __pycache__ in the tree
 
-ORDER = ['fresh', 'replay', 'baseline', 'floor1', 'floor2']
-LABEL = {'fresh': 'fresh', 'replay': 'replay', 'baseline': 'baseline',
-         'floor1': 'floor(1)', 'floor2': 'floor(2)'}
+ORDER = ['fresh', 'fresh_http', 'replay', 'baseline', 'floor1', 'floor2']
+LABEL = {'fresh': 'fresh', 'fresh_http': 'fresh (HTTP)', 'replay': 'replay',
+         'baseline': 'baseline', 'floor1': 'floor(1)', 'floor2': 'floor(2)'}
 # The floor each scenario of the responder is held against.
 FLOOR_OF = {'fresh': 'floor2', 'replay': 'floor1'}
 
@@ -43,6 +43,14 @@ TARGET_RSS_REQUESTS = 100000
 TARGET_RSS_GROWTH_KB = 64           # "no growth": allocator noise only
 TARGET_RECORD_BYTES = 1024
 TARGET_IR = {'fresh': 65000, 'replay': 50000}   # callgrind, per request
+
+# Targets (issue 22): the provider over HTTP (charge-provider-sim).
+TARGET_HTTP_CPU_RATIO = 1.4         # CPU/fresh charge: HTTP <= 1.4 x in-process
+TARGET_SIM_HEADROOM = 3.0           # one core of the simulator serves >= 3 x
+                                    # the rate the responder sends it
+TARGET_HTTP_CL_RATIO = 0.9          # --concurrency: req/s >= 0.9 x C/L ...
+TARGET_HTTP_P99_MS = 300.0          # ... p99 <= 300 ms, 0 errors ...
+TARGET_HTTP_CONNS = 1024            # ... at 1 024 connections (TCP)
 
 
 def med(xs):
@@ -174,27 +182,53 @@ def cpu_why(d, a, b, c):
                 ' (script execution %.1f against %.1f µs)' % (ea, eb)))
 
 
+def provider_calls(r):
+    """Provider calls of one run: the simulator's deliveries for the HTTP
+    provider (/_sim/stats), the in-process provider's ledger lines else."""
+    if r['scenario'] == 'fresh_http':
+        return (r.get('sim') or {}).get('deliveries', 0)
+    return r['ledger_delta']
+
+
+def background_evalsha(r):
+    """EVALSHA calls of no request in one run: the completer's polls of the
+    index of unknown records (every responder process, once a second, one
+    pending.lua 'due' each, which runs ZCARD once; no request's script runs
+    ZCARD). They land in every run while the responders are up, the floors'
+    included."""
+    return r['cmd_deltas'].get('zcard', 0)
+
+
 def cmd_totals(d, s):
+    """(requests, EVALSHA of the requests, provider calls, command deltas
+    with 'evalsha_background' = the completer's polls, exact per run)."""
     n = ledger = 0
     deltas = {}
     exact = True
     for c in d.conns:
         for r in d.runs(s, c):
             n += r['wrk']['requests']
-            ledger += r['ledger_delta']
+            calls = provider_calls(r)
+            ledger += calls
             for k, v in r['cmd_deltas'].items():
                 deltas[k] = deltas.get(k, 0) + v
-            e = r['cmd_deltas'].get('evalsha', 0)
-            k = 2 if s in ('fresh', 'floor2') else 1
-            if s == 'fresh':
-                exact &= e == 2 * r['ledger_delta'] and \
-                    0 <= r['ledger_delta'] - r['wrk']['requests'] <= c
+            bg = background_evalsha(r)
+            deltas['evalsha_background'] = deltas.get('evalsha_background', 0) + bg
+            e = r['cmd_deltas'].get('evalsha', 0) - bg
+            k = 2 if s in ('fresh', 'fresh_http', 'floor2') else 1
+            if s in ('fresh', 'fresh_http'):
+                # 2 per provider call, one call per fresh charge (those wrk
+                # left in flight at its end are served but not counted)
+                exact &= e == 2 * calls and 0 <= calls - r['wrk']['requests'] <= c
+            if s == 'fresh_http':
+                # and at the simulator one charge per delivery: nothing failed
+                exact &= (r.get('sim') or {}).get('charges') == calls
             elif s == 'replay':
                 exact &= r['ledger_delta'] == 0 and \
                     0 <= e - r['wrk']['requests'] <= c
             elif s.startswith('floor'):
                 exact &= 0 <= e - k * r['wrk']['requests'] <= k * c
-    evalsha = deltas.get('evalsha', 0)
+    evalsha = deltas.get('evalsha', 0) - deltas.get('evalsha_background', 0)
     return n, evalsha, ledger, deltas, exact
 
 
@@ -247,6 +281,88 @@ def ratio_rows(d, rows, why, detail, what, f, target, higher, conns_in_target):
                          'not measured)' if parts else 'n/a', '—'))
         else:
             rows.append((label, '; '.join(parts), verdict(ok, worst if not ok else None)))
+
+
+def sim_headroom(r):
+    """Requests/s one core of the simulator serves at its CPU per request
+    in this run, over the requests/s the responder sent it."""
+    u = r['cpu_us_per_req'].get('sim')
+    return 1e6 / u / r['rps'] if u and r['rps'] else None
+
+
+def http_targets(d, rows, why, cap):
+    """Issue 22 at latency 0: CPU per fresh charge with the HTTP provider
+    against the in-process one (responder + lighttpd + Redis, the
+    simulator apart), and the simulator's headroom."""
+    if 'fresh_http' not in d.scen:
+        return
+    label = 'CPU per fresh charge (responder + lighttpd + Redis): fresh (HTTP) ≤ %.1f × ' \
+        'fresh (in-process)' % TARGET_HTTP_CPU_RATIO
+    if 'fresh' not in d.scen:
+        rows.append((label, 'n/a (fresh not run)', '—'))
+    else:
+        parts, ok, worst, missed = [], True, 0.0, []
+        for c in d.conns:
+            xs = d.ratios('fresh_http', 'fresh', c, cpu_sum)
+            r = med(xs)
+            if r is None:
+                continue
+            a = med(d.vals('fresh_http', c, cpu_sum))
+            b = med(d.vals('fresh', c, cpu_sum))
+            parts.append('c=%d: %s (%.1f against %.1f µs)' % (c, spread(xs, f_ratio), a, b))
+            if r > TARGET_HTTP_CPU_RATIO:
+                ok = False
+                worst = max(worst, 100 * (r - TARGET_HTTP_CPU_RATIO) / TARGET_HTTP_CPU_RATIO)
+                missed.append('%.2f (c=%d)' % (r, c))
+        rows.append((label, '; '.join(parts) or 'n/a',
+                     verdict(ok, worst if not ok else None) if parts else '—'))
+        if missed:
+            why.append('- CPU per fresh charge, HTTP provider / in-process: %s; target ≤ '
+                       '%.1f. The CPU table below splits it by process.' % (
+                           ', '.join(missed), TARGET_HTTP_CPU_RATIO))
+        parts = []
+        for c in d.conns:
+            xs = d.ratios('fresh_http', 'fresh', c,
+                          lambda r: (cpu_sum(r) or 0) + (r['cpu_us_per_req'].get('sim') or 0)
+                          if cpu_sum(r) is not None else None)
+            if xs:
+                parts.append('c=%d: %s' % (c, spread(xs, f_ratio)))
+        if parts:
+            rows.append(('(information) the same with the simulator\'s CPU added to fresh '
+                         '(HTTP)', '; '.join(parts), '—'))
+    label = 'simulator not the bottleneck: one core of it serves ≥ %.0f × the req/s ' \
+        'of fresh (HTTP)' % TARGET_SIM_HEADROOM
+    parts, ok = [], True
+    for c in d.conns:
+        xs = d.vals('fresh_http', c, sim_headroom)
+        if not [x for x in xs if x is not None]:
+            continue
+        u = med(d.vals('fresh_http', c, lambda r: r['cpu_us_per_req'].get('sim')))
+        core = med(d.vals('fresh_http', c, lambda r: (r.get('sim') or {}).get('core_pct')))
+        parts.append('c=%d: %s (%.1f µs per request, %.0f %% of a core)' % (
+            c, spread(xs, f_ratio), u, core or 0))
+        ok &= med(xs) >= TARGET_SIM_HEADROOM
+    rows.append((label, '; '.join(parts) or 'n/a (no simulator CPU measured)',
+                 verdict(ok) if parts else '—'))
+    if parts and not ok:
+        why.append('- the simulator: %s; less than %.0f × means it can slow the '
+                   'responder down.' % ('; '.join(parts), TARGET_SIM_HEADROOM))
+    if cap:
+        best = max([med(d.vals('fresh_http', c, lambda r: r['rps'])) or 0
+                    for c in d.conns] or [0])
+        x = cap['rps'] / best if best else None
+        rows.append(('the simulator alone (wrk straight at it, %d connections) answers '
+                     '≥ %.0f × the most req/s of fresh (HTTP)' % (
+                         cap['conns'], TARGET_SIM_HEADROOM),
+                     '%s req/s at %.0f %% of a core (%.1f µs CPU per request) = %s × %s '
+                     'req/s' % (f_rps(cap['rps']), cap.get('core_pct') or 0,
+                                cap.get('cpu_us') or 0, 'n/a' if x is None else
+                                '%.2f' % x, f_rps(best)),
+                     verdict(x is not None and x >= TARGET_SIM_HEADROOM)))
+        if x is not None and x < TARGET_SIM_HEADROOM:
+            why.append('- the simulator alone answers %.2f × what the responder sent it '
+                       '(wrk shares the cores with it: on a 2-core machine this bounds '
+                       'it from below).' % x)
 
 
 def targets(res, d, lines):
@@ -314,24 +430,40 @@ def targets(res, d, lines):
         else:
             rows.append((label, 'n/a (%d connections not measured)' % c, '—'))
 
-        for s, k in (('fresh', 2), ('replay', 1)):
+        for s, k in (('fresh', 2), ('fresh_http', 2), ('replay', 1)):
             if s not in d.scen:
                 continue
             n, evalsha, ledger, deltas, exact = cmd_totals(d, s)
             ev = deltas.get('eval', 0)
             sl = sum(v for kk, v in deltas.items() if kk.startswith('script'))
-            per = evalsha / ledger if s == 'fresh' and ledger else evalsha / n if n else 0
+            per = evalsha / ledger if s != 'replay' and ledger else evalsha / n if n else 0
             ok = exact and ev == 0 and sl == 0
-            what = ('%d evalsha for %d provider calls = %.3f per fresh charge' % (
-                evalsha, ledger, per) if s == 'fresh' else
-                '%d evalsha for %d requests = %.4f per replay, %d provider calls' % (
-                    evalsha, n, per, ledger))
-            rows.append(('exactly %d EVALSHA per %s, 0 EVAL / SCRIPT LOAD' % (k, s),
-                         '%s; EVAL %d, SCRIPT %d%s' % (what, ev, sl,
-                                                         '' if exact else ' (not exact per run)'),
+            if s == 'fresh_http':
+                charges = sum((r.get('sim') or {}).get('charges', 0)
+                              for c in d.conns for r in d.runs(s, c))
+                what = ('%d evalsha for %d deliveries at the simulator = %.3f per fresh '
+                        'charge; %d charges, %d requests completed (%.4f deliveries per '
+                        'request)' % (evalsha, ledger, per, charges, n,
+                                      ledger / n if n else 0))
+            elif s == 'fresh':
+                what = '%d evalsha for %d provider calls = %.3f per fresh charge' % (
+                    evalsha, ledger, per)
+            else:
+                what = '%d evalsha for %d requests = %.4f per replay, %d provider calls' % (
+                    evalsha, n, per, ledger)
+            bg = deltas.get('evalsha_background', 0)
+            rows.append(('exactly %d EVALSHA per %s, 0 EVAL / SCRIPT LOAD%s' % (
+                k, LABEL[s], '; one delivery and one charge at the simulator per fresh '
+                'charge' if s == 'fresh_http' else ''),
+                         '%s; EVAL %d, SCRIPT %d%s%s' % (
+                             what, ev, sl, '' if exact else ' (not exact per run)',
+                             '; besides, %d EVALSHA of the completers\' polls (no '
+                             'request\'s)' % bg if bg else ''),
                          verdict(ok)))
             if not ok:
                 why.append('- %s: commands per run deviate: %s' % (s, deltas))
+
+        http_targets(d, rows, why, res.get('sim_capacity'))
 
     rss = res.get('rss') or []
     if rss:
@@ -414,7 +546,7 @@ def plot(d, res, out_svg):
                 if xs:
                     f.write('%d %.1f %.1f %.1f\n' % (c, med(xs), min(xs), max(xs)))
             f.write('\n\n')
-    colors = {'fresh': '#d62728', 'replay': '#1f77b4', 'baseline': '#2ca02c',
+    colors = {'fresh': '#d62728', 'fresh_http': '#8c564b', 'replay': '#1f77b4', 'baseline': '#2ca02c',
               'floor1': '#9467bd', 'floor2': '#ff7f0e'}
     plots = []
     for i, s in enumerate(d.scen):
@@ -460,21 +592,23 @@ def cpu_table(d, with_point=None):
             mach = [r.get('machine') or {} for r in d.runs(s, c)]
             busy = med([x.get('busy_pct') for x in mach])
             other = med([x.get('other_pct') for x in mach])
+            sm = med([x.get('sim') for x in u]) if s == 'fresh_http' else None
             rows.append(([with_point] if with_point else []) + [
-                c, LABEL[s], f_us(rp), f_us(lt), f_us(rd),
+                c, LABEL[s], f_us(rp), f_us(lt), f_us(rd), f_us(sm) if sm is not None else '—',
                 f_us((rp or 0) + (rd or 0) + (lt or 0)), f_us(ri), f_us(rc), f_us(wk),
                 f_pct(busy), 'n/a' if other is None else '%.1f' % other])
     return rows
 
 
-CPU_HEAD = ['connections', 'scenario', 'responder', 'lighttpd', 'Redis',
+CPU_HEAD = ['connections', 'scenario', 'responder', 'lighttpd', 'Redis', 'simulator',
             'sum', 'Redis (INFO cpu)', 'Redis scripts (commandstats)', 'wrk',
             'machine busy %', 'other processes %']
 
 CPU_NOTE = ('"responder", "lighttpd" and "Redis" are utime + stime deltas of their '
             'processes (/proc/<pid>/stat; "responder" sums the scenario\'s processes) '
             'divided by the requests wrk completed; "sum" is their total, the CPU per '
-            'request of the targets. "Redis (INFO cpu)" is the same for Redis from its '
+            'request of the targets. "simulator" is the same for charge-provider-sim, '
+            'the HTTP provider of fresh (HTTP), kept out of "sum". "Redis (INFO cpu)" is the same for Redis from its '
             'own `used_cpu_user + used_cpu_sys`; "Redis scripts (commandstats)" is the '
             'time Redis spent executing the EVALSHA calls (`usec_per_call × calls`, '
             'scripts included, network I/O and event loop excluded). "machine busy %" '
@@ -519,6 +653,7 @@ def concurrency_section(res, L):
                          r['conns'], r['errors']))
             L += ['- %d × `%s`' % (k, msg.replace('`', "'")) for msg, k in r['logs']]
             L.append('')
+    http_section(c, L)
     runs = c['keepalive_runs']
     if not runs:
         return
@@ -555,6 +690,101 @@ def concurrency_section(res, L):
     L.append(table(['connections', 'path', 'req/s', '÷ baseline (per round)', 'p50 ms',
                     'p99 ms', 'in flight', 'errors', 'RSS MiB per process'], rows, left=2))
     L.append('')
+
+
+def http_section(c, L):
+    """--concurrency through the HTTP provider: the simulator at the
+    provider latency, the responder's provider_url pointing at it."""
+    runs = c.get('http_runs') or []
+    if not runs:
+        return
+    sims = c.get('sims') or []
+    L.append('## Many connections: the HTTP provider at %d ms\n' % c['latency_ms'])
+    L.append('Fresh charges through lighttpd (%d process(es), `threads` = %d), the '
+             'responder\'s `provider_url` pointing at `charge-provider-sim --latency-ms '
+             '%d --fsync %s` (its data file in the run directory%s) on TCP loopback%s; '
+             'one wrk run of %g s per '
+             'connection count. "deliveries" and "charges" are what the simulator '
+             'counted during the run (`/_sim/stats`); a delivery per request (up to the '
+             'requests wrk left in flight) and a charge per delivery is what holds when '
+             'nothing fails. CPU µs per request of the responder processes and of the '
+             'simulator; "simulator core %%" is its CPU time over the run\'s wall time. '
+             'RSS per process after the run.\n' % (
+                 c['procs'], c['threads'], c['latency_ms'],
+                 (sims[0] if sims else {}).get('fsync', 'batch'),
+                 {'batch': '; every answer waits for the fsync of its record, one fsync '
+                  'per loop turn', 'always': '; an fsync per record before its answer',
+                  'never': '; **no fsync**'}.get((sims[0] if sims else {}).get('fsync'), ''),
+                 ' and on a unix socket (`provider_url = unix:/…`)'
+                 if any(s['transport'] == 'unix' for s in sims) else '',
+                 c.get('latency_duration_s', 0)))
+    rows = []
+    for r in runs:
+        w, sm = r['wrk'], r.get('sim') or {}
+        n = w['requests']
+        rows.append([r['transport'], r['conns'],
+                     f_rps(r['ideal_rps']) if r.get('ideal_rps') else '–', f_rps(r['rps']),
+                     '%.2f' % (r['rps'] / r['ideal_rps']) if r.get('ideal_rps') else '–',
+                     f_ms(w['p50_us']), f_ms(w['p99_us']), '%.0f' % r['in_flight'],
+                     r['errors'], f_int(n), f_int(sm.get('deliveries', 0)),
+                     f_int(sm.get('charges', 0)),
+                     '%.4f' % (sm.get('deliveries', 0) / n) if n else '–',
+                     f_us(r.get('responder_cpu_us')), f_us(sm.get('cpu_us')),
+                     f_pct(sm.get('core_pct')),
+                     ' / '.join('%.1f' % (k / 1024.0) for k in r['rss_kb']),
+                     '%.1f' % (sm.get('rss_kb', 0) / 1024.0)])
+    L.append(table(['provider', 'connections', 'C/L req/s', 'req/s', 'req/s ÷ C/L',
+                    'p50 ms', 'p99 ms', 'in flight', 'errors', 'requests', 'deliveries',
+                    'charges', 'deliveries / request', 'responder CPU µs / req',
+                    'simulator CPU µs / req', 'simulator core %', 'RSS MiB per responder',
+                    'RSS MiB simulator'], rows))
+    L.append('')
+    for r in runs:
+        if r['errors'] and r.get('logs'):
+            L.append('Log lines during the run at %d connections (HTTP/%s, %d errors):\n' % (
+                r['conns'], r['transport'], r['errors']))
+            L += ['- %d × `%s`' % (k, msg.replace('`', "'")) for msg, k in r['logs']]
+            L.append('')
+    # the targets of issue 22, on TCP at TARGET_HTTP_CONNS connections
+    rows = []
+    for r in runs:
+        if r['transport'] != 'tcp' or r['conns'] != TARGET_HTTP_CONNS:
+            continue
+        w, sm = r['wrk'], r.get('sim') or {}
+        ratio = r['rps'] / r['ideal_rps'] if r.get('ideal_rps') else None
+        rows.append(('req/s ≥ %.1f × C/L at %d connections' % (
+            TARGET_HTTP_CL_RATIO, TARGET_HTTP_CONNS),
+            '%s req/s = %.2f × C/L (%s)' % (f_rps(r['rps']), ratio or 0,
+                                            f_rps(r['ideal_rps'] or 0)),
+            verdict(ratio is not None and ratio >= TARGET_HTTP_CL_RATIO,
+                    100 * (TARGET_HTTP_CL_RATIO - ratio) / TARGET_HTTP_CL_RATIO
+                    if ratio is not None and ratio < TARGET_HTTP_CL_RATIO else None)))
+        p99 = w['p99_us'] / 1e3
+        rows.append(('p99 ≤ %.0f ms at %d connections' % (TARGET_HTTP_P99_MS,
+                                                        TARGET_HTTP_CONNS),
+                     '%.1f ms (p50 %.1f ms)' % (p99, w['p50_us'] / 1e3),
+                     verdict(p99 <= TARGET_HTTP_P99_MS,
+                             100 * (p99 - TARGET_HTTP_P99_MS) / TARGET_HTTP_P99_MS
+                             if p99 > TARGET_HTTP_P99_MS else None)))
+        rows.append(('0 errors at %d connections' % TARGET_HTTP_CONNS,
+                     '%d (connect %d, read %d, write %d, timeout %d, non-2xx %d)' % (
+                         r['errors'], w['err_connect'], w['err_read'], w['err_write'],
+                         w['err_timeout'], w['err_status']),
+                     verdict(r['errors'] == 0)))
+        n = w['requests']
+        d = sm.get('deliveries', 0)
+        ok = sm.get('charges') == d and 0 <= d - n <= r['conns']
+        rows.append(('one provider delivery and one charge per fresh charge',
+                     '%d deliveries, %d charges for %d requests completed (wrk leaves up '
+                     'to %d in flight)' % (d, sm.get('charges', 0), n, r['conns']),
+                     verdict(ok)))
+    if rows:
+        L.append('Targets (issue 22), through the HTTP provider over TCP:\n')
+        L.append(table(['target', 'measured', 'verdict'], rows, left=3))
+        L.append('')
+    elif runs:
+        L.append('The targets are held at %d connections over TCP: not measured in this '
+                 'run.\n' % TARGET_HTTP_CONNS)
 
 
 def sweep_section(res, L):
@@ -705,7 +935,7 @@ def compare_section(res, L, top=30, min_delta=20):
                      f_signed(d), f_signed_pct(100.0 * d / a['ir_per_request'])])
     L.append(table(['binary / scenario', 'before', 'now', 'delta', 'delta %'], rows))
     L.append('')
-    for case in ('fresh', 'replay'):
+    for case in ('fresh', 'fresh_http', 'replay'):
         a, b = old.get(case), cg.get(case)
         if not a or not b or not b.get('profile'):
             continue
@@ -802,6 +1032,16 @@ def write_report(json_path, out_dir=None, notes=None, compare=None):
         L += ['- **fresh**: `POST /charge` with a new Idempotency-Key on every request '
               '(claim + provider + record).',
               '- **replay**: `POST /charge` with one key, primed once before the runs.',
+              '- **fresh (HTTP)**: fresh, the responder calling the provider simulator '
+              '`charge-provider-sim` over HTTP on loopback (`provider_url` = %s), which '
+              'runs at latency 0 with `--fsync %s` (for the benchmark only: no disk '
+              'flush per answer, so the provider\'s cost is its CPU); the responder '
+              'behind a second port of the same lighttpd at the same processes × threads. '
+              'The simulator\'s CPU is reported apart from the sum.' % (
+                  (cfg.get('sim') or {}).get('url', '?'),
+                  (cfg.get('sim') or {}).get('fsync', '?'))
+              if d is not None and 'fresh_http' in d.scen or
+              'fresh_http' in ((res.get('sweep') or {}).get('scenarios') or []) else None,
               '- **baseline**: `bench/baseline.c`, a minimal libfcgi responder that reads '
               'the body and answers 201 with a charge-sized JSON (241 B) and the same '
               'headers: the transport\'s ceiling.',
@@ -810,6 +1050,7 @@ def write_report(json_path, out_dir=None, notes=None, compare=None):
               '`bench:floor:<pid>:<thread>:<n>` per request (ARGV = `r1`/`r2`, TTL '
               '86 400 000 ms), loaded once with SCRIPT LOAD: the cheapest any '
               'Redis-backed design can be.' % cfg['floor_script'], '']
+        L[:] = [x for x in L if x is not None]
 
     all_runs = list(res.get('runs') or []) + list((res.get('sweep') or {}).get('runs') or [])
     others = [(r.get('machine') or {}).get('other_pct') for r in all_runs]
@@ -853,6 +1094,7 @@ def write_report(json_path, out_dir=None, notes=None, compare=None):
         L.append('')
 
         pairs = [(a, b) for a, b in (('fresh', 'baseline'), ('fresh', 'floor2'),
+                                     ('fresh_http', 'fresh'),
                                      ('replay', 'baseline'), ('replay', 'floor1'),
                                      ('floor1', 'baseline'), ('floor2', 'baseline'))
                  if a in d.scen and b in d.scen]
@@ -895,20 +1137,26 @@ def write_report(json_path, out_dir=None, notes=None, compare=None):
 
         L.append('## Redis commands per request (INFO commandstats deltas, all runs)\n')
         L.append('Commands run inside the Lua scripts are counted too. "Provider calls" '
-                 'are ledger lines written during the runs. "Redis command µs" is the '
+                 'are ledger lines written during the runs (fresh (HTTP): deliveries '
+                 'counted by the simulator, `/_sim/stats`). "Redis command µs" is the '
                  'time Redis spent executing the EVALSHA calls (commandstats `usec`, '
-                 'scripts included, network I/O excluded), median over runs.\n')
+                 'scripts included, network I/O excluded), median over runs. "EVALSHA / '
+                 'req" leaves out the completers\' polls of the index of unknown records '
+                 '(one EVALSHA a second per responder process, whichever scenario runs; '
+                 'counted by the ZCARD each runs, shown among the other commands).\n')
         rows = []
         for s in d.scen:
             n, evalsha, ledger, deltas, exact = cmd_totals(d, s)
             if not n:
                 continue
             other = ', '.join('%s %.2f' % (k, v / n) for k, v in sorted(deltas.items())
-                              if k not in ('evalsha', 'eval') and not k.startswith('script'))
+                              if k not in ('evalsha', 'eval', 'evalsha_background')
+                              and not k.startswith('script'))
             rows.append([LABEL[s], f_int(n), '%.4f' % (evalsha / n),
                          deltas.get('eval', 0),
                          sum(v for k, v in deltas.items() if k.startswith('script')),
-                         '%.4f' % (ledger / n) if s in FLOOR_OF else '—',
+                         '%.4f' % (ledger / n) if s in FLOOR_OF or s == 'fresh_http'
+                         else '—',
                          other or '—', redis_usec(d, s)])
         L.append(table(['scenario', 'requests', 'EVALSHA / req', 'EVAL (total)',
                         'SCRIPT * (total)', 'provider calls / req',
@@ -958,7 +1206,9 @@ def write_report(json_path, out_dir=None, notes=None, compare=None):
                  'thread) under callgrind and serves N requests over FastCGI from a '
                  'Python client, one connection per request; instructions per request = '
                  '(total(N2) − total(N1)) / (N2 − N1), which removes start-up and '
-                 'shutdown. Redis is not included.\n')
+                 'shutdown. Redis is not included; neither is the simulator, the '
+                 'provider of fresh (HTTP) (the responder with `provider_url` pointing '
+                 'at it, latency 0).\n')
         rows = []
         for case in ORDER:
             x = cg.get(case)
@@ -968,7 +1218,7 @@ def write_report(json_path, out_dir=None, notes=None, compare=None):
         L.append(table(['binary / scenario', 'N1', 'N2', 'Ir total N1', 'Ir total N2',
                         'Ir / request'], rows))
         L.append('')
-        for case in ('fresh', 'replay'):
+        for case in ('fresh', 'fresh_http', 'replay'):
             x = cg.get(case)
             if not x or not x.get('profile'):
                 continue
