@@ -6,6 +6,14 @@
  * callback only starts and stops uv_poll handles, and the transfers are
  * driven from those handles' callbacks. A socket's poll handle is stopped
  * before the socket is closed (CURLOPT_CLOSESOCKETFUNCTION: we close it).
+ *
+ * What one attempt costs is kept low (a fresh charge through the provider
+ * should cost little more CPU than one with the in-process simulation):
+ * easy handles are reused from a per-loop pool with the options that never
+ * change set once; the headers are a constant list behind two per-call
+ * nodes (Authorization, Idempotency-Key); a socket's poll handle outlives
+ * the transfers of its kept connection (stopped between them, freed when
+ * the socket closes); the timer is not re-armed for the same deadline.
  */
 #include <errno.h>
 #include <stdint.h>
@@ -30,14 +38,17 @@
 #define BODY_MAX (1024 * 1024) /* bytes of a provider's answer */
 #define SOCKS_MAX 65536        /* descriptors the poll table can hold */
 #define ATTEMPT_MIN_MS 50      /* an attempt with less time left: none */
+#define EASY_POOL_MAX 64       /* idle easy handles kept per loop */
 
 struct http_call;
 
 struct http_provider;
 
+/* A socket's poll handle: from libcurl's first interest until it closes. */
 struct sock_ctx {
 	uv_poll_t poll;
 	curl_socket_t fd;
+	int events; /* UV_READABLE | UV_WRITABLE polled now; 0: stopped */
 	struct http_provider *hp;
 };
 
@@ -51,6 +62,13 @@ struct http_provider {
 	char auth[300];              /* Authorization: Bearer ... */
 	struct sock_ctx **socks;     /* by descriptor */
 	size_t socks_cap;
+	uint64_t timer_due;          /* uv_now of the armed deadline */
+	int proxy_off;               /* 1: no proxy variable at start */
+	struct curl_slist *hdr_post; /* Expect:, Content-Type: (constant) */
+	struct curl_slist *hdr_get;  /* Expect: (constant) */
+	CURLU *charges_url;          /* base + CHARGES_PATH, parsed once */
+	CURL *idle[EASY_POOL_MAX];   /* easy handles between transfers */
+	size_t idle_n;
 	LIST_HEAD(, http_call) calls;
 	uint64_t rng; /* the backoff's jitter */
 };
@@ -67,7 +85,9 @@ struct http_call {
 	long long deadline_us;
 	int search;
 	CURL *easy; /* the attempt in flight, or NULL */
-	struct curl_slist *headers;
+	/* Authorization, Idempotency-Key, then the provider's constant list */
+	struct curl_slist hdr_auth, hdr_key;
+	char key_hdr[WIRE_KEY_LEN + 32];
 	char *body; /* the answer being read */
 	size_t body_len, body_cap;
 	int should_retry; /* Stripe-Should-Retry: 1, 0, -1 */
@@ -93,14 +113,21 @@ on_sock_closed(uv_handle_t *h)
 	free(h->data);
 }
 
+static struct sock_ctx *
+sock_find(struct http_provider *hp, curl_socket_t fd)
+{
+	if (fd < 0 || (size_t)fd >= hp->socks_cap)
+		return NULL;
+	return hp->socks[fd];
+}
+
 /* Stops and forgets fd's poll handle (before the descriptor closes). */
 static void
 sock_forget(struct http_provider *hp, curl_socket_t fd)
 {
 	struct sock_ctx *sc;
 
-	if (fd < 0 || (size_t)fd >= hp->socks_cap ||
-	    (sc = hp->socks[fd]) == NULL)
+	if ((sc = sock_find(hp, fd)) == NULL)
 		return;
 	hp->socks[fd] = NULL;
 	(void)uv_poll_stop(&sc->poll);
@@ -135,8 +162,19 @@ on_curl_socket(CURL *easy, curl_socket_t s, int what, void *userp,
 
 	(void)easy;
 	(void)socketp;
+	/*
+	 * No transfer wants the socket now (a kept connection between
+	 * requests): the poll stops, its handle stays for the next transfer
+	 * on the same descriptor and is freed when the socket closes. A
+	 * descriptor closed without our close callback (not a connection)
+	 * leaves a stopped handle, which libuv knows only by the number: the
+	 * next socket of that number starts it again.
+	 */
 	if (what == CURL_POLL_REMOVE) {
-		sock_forget(hp, s);
+		if ((sc = sock_find(hp, s)) != NULL && sc->events != 0) {
+			(void)uv_poll_stop(&sc->poll);
+			sc->events = 0;
+		}
 		return 0;
 	}
 	if (s < 0 || s >= SOCKS_MAX)
@@ -168,7 +206,10 @@ on_curl_socket(CURL *easy, curl_socket_t s, int what, void *userp,
 		events |= UV_READABLE;
 	if (what == CURL_POLL_OUT || what == CURL_POLL_INOUT)
 		events |= UV_WRITABLE;
-	return uv_poll_start(&sc->poll, events, on_sock_ready) == 0 ? 0 : -1;
+	if (uv_poll_start(&sc->poll, events, on_sock_ready) != 0)
+		return -1;
+	sc->events = events;
+	return 0;
 }
 
 /* libcurl closes a socket through us: its poll handle stops first. */
@@ -195,13 +236,19 @@ static int
 on_curl_timer(CURLM *multi, long timeout_ms, void *userp)
 {
 	struct http_provider *hp = userp;
+	uint64_t ms = timeout_ms <= 0 ? 1 : (uint64_t)timeout_ms;
 
 	(void)multi;
-	if (timeout_ms < 0)
+	if (timeout_ms < 0) {
 		(void)uv_timer_stop(&hp->timer);
-	else
-		(void)uv_timer_start(&hp->timer, on_curl_timer_due,
-		    timeout_ms == 0 ? 1 : (uint64_t)timeout_ms, 0);
+		return 0;
+	}
+	/* the same deadline armed already: leave it */
+	if (uv_is_active((uv_handle_t *)&hp->timer) &&
+	    hp->timer_due == uv_now(hp->loop) + ms)
+		return 0;
+	hp->timer_due = uv_now(hp->loop) + ms;
+	(void)uv_timer_start(&hp->timer, on_curl_timer_due, ms, 0);
 	return 0;
 }
 
@@ -257,13 +304,19 @@ on_backoff_closed(uv_handle_t *h)
 static void
 attempt_cleanup(struct http_call *c)
 {
-	if (c->easy != NULL) {
-		(void)curl_multi_remove_handle(c->hp->multi, c->easy);
+	struct http_provider *hp = c->hp;
+
+	if (c->easy == NULL)
+		return;
+	(void)curl_multi_remove_handle(hp->multi, c->easy);
+	/* no pointer into the call stays behind in a pooled handle */
+	(void)curl_easy_setopt(c->easy, CURLOPT_HTTPHEADER, NULL);
+	(void)curl_easy_setopt(c->easy, CURLOPT_PRIVATE, NULL);
+	if (hp->idle_n < EASY_POOL_MAX)
+		hp->idle[hp->idle_n++] = c->easy;
+	else
 		curl_easy_cleanup(c->easy);
-		c->easy = NULL;
-	}
-	curl_slist_free_all(c->headers);
-	c->headers = NULL;
+	c->easy = NULL;
 }
 
 /* The call is over: the caller learns res, then the call is freed. */
@@ -413,48 +466,21 @@ check_multi_info(struct http_provider *hp)
 	}
 }
 
-/* Sets the options of one attempt; 0 or -1. */
+/* The options every attempt shares, set once per easy handle; 0 or -1. */
 static int
-attempt_setup(struct http_call *c)
+easy_setup(struct http_provider *hp, CURL *e)
 {
-	const struct config *cfg = c->hp->cfg;
-	struct http_provider *hp = c->hp;
-	char hdr[WIRE_KEY_LEN + 32];
-	long long left_ms = (c->deadline_us - now_mono_us()) / 1000;
-	long timeout_ms = cfg->provider_timeout_ms;
-	CURL *e = c->easy;
+	const struct config *cfg = hp->cfg;
 	int rc = 0;
 
-	if (left_ms < timeout_ms)
-		timeout_ms = (long)left_ms;
-	(void)snprintf(hdr, sizeof(hdr), "Idempotency-Key: %s", c->dkey);
-	if ((c->headers = curl_slist_append(NULL, hp->auth)) == NULL ||
-	    curl_slist_append(c->headers, hdr) == NULL ||
-	    curl_slist_append(c->headers, "Expect:") == NULL ||
-	    (!c->search &&
-	        curl_slist_append(c->headers,
-	            "Content-Type: application/x-www-form-urlencoded") == NULL))
-		return -1;
-	rc |= curl_easy_setopt(e, CURLOPT_URL, c->url);
 	if (hp->unix_path[0] != '\0')
 		rc |= curl_easy_setopt(e, CURLOPT_UNIX_SOCKET_PATH,
 		    hp->unix_path);
-	rc |= curl_easy_setopt(e, CURLOPT_HTTPHEADER, c->headers);
-	if (!c->search) {
-		rc |= curl_easy_setopt(e, CURLOPT_POST, 1L);
-		rc |= curl_easy_setopt(e, CURLOPT_POSTFIELDS, c->form);
-		rc |= curl_easy_setopt(e, CURLOPT_POSTFIELDSIZE,
-		    (long)c->formlen);
-	}
-	rc |= curl_easy_setopt(e, CURLOPT_PRIVATE, c);
 	rc |= curl_easy_setopt(e, CURLOPT_WRITEFUNCTION, on_curl_body);
-	rc |= curl_easy_setopt(e, CURLOPT_WRITEDATA, c);
 	rc |= curl_easy_setopt(e, CURLOPT_HEADERFUNCTION, on_curl_header);
-	rc |= curl_easy_setopt(e, CURLOPT_HEADERDATA, c);
 	rc |= curl_easy_setopt(e, CURLOPT_NOSIGNAL, 1L);
 	rc |= curl_easy_setopt(e, CURLOPT_CONNECTTIMEOUT_MS,
 	    (long)cfg->provider_connect_timeout_ms);
-	rc |= curl_easy_setopt(e, CURLOPT_TIMEOUT_MS, timeout_ms);
 	rc |= curl_easy_setopt(e, CURLOPT_MAXAGE_CONN,
 	    (long)PROVIDER_MAXAGE_CONN_S);
 	rc |= curl_easy_setopt(e, CURLOPT_PROTOCOLS_STR, "http,https");
@@ -469,6 +495,68 @@ attempt_setup(struct http_call *c)
 	rc |= curl_easy_setopt(e, CURLOPT_CLOSESOCKETFUNCTION,
 	    on_curl_close_socket);
 	rc |= curl_easy_setopt(e, CURLOPT_CLOSESOCKETDATA, hp);
+	if (hp->proxy_off) {
+		/* no proxy variable was set: none looked up per transfer */
+		rc |= curl_easy_setopt(e, CURLOPT_PROXY, "");
+		rc |= curl_easy_setopt(e, CURLOPT_NOPROXY, "");
+	}
+	return rc == 0 ? 0 : -1;
+}
+
+/* An easy handle from the pool, or a new one; NULL on ENOMEM. */
+static CURL *
+easy_take(struct http_provider *hp)
+{
+	CURL *e;
+
+	if (hp->idle_n > 0)
+		return hp->idle[--hp->idle_n];
+	if ((e = curl_easy_init()) != NULL && easy_setup(hp, e) != 0) {
+		curl_easy_cleanup(e);
+		e = NULL;
+	}
+	return e;
+}
+
+/* Sets the options of one attempt; 0 or -1. */
+static int
+attempt_setup(struct http_call *c)
+{
+	const struct config *cfg = c->hp->cfg;
+	struct http_provider *hp = c->hp;
+	long long left_ms = (c->deadline_us - now_mono_us()) / 1000;
+	long timeout_ms = cfg->provider_timeout_ms;
+	CURL *e = c->easy;
+	int rc = 0;
+
+	if (left_ms < timeout_ms)
+		timeout_ms = (long)left_ms;
+	/* libcurl reads the list during the transfer; the call outlives it */
+	c->hdr_auth.data = hp->auth;
+	c->hdr_auth.next = &c->hdr_key;
+	c->hdr_key.data = c->key_hdr;
+	c->hdr_key.next = c->search ? hp->hdr_get : hp->hdr_post;
+	/*
+	 * The charges URL is parsed once (CURLOPT_CURLU, read by libcurl at
+	 * every transfer); a search's URL is a string. CURLOPT_URL is set
+	 * too: the handle's URL for everything else libcurl reports.
+	 */
+	rc |= curl_easy_setopt(e, CURLOPT_CURLU,
+	    c->search ? NULL : hp->charges_url);
+	rc |= curl_easy_setopt(e, CURLOPT_URL, c->url);
+	rc |= curl_easy_setopt(e, CURLOPT_HTTPHEADER, &c->hdr_auth);
+	if (!c->search) {
+		rc |= curl_easy_setopt(e, CURLOPT_POST, 1L);
+		rc |= curl_easy_setopt(e, CURLOPT_POSTFIELDS, c->form);
+		rc |= curl_easy_setopt(e, CURLOPT_POSTFIELDSIZE,
+		    (long)c->formlen);
+	} else {
+		rc |= curl_easy_setopt(e, CURLOPT_HTTPGET, 1L);
+	}
+	rc |= curl_easy_setopt(e, CURLOPT_PRIVATE, c);
+	rc |= curl_easy_setopt(e, CURLOPT_WRITEDATA, c);
+	rc |= curl_easy_setopt(e, CURLOPT_HEADERDATA, c);
+	rc |= curl_easy_setopt(e, CURLOPT_TIMEOUT_MS, timeout_ms);
 	return rc == 0 ? 0 : -1;
 }
 
@@ -484,7 +572,7 @@ attempt_start(struct http_call *c)
 	c->body_len = 0;
 	c->should_retry = -1;
 	c->res.attempts++;
-	if ((c->easy = curl_easy_init()) == NULL || attempt_setup(c) != 0 ||
+	if ((c->easy = easy_take(c->hp)) == NULL || attempt_setup(c) != 0 ||
 	    curl_multi_add_handle(c->hp->multi, c->easy) != CURLM_OK) {
 		(void)snprintf(c->res.why, sizeof(c->res.why),
 		    "cannot start a transfer");
@@ -516,6 +604,8 @@ http_start(void *impl, const struct provider_call *call, provider_cb *cb,
 	if (wire_downstream_key(hp->cfg->provider_secret, call->principal,
 	        call->key, call->keylen, call->fingerprint, c->dkey) != 0)
 		goto fail;
+	(void)snprintf(c->key_hdr, sizeof(c->key_hdr), "Idempotency-Key: %s",
+	    c->dkey);
 	if (c->search) {
 		if (wire_search_query(call->key, call->keylen, q, sizeof(q)) <
 		        0 ||
@@ -546,6 +636,9 @@ on_timer_closed(uv_handle_t *h)
 {
 	struct http_provider *hp = h->data;
 
+	curl_slist_free_all(hp->hdr_post);
+	curl_slist_free_all(hp->hdr_get);
+	curl_url_cleanup(hp->charges_url);
 	free(hp->socks);
 	free(hp);
 }
@@ -555,6 +648,7 @@ http_free(void *impl)
 {
 	struct http_provider *hp = impl;
 	struct http_call *c;
+	curl_socket_t fd;
 
 	while ((c = LIST_FIRST(&hp->calls)) != NULL) {
 		(void)uv_timer_stop(&c->backoff);
@@ -562,9 +656,14 @@ http_free(void *impl)
 		(void)snprintf(c->res.why, sizeof(c->res.why), "shutting down");
 		call_done(c);
 	}
+	while (hp->idle_n > 0)
+		curl_easy_cleanup(hp->idle[--hp->idle_n]);
 	/* closes the kept connections: through on_curl_close_socket */
 	(void)curl_multi_cleanup(hp->multi);
 	hp->multi = NULL;
+	/* the stopped handles of descriptors closed without our callback */
+	for (fd = 0; (size_t)fd < hp->socks_cap; fd++)
+		sock_forget(hp, fd);
 	(void)uv_timer_stop(&hp->timer);
 	uv_close((uv_handle_t *)&hp->timer, on_timer_closed);
 }
@@ -595,12 +694,32 @@ url_split(const char *url, char *base, size_t baselen, char *unix_path,
 	return 0;
 }
 
+/*
+ * 1 when none of the variables libcurl takes a proxy from is set. The
+ * environment does not change after start, so libcurl need not look it up
+ * again for every transfer (CURLOPT_PROXY ""); a deployment that sets one
+ * keeps libcurl's own lookup, no_proxy included.
+ */
+static int
+proxy_env_unset(void)
+{
+	static const char *const names[] = { "http_proxy", "HTTP_PROXY",
+		"https_proxy", "HTTPS_PROXY", "all_proxy", "ALL_PROXY" };
+	size_t i;
+
+	for (i = 0; i < sizeof(names) / sizeof(names[0]); i++)
+		if (getenv(names[i]) != NULL)
+			return 0;
+	return 1;
+}
+
 struct provider *
 provider_http_new(uv_loop_t *loop, const struct config *cfg, char *errstr,
     size_t errlen)
 {
 	struct http_provider *hp = NULL;
 	struct provider *p = NULL;
+	char url[URL_MAX_LEN + sizeof(CHARGES_PATH)];
 
 	if ((p = calloc(1, sizeof(*p))) == NULL ||
 	    (hp = calloc(1, sizeof(*hp))) == NULL) {
@@ -619,6 +738,25 @@ provider_http_new(uv_loop_t *loop, const struct config *cfg, char *errstr,
 	        "Authorization: Bearer %s",
 	        cfg->provider_api_key) >= sizeof(hp->auth)) {
 		util_err(errstr, errlen, "provider_url: too long");
+		goto fail;
+	}
+	hp->proxy_off = proxy_env_unset();
+	/*
+	 * Parsed with the flags libcurl parses a CURLOPT_URL with. A URL it
+	 * refuses stays a string: every transfer fails on it, as before.
+	 */
+	(void)snprintf(url, sizeof(url), "%s%s", hp->base, CHARGES_PATH);
+	if ((hp->charges_url = curl_url()) != NULL &&
+	    curl_url_set(hp->charges_url, CURLUPART_URL, url,
+	        CURLU_GUESS_SCHEME | CURLU_NON_SUPPORT_SCHEME) != CURLUE_OK) {
+		curl_url_cleanup(hp->charges_url);
+		hp->charges_url = NULL;
+	}
+	if ((hp->hdr_get = curl_slist_append(NULL, "Expect:")) == NULL ||
+	    (hp->hdr_post = curl_slist_append(NULL, "Expect:")) == NULL ||
+	    curl_slist_append(hp->hdr_post,
+	        "Content-Type: application/x-www-form-urlencoded") == NULL) {
+		util_err(errstr, errlen, "provider: out of memory");
 		goto fail;
 	}
 	if ((hp->multi = curl_multi_init()) == NULL) {
@@ -640,8 +778,13 @@ provider_http_new(uv_loop_t *loop, const struct config *cfg, char *errstr,
 	p->impl = hp;
 	return p;
 fail:
-	if (hp != NULL && hp->multi != NULL)
-		(void)curl_multi_cleanup(hp->multi);
+	if (hp != NULL) {
+		if (hp->multi != NULL)
+			(void)curl_multi_cleanup(hp->multi);
+		curl_slist_free_all(hp->hdr_post);
+		curl_slist_free_all(hp->hdr_get);
+		curl_url_cleanup(hp->charges_url);
+	}
 	free(hp);
 	free(p);
 	return NULL;

@@ -48,17 +48,25 @@ form_escape(struct util_buf *b, const char *s, size_t n)
 {
 	static const char hex[] = "0123456789ABCDEF";
 	char e[3];
-	size_t i;
+	size_t i, run;
 
 	for (i = 0; i < n; i++) {
-		unsigned char c = (unsigned char)s[i];
+		unsigned char c;
 
-		if ((c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') ||
-		    (c >= '0' && c <= '9') || c == '-' || c == '.' ||
-		    c == '_' || c == '~') {
-			util_buf_put(b, s + i, 1);
-			continue;
+		/* a run of unreserved bytes goes in at once */
+		for (run = i; run < n; run++) {
+			c = (unsigned char)s[run];
+			if (!((c >= 'A' && c <= 'Z') ||
+			        (c >= 'a' && c <= 'z') ||
+			        (c >= '0' && c <= '9') || c == '-' ||
+			        c == '.' || c == '_' || c == '~'))
+				break;
 		}
+		if (run > i)
+			util_buf_put(b, s + i, run - i);
+		if ((i = run) == n)
+			break;
+		c = (unsigned char)s[i];
 		e[0] = '%';
 		e[1] = hex[c >> 4];
 		e[2] = hex[c & 15];
@@ -74,6 +82,31 @@ form_pair(struct util_buf *b, const char *name, const char *v, size_t n)
 	util_buf_str(b, name);
 	util_buf_put(b, "=", 1);
 	form_escape(b, v, n);
+}
+
+/*
+ * "%.0f" of v: the digits by hand when v is a whole number in (0, 2^53)
+ * (an amount always is), which printf's floating point would spend more on.
+ */
+static void
+number_format(double v, char *out, size_t outlen)
+{
+	char d[24];
+	unsigned long long u;
+	size_t n = 0, i = 0;
+
+	if (!(v > 0 && v < 9007199254740992.0) || v != (double)(long long)v ||
+	    outlen < sizeof(d)) {
+		(void)snprintf(out, outlen, "%.0f", v);
+		return;
+	}
+	u = (unsigned long long)v;
+	do
+		d[n++] = (char)('0' + u % 10);
+	while ((u /= 10) != 0);
+	while (n > 0)
+		out[i++] = d[--n];
+	out[i] = '\0';
 }
 
 char *
@@ -105,7 +138,7 @@ wire_form_body(const char *canon, size_t canonlen, const char *principal,
 	    160;
 	if ((out = malloc(cap)) == NULL)
 		goto done;
-	(void)snprintf(num, sizeof(num), "%.0f", amount->valuedouble);
+	number_format(amount->valuedouble, num, sizeof(num));
 	util_buf_init(&b, out, cap);
 	form_pair(&b, "amount", num, strlen(num));
 	form_pair(&b, "currency", currency->valuestring,
@@ -311,13 +344,258 @@ charge_from_json(const cJSON *o, struct provider_result *res)
 	return 0;
 }
 
+/*
+ * The fast path of wire_parse_charge, one pass without a tree. It answers
+ * only for strict JSON (which cJSON reads the same) whose first top-level
+ * members object, id, created and status are plain: strings without
+ * escapes, created a plain integer, keys without escapes. Anything else,
+ * however valid, is left to cJSON, whose answer is the reference.
+ */
+#define SCAN_DEPTH_MAX 32
+
+struct scan {
+	const char *p, *end;
+};
+
+static void
+scan_ws(struct scan *s)
+{
+	while (s->p < s->end &&
+	    (*s->p == ' ' || *s->p == '\t' || *s->p == '\n' || *s->p == '\r'))
+		s->p++;
+}
+
+static int
+scan_hex(char c)
+{
+	return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f') ||
+	    (c >= 'A' && c <= 'F');
+}
+
+/* A string at s->p: its raw bytes [*str, *str + *len); *esc: has escapes. */
+static int
+scan_string(struct scan *s, const char **str, size_t *len, int *esc)
+{
+	int i;
+
+	if (s->p >= s->end || *s->p != '"')
+		return -1;
+	*str = ++s->p;
+	*esc = 0;
+	for (; s->p < s->end; s->p++) {
+		unsigned char c = (unsigned char)*s->p;
+
+		if (c == '"') {
+			*len = (size_t)(s->p++ - *str);
+			return 0;
+		}
+		if (c < 0x20)
+			return -1;
+		if (c != '\\')
+			continue;
+		*esc = 1;
+		if (++s->p >= s->end)
+			return -1;
+		c = (unsigned char)*s->p;
+		if (c == 'u') {
+			for (i = 0; i < 4; i++)
+				if (++s->p >= s->end || !scan_hex(*s->p))
+					return -1;
+		} else if (c != '"' && c != '\\' && c != '/' && c != 'b' &&
+		    c != 'f' && c != 'n' && c != 'r' && c != 't')
+			return -1;
+	}
+	return -1;
+}
+
+/* A number at s->p; *plain: -?(0|[1-9][0-9]*), nothing more. */
+static int
+scan_number(struct scan *s, int *plain)
+{
+	const char *d;
+
+	*plain = 1;
+	if (s->p < s->end && *s->p == '-')
+		s->p++;
+	d = s->p;
+	while (s->p < s->end && *s->p >= '0' && *s->p <= '9')
+		s->p++;
+	if (s->p == d || (*d == '0' && s->p - d > 1))
+		return -1;
+	if (s->p < s->end && *s->p == '.') {
+		*plain = 0;
+		d = ++s->p;
+		while (s->p < s->end && *s->p >= '0' && *s->p <= '9')
+			s->p++;
+		if (s->p == d)
+			return -1;
+	}
+	if (s->p < s->end && (*s->p == 'e' || *s->p == 'E')) {
+		*plain = 0;
+		s->p++;
+		if (s->p < s->end && (*s->p == '+' || *s->p == '-'))
+			s->p++;
+		d = s->p;
+		while (s->p < s->end && *s->p >= '0' && *s->p <= '9')
+			s->p++;
+		if (s->p == d)
+			return -1;
+	}
+	return 0;
+}
+
+static int
+scan_literal(struct scan *s, const char *word)
+{
+	size_t n = strlen(word);
+
+	if ((size_t)(s->end - s->p) < n || memcmp(s->p, word, n) != 0)
+		return -1;
+	s->p += n;
+	return 0;
+}
+
+/* Skips one value at s->p (whitespace before it skipped). */
+static int
+scan_value(struct scan *s, int depth)
+{
+	const char *str;
+	size_t len;
+	int esc, plain;
+	char close;
+
+	if (s->p >= s->end)
+		return -1;
+	switch (*s->p) {
+	case '"': return scan_string(s, &str, &len, &esc);
+	case 't': return scan_literal(s, "true");
+	case 'f': return scan_literal(s, "false");
+	case 'n': return scan_literal(s, "null");
+	case '{':
+	case '[': break;
+	default: return scan_number(s, &plain);
+	}
+	if (depth >= SCAN_DEPTH_MAX)
+		return -1;
+	close = *s->p == '{' ? '}' : ']';
+	s->p++;
+	scan_ws(s);
+	if (s->p < s->end && *s->p == close) {
+		s->p++;
+		return 0;
+	}
+	for (;;) {
+		if (close == '}') {
+			if (scan_string(s, &str, &len, &esc) != 0)
+				return -1;
+			scan_ws(s);
+			if (s->p >= s->end || *s->p++ != ':')
+				return -1;
+			scan_ws(s);
+		}
+		if (scan_value(s, depth + 1) != 0)
+			return -1;
+		scan_ws(s);
+		if (s->p >= s->end)
+			return -1;
+		if (*s->p == close) {
+			s->p++;
+			return 0;
+		}
+		if (*s->p++ != ',')
+			return -1;
+		scan_ws(s);
+	}
+}
+
+static int
+charge_fast(const char *body, size_t len, struct provider_result *res)
+{
+	static const char *const names[] = { "object", "id", "created",
+		"status" };
+	struct scan s = { body, body + len };
+	const char *val[4] = { NULL, NULL, NULL, NULL }, *key, *v;
+	size_t vlen[4] = { 0, 0, 0, 0 }, klen, i;
+	long long created = 0;
+	int esc, plain;
+
+	scan_ws(&s);
+	if (s.p >= s.end || *s.p++ != '{')
+		return -1;
+	scan_ws(&s);
+	if (s.p < s.end && *s.p == '}')
+		return -1; /* no members: cJSON says no */
+	for (;;) {
+		if (scan_string(&s, &key, &klen, &esc) != 0 || esc)
+			return -1;
+		scan_ws(&s);
+		if (s.p >= s.end || *s.p++ != ':')
+			return -1;
+		scan_ws(&s);
+		for (i = 0; i < 4; i++)
+			if (val[i] == NULL && strlen(names[i]) == klen &&
+			    memcmp(key, names[i], klen) == 0)
+				break;
+		v = s.p;
+		if (i == 4) {
+			if (scan_value(&s, 1) != 0)
+				return -1;
+		} else if (i == 2) {
+			if (scan_number(&s, &plain) != 0 || !plain ||
+			    *v == '-' || s.p - v > 13)
+				return -1;
+			val[i] = v;
+			vlen[i] = (size_t)(s.p - v);
+		} else {
+			if (scan_string(&s, &val[i], &vlen[i], &esc) != 0 ||
+			    esc)
+				return -1;
+		}
+		scan_ws(&s);
+		if (s.p >= s.end)
+			return -1;
+		if (*s.p == '}')
+			break;
+		if (*s.p++ != ',')
+			return -1;
+		scan_ws(&s);
+	}
+	s.p++;
+	scan_ws(&s);
+	if (s.p != s.end || val[0] == NULL || val[1] == NULL ||
+	    val[2] == NULL || val[3] == NULL || vlen[0] != 6 ||
+	    memcmp(val[0], "charge", 6) != 0 || vlen[3] != 9 ||
+	    memcmp(val[3], "succeeded", 9) != 0 || vlen[1] == 0 ||
+	    vlen[1] >= sizeof(res->charge_id))
+		return -1;
+	for (i = 0; i < vlen[1]; i++)
+		if (!((val[1][i] >= 'a' && val[1][i] <= 'z') ||
+		        (val[1][i] >= 'A' && val[1][i] <= 'Z') ||
+		        (val[1][i] >= '0' && val[1][i] <= '9') ||
+		        val[1][i] == '_'))
+			return -1;
+	for (i = 0; i < vlen[2]; i++)
+		created = created * 10 + (val[2][i] - '0');
+	if (created > 1000000000000LL)
+		return -1;
+	memcpy(res->charge_id, val[1], vlen[1]);
+	res->charge_id[vlen[1]] = '\0';
+	res->created = created;
+	res->outcome = PROV_SUCCEEDED;
+	res->decline_code = NULL;
+	return 0;
+}
+
 int
 wire_parse_charge(const char *body, size_t len, struct provider_result *res)
 {
-	cJSON *root = cJSON_ParseWithLength(body, len);
+	cJSON *root;
 	const cJSON *obj;
 	int rc = -1;
 
+	if (charge_fast(body, len, res) == 0)
+		return 0;
+	root = cJSON_ParseWithLength(body, len);
 	if (cJSON_IsObject(root) &&
 	    cJSON_IsString(
 	        obj = cJSON_GetObjectItemCaseSensitive(root, "object")) &&

@@ -156,6 +156,44 @@ test_form_body(void **state)
 	    "amount=5&currency=eur&source=tok_a%7Ctok_b"
 	    "&metadata[charge_principal]=p&metadata[charge_idempotency_key]=k");
 	free(f);
+	/* amounts as "%.0f" wrote them: whole numbers, and the rest */
+	{
+		static const struct {
+			const char *canon, *want;
+		} amounts[] = {
+			{ "{\"amount\":1e2,\"currency\":\"usd\",\"source\":\"t\"}",
+			    "amount=100&" },
+			{ "{\"amount\":99999999,\"currency\":\"usd\",\"source\":"
+			  "\"t\"}",
+			    "amount=99999999&" },
+			{ "{\"amount\":2.5,\"currency\":\"usd\",\"source\":\"t\"}",
+			    "amount=2&" },
+			{ "{\"amount\":0,\"currency\":\"usd\",\"source\":\"t\"}",
+			    "amount=0&" },
+			{ "{\"amount\":-0.0,\"currency\":\"usd\",\"source\":\"t\"}",
+			    "amount=-0&" },
+			{ "{\"amount\":1e300,\"currency\":\"usd\",\"source\":"
+			  "\"t\"}",
+			    NULL },
+		};
+		size_t i;
+		char want[400];
+
+		for (i = 0; i < sizeof(amounts) / sizeof(amounts[0]); i++) {
+			f = wire_form_body(amounts[i].canon,
+			    strlen(amounts[i].canon), "p", "k", 1, &len);
+			if (amounts[i].want == NULL) {
+				/* 301 digits: longer than the buffer */
+				free(f);
+				continue;
+			}
+			assert_non_null(f);
+			(void)snprintf(want, sizeof(want), "%s",
+			    amounts[i].want);
+			assert_memory_equal(f, want, strlen(want));
+			free(f);
+		}
+	}
 	assert_null(
 	    wire_form_body("{\"amount\":\"5\"}", 14, "p", "k", 1, &len));
 	assert_null(wire_form_body("not json", 8, "p", "k", 1, &len));
@@ -220,6 +258,84 @@ test_parse_charge(void **state)
 	assert_int_equal(wire_parse_charge(BAD_ID_JSON, strlen(BAD_ID_JSON),
 	                     &r),
 	    -1);
+}
+
+/*
+ * The one-pass reading of a succeeded charge and cJSON's agree: nested
+ * members named like the top-level ones, duplicates (the first counts),
+ * escapes, fractions, trailing bytes, odd whitespace.
+ */
+static void
+test_parse_charge_forms(void **state)
+{
+	static const struct {
+		const char *json;
+		int rc;
+		const char *id;
+		long long created;
+	} cases[] = {
+		{ "{\"source\":{\"id\":\"card_1\",\"object\":\"card\"},"
+		  "\"id\":\"ch_1\",\"object\":\"charge\",\"created\":7,"
+		  "\"list\":[1,-2.5e3,true,false,null,\"x\\\"y\",{},[]],"
+		  "\"status\":\"succeeded\"}",
+		    0, "ch_1", 7 },
+		{ " {\n\t\"id\" : \"ch_2\" , \"object\":\"charge\",\r\n"
+		  "\"created\":0,\"status\":\"succeeded\"} \n",
+		    0, "ch_2", 0 },
+		/* the first of duplicate members counts */
+		{ "{\"id\":\"ch_3\",\"object\":\"charge\",\"created\":3,"
+		  "\"status\":\"failed\",\"status\":\"succeeded\"}",
+		    -1, NULL, 0 },
+		{ "{\"id\":\"ch_4\",\"object\":\"charge\",\"created\":4,"
+		  "\"status\":\"succeeded\",\"id\":\"ch_x\"}",
+		    0, "ch_4", 4 },
+		/* escapes and fractions: read by cJSON */
+		{ "{\"id\":\"ch_5\",\"object\":\"charge\",\"created\":5,"
+		  "\"st\\u0061tus\":\"succeeded\"}",
+		    0, "ch_5", 5 },
+		{ "{\"id\":\"ch_6\",\"object\":\"charge\",\"created\":6e1,"
+		  "\"status\":\"succeeded\"}",
+		    0, "ch_6", 60 },
+		{ "{\"id\":\"ch_7\",\"object\":\"charge\",\"created\":7,"
+		  "\"status\":\"succ\\u0065eded\"}",
+		    0, "ch_7", 7 },
+		/* trailing bytes after the object: cJSON ignores them */
+		{ "{\"id\":\"ch_8\",\"object\":\"charge\",\"created\":8,"
+		  "\"status\":\"succeeded\"}xyz",
+		    0, "ch_8", 8 },
+		/* out of range, negative, not a charge, broken */
+		{ "{\"id\":\"ch_9\",\"object\":\"charge\","
+		  "\"created\":1000000000001,\"status\":\"succeeded\"}",
+		    -1, NULL, 0 },
+		{ "{\"id\":\"ch_a\",\"object\":\"charge\",\"created\":-1,"
+		  "\"status\":\"succeeded\"}",
+		    -1, NULL, 0 },
+		{ "{\"id\":\"ch_b\",\"object\":\"refund\",\"created\":1,"
+		  "\"status\":\"succeeded\"}",
+		    -1, NULL, 0 },
+		{ "{\"id\":\"ch_c\",\"object\":\"charge\",\"created\":1,"
+		  "\"status\":\"succeeded\",}",
+		    -1, NULL, 0 },
+		{ "{\"id\":\"\",\"object\":\"charge\",\"created\":1,"
+		  "\"status\":\"succeeded\"}",
+		    -1, NULL, 0 },
+	};
+	struct provider_result r;
+	size_t i;
+
+	(void)state;
+	for (i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		memset(&r, 0, sizeof(r));
+		if (wire_parse_charge(cases[i].json, strlen(cases[i].json),
+		        &r) != cases[i].rc)
+			fail_msg("case %zu: rc", i);
+		if (cases[i].rc != 0)
+			continue;
+		assert_int_equal(r.outcome, PROV_SUCCEEDED);
+		assert_string_equal(r.charge_id, cases[i].id);
+		assert_int_equal(r.created, cases[i].created);
+		assert_null(r.decline_code);
+	}
 }
 
 static void
@@ -378,6 +494,7 @@ main(void)
 		cmocka_unit_test(test_form_body),
 		cmocka_unit_test(test_search_query),
 		cmocka_unit_test(test_parse_charge),
+		cmocka_unit_test(test_parse_charge_forms),
 		cmocka_unit_test(test_parse_error),
 		cmocka_unit_test(test_parse_search),
 		cmocka_unit_test(test_backoff),
