@@ -12,8 +12,9 @@
  * easy handles are reused from a per-loop pool with the options that never
  * change set once; the headers are a constant list behind two per-call
  * nodes (Authorization, Idempotency-Key); a socket's poll handle outlives
- * the transfers of its kept connection (stopped between them, freed when
- * the socket closes); the timer is not re-armed for the same deadline.
+ * the transfers of its kept connection (left armed between them while it
+ * waits to read, freed when the socket closes); the charges URL is parsed
+ * once; the timer is not re-armed for the same deadline.
  */
 #include <errno.h>
 #include <stdint.h>
@@ -49,6 +50,8 @@ struct sock_ctx {
 	uv_poll_t poll;
 	curl_socket_t fd;
 	int events; /* UV_READABLE | UV_WRITABLE polled now; 0: stopped */
+	int conn; /* a connection's socket: closed through on_curl_close_socket */
+	int idle; /* no transfer wants it: readiness stops the poll */
 	struct http_provider *hp;
 };
 
@@ -141,6 +144,13 @@ on_sock_ready(uv_poll_t *p, int status, int events)
 	struct http_provider *hp = sc->hp;
 	int flags = 0, running;
 
+	/* a kept connection between transfers: libcurl checks it on reuse */
+	if (sc->idle) {
+		(void)uv_poll_stop(&sc->poll);
+		sc->events = 0;
+		sc->idle = 0;
+		return;
+	}
 	if (status < 0)
 		flags = CURL_CSELECT_ERR;
 	if (events & UV_READABLE)
@@ -151,61 +161,98 @@ on_sock_ready(uv_poll_t *p, int status, int events)
 	check_multi_info(hp);
 }
 
-static int
-on_curl_socket(CURL *easy, curl_socket_t s, int what, void *userp,
-    void *socketp)
+/* fd's poll handle, made on first use; NULL on ENOMEM. */
+static struct sock_ctx *
+sock_get(struct http_provider *hp, curl_socket_t s)
 {
-	struct http_provider *hp = userp;
 	struct sock_ctx *sc;
 	size_t cap;
-	int events = 0;
 
-	(void)easy;
-	(void)socketp;
-	/*
-	 * No transfer wants the socket now (a kept connection between
-	 * requests): the poll stops, its handle stays for the next transfer
-	 * on the same descriptor and is freed when the socket closes. A
-	 * descriptor closed without our close callback (not a connection)
-	 * leaves a stopped handle, which libuv knows only by the number: the
-	 * next socket of that number starts it again.
-	 */
-	if (what == CURL_POLL_REMOVE) {
-		if ((sc = sock_find(hp, s)) != NULL && sc->events != 0) {
-			(void)uv_poll_stop(&sc->poll);
-			sc->events = 0;
-		}
-		return 0;
-	}
 	if (s < 0 || s >= SOCKS_MAX)
-		return -1;
+		return NULL;
 	if ((size_t)s >= hp->socks_cap) {
 		cap = hp->socks_cap;
 		if (util_grow((char **)&hp->socks, &cap,
 		        ((size_t)s + 1) * sizeof(*hp->socks),
 		        64 * sizeof(*hp->socks),
 		        SOCKS_MAX * sizeof(*hp->socks)) != 0)
-			return -1;
+			return NULL;
 		memset(hp->socks + hp->socks_cap, 0,
 		    cap - hp->socks_cap * sizeof(*hp->socks));
 		hp->socks_cap = cap / sizeof(*hp->socks);
 	}
-	if ((sc = hp->socks[s]) == NULL) {
-		if ((sc = calloc(1, sizeof(*sc))) == NULL)
-			return -1;
-		sc->hp = hp;
-		if (uv_poll_init_socket(hp->loop, &sc->poll, s) != 0) {
-			free(sc);
-			return -1;
-		}
-		sc->fd = s;
-		sc->poll.data = sc;
-		hp->socks[s] = sc;
+	if ((sc = hp->socks[s]) != NULL)
+		return sc;
+	if ((sc = calloc(1, sizeof(*sc))) == NULL)
+		return NULL;
+	sc->hp = hp;
+	if (uv_poll_init_socket(hp->loop, &sc->poll, s) != 0) {
+		free(sc);
+		return NULL;
 	}
+	sc->fd = s;
+	sc->poll.data = sc;
+	hp->socks[s] = sc;
+	return sc;
+}
+
+/*
+ * A new connection's socket (not a resolver's): it is closed through
+ * on_curl_close_socket, so its poll handle may stay armed between
+ * transfers. Only marks it: never calls libcurl.
+ */
+static int
+on_curl_sockopt(void *clientp, curl_socket_t fd, curlsocktype purpose)
+{
+	struct sock_ctx *sc;
+
+	if (purpose == CURLSOCKTYPE_IPCXN &&
+	    (sc = sock_get(clientp, fd)) != NULL)
+		sc->conn = 1;
+	return CURL_SOCKOPT_OK;
+}
+
+static int
+on_curl_socket(CURL *easy, curl_socket_t s, int what, void *userp,
+    void *socketp)
+{
+	struct http_provider *hp = userp;
+	struct sock_ctx *sc;
+	int events = 0;
+
+	(void)easy;
+	(void)socketp;
+	/*
+	 * No transfer wants the socket now (a kept connection between
+	 * requests). A connection's socket read-polled stays armed, idle: the
+	 * next transfer on it usually wants the same, which then costs no
+	 * system call; readiness while idle (the peer closed) stops it.
+	 * Otherwise the poll stops. The handle stays until the socket closes
+	 * (on_curl_close_socket); one of a descriptor closed without that
+	 * callback (not a connection) is stopped, and libuv knows it only by
+	 * the number: the next socket of that number starts it again.
+	 */
+	if (what == CURL_POLL_REMOVE) {
+		if ((sc = sock_find(hp, s)) == NULL || sc->events == 0)
+			return 0;
+		if (sc->conn && sc->events == UV_READABLE) {
+			sc->idle = 1;
+			return 0;
+		}
+		(void)uv_poll_stop(&sc->poll);
+		sc->events = 0;
+		sc->idle = 0;
+		return 0;
+	}
+	if ((sc = sock_get(hp, s)) == NULL)
+		return -1;
 	if (what == CURL_POLL_IN || what == CURL_POLL_INOUT)
 		events |= UV_READABLE;
 	if (what == CURL_POLL_OUT || what == CURL_POLL_INOUT)
 		events |= UV_WRITABLE;
+	sc->idle = 0;
+	if (sc->conn && events == sc->events)
+		return 0; /* armed already, on the same open socket */
 	if (uv_poll_start(&sc->poll, events, on_sock_ready) != 0)
 		return -1;
 	sc->events = events;
@@ -495,6 +542,8 @@ easy_setup(struct http_provider *hp, CURL *e)
 	rc |= curl_easy_setopt(e, CURLOPT_CLOSESOCKETFUNCTION,
 	    on_curl_close_socket);
 	rc |= curl_easy_setopt(e, CURLOPT_CLOSESOCKETDATA, hp);
+	rc |= curl_easy_setopt(e, CURLOPT_SOCKOPTFUNCTION, on_curl_sockopt);
+	rc |= curl_easy_setopt(e, CURLOPT_SOCKOPTDATA, hp);
 	if (hp->proxy_off) {
 		/* no proxy variable was set: none looked up per transfer */
 		rc |= curl_easy_setopt(e, CURLOPT_PROXY, "");
