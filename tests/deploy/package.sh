@@ -167,6 +167,12 @@ else
 	notok "dpkg -i installs it" "$(tail -20 "$TMP/install.log")"
 	finish
 fi
+# an upgrade runs postinst configure again: the users exist by then
+if dpkg -i "$DEB" >"$TMP/reinstall.log" 2>&1; then
+	ok "dpkg -i again (postinst configure over an installed package)"
+else
+	notok "dpkg -i again (postinst configure over an installed package)" "$(tail -20 "$TMP/reinstall.log")"
+fi
 # a machine running systemd started the unit: run our own copy instead
 if [ -d /run/systemd/system ]; then
 	systemctl stop charge.service charge-provider-sim.service >/dev/null 2>&1
