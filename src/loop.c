@@ -193,8 +193,7 @@ on_listen(uv_poll_t *p, int status, int events)
 			if (accept_error_transient(errno)) {
 				if (l->transient++ == 0)
 					log_error(NULL,
-					    "loop %d: accept: %s; retrying "
-					    "every %d ms",
+					    "loop %d: accept: %s; retrying every %d ms",
 					    l->w.id, strerror(errno),
 					    ACCEPT_RETRY_MS);
 				(void)uv_poll_stop(&l->listen_poll);
@@ -208,16 +207,14 @@ on_listen(uv_poll_t *p, int status, int events)
 		}
 		if (!l->host.listen_unix && !peer_allowed(fd)) {
 			log_warn(NULL,
-			    "loop %d: a connection from an address not in "
-			    "FCGI_WEB_SERVER_ADDRS: closed",
+			    "loop %d: a connection from an address not in FCGI_WEB_SERVER_ADDRS: closed",
 			    l->w.id);
 			(void)close(fd);
 			continue;
 		}
 		if (l->transient > 0) {
 			log_info(NULL,
-			    "loop %d: accepting again after %d failed "
-			    "attempt(s)",
+			    "loop %d: accepting again after %d failed attempt(s)",
 			    l->w.id, l->transient);
 			l->transient = 0;
 		}
@@ -461,8 +458,7 @@ loop_serve(const struct config *cfg, const struct auth_table *auth,
 	}
 	if (started == n) {
 		log_info(NULL,
-		    "serving FastCGI with %d event loop(s), at most %d "
-		    "request(s) in flight",
+		    "serving FastCGI with %d event loop(s), at most %d request(s) in flight",
 		    n, cfg->max_inflight);
 		rc = wait_for_stop(ls, n);
 	}

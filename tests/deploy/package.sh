@@ -4,11 +4,14 @@
 # (dpkg-buildpackage -us -uc -b in a temporary copy), runs lintian (no error,
 # no warning that is not explained in debian/charge.lintian-overrides) and
 # checks what the package holds. Then, as root only (CI runs as root on a
-# throwaway machine): installs it with dpkg -i, runs the installed unit's
-# ExecStart as its User=/Group= with its Environment= and UMask= against a
-# private redis-server on a free loopback port (CHARGE_REDIS_URL), charges
-# through an nginx whose configuration includes the installed snippet, and
-# purges the package: the user, the state and the configuration are gone.
+# throwaway machine): installs it with dpkg -i, runs the installed units'
+# ExecStart as their User=/Group= with their Environment= and UMask= (the
+# demo provider charge-provider-sim.service, then charge.service against a
+# private redis-server on a free loopback port, CHARGE_REDIS_URL), charges
+# through an nginx whose configuration includes the installed snippet (the
+# charge reaches the simulator over its socket, as the installed charge.conf
+# says), and purges the package: the users, the state and the configuration
+# are gone.
 # Not root: the install steps print "# skipped" and count as nothing.
 set -uo pipefail
 REPO=$(cd "$(dirname "$(readlink -f "${BASH_SOURCE[0]}")")/../.." && pwd)
@@ -32,11 +35,12 @@ VERSION=$(sed -n "s/^ *version *: *'\([^']*\)'.*/\1/p" "$REPO/meson.build")
 ARCH=$(dpkg --print-architecture)
 TMP=$(mktemp -d "${TMPDIR:-/tmp}/charge-package.XXXXXX")
 chmod 755 "$TMP"
-INSTALLED=0 CHARGE_PID= NGINX_PID= REDIS_PID=
+INSTALLED=0 CHARGE_PID= NGINX_PID= REDIS_PID= SIM_PID=
 cleanup() {
 	trap - EXIT INT TERM
 	[ -n "$NGINX_PID" ] && kill -QUIT "$NGINX_PID" 2>/dev/null
 	[ -n "$CHARGE_PID" ] && kill -TERM "$CHARGE_PID" 2>/dev/null
+	[ -n "$SIM_PID" ] && kill -TERM "$SIM_PID" 2>/dev/null
 	[ -n "$REDIS_PID" ] && kill -TERM "$REDIS_PID" 2>/dev/null
 	wait 2>/dev/null
 	# never leave the package behind on the test machine
@@ -83,12 +87,19 @@ t "holds /etc/charge/charge.conf, mode 0640" has '-rw-r-----' root/root etc/char
 t "/etc/charge/charge.conf and /etc/charge/api-keys are conffiles" \
 	diff <(sort "$TMP/conffiles") <(printf '%s\n' /etc/charge/api-keys /etc/charge/charge.conf)
 t "holds the systemd unit" has '-rw-r--r--' root/root lib/systemd/system/charge.service
+t "holds the demo provider's unit" has '-rw-r--r--' root/root lib/systemd/system/charge-provider-sim.service
 t "holds /usr/share/charge/www (demo page, API reference, problem pages)" \
 	grep -qE ' \./usr/share/charge/www/(api\.html|index\.html|problems/not-found)$' "$TMP/contents"
 t "holds the web-server snippets in /usr/share/charge/conf/snippets" \
 	test "$(grep -cE ' \./usr/share/charge/conf/snippets/(nginx|lighttpd|apache)\.conf$' "$TMP/contents")" = 3
 t "holds nothing under /var (postinst and systemd make /var/lib/charge)" \
 	test -z "$(grep ' \./var/' "$TMP/contents")"
+SIM_SOCK=/run/charge-provider-sim/sim.sock
+dpkg-deb --fsys-tarfile "$DEB" | tar -xOf - ./etc/charge/charge.conf >"$TMP/charge.conf" 2>/dev/null
+t "the package's charge.conf: provider_url = unix:$SIM_SOCK (the demo provider)" \
+	grep -qx "provider_url = unix:$SIM_SOCK" "$TMP/charge.conf"
+t "the package's charge.conf says to replace it with a real provider's https URL" \
+	grep -q "^# provider's https URL" "$TMP/charge.conf"
 
 # --- the snippets parse in their servers (from the package's files) ---------
 X=$TMP/x
@@ -156,9 +167,15 @@ else
 	notok "dpkg -i installs it" "$(tail -20 "$TMP/install.log")"
 	finish
 fi
+# an upgrade runs postinst configure again: the users exist by then
+if dpkg -i "$DEB" >"$TMP/reinstall.log" 2>&1; then
+	ok "dpkg -i again (postinst configure over an installed package)"
+else
+	notok "dpkg -i again (postinst configure over an installed package)" "$(tail -20 "$TMP/reinstall.log")"
+fi
 # a machine running systemd started the unit: run our own copy instead
 if [ -d /run/systemd/system ]; then
-	systemctl stop charge.service >/dev/null 2>&1
+	systemctl stop charge.service charge-provider-sim.service >/dev/null 2>&1
 fi
 
 uid=$(getent passwd charge | cut -d: -f3)
@@ -172,20 +189,61 @@ t "/etc/charge/charge.conf is root:charge 0640 (it holds provider_secret)" \
 t "/var/lib/charge belongs to charge" test "$(stat -c %U /var/lib/charge 2>/dev/null)" = charge
 t "the unit is enabled (multi-user.target.wants)" \
 	test -L /etc/systemd/system/multi-user.target.wants/charge.service
+t "the demo provider's unit is enabled (multi-user.target.wants)" \
+	test -L /etc/systemd/system/multi-user.target.wants/charge-provider-sim.service
+suid=$(getent passwd charge-provider-sim | cut -d: -f3)
+t "postinst made the system user charge-provider-sim (uid $suid < 1000)" \
+	test -n "$suid" -a "${suid:-1000}" -lt 1000
+t "postinst made charge a member of the group charge-provider-sim (its socket)" \
+	grep -qE '^charge-provider-sim:[^:]*:[^:]*:(.*,)?charge(,|$)' /etc/group
+t "/var/lib/charge-provider-sim belongs to charge-provider-sim, mode 0750" \
+	test "$(stat -c '%U %a' /var/lib/charge-provider-sim 2>/dev/null)" = "charge-provider-sim 750"
 
-# The unit's directives (one value per line in this unit).
-UNIT=/lib/systemd/system/charge.service
+# A unit's directives (one value per line in these units).
+UNIT=
 directive() { sed -n "s/^$1=//p" "$UNIT"; }
-EXEC=$(directive ExecStart)
-USER_=$(directive User) GROUP_=$(directive Group) UMASK_=$(directive UMask)
-# systemd's supplementary groups: those /etc/group lists the user in, and
-# SupplementaryGroups= (the user's own group from passwd is not among them)
-SUPP=$( (getent group | awk -F: -v u="$USER_" '{n = split($4, m, ","); for (i = 1; i <= n; i++) if (m[i] == u) print $1}'
-	directive SupplementaryGroups | tr ' ' '\n'; echo "$GROUP_") | grep . | sort -u | paste -sd,)
-RUNDIR=/run/$(directive RuntimeDirectory) RUNMODE=$(directive RuntimeDirectoryMode)
-t "ExecStart runs the installed binary on a socket under $RUNDIR" \
-	test "$EXEC" = "/usr/sbin/charge --listen $RUNDIR/charge.sock"
-mapfile -t ENVS < <(directive Environment)
+# unit_start UNIT LOG [VAR=VALUE...]: what systemd does for UNIT without
+# systemd: RuntimeDirectory= (StateDirectory= exists: postinst), then its
+# ExecStart as User=/Group= with the supplementary groups, UMask= and
+# Environment= (and the VAR=VALUE given). Sets UNIT_PID, UNIT_EXEC, UNIT_USER,
+# UNIT_GROUP, UNIT_RUNDIR.
+unit_start() {
+	UNIT=$1
+	local log=$2 umask_ supp envs
+	shift 2
+	UNIT_EXEC=$(directive ExecStart)
+	UNIT_USER=$(directive User) UNIT_GROUP=$(directive Group) umask_=$(directive UMask)
+	# systemd's supplementary groups: those /etc/group lists the user in,
+	# and SupplementaryGroups= (the user's own group from passwd is not
+	# among them)
+	supp=$( (getent group | awk -F: -v u="$UNIT_USER" '{n = split($4, m, ","); for (i = 1; i <= n; i++) if (m[i] == u) print $1}'
+		directive SupplementaryGroups | tr ' ' '\n'; echo "$UNIT_GROUP") | grep . | sort -u | paste -sd,)
+	UNIT_RUNDIR=/run/$(directive RuntimeDirectory)
+	install -d -o "$UNIT_USER" -g "$UNIT_GROUP" -m "$(directive RuntimeDirectoryMode | grep . || echo 0755)" "$UNIT_RUNDIR"
+	mapfile -t envs < <(directive Environment)
+	# shellcheck disable=SC2086
+	(umask "${umask_:-0022}" && exec env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin "${envs[@]}" "$@" \
+		setpriv --reuid="$UNIT_USER" --regid="$UNIT_GROUP" --groups="$supp" $UNIT_EXEC) \
+		>"$log" 2>&1 &
+	UNIT_PID=$!
+}
+
+# the demo provider first (charge.service is ordered after it)
+unit_start /lib/systemd/system/charge-provider-sim.service "$TMP/sim.log"
+SIM_PID=$UNIT_PID
+t "the simulator's ExecStart listens on $SIM_SOCK" \
+	test "$UNIT_EXEC" = "/usr/sbin/charge-provider-sim --listen unix:$SIM_SOCK --data /var/lib/charge-provider-sim/store"
+for _ in $(seq 1 50); do [ -S "$SIM_SOCK" ] && break; sleep 0.1; done
+sim_get() { curl -s --max-time 5 --unix-socket "$SIM_SOCK" "http://sim$1"; }
+if [ -S "$SIM_SOCK" ] && kill -0 "$SIM_PID" 2>/dev/null &&
+	sim_get /_sim/stats | grep -q '"charges":0'; then
+	ok "the simulator's ExecStart runs as $UNIT_USER:$UNIT_GROUP; GET /_sim/stats over its socket: no charge yet"
+else
+	notok "the simulator's ExecStart runs as $UNIT_USER:$UNIT_GROUP and answers on its socket" \
+		"$(ls -l "$SIM_SOCK" 2>&1; sim_get /_sim/stats; tail -20 "$TMP/sim.log")"
+fi
+t "the simulator's socket is srwxrwx--- charge-provider-sim:charge-provider-sim (UMask=0007)" \
+	test "$(stat -c '%A %U:%G' "$SIM_SOCK" 2>/dev/null)" = "srwxrwx--- charge-provider-sim:charge-provider-sim"
 
 REDIS_PORT=$(stack_port_pick)
 redis-server --port "$REDIS_PORT" --bind 127.0.0.1 --save '' --appendonly no \
@@ -196,20 +254,17 @@ for _ in $(seq 1 50); do
 	sleep 0.1
 done
 
-# what systemd does before ExecStart: RuntimeDirectory= (StateDirectory=
-# exists: postinst), then the process as User=/Group= with UMask=
-install -d -o "$USER_" -g "$GROUP_" -m "${RUNMODE:-0755}" "$RUNDIR"
-# shellcheck disable=SC2086
-(umask "${UMASK_:-0022}" && exec env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin "${ENVS[@]}" \
-	CHARGE_REDIS_URL="redis://127.0.0.1:$REDIS_PORT" \
-	setpriv --reuid="$USER_" --regid="$GROUP_" --groups="$SUPP" $EXEC) \
-	>"$TMP/charge.log" 2>&1 &
-CHARGE_PID=$!
+unit_start /lib/systemd/system/charge.service "$TMP/charge.log" \
+	CHARGE_REDIS_URL="redis://127.0.0.1:$REDIS_PORT"
+CHARGE_PID=$UNIT_PID
+RUNDIR=$UNIT_RUNDIR
+t "ExecStart runs the installed binary on a socket under $RUNDIR" \
+	test "$UNIT_EXEC" = "/usr/sbin/charge --listen $RUNDIR/charge.sock"
 for _ in $(seq 1 50); do [ -S "$RUNDIR/charge.sock" ] && break; sleep 0.1; done
 if [ -S "$RUNDIR/charge.sock" ] && kill -0 "$CHARGE_PID" 2>/dev/null; then
-	ok "the unit's ExecStart runs as $USER_:$GROUP_ with the installed configuration"
+	ok "the unit's ExecStart runs as $UNIT_USER:$UNIT_GROUP with the installed configuration"
 else
-	notok "the unit's ExecStart runs as $USER_:$GROUP_ with the installed configuration" \
+	notok "the unit's ExecStart runs as $UNIT_USER:$UNIT_GROUP with the installed configuration" \
 		"$(tail -20 "$TMP/charge.log")"
 fi
 
@@ -268,8 +323,16 @@ if [ "$s2" = 201 ] && grep -qi '^Idempotent-Replayed: true' "$TMP/h2" && cmp -s 
 else
 	notok "the same request again: the replay" "got $s2: $(cat "$TMP/h2" "$TMP/b2" 2>/dev/null)"
 fi
-t "the provider ledger is in /var/lib/charge, owned by charge" \
-	test "$(stat -c %U /var/lib/charge/provider-ledger.log 2>/dev/null)" = charge
+stats=$(sim_get /_sim/stats)
+keys=$(sim_get /_sim/keys)
+if grep -q '"charges":1,' <<<"$stats" && grep -q '"deliveries":1,' <<<"$stats" &&
+	[ "$(grep -o '"idempotency_key"' <<<"$keys" | wc -l)" = 1 ] &&
+	grep -q '"charges":1,' <<<"$keys"; then
+	ok "the charge reached the demo provider over $SIM_SOCK: 1 key, 1 charge (the replay did not call it)"
+else
+	notok "the charge reached the demo provider over $SIM_SOCK: 1 key, 1 charge" \
+		"stats: $stats" "keys: $keys" "$(tail -5 "$TMP/charge.log" "$TMP/sim.log")"
+fi
 t "the API reference is served beside the demo page (/api.html)" \
 	test "$(stack_http_status "$B/api.html")" = 200
 s=$(curl -s -o "$TMP/b404" -w '%{http_code} %{content_type}' "$B/nope")
@@ -279,6 +342,10 @@ s=$(curl -s -o "$TMP/b404" -w '%{http_code} %{content_type}' "$B/nope")
 kill -QUIT "$NGINX_PID" 2>/dev/null; wait "$NGINX_PID" 2>/dev/null; NGINX_PID=
 kill -TERM "$CHARGE_PID" 2>/dev/null; wait "$CHARGE_PID" 2>/dev/null; CHARGE_PID=
 kill -TERM "$REDIS_PID" 2>/dev/null; wait "$REDIS_PID" 2>/dev/null; REDIS_PID=
+kill -TERM "$SIM_PID" 2>/dev/null; wait "$SIM_PID" 2>/dev/null
+t "the simulator exits 0 on SIGTERM; its store is in /var/lib/charge-provider-sim" \
+	test $? -eq 0 -a "$(stat -c %U /var/lib/charge-provider-sim/store 2>/dev/null)" = charge-provider-sim
+SIM_PID=
 
 if dpkg --purge charge >"$TMP/purge.log" 2>&1; then
 	INSTALLED=0
@@ -288,9 +355,15 @@ else
 fi
 t "purge removed the user charge" test -z "$(getent passwd charge)"
 t "purge removed the group charge" test -z "$(getent group charge)"
+t "purge removed the user and group charge-provider-sim" \
+	test -z "$(getent passwd charge-provider-sim)$(getent group charge-provider-sim)"
+t "purge removed /var/lib/charge-provider-sim and /run/charge-provider-sim" \
+	test ! -e /var/lib/charge-provider-sim -a ! -e /run/charge-provider-sim
 t "purge removed /var/lib/charge" test ! -e /var/lib/charge
 t "purge removed /etc/charge" test ! -e /etc/charge
 t "purge removed $RUNDIR" test ! -e "$RUNDIR"
 t "purge removed the enable symlink" test ! -L /etc/systemd/system/multi-user.target.wants/charge.service
+t "purge removed the demo provider's enable symlink" \
+	test ! -L /etc/systemd/system/multi-user.target.wants/charge-provider-sim.service
 t "purge removed the statoverrides" test -z "$(dpkg-statoverride --list '/etc/charge/*')"
 finish

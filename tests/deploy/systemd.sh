@@ -4,7 +4,10 @@
 # build/charge, and with the man page of Documentation= reachable), its
 # hardening and lifecycle directives are present, TimeoutStopSec covers the
 # longest request in hand, every CHARGE_<KEY> it sets is a configuration key,
-# and systemd-analyze security rates its exposure "OK" or better.
+# and systemd-analyze security rates its exposure "OK" or better. Then the
+# same for conf/charge-provider-sim.service, the demo provider that
+# charge.service pulls in (Wants=/After=): verify (with build/charge-provider-sim),
+# its identity, socket, store, restart policy and hardening, and its rating.
 # No service is started. Exit status 1 when any check fails.
 set -uo pipefail
 
@@ -12,6 +15,9 @@ ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 UNIT=${CHARGE_UNIT:-$ROOT/conf/charge.service}
 BIN=${CHARGE_BIN:-$ROOT/build/charge}
 INSTALLED_BIN=/usr/local/sbin/charge
+SIM_UNIT=${CHARGE_SIM_UNIT:-$ROOT/conf/charge-provider-sim.service}
+SIM_BIN=${CHARGE_SIM_BIN:-$ROOT/build/charge-provider-sim}
+SIM_INSTALLED_BIN=/usr/local/sbin/charge-provider-sim
 MAX_EXPOSURE=2.0          # systemd-analyze security: <= 2.0 is rated "OK"
 
 N=0
@@ -185,6 +191,96 @@ else
 		ok "systemd-analyze security: exposure $level (at most $MAX_EXPOSURE)"
 	else
 		not_ok "systemd-analyze security: exposure at most $MAX_EXPOSURE" "got ${level:-no rating}"
+	fi
+fi
+
+# --- conf/charge-provider-sim.service --------------------------------------
+if [ ! -f "$SIM_UNIT" ]; then
+	not_ok "conf/charge-provider-sim.service exists"
+else
+	ok "conf/charge-provider-sim.service exists"
+	sim_directives() { grep -vE '^[[:space:]]*(#|;|$)' "$SIM_UNIT"; }
+	if ! command -v systemd-analyze >/dev/null 2>&1; then
+		skip "systemd-analyze verify accepts the simulator's unit" "systemd-analyze not installed"
+	elif [ ! -x "$SIM_BIN" ]; then
+		not_ok "systemd-analyze verify accepts the simulator's unit" \
+			"$SIM_BIN is missing: build first"
+	else
+		sed "s#$SIM_INSTALLED_BIN#$SIM_BIN#g" "$SIM_UNIT" >"$TMP/charge-provider-sim.service"
+		cp "$ROOT/docs/charge-provider-sim.8" "$TMP/man/man8/" 2>/dev/null
+		# beside charge.service, which pulls it in
+		units=("$TMP/charge-provider-sim.service")
+		[ -f "$TMP/charge.service" ] && units+=("$TMP/charge.service")
+		out=$(cd "$TMP" && MANPATH="$TMP/man" systemd-analyze verify "${units[@]}" 2>&1)
+		rc=$?
+		if [ "$rc" -eq 0 ] && [ -z "$out" ]; then
+			ok "systemd-analyze verify accepts the simulator's unit beside charge.service (no warnings)"
+		else
+			mapfile -t lines <<<"$out"
+			not_ok "systemd-analyze verify accepts the simulator's unit (no warnings)" \
+				"exit status $rc" "${lines[@]}"
+		fi
+	fi
+	SIM_REQUIRED=(
+		"Type=exec"
+		"ExecStart=$SIM_INSTALLED_BIN --listen unix:/run/charge-provider-sim/sim\\.sock --data /var/lib/charge-provider-sim/[a-z]+"
+		"User=charge-provider-sim"
+		"Group=charge-provider-sim"
+		"UMask=0007"
+		"RuntimeDirectory=charge-provider-sim"
+		"StateDirectory=charge-provider-sim"
+		"ReadWritePaths=.*/var/lib/charge-provider-sim.*"
+		"Restart=on-failure"
+		"KillSignal=SIGTERM"
+		"LimitCORE=0"
+		"NoNewPrivileges=yes"
+		"ProtectSystem=strict"
+		"ProtectHome=yes"
+		"PrivateTmp=yes"
+		"PrivateDevices=yes"
+		"PrivateNetwork=yes"
+		"ProtectKernelTunables=yes"
+		"ProtectKernelModules=yes"
+		"ProtectControlGroups=yes"
+		"RestrictAddressFamilies=AF_UNIX"
+		"RestrictNamespaces=yes"
+		"MemoryDenyWriteExecute=yes"
+		"CapabilityBoundingSet="
+		"SystemCallArchitectures=native"
+		"SystemCallFilter=@system-service"
+	)
+	for req in "${SIM_REQUIRED[@]}"; do
+		key=${req%%=*}
+		re=${req#*=}
+		shown=${re//\\/}
+		line=$(sim_directives | grep -E "^${key}=${re}\$" | head -1)
+		if [ -n "$line" ] || { [ -z "$re" ] && sim_directives | grep -qx "${key}="; }; then
+			ok "simulator: ${line:-$key=}"
+		else
+			have=$(sim_directives | grep -E "^${key}=" | tr '\n' ' ')
+			not_ok "simulator: $key=$shown" "found: ${have:-nothing}"
+		fi
+	done
+	# charge.service pulls the demo provider in and starts after it
+	if directives | grep -qE '^Wants=.*\bcharge-provider-sim\.service\b' &&
+		directives | grep -qE '^After=.*\bcharge-provider-sim\.service\b'; then
+		ok "charge.service: Wants= and After= charge-provider-sim.service"
+	else
+		not_ok "charge.service: Wants= and After= charge-provider-sim.service" \
+			"found: $(directives | grep -E '^(Wants|After)=' | tr '\n' ' ')"
+	fi
+	if [ ! -f "$TMP/charge-provider-sim.service" ] || ! command -v systemd-analyze >/dev/null 2>&1; then
+		skip "systemd-analyze security rates the simulator's unit OK" "no verified copy"
+	elif out=$(cd "$TMP" && systemd-analyze security --offline=true "$TMP/charge-provider-sim.service" 2>&1); then
+		level=$(sed -nE 's/.*Overall exposure level for [^:]*: ([0-9.]+).*/\1/p' <<<"$out")
+		if [ -n "$level" ] && awk -v l="$level" -v m="$MAX_EXPOSURE" 'BEGIN { exit !(l <= m) }'; then
+			ok "systemd-analyze security of the simulator's unit: exposure $level (at most $MAX_EXPOSURE)"
+		else
+			not_ok "systemd-analyze security of the simulator's unit: exposure at most $MAX_EXPOSURE" \
+				"got ${level:-no rating}"
+		fi
+	else
+		skip "systemd-analyze security rates the simulator's unit OK" "this systemd has no --offline"
 	fi
 fi
 

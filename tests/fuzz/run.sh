@@ -15,9 +15,12 @@ if ! command -v "$CC" >/dev/null; then
 	echo "not ok 1 - $CC not installed"
 	exit 1
 fi
-python3 "$ROOT/tools/embed.py" "$OUT/lua_scripts.c" "$OUT/lua_scripts.h" \
-	claim="$ROOT/lua/claim.lua" record="$ROOT/lua/record.lua" \
-	release="$ROOT/lua/release.lua" lookup="$ROOT/lua/lookup.lua" || exit 1
+# every script of lua/, as meson embeds them (name=path)
+scripts=()
+for f in "$ROOT"/lua/*.lua; do
+	scripts+=("$(basename "$f" .lua)=$f")
+done
+python3 "$ROOT/tools/embed.py" "$OUT/lua_scripts.c" "$OUT/lua_scripts.h" "${scripts[@]}" || exit 1
 # shellcheck disable=SC2046
 if ! "$CC" -std=c11 -D_GNU_SOURCE -g -O1 -Wall -Wextra -Werror \
 	-fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all \
