@@ -10,12 +10,18 @@
 --                                   already owned it: a retried claim is safe)
 --   {'mismatch', digests}           the key holds another fingerprint; digests
 --                                   are its stored param_digests (nil if none)
---   'resumed'                       the key holds an outcome 'unknown' (the
+--   {'resumed', created_ms, quiet_ms}
+--                                   the key holds an outcome 'unknown' (the
 --                                   provider's answer never came) and the
 --                                   caller took it over: it owns the record
 --                                   for the claim TTL (lease_ms) and asks the
 --                                   provider again with the same downstream
---                                   key; the record's own TTL is kept
+--                                   key; the record's own TTL is kept.
+--                                   created_ms: the first claim's; quiet_ms:
+--                                   the latest moment an earlier attempt may
+--                                   have sent to the provider (the last
+--                                   unknown recorded, updated_ms, or the end
+--                                   of a lease that lapsed unrecorded)
 --   {'in_progress', created_ms}     another attempt holds the claim, made then
 --                                   (or holds the lease on an unknown
 --                                   record, taken then)
@@ -62,14 +68,19 @@ if r[1] == 'in_progress' then
 end
 if r[1] == 'unknown' then
   -- not settled: whoever asks again owns it for a lease, one at a time
-  local c = redis.call('HMGET', key, 'owner', 'lease_ms')
+  local c = redis.call('HMGET', key, 'owner', 'lease_ms', 'created_ms',
+                       'updated_ms')
+  local quiet = c[4] or c[3]
   if c[1] == ARGV[2] then
-    return 'resumed'
+    return {'resumed', c[3], quiet}
   end
   if c[2] and c[2] + 0 > now + 0 then
     return {'in_progress', tostring(c[2] - ttl)}
   end
+  if c[2] and quiet and c[2] + 0 > quiet + 0 then
+    quiet = c[2] -- a lease that lapsed before its holder recorded
+  end
   redis.call('HSET', key, 'owner', ARGV[2], 'lease_ms', tostring(now + ttl))
-  return 'resumed'
+  return {'resumed', c[3], quiet}
 end
 return {'recorded', r[1], r[3], r[4], r[5], r[6], r[7], r[8], r[9], r[10]}

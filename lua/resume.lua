@@ -7,7 +7,9 @@
 -- fingerprint (the completer has only the key): the caller owns the record
 -- until now + lease (lease_ms) and asks the provider again with the same
 -- downstream key; the record's own TTL is kept. Returns one of
---   {'resumed', fingerprint, param_digests, request, created_ms}
+--   {'resumed', fingerprint, param_digests, request, created_ms, quiet_ms}
+--                          quiet_ms as claim.lua's: the latest moment an
+--                          earlier attempt may have sent to the provider
 --   {'leased', lease_ms}   a retry or another completer holds it
 --   {'settled', state}     not unknown (any more): state, or nil if absent
 if #KEYS ~= 1 or #ARGV ~= 3 or ARGV[1] == ''
@@ -17,13 +19,18 @@ if #KEYS ~= 1 or #ARGV ~= 3 or ARGV[1] == ''
 end
 local key = KEYS[1]
 local r = redis.call('HMGET', key, 'state', 'owner', 'lease_ms',
-                     'fingerprint', 'param_digests', 'request', 'created_ms')
+                     'fingerprint', 'param_digests', 'request', 'created_ms',
+                     'updated_ms')
 if r[1] ~= 'unknown' then
   return {'settled', r[1]}
 end
 if r[2] ~= ARGV[1] and r[3] and r[3] + 0 > ARGV[2] + 0 then
   return {'leased', r[3]}
 end
+local quiet = r[8] or r[7]
+if r[2] ~= ARGV[1] and r[3] and quiet and r[3] + 0 > quiet + 0 then
+  quiet = r[3] -- a lease that lapsed before its holder recorded
+end
 redis.call('HSET', key, 'owner', ARGV[1],
            'lease_ms', tostring(ARGV[2] + ARGV[3]))
-return {'resumed', r[4], r[5], r[6], r[7]}
+return {'resumed', r[4], r[5], r[6], r[7], quiet}

@@ -17,6 +17,22 @@
  *   provider_start ─▶ on_provider_done ─ render ─▶ [on_spill_written |
  *   on_pending_added (unknown)] ─ record_send ─▶ on_record_reply ─ answer ─
  *   charge_finish
+ *
+ * The step a request is in is cx->state, changed in one place,
+ * charge_set_state, which asserts every change against charge_allowed:
+ *
+ *   CHECK ─▶ CLAIM ─▶ [QUIET] ─▶ PROVIDER ─▶ [SPILL | INDEX] ─▶ RECORD ─▶ [REPLAY] ─▶ ANSWER
+ *            ▲ │ ▲                   │
+ *     WAIT ──┘ │ └───────────────────┘ the claim lapsed: read the key's state again
+ *   (Prefer:   ├─▶ REPLAY, RELEASE ─▶ ANSWER
+ *    wait) ◀───┘
+ *
+ * QUIET: a retry that took an unknown outcome over past the completer's
+ * last step searches the provider, after waiting until no earlier delivery
+ * can be in flight (completer_settle_step).
+ *
+ * and every step may end in ANSWER when it answers at once (a refusal, an
+ * error, 409, 422, 503).
  */
 #include <assert.h>
 #include <stdio.h>
@@ -26,6 +42,7 @@
 #include "charge.h"
 #include "charge_answer.h"
 #include "clock.h"
+#include "completer.h"
 #include "digest.h"
 #include "headers.h"
 #include "idem.h"
@@ -34,10 +51,46 @@
 #include "provider.h"
 #include "spill.h"
 
+/* The step a request is in: what it waits for (see charge_set_state). */
+enum charge_state {
+	CS_CHECK, /* checking the request (nothing sent yet) */
+	CS_CLAIM, /* the claim script */
+	CS_WAIT,  /* Prefer: wait, a pause before claiming again */
+	CS_QUIET, /* resumed: waiting until no earlier delivery is in flight */
+	CS_PROVIDER, /* the provider call */
+	CS_SPILL,    /* writing a large body on the I/O thread pool */
+	CS_INDEX,    /* naming an unknown outcome in the index */
+	CS_RECORD,   /* the record script */
+	CS_REPLAY,   /* reading a recorded outcome's spilled body */
+	CS_RELEASE,  /* giving back a claim that will not be executed */
+	CS_ANSWER,   /* answered, handed over: the context closes */
+	CS_NSTATES
+};
+
+/* charge_set_state's map: charge_allowed[from] has bit `to`. */
+#define B(s) (1u << (s))
+static const unsigned charge_allowed[CS_NSTATES] = {
+	[CS_CHECK] = B(CS_CLAIM) | B(CS_ANSWER),
+	[CS_CLAIM] = B(CS_WAIT) | B(CS_QUIET) | B(CS_PROVIDER) | B(CS_REPLAY) |
+	    B(CS_RELEASE) | B(CS_ANSWER),
+	[CS_WAIT] = B(CS_CLAIM),
+	[CS_QUIET] = B(CS_PROVIDER),
+	[CS_PROVIDER] = B(CS_CLAIM) | B(CS_SPILL) | B(CS_INDEX) | B(CS_RECORD) |
+	    B(CS_ANSWER),
+	[CS_SPILL] = B(CS_RECORD),
+	[CS_INDEX] = B(CS_RECORD),
+	[CS_RECORD] = B(CS_REPLAY) | B(CS_ANSWER),
+	[CS_REPLAY] = B(CS_ANSWER),
+	[CS_RELEASE] = B(CS_ANSWER),
+	[CS_ANSWER] = 0,
+};
+#undef B
+
 /* Everything one /charge request carries between its steps. */
 struct charge_ctx {
 	struct exchange *x; /* NULL once finished */
 	struct worker *w;
+	enum charge_state state; /* only charge_set_state changes it */
 	const char *principal;
 	char key[IDEM_KEY_MAX + 1];
 	size_t keylen;
@@ -51,9 +104,10 @@ struct charge_ctx {
 	long long claim_us;         /* monotonic time the last claim was sent */
 	long long wait_deadline_us; /* Prefer: wait; 0: none */
 	long long pause_ms;         /* before the next claim while waiting */
-	int execute;      /* 0 after a lapse: a claim is given back, not run */
-	int resumed;      /* the key held an unknown outcome we took over */
-	uv_timer_t timer; /* Prefer: wait pauses */
+	int execute; /* 0 after a lapse: a claim is given back, not run */
+	int resumed; /* the key held an unknown outcome we took over */
+	struct idem_resume taken; /* resumed: its created_ms and quiet_ms */
+	uv_timer_t timer; /* Prefer: wait pauses, the settle step's quiet */
 	uv_work_t work;   /* a spill write or read on the I/O thread pool */
 	struct provider_result pr;
 	struct idem_record out;    /* the outcome to record */
@@ -67,6 +121,22 @@ struct charge_ctx {
 
 static void claim_send(struct charge_ctx *cx);
 static void record_send(struct charge_ctx *cx);
+
+/*
+ * The one place a request's step changes: only along charge_allowed, and
+ * the provider is called only by a request that may execute (not after a
+ * lapse) and still has its exchange.
+ */
+static void
+charge_set_state(struct charge_ctx *cx, enum charge_state to)
+{
+	(void)charge_allowed; /* read by the asserts only (none with NDEBUG) */
+	assert(cx->state < CS_NSTATES && to < CS_NSTATES);
+	assert((charge_allowed[cx->state] & (1u << to)) != 0);
+	assert(cx->x != NULL);
+	assert(to != CS_PROVIDER || cx->execute);
+	cx->state = to;
+}
 
 static void
 on_ctx_closed(uv_handle_t *h)
@@ -85,7 +155,7 @@ on_ctx_closed(uv_handle_t *h)
 static void
 charge_finish(struct charge_ctx *cx)
 {
-	assert(cx->x != NULL);
+	charge_set_state(cx, CS_ANSWER);
 	exchange_finish(cx->x);
 	cx->x = NULL;
 	uv_close((uv_handle_t *)&cx->timer, on_ctx_closed);
@@ -238,6 +308,7 @@ on_spill_read(uv_work_t *req, int status)
 static void
 replay(struct charge_ctx *cx, struct idem_record *rec)
 {
+	charge_set_state(cx, CS_REPLAY);
 	cx->replay = *rec;
 	rec->body = NULL; /* ownership moves to cx */
 	if (cx->replay.body_file[0] == '\0') {
@@ -302,8 +373,10 @@ claim_failed(struct charge_ctx *cx, const struct idem_result *res)
 	    now_mono_us() - cx->claim_us <
 	        500LL * cx->w->cfg->redis_timeout_ms &&
 	    idem_release(cx->w->redis, cx->rkey, cx->owner,
-	        on_release_after_error, cx) == 0)
+	        on_release_after_error, cx) == 0) {
+		charge_set_state(cx, CS_RELEASE);
 		return;
+	}
 	answer_text(&cx->x->resp, TEXT_STORE_DOWN,
 	    res->outcome_unknown ? claim_left_s(cx)
 	                         : RETRY_AFTER_UNAVAILABLE_S);
@@ -429,6 +502,7 @@ on_provider_done(const struct provider_result *pr, void *arg)
 		    cx->rkey, cx->pr.attempts, cx->pr.why);
 		/* the completer's first look: as soon as a retry may come */
 		due_ms = now_wall_ms() + 1000LL * atoll(cx->out.retry_after);
+		charge_set_state(cx, CS_INDEX);
 		if (idem_index_name(index, sizeof(index), cfg->key_prefix) >
 		        0 &&
 		    idem_pending_add(cx->w->redis, index, cx->rkey, due_ms,
@@ -439,6 +513,7 @@ on_provider_done(const struct provider_result *pr, void *arg)
 	}
 	if (cx->out.body_len > (size_t)cfg->spill_threshold_bytes) {
 		/* write, fsync, rename: on the I/O thread pool, never the loop */
+		charge_set_state(cx, CS_SPILL);
 		cx->work.data = cx;
 		if (uv_queue_work(cx->w->loop, &cx->work, spill_write_work,
 		        on_spill_written) == 0)
@@ -452,15 +527,39 @@ on_provider_done(const struct provider_result *pr, void *arg)
 	record_send(cx);
 }
 
-/* The key is ours (or its unknown outcome is): ask the provider. */
+static void provider_start(struct charge_ctx *cx);
+
+static void
+on_quiet_timer(uv_timer_t *t)
+{
+	provider_start(t->data);
+}
+
+/*
+ * The key is ours (or its unknown outcome is): ask the provider. An
+ * unknown outcome takes the completer's settle step (the same rule): ask
+ * again, or search, after the quiet it asks for (state QUIET).
+ */
 static void
 provider_start(struct charge_ctx *cx)
 {
 	struct provider_result res;
 	struct provider_call call;
+	long long wait_ms;
 
-	metrics_inc(MC_PROVIDER_CALLS);
 	memset(&call, 0, sizeof(call));
+	if (cx->resumed) {
+		wait_ms = completer_settle_step(cx->w->cfg, &cx->taken,
+		    now_wall_ms(), &call);
+		if (wait_ms > 0 && cx->state != CS_QUIET) {
+			charge_set_state(cx, CS_QUIET);
+			(void)uv_timer_start(&cx->timer, on_quiet_timer,
+			    (uint64_t)wait_ms, 0);
+			return;
+		}
+	}
+	charge_set_state(cx, CS_PROVIDER);
+	metrics_inc(MC_PROVIDER_CALLS);
 	call.principal = cx->principal;
 	call.key = cx->key;
 	call.keylen = cx->keylen;
@@ -471,7 +570,6 @@ provider_start(struct charge_ctx *cx)
 	call.canon = cx->canon;
 	call.canonlen = cx->canonlen;
 	call.deadline_us = charge_deadline_us(cx);
-	call.resume = cx->resumed;
 	if (provider_charge_start(cx->w->provider, &call, on_provider_done,
 	        cx) == 0)
 		return;
@@ -563,6 +661,7 @@ record_send(struct charge_ctx *cx)
 	struct idem_result res;
 	int unknown = cx->prob == PROB_OUTCOME_UNKNOWN;
 
+	charge_set_state(cx, CS_RECORD);
 	/* an unknown outcome lives as long as a charge would */
 	cx->ttl_ms = 1000LL *
 	    (cx->prob == PROB_NONE || unknown ? cfg->completed_ttl_s
@@ -604,19 +703,26 @@ on_claim_reply(struct idem_result *res, void *arg)
 	case IDEM_CLAIMED:
 		if (cx->execute) {
 			cx->resumed = res->st == IDEM_RESUMED;
+			if (cx->resumed) {
+				cx->taken = res->resume;
+				cx->taken.request = NULL; /* not the claim's */
+			}
 			provider_start(cx);
 			return;
 		}
 		if (res->st == IDEM_CLAIMED &&
 		    idem_release(cx->w->redis, cx->rkey, cx->owner,
-		        on_release_after_lapse, cx) == 0)
+		        on_release_after_lapse, cx) == 0) {
+			charge_set_state(cx, CS_RELEASE);
 			return;
+		}
 		on_release_after_lapse(res, cx);
 		return;
 	case IDEM_REPLAY: replay(cx, &res->rec); return;
 	case IDEM_IN_PROGRESS:
 		left_ms = (cx->wait_deadline_us - now_mono_us()) / 1000;
 		if (cx->execute && left_ms > 0) {
+			charge_set_state(cx, CS_WAIT);
 			(void)uv_timer_start(&cx->timer, on_wait_timer,
 			    (uint64_t)(cx->pause_ms < left_ms ? cx->pause_ms
 			                                      : left_ms),
@@ -642,6 +748,7 @@ claim_send(struct charge_ctx *cx)
 	const struct config *cfg = cx->w->cfg;
 	struct idem_result res;
 
+	charge_set_state(cx, CS_CLAIM);
 	cx->claim_us = now_mono_us();
 	if (idem_claim(cx->w->redis, cx->rkey, cx->fingerprint, cx->params_hex,
 	        cx->owner, now_wall_ms(), 1000LL * cfg->lock_ttl_s,
@@ -669,6 +776,7 @@ charge_handle(struct exchange *x)
 	}
 	cx->x = x;
 	cx->w = x->w;
+	cx->state = CS_CHECK;
 	cx->execute = 1;
 	cx->pause_ms = WAIT_POLL_FIRST_MS;
 	(void)uv_timer_init(x->w->loop, &cx->timer);

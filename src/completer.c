@@ -1,7 +1,9 @@
 /*
  * completer.c - one record at a time: due ─ resume ─ provider ─ [pending
  * add, if still unknown] ─ record ─ [pending remove, if settled] ─ next.
- * Every step ends in a callback named for it.
+ * Every step ends in a callback named for it. The settle step (ask again,
+ * or search after the last step) is completer_settle_step, which a retry
+ * that takes an unknown record over (charge.c) takes too.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -19,6 +21,9 @@
 
 struct completer {
 	uv_timer_t tick;
+	uv_timer_t quiet; /* the settle step's wait before a search */
+	long long quiet_wait_ms;
+	int handles; /* tick and quiet, not yet closed */
 	const struct config *cfg;
 	struct redis_client *redis;
 	struct provider *provider;
@@ -27,7 +32,7 @@ struct completer {
 	int nsteps;
 	int busy; /* a batch is being worked through: one command or call out */
 	int stopped; /* completer_stop: finish, start nothing */
-	int closed;  /* the tick's handle closed: freed once not busy */
+	int closed;  /* both timers closed: freed once not busy */
 	/* the batch */
 	char *names[IDEM_DUE_MAX];
 	size_t n, i;
@@ -186,25 +191,45 @@ on_provider_done(const struct provider_result *pr, void *arg)
 		record_send(cp);
 }
 
-/* The record is ours for a lease: ask the provider again. */
+long long
+completer_settle_step(const struct config *cfg, const struct idem_resume *rs,
+    long long now_ms, struct provider_call *call)
+{
+	long steps[CONFIG_SCHEDULE_MAX];
+	char err[256];
+	long long quiet_ms, wait_ms;
+	int n, last = 0;
+
+	call->resume = 1;
+	call->search = 0;
+	if (rs->created_ms < 1 || rs->quiet_ms < 1 ||
+	    (n = config_schedule_parse(cfg->completer_schedule_s, steps, err,
+	         sizeof(err))) < 1)
+		return 0;
+	(void)wire_schedule_next(steps, n, rs->created_ms, now_ms, &last);
+	if (!last)
+		return 0;
+	/* the original attempt's deadline, or a later attempt's last send */
+	quiet_ms = rs->created_ms + cfg->provider_deadline_ms;
+	if (rs->quiet_ms > quiet_ms)
+		quiet_ms = rs->quiet_ms;
+	wait_ms = quiet_ms + cfg->provider_timeout_ms - now_ms;
+	if (wait_ms > cfg->provider_timeout_ms)
+		return 0; /* too young to wait for: ask again */
+	call->search = 1;
+	return wait_ms > 0 ? wait_ms : 0;
+}
+
+/*
+ * Asks the provider (or searches it: completer_settle_step). waited_ms: the
+ * part of the lease already spent waiting for the quiet.
+ */
 static void
-provider_ask(struct completer *cp)
+provider_call_start(struct completer *cp, long long waited_ms)
 {
 	struct provider_call call;
-	struct validation v;
 	long long lease_ms, budget_ms;
-	int last;
 
-	if (validate_charge(cp->rs.request, cp->rs.request_len, &cp->params,
-	        &v) != 0) {
-		log_error(NULL, "completer: %s: the kept request is invalid",
-		    item_name(cp));
-		cp->i++;
-		item_next(cp);
-		return;
-	}
-	(void)wire_schedule_next(cp->steps, cp->nsteps, cp->rs.created_ms,
-	    now_wall_ms(), &last);
 	lease_ms = 1000LL * cp->cfg->lock_ttl_s - cp->cfg->redis_timeout_ms;
 	budget_ms = cp->cfg->provider_deadline_ms < lease_ms
 	    ? cp->cfg->provider_deadline_ms
@@ -219,24 +244,52 @@ provider_ask(struct completer *cp)
 	call.source = cp->params.source;
 	call.canon = cp->rs.request;
 	call.canonlen = cp->rs.request_len;
-	call.deadline_us = now_mono_us() + 1000LL * budget_ms;
-	call.resume = 1;
-	/*
-	 * After the last step, and once the original attempt can no longer
-	 * be in flight (its deadline, then its last delivery's own timeout,
-	 * are past), ask whether the provider has a charge at all: "none"
-	 * then means never charged.
-	 */
-	call.search = last &&
-	    now_wall_ms() - cp->rs.created_ms >=
-	        (long long)cp->cfg->provider_deadline_ms +
-	            cp->cfg->provider_timeout_ms;
+	call.deadline_us = now_mono_us() + 1000LL * (budget_ms - waited_ms);
+	(void)completer_settle_step(cp->cfg, &cp->rs, now_wall_ms(), &call);
 	metrics_inc(MC_PROVIDER_CALLS);
 	if (provider_charge_start(cp->provider, &call, on_provider_done, cp) !=
 	    0) {
 		cp->i++;
 		item_next(cp);
 	}
+}
+
+/* The quiet waited for: no earlier delivery can be in flight. */
+static void
+on_quiet(uv_timer_t *t)
+{
+	struct completer *cp = t->data;
+
+	provider_call_start(cp, cp->quiet_wait_ms);
+}
+
+/*
+ * The record is ours for a lease: ask the provider again, or search it
+ * (after the quiet the settle step asks for).
+ */
+static void
+provider_ask(struct completer *cp)
+{
+	struct provider_call call;
+	struct validation v;
+
+	if (validate_charge(cp->rs.request, cp->rs.request_len, &cp->params,
+	        &v) != 0) {
+		log_error(NULL, "completer: %s: the kept request is invalid",
+		    item_name(cp));
+		cp->i++;
+		item_next(cp);
+		return;
+	}
+	memset(&call, 0, sizeof(call));
+	cp->quiet_wait_ms =
+	    completer_settle_step(cp->cfg, &cp->rs, now_wall_ms(), &call);
+	if (cp->quiet_wait_ms > 0) {
+		(void)uv_timer_start(&cp->quiet, on_quiet,
+		    (uint64_t)cp->quiet_wait_ms, 0);
+		return;
+	}
+	provider_call_start(cp, 0);
 }
 
 static void
@@ -351,6 +404,9 @@ completer_start(uv_loop_t *loop, const struct config *cfg,
 	}
 	(void)uv_timer_init(loop, &cp->tick);
 	cp->tick.data = cp;
+	(void)uv_timer_init(loop, &cp->quiet);
+	cp->quiet.data = cp;
+	cp->handles = 2;
 	(void)uv_timer_start(&cp->tick, on_tick, COMPLETER_TICK_MS,
 	    COMPLETER_TICK_MS);
 	return cp;
@@ -361,6 +417,8 @@ on_tick_closed(uv_handle_t *h)
 {
 	struct completer *cp = h->data;
 
+	if (--cp->handles > 0)
+		return;
 	cp->closed = 1;
 	if (!cp->busy)
 		completer_idle(cp);
@@ -373,5 +431,12 @@ completer_stop(struct completer *cp)
 		return;
 	cp->stopped = 1;
 	(void)uv_timer_stop(&cp->tick);
+	if (uv_is_active((uv_handle_t *)&cp->quiet)) {
+		/* a search waited for: it never starts; the batch ends */
+		(void)uv_timer_stop(&cp->quiet);
+		cp->i++;
+		item_next(cp);
+	}
 	uv_close((uv_handle_t *)&cp->tick, on_tick_closed);
+	uv_close((uv_handle_t *)&cp->quiet, on_tick_closed);
 }

@@ -351,6 +351,7 @@ enum tag_detail {
 	TAG_HOLDER,   /* the holder's claim time follows */
 	TAG_PARAMS,   /* the stored per-parameter digests follow */
 	TAG_RECORDED, /* the recorded outcome follows: a replay */
+	TAG_RESUMED,  /* the record's created_ms and quiet_ms follow */
 };
 
 struct reply_tag {
@@ -361,7 +362,7 @@ struct reply_tag {
 
 static const struct reply_tag claim_tags[] = {
 	{ "claimed", IDEM_CLAIMED, TAG_PLAIN },
-	{ "resumed", IDEM_RESUMED, TAG_PLAIN },
+	{ "resumed", IDEM_RESUMED, TAG_RESUMED },
 	{ "in_progress", IDEM_IN_PROGRESS, TAG_HOLDER },
 	{ "mismatch", IDEM_MISMATCH, TAG_PARAMS },
 	{ "recorded", IDEM_REPLAY, TAG_RECORDED },
@@ -375,6 +376,29 @@ static const struct reply_tag record_tags[] = {
 	{ "recorded", IDEM_REPLAY, TAG_RECORDED },
 	{ NULL, IDEM_ERR_REDIS, TAG_PLAIN },
 };
+
+/*
+ * {'resumed', created_ms, quiet_ms} of claim.lua: the times the settle step
+ * reads (0 when absent or not numbers: the step then never searches).
+ */
+static void
+reply_resumed(const redisReply *r, struct idem_resume *rs)
+{
+	struct idem_field f;
+	size_t i;
+	long long *to[2] = { &rs->created_ms, &rs->quiet_ms };
+
+	for (i = 0; i < 2; i++) {
+		*to[i] = 0;
+		if (r->type != REDIS_REPLY_ARRAY || r->elements < i + 2 ||
+		    r->element[i + 1]->type != REDIS_REPLY_STRING)
+			continue;
+		f.p = r->element[i + 1]->str;
+		f.n = r->element[i + 1]->len;
+		if ((*to[i] = field_number(&f, STORED_MS_MAX)) < 0)
+			*to[i] = 0;
+	}
+}
 
 /* Decodes a claim's or a record's reply by its tag (rows: a table above). */
 static void
@@ -392,6 +416,7 @@ tags_decode(const redisReply *r, const struct reply_tag *rows,
 		case TAG_RECORDED:
 			res->st = reply_decode_recorded(r, &res->rec);
 			break;
+		case TAG_RESUMED: reply_resumed(r, &res->resume); break;
 		}
 		return;
 	}
@@ -456,13 +481,17 @@ reply_field(const redisReply *r, size_t i, struct idem_field *f)
 	return 0;
 }
 
-/* The fields of {'resumed', fingerprint, param_digests, request, created_ms}. */
+/*
+ * The fields of {'resumed', fingerprint, param_digests, request, created_ms,
+ * quiet_ms}.
+ */
 enum resume_field {
 	RS_TAG,
 	RS_FINGERPRINT,
 	RS_PARAMS,
 	RS_REQUEST,
 	RS_CREATED_MS,
+	RS_QUIET_MS,
 	RESUME_FIELDS
 };
 
@@ -492,6 +521,8 @@ resume_decode(const redisReply *r, struct idem_result *res)
 	        &f[RS_PARAMS]) != 0 ||
 	    (res->resume.created_ms =
 	            field_number(&f[RS_CREATED_MS], STORED_MS_MAX)) < 1 ||
+	    (res->resume.quiet_ms =
+	            field_number(&f[RS_QUIET_MS], STORED_MS_MAX)) < 1 ||
 	    (res->resume.request = malloc(f[RS_REQUEST].n + 1)) == NULL)
 		goto bad;
 	memcpy(res->resume.request, f[RS_REQUEST].p, f[RS_REQUEST].n);

@@ -134,13 +134,21 @@ int idem_init(void);
  * (FOUND). With ERR_REDIS: errstr, and outcome_unknown when the script may
  * have run (its reply was lost). Valid during the callback only.
  */
-/* What resume.lua hands the completer: enough to ask the provider again. */
+/*
+ * What resume.lua hands the completer: enough to ask the provider again.
+ * A claim that RESUMED fills created_ms and quiet_ms only (0: not known).
+ */
 struct idem_resume {
 	char fingerprint[65];
 	char params[IDEM_PARAMS_MAX + 1]; /* per-parameter digests */
 	char *request; /* the canonical parameters (freed after the callback) */
 	size_t request_len;
-	long long created_ms;
+	long long created_ms; /* the first claim, Unix ms */
+	/*
+	 * The latest moment an earlier attempt may have sent to the provider
+	 * (the last unknown recorded, or a lapsed lease's end), Unix ms.
+	 */
+	long long quiet_ms;
 };
 
 #define IDEM_DUE_MAX 64 /* names one pending 'due' can return */
@@ -173,7 +181,8 @@ typedef void idem_cb(struct idem_result *res, void *arg);
  * idem_claim: claims rkey for owner, storing params (the request's
  * per-parameter digests) with the claim. CLAIMED, RESUMED (the key held
  * an unknown outcome: the caller owns it for lock_ttl_ms and asks the
- * provider again), REPLAY, IN_PROGRESS, MISMATCH, ERR_REDIS.
+ * provider again; res.resume.created_ms and quiet_ms), REPLAY,
+ * IN_PROGRESS, MISMATCH, ERR_REDIS.
  */
 int idem_claim(struct redis_client *c, const char *rkey,
     const char *fingerprint, const char *params, const char *owner,

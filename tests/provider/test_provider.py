@@ -294,6 +294,62 @@ def t_unknown_completer():
     diag("simulator: %r" % k)
 
 
+
+SCHEDULE_S = [int(x) for x in os.environ.get("CHARGE_COMPLETER_SCHEDULE_S", "1,6").split(",")]
+
+
+def retry_until_settled(key, src, budget_s):
+    """One client retrying at Retry-After until a settled answer: (final response, seconds)."""
+    t0 = time.monotonic()
+    r = None
+    while time.monotonic() - t0 < budget_s:
+        r = charge(key, source=src)
+        if r.status not in (409, 504):
+            break
+        time.sleep(float(r.h("Retry-After") or "1"))
+    return r, time.monotonic() - t0
+
+
+def t_retry_settles(nclients):
+    import threading
+    key = new_key("settle%d" % nclients)
+    src = "tok_providerError|" + nonce()  # 500 on every delivery, nothing charged
+    # past the last step and the in-flight bound, a retry settles it itself
+    bound = SCHEDULE_S[-1] + DEADLINE_S + 2.0
+    out = [None] * nclients
+
+    def client(i):
+        out[i] = retry_until_settled(key, src, bound + 10)
+    ths = [threading.Thread(target=client, args=(i,)) for i in range(nclients)]
+    for t in ths:
+        t.start()
+    for t in ths:
+        t.join()
+    for r, secs in out:
+        check(r is not None and r.status == 502, "final answer %r after %.1f s" % (r, secs))
+        check(secs <= bound, "settled after %.1f s, past the bound %.1f s" % (secs, bound))
+        if r is not None and r.status == 502:
+            check("nothing was charged" in r.json().get("detail", ""), "detail %r" % r.body)
+    diag("clients settled after %s s" % ", ".join("%.1f" % s for _, s in out))
+    check(state(key) == "failed", "record state %r" % state(key))
+    r2 = charge(key, source=src)
+    check(r2.status == 502 and r2.h("Idempotent-Replayed") == "true", "replay %r" % r2)
+    check(all(r.body == r2.body for r, _ in out if r is not None), "replays differ from the answers")
+    k = sim_key(key)
+    check(k is not None and k["charges"] == 0, "simulator %r" % k)
+    check(_redis("ZSCORE", PREFIX + "unknown", rkey(key)) is None, "still in the index")
+
+
+@test("a client retrying a key the provider never accepts (500s only) gets the settled 502 (search: none) within the schedule's end + deadline + 2 s")
+def t_retry_settles_1():
+    t_retry_settles(1)
+
+
+@test("four clients retrying a key the provider never accepts: each gets the same settled 502 within the bound, nothing charged")
+def t_retry_settles_4():
+    t_retry_settles(4)
+
+
 if PHASE == "unix":
     del tap.TESTS[:]
 

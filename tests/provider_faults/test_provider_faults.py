@@ -276,6 +276,31 @@ def metric(name):
     raise P.Fail("no %s in /metrics" % name)
 
 
+@test("an unknown outcome nobody retries (500s only): the completer settles it failed (502), "
+      "nothing charged (bounded: 20 s)")
+def t_completer_alone():
+    # a retry past the schedule's last step settles an unknown itself (the
+    # settle step it shares with the completer): here nobody retries, so
+    # only the completer can settle it
+    k = P.new_key("alone")
+    body = P.charge_body("tok_providerError|n" + uuid.uuid4().hex[:8], amount=991)
+    r1 = P.post(STACK, k, body)
+    check(r1.status == 504, "first answer %r, want 504" % r1)
+    end = time.monotonic() + 20
+    st = None
+    while time.monotonic() < end:
+        v = P.redis("HGET", P.rkey(k), "state")
+        st = v.decode() if isinstance(v, bytes) else v
+        if st != "unknown":
+            break
+        time.sleep(0.5)
+    check(st == "failed", "record state %r after 20 s" % st)
+    r2 = P.post(STACK, k, body)
+    check(r2.status == 502 and r2.h("idempotent-replayed") == "true", "replay %r" % r2)
+    charges, _ = one_charge(k)
+    check(charges == 0, "provider charges %d" % charges)
+
+
 @test("no unknown outcome left: the index <key_prefix>unknown empties and charge_unknown_outstanding "
       "falls to 0 once every key settled (bounded: 15 s)")
 def t_none_unknown():

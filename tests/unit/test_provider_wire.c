@@ -1,8 +1,8 @@
 /*
  * test_provider_wire.c - the pure parts of the HTTP provider: the
  * classification table, the downstream key, the form body, the provider's
- * charge, error and search JSON, the backoff's bounds and the completer's
- * schedule.
+ * charge, error and search JSON, the backoff's bounds, the completer's
+ * schedule and its settle step (shared with a retry).
  */
 #include <stdarg.h>
 #include <stddef.h>
@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "completer.h"
 #include "config.h"
 #include "digest.h"
 #include "metrics.h"
@@ -435,6 +436,55 @@ test_backoff(void **state)
 	assert_int_equal(wire_backoff_ms(1, 7.0), 250);
 }
 
+/* The settle step a retry and the completer share (completer.h). */
+static void
+test_settle_step(void **state)
+{
+	struct config cfg;
+	struct idem_resume rs;
+	struct provider_call call;
+
+	(void)state;
+	config_defaults(&cfg, "/tmp");
+	(void)snprintf(cfg.completer_schedule_s,
+	    sizeof(cfg.completer_schedule_s), "1,2");
+	cfg.provider_deadline_ms = 3000;
+	cfg.provider_timeout_ms = 1000;
+	memset(&rs, 0, sizeof(rs));
+	rs.created_ms = 100000;
+	rs.quiet_ms =
+	    103000; /* the original recorded unknown at its deadline */
+	/* before the last step: ask again */
+	memset(&call, 0, sizeof(call));
+	assert_int_equal(completer_settle_step(&cfg, &rs, 101500, &call), 0);
+	assert_int_equal(call.resume, 1);
+	assert_int_equal(call.search, 0);
+	/* past it and past the quiet + provider_timeout_ms: search now */
+	assert_int_equal(completer_settle_step(&cfg, &rs, 104500, &call), 0);
+	assert_int_equal(call.search, 1);
+	assert_int_equal(completer_settle_step(&cfg, &rs, 104000, &call), 0);
+	assert_int_equal(call.search, 1);
+	/* past it, a delivery may be in flight: search after the wait */
+	assert_int_equal(completer_settle_step(&cfg, &rs, 103500, &call), 500);
+	assert_int_equal(call.search, 1);
+	/* the original attempt's deadline when later than quiet_ms */
+	rs.quiet_ms = 100500;
+	assert_int_equal(completer_settle_step(&cfg, &rs, 103200, &call), 800);
+	assert_int_equal(call.search, 1);
+	/* a lease that lapsed far ahead: too young to wait for, ask again */
+	rs.quiet_ms = 110000;
+	assert_int_equal(completer_settle_step(&cfg, &rs, 104500, &call), 0);
+	assert_int_equal(call.search, 0);
+	/* times not known: never search */
+	rs.quiet_ms = 0;
+	assert_int_equal(completer_settle_step(&cfg, &rs, 900000, &call), 0);
+	assert_int_equal(call.search, 0);
+	rs.quiet_ms = 103000;
+	rs.created_ms = 0;
+	assert_int_equal(completer_settle_step(&cfg, &rs, 900000, &call), 0);
+	assert_int_equal(call.search, 0);
+}
+
 static void
 test_schedule(void **state)
 {
@@ -499,6 +549,7 @@ main(void)
 		cmocka_unit_test(test_parse_search),
 		cmocka_unit_test(test_backoff),
 		cmocka_unit_test(test_schedule),
+		cmocka_unit_test(test_settle_step),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
