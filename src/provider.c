@@ -53,12 +53,10 @@ provider_outcome_for(const char *source, const char **decline_code)
 }
 
 int
-provider_charge_id(const char *secret, const char *principal, const char *key,
-    size_t keylen, const char *fingerprint, char out[4 + CHARGE_ID_HEX_LEN])
+provider_request_mac(const char *secret, const char *principal, const char *key,
+    size_t keylen, const char *fingerprint, unsigned char mac[SHA256_LEN])
 {
-	unsigned char mac[SHA256_LEN];
 	char msg[PRINCIPAL_MAX + 1 + IDEM_KEY_MAX + 1 + SHA256_HEX_LEN];
-	char hex[2 * SHA256_LEN + 1];
 	size_t plen = strlen(principal), flen = strlen(fingerprint), n;
 
 	if (plen > PRINCIPAL_MAX || keylen > IDEM_KEY_MAX ||
@@ -72,7 +70,18 @@ provider_charge_id(const char *secret, const char *principal, const char *key,
 	msg[n++] = '\0';
 	memcpy(msg + n, fingerprint, flen);
 	n += flen;
-	if (digest_hmac_sha256(secret, strlen(secret), msg, n, mac) != 0)
+	return digest_hmac_sha256(secret, strlen(secret), msg, n, mac);
+}
+
+int
+provider_charge_id(const char *secret, const char *principal, const char *key,
+    size_t keylen, const char *fingerprint, char out[4 + CHARGE_ID_HEX_LEN])
+{
+	unsigned char mac[SHA256_LEN];
+	char hex[2 * SHA256_LEN + 1];
+
+	if (provider_request_mac(secret, principal, key, keylen, fingerprint,
+	        mac) != 0)
 		return -1;
 	digest_hex(mac, sizeof(mac), hex);
 	memcpy(out, "ch_", 3);

@@ -20,6 +20,7 @@
 #include <uv.h>
 
 #include "config.h"
+#include "digest.h"
 
 enum provider_outcome {
 	PROV_SUCCEEDED, /* a charge: charge_id, created */
@@ -109,9 +110,15 @@ enum provider_outcome provider_outcome_for(const char *source,
     const char **decline_code);
 
 /*
- * "ch_" + 24 hex of HMAC-SHA256(secret, principal NUL key NUL fingerprint).
- * 0 or -1 (a part too long).
+ * HMAC-SHA256(secret, principal NUL key NUL fingerprint): what names one
+ * request under one key, for the in-process charge id and the downstream
+ * Idempotency-Key alike. 0 or -1 (a part too long).
  */
+int provider_request_mac(const char *secret, const char *principal,
+    const char *key, size_t keylen, const char *fingerprint,
+    unsigned char mac[SHA256_LEN]);
+
+/* "ch_" + the first 24 hex of provider_request_mac. 0 or -1. */
 int provider_charge_id(const char *secret, const char *principal,
     const char *key, size_t keylen, const char *fingerprint,
     char out[4 + CHARGE_ID_HEX_LEN]);

@@ -20,21 +20,9 @@ wire_downstream_key(const char *secret, const char *principal, const char *key,
     size_t keylen, const char *fingerprint, char out[WIRE_KEY_LEN + 1])
 {
 	unsigned char mac[SHA256_LEN];
-	char msg[PRINCIPAL_MAX + 1 + IDEM_KEY_MAX + 1 + SHA256_HEX_LEN];
-	size_t plen = strlen(principal), flen = strlen(fingerprint), n;
 
-	if (plen > PRINCIPAL_MAX || keylen > IDEM_KEY_MAX ||
-	    flen > SHA256_HEX_LEN)
-		return -1;
-	memcpy(msg, principal, plen);
-	n = plen;
-	msg[n++] = '\0';
-	memcpy(msg + n, key, keylen);
-	n += keylen;
-	msg[n++] = '\0';
-	memcpy(msg + n, fingerprint, flen);
-	n += flen;
-	if (digest_hmac_sha256(secret, strlen(secret), msg, n, mac) != 0)
+	if (provider_request_mac(secret, principal, key, keylen, fingerprint,
+	        mac) != 0)
 		return -1;
 	memcpy(out, WIRE_KEY_PREFIX, sizeof(WIRE_KEY_PREFIX) - 1);
 	digest_hex(mac, sizeof(mac), out + sizeof(WIRE_KEY_PREFIX) - 1);
