@@ -98,31 +98,8 @@ def new_key():
     return "edge-" + uuid.uuid4().hex
 
 
-class Reader:
+class Reader(fcgi.RecordReader):
     """Records from a socket: (type, id, content), None on EOF, "timeout"."""
-
-    def __init__(self, s):
-        self.s, self.buf, self.eof = s, b"", False
-
-    def record(self):
-        while True:
-            if len(self.buf) >= 8:
-                _, rtype, rid, clen, plen, _ = struct.unpack(">BBHHBB", self.buf[:8])
-                if len(self.buf) >= 8 + clen + plen:
-                    content = self.buf[8:8 + clen]
-                    self.buf = self.buf[8 + clen + plen:]
-                    return rtype, rid, content
-            if self.eof:
-                return None
-            try:
-                chunk = self.s.recv(262144)
-            except (ConnectionResetError, BrokenPipeError):
-                chunk = b""
-            except socket.timeout:
-                return "timeout"
-            if not chunk:
-                self.eof = True
-            self.buf += chunk
 
     def response(self):
         """(stdout, protocol status) up to END_REQUEST; None on EOF,

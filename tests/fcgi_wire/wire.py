@@ -77,31 +77,8 @@ def connect(timeout=10.0):
     return s
 
 
-class Reader:
+class Reader(fcgi.RecordReader):
     """Records from a socket: (type, id, content)."""
-
-    def __init__(self, s):
-        self.s, self.buf, self.eof = s, b"", False
-
-    def record(self):
-        while True:
-            if len(self.buf) >= 8:
-                ver, rtype, rid, clen, plen, _ = struct.unpack(">BBHHBB", self.buf[:8])
-                if len(self.buf) >= 8 + clen + plen:
-                    content = self.buf[8:8 + clen]
-                    self.buf = self.buf[8 + clen + plen:]
-                    return rtype, rid, content
-            if self.eof:
-                return None
-            try:
-                chunk = self.s.recv(65536)
-            except (ConnectionResetError, BrokenPipeError):
-                chunk = b""
-            except socket.timeout:
-                return "timeout"
-            if not chunk:
-                self.eof = True
-            self.buf += chunk
 
     def response(self):
         """Records up to END_REQUEST: (stdout, ids seen, end id, app

@@ -109,3 +109,34 @@ def status_of(out):
         if not line:
             break
     return None
+
+
+class RecordReader:
+    """Records from a socket, as they come: record() gives (type, id,
+    content), None on EOF (a reset counts as EOF), "timeout" when the
+    socket's timeout passes with nothing complete. Suites add response()."""
+
+    RECV_BYTES = 262144
+
+    def __init__(self, s):
+        self.s, self.buf, self.eof = s, b"", False
+
+    def record(self):
+        while True:
+            if len(self.buf) >= 8:
+                _, rtype, rid, clen, plen, _ = struct.unpack(">BBHHBB", self.buf[:8])
+                if len(self.buf) >= 8 + clen + plen:
+                    content = self.buf[8:8 + clen]
+                    self.buf = self.buf[8 + clen + plen:]
+                    return rtype, rid, content
+            if self.eof:
+                return None
+            try:
+                chunk = self.s.recv(self.RECV_BYTES)
+            except (ConnectionResetError, BrokenPipeError):
+                chunk = b""
+            except socket.timeout:
+                return "timeout"
+            if not chunk:
+                self.eof = True
+            self.buf += chunk
