@@ -2,7 +2,7 @@
  * completer.c - one record at a time: due ─ resume ─ provider ─ [pending
  * add, if still unknown] ─ record ─ [pending remove, if settled] ─ next.
  * Every step ends in a callback named for it. The settle step (ask again,
- * or search after the last step) is completer_settle_step, which a retry
+ * or probe read-only after the execute window) is completer_settle_step, which a retry
  * that takes an unknown record over (charge.c) takes too.
  */
 #include <stdio.h>
@@ -17,11 +17,12 @@
 #include "log.h"
 #include "metrics.h"
 #include "provider_wire.h"
+#include "settle.h"
 #include "validate.h"
 
 struct completer {
 	uv_timer_t tick;
-	uv_timer_t quiet; /* the settle step's wait before a search */
+	uv_timer_t quiet; /* the settle step's wait before a probe */
 	long long quiet_wait_ms;
 	int handles; /* tick and quiet, not yet closed */
 	const struct config *cfg;
@@ -104,24 +105,33 @@ on_step_done(struct idem_result *res, void *arg)
 	item_next(cp);
 }
 
+int
+completer_index_forgets(enum idem_status st, int settled)
+{
+	switch (st) {
+	case IDEM_RECORDED:
+	case IDEM_NOT_DURABLE: return settled;
+	case IDEM_REPLAY: return 1; /* settled by someone else meanwhile */
+	default: return 0; /* FENCED, MISMATCH, errors: not ours to forget */
+	}
+}
+
 static void
 on_recorded(struct idem_result *res, void *arg)
 {
 	struct completer *cp = arg;
 	int settled = cp->prob != PROB_OUTCOME_UNKNOWN;
 
-	if (res->st == IDEM_RECORDED || res->st == IDEM_NOT_DURABLE) {
-		if (settled) {
-			metrics_completer_settled(cp->out.state);
-			log_info(NULL, "completer: %s settled %s (%d)",
-			    item_name(cp), cp->out.state, cp->out.status);
-		}
-	} else if (res->st == IDEM_REPLAY)
-		settled = 1; /* settled by someone else meanwhile */
-	else if (res->st == IDEM_ERR_REDIS) {
+	if ((res->st == IDEM_RECORDED || res->st == IDEM_NOT_DURABLE) &&
+	    settled) {
+		metrics_completer_settled(cp->out.state);
+		log_info(NULL, "completer: %s settled %s (%d)", item_name(cp),
+		    cp->out.state, cp->out.status);
+	} else if (res->st == IDEM_ERR_REDIS) {
 		on_step_done(res, cp);
 		return;
 	}
+	settled = completer_index_forgets(res->st, settled);
 	if (settled && !cp->stopped &&
 	    idem_pending_remove(cp->redis, cp->index, item_name(cp),
 	        on_step_done, cp) == 0)
@@ -195,33 +205,24 @@ long long
 completer_settle_step(const struct config *cfg, const struct idem_resume *rs,
     long long now_ms, struct provider_call *call)
 {
-	long steps[CONFIG_SCHEDULE_MAX];
-	char err[256];
-	long long quiet_ms, wait_ms;
-	int n, last = 0;
+	struct settle_clock clk;
+	long long wait_ms;
 
+	clk.now_ms = now_ms;
+	clk.created_ms = rs->created_ms;
+	clk.quiet_ms = rs->quiet_ms;
+	clk.window_ms = 1000LL * cfg->provider_execute_window_s;
+	clk.timeout_ms = cfg->provider_timeout_ms;
+	clk.deadline_ms = cfg->provider_deadline_ms;
 	call->resume = 1;
-	call->search = 0;
-	if (rs->created_ms < 1 || rs->quiet_ms < 1 ||
-	    (n = config_schedule_parse(cfg->completer_schedule_s, steps, err,
-	         sizeof(err))) < 1)
-		return 0;
-	(void)wire_schedule_next(steps, n, rs->created_ms, now_ms, &last);
-	if (!last)
-		return 0;
-	/* the original attempt's deadline, or a later attempt's last send */
-	quiet_ms = rs->created_ms + cfg->provider_deadline_ms;
-	if (rs->quiet_ms > quiet_ms)
-		quiet_ms = rs->quiet_ms;
-	wait_ms = quiet_ms + cfg->provider_timeout_ms - now_ms;
-	if (wait_ms > cfg->provider_timeout_ms)
-		return 0; /* too young to wait for: ask again */
-	call->search = 1;
-	return wait_ms > 0 ? wait_ms : 0;
+	call->probe = settle_step(&clk, &wait_ms) == SETTLE_PROBE;
+	call->created_ms = rs->created_ms;
+	call->quiet_ms = settle_quiet_ms(&clk);
+	return wait_ms;
 }
 
 /*
- * Asks the provider (or searches it: completer_settle_step). waited_ms: the
+ * Asks the provider again, or probes it read-only (completer_settle_step). waited_ms: the
  * part of the lease already spent waiting for the quiet.
  */
 static void
@@ -264,7 +265,7 @@ on_quiet(uv_timer_t *t)
 }
 
 /*
- * The record is ours for a lease: ask the provider again, or search it
+ * The record is ours for a lease: ask the provider again, or probe it
  * (after the quiet the settle step asks for).
  */
 static void
@@ -432,7 +433,7 @@ completer_stop(struct completer *cp)
 	cp->stopped = 1;
 	(void)uv_timer_stop(&cp->tick);
 	if (uv_is_active((uv_handle_t *)&cp->quiet)) {
-		/* a search waited for: it never starts; the batch ends */
+		/* a probe waited for: it never starts; the batch ends */
 		(void)uv_timer_stop(&cp->quiet);
 		cp->i++;
 		item_next(cp);

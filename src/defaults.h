@@ -56,7 +56,14 @@
 #define DEF_PROVIDER_DEADLINE_MS 12000 /* all attempts of one request */
 #define DEF_PROVIDER_CA_FILE ""        /* the system's trust store */
 #define DEF_PROVIDER_TLS_VERIFY 1
-#define DEF_COMPLETER_SCHEDULE_S "1,5,30,300,3600" /* ages, seconds */
+#define DEF_COMPLETER_SCHEDULE_S "1,5,30,90,300,3600" /* ages, seconds */
+/*
+ * An unknown outcome is sent to the provider again (which executes it if
+ * the first delivery never arrived) only this long after the request was
+ * first claimed; after it the provider is only read (docs/API.md §17.3).
+ */
+#define DEF_PROVIDER_EXECUTE_WINDOW_S 60
+#define EXECUTE_WINDOW_S_MAX 86400 /* 1 day */
 #define DEF_METRICS_FILE "../var/metrics.shm"
 #define DEF_LOG_LEVEL "info"
 #define DEF_THREADS 0              /* event loops per process: one per core */

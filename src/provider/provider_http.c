@@ -35,7 +35,9 @@
 #include "util.h"
 
 #define CHARGES_PATH "/v1/charges"
-#define SEARCH_PATH "/v1/charges/search?"
+#define LIST_PATH "/v1/charges?"
+#define PROBE_PAGES_MAX 1000 /* pages of one probe: 100 000 charges */
+#define PROBE_SKEW_S 60 /* the provider's clock against ours, either way */
 #define BODY_MAX (1024 * 1024) /* bytes of a provider's answer */
 #define SOCKS_MAX 65536        /* descriptors the poll table can hold */
 #define ATTEMPT_MIN_MS 50      /* an attempt with less time left: none */
@@ -81,12 +83,21 @@ struct http_call {
 	provider_cb *cb;
 	void *arg;
 	char dkey[WIRE_KEY_LEN + 1];
-	char principal[PRINCIPAL_MAX + 1];
-	char *form; /* POST body; NULL for a search */
+	char currency[PROVIDER_CURRENCY_MAX];
+	struct settle_expect expect; /* what proves a charge ours */
+	struct settle_fold fold;     /* the attempts so far */
+	char *form;                  /* POST body; NULL for a probe */
 	size_t formlen;
-	char url[URL_MAX_LEN + 2 * IDEM_KEY_MAX * 3 + 128];
+	char url[URL_MAX_LEN + 256];
 	long long deadline_us;
-	int search;
+	/* a probe: the list over [gte, lte], page by page */
+	int probe;
+	long long gte, lte;      /* Unix seconds */
+	long long quiet_ms;      /* no delivery went out after it */
+	long long probe_sent_ms; /* when the first page was asked for */
+	int pages;
+	int probe_mismatch; /* a page named us with another amount */
+	char after[PROVIDER_ID_MAX];
 	CURL *easy; /* the attempt in flight, or NULL */
 	/* Authorization, Idempotency-Key, then the provider's constant list */
 	struct curl_slist hdr_auth, hdr_key;
@@ -322,9 +333,14 @@ static size_t
 on_curl_header(char *p, size_t size, size_t n, void *arg)
 {
 	static const char name[] = "Stripe-Should-Retry:";
+	static const char replayed[] = "Idempotent-Replayed: true";
 	struct http_call *c = arg;
 	size_t len = size * n, i = sizeof(name) - 1;
 
+	/* the first delivery of this call replayed: an earlier call executed */
+	if (c->res.attempts == 1 && len >= sizeof(replayed) - 1 &&
+	    strncasecmp(p, replayed, sizeof(replayed) - 1) == 0)
+		c->res.replayed = 1;
 	if (len >= i && strncasecmp(p, name, i) == 0) {
 		while (i < len && (p[i] == ' ' || p[i] == '\t'))
 			i++;
@@ -337,6 +353,7 @@ on_curl_header(char *p, size_t size, size_t n, void *arg)
 }
 
 static void attempt_start(struct http_call *c);
+static void call_settle(struct http_call *c, enum settle_verdict v);
 
 static void
 on_backoff_closed(uv_handle_t *h)
@@ -398,12 +415,95 @@ attempt_retry(struct http_call *c)
 	    wire_backoff_ms(c->res.attempts, (double)(hp->rng % 1000) / 1000.0);
 	left_ms = (c->deadline_us - now_mono_us()) / 1000;
 	if (left_ms - pause_ms < ATTEMPT_MIN_MS) {
-		c->res.outcome = PROV_UNKNOWN;
-		call_done(c);
+		call_settle(c, c->probe ? SV_UNKNOWN : settle_end(&c->fold));
 		return;
 	}
 	(void)uv_timer_start(&c->backoff, on_backoff_due, (uint64_t)pause_ms,
 	    0);
+}
+
+/*
+ * What a transfer that got no HTTP answer proves: nothing reached the
+ * provider when the certificate was refused, or when no connection could
+ * be made and not a byte of the request went out (libcurl re-sends on a
+ * fresh connection after a kept one failed: the bytes it sent on the old
+ * one count). Anything else may have executed.
+ */
+static enum settle_class
+transport_class(CURL *e, CURLcode rc)
+{
+	long sent = -1;
+
+	if (rc == CURLE_PEER_FAILED_VERIFICATION ||
+	    rc == CURLE_SSL_CACERT_BADFILE)
+		return SC_NOT_SENT;
+	if ((rc == CURLE_COULDNT_CONNECT || rc == CURLE_COULDNT_RESOLVE_HOST) &&
+	    curl_easy_getinfo(e, CURLINFO_REQUEST_SIZE, &sent) == CURLE_OK &&
+	    sent == 0)
+		return SC_NOT_SENT;
+	return SC_MAYBE;
+}
+
+/* The call ends with what the settle module decided. */
+static void
+call_settle(struct http_call *c, enum settle_verdict v)
+{
+	switch (v) {
+	case SV_COMPLETED: c->res.outcome = PROV_SUCCEEDED; break;
+	case SV_DECLINED: c->res.outcome = PROV_DECLINED; break;
+	case SV_FAILED: c->res.outcome = c->probe ? PROV_ABSENT : PROV_ERROR; break;
+	case SV_RETRY:
+	case SV_UNKNOWN: c->res.outcome = PROV_UNKNOWN; break;
+	}
+	c->res.mismatches = c->fold.mismatches + (c->probe_mismatch ? 1 : 0);
+	c->res.refused_after_ambiguity = c->fold.refused_after_ambiguity;
+	if (c->res.mismatches > 0) {
+		metrics_inc(MC_PROVIDER_MISMATCH);
+		log_error(NULL,
+		    "provider-mismatch: a charge that is not this request's (downstream key %.20s...): not recorded, the outcome stays unknown",
+		    c->dkey);
+	}
+	if (c->res.refused_after_ambiguity > 0) {
+		metrics_inc(MC_PROVIDER_REFUSED_AMBIGUOUS);
+		log_error(NULL,
+		    "provider refused a delivery after one that may have executed (%s): the outcome stays unknown",
+		    c->res.why);
+	}
+	call_done(c);
+}
+
+/* One page of a probe came back (status 200): next page, or the verdict. */
+static void
+probe_page_done(struct http_call *c)
+{
+	enum settle_probe p;
+	int more = 0;
+
+	p = wire_parse_list(c->body != NULL ? c->body : "", c->body_len,
+	    &c->expect, &c->res, &more, c->after);
+	if (p == PROBE_NOT_OURS) {
+		c->probe_mismatch = 1;
+		p = PROBE_NONE; /* go on: ours may still come */
+	}
+	if (p == PROBE_NONE && more) {
+		if (++c->pages >= PROBE_PAGES_MAX || c->after[0] == '\0') {
+			(void)snprintf(c->res.why, sizeof(c->res.why),
+			    "list: more than %d pages", PROBE_PAGES_MAX);
+			call_settle(c, SV_UNKNOWN);
+			return;
+		}
+		c->res.attempts = 0; /* a page is not a failed attempt */
+		attempt_start(c);
+		return;
+	}
+	if (p == PROBE_NONE && c->probe_mismatch)
+		p = PROBE_NOT_OURS;
+	(void)snprintf(c->res.why, sizeof(c->res.why), "list: %s",
+	    p == PROBE_FOUND || p == PROBE_FOUND_DECLINED ? "found"
+	        : p == PROBE_NONE                           ? "none"
+	                                                    : "not settled");
+	call_settle(c, settle_probe(p, c->probe_sent_ms, c->quiet_ms,
+	                   c->hp->cfg->provider_timeout_ms));
 }
 
 /* What one finished transfer came to, by the table of provider_wire.c. */
@@ -412,12 +512,16 @@ attempt_done(struct http_call *c, CURLcode rc)
 {
 	struct wire_attempt a = { 0, NULL, NULL, -1 };
 	char type[PROVIDER_CODE_MAX] = "", code[PROVIDER_CODE_MAX] = "";
+	struct settle_seen seen;
+	enum settle_class sc;
+	enum settle_verdict sv;
 	struct wire_verdict v;
 	long status = 0;
 
 	if (rc == CURLE_OK)
 		(void)curl_easy_getinfo(c->easy, CURLINFO_RESPONSE_CODE,
 		    &status);
+	sc = rc == CURLE_OK ? SC_MAYBE : transport_class(c->easy, rc);
 	attempt_cleanup(c);
 	a.status = rc == CURLE_OK ? status : 0;
 	a.should_retry = c->should_retry;
@@ -445,52 +549,44 @@ attempt_done(struct http_call *c, CURLcode rc)
 		log_error(NULL,
 		    "provider: %s (provider_ca_file, provider_tls_verify)",
 		    c->res.why);
-		c->res.outcome = PROV_UNKNOWN;
-		call_done(c);
+		(void)settle_attempt(&c->fold, sc);
+		call_settle(c, settle_end(&c->fold));
 		return;
 	}
-	if (c->search) {
-		int found = -1;
-
-		if (a.status == 200 && c->body != NULL)
-			found = wire_parse_search(c->body, c->body_len,
-			    c->principal, &c->res);
-		if (found == 0)
-			c->res.outcome = PROV_ABSENT;
-		if (found >= 0) {
-			call_done(c);
+	if (c->probe) {
+		if (a.status == 200) {
+			probe_page_done(c);
 			return;
 		}
-		attempt_retry(c);
+		attempt_retry(c); /* the page again, within the deadline */
 		return;
 	}
-	switch (v.cls) {
-	case WIRE_CHARGE:
-		if (c->body != NULL &&
-		    wire_parse_charge(c->body, c->body_len, &c->res) == 0) {
-			call_done(c);
-			return;
+	if (rc == CURLE_OK)
+		sc = v.settle;
+	if (sc == SC_CHARGE) {
+		if (c->body == NULL ||
+		    wire_parse_charge(c->body, c->body_len, &c->res) != 0)
+			sc = SC_MAYBE; /* a 200 that is no charge */
+		else {
+			seen.request = c->res.seen_request;
+			seen.amount = c->res.seen_amount;
+			seen.currency = c->res.seen_currency;
+			if (!settle_is_ours(&c->expect, &seen))
+				sc = SC_NOT_OURS;
 		}
-		break; /* a 200 that is no charge: ask again */
-	case WIRE_DECLINE:
-		if (c->res.outcome == PROV_DECLINED) {
-			call_done(c);
-			return;
-		}
-		break;
-	case WIRE_BUG:
+	}
+	if (sc == SC_DECLINE && c->res.outcome != PROV_DECLINED)
+		sc = SC_MAYBE; /* a 402 without an error object */
+	if (v.cls == WIRE_BUG)
 		log_error(NULL,
-		    "provider: downstream key %.20s... was used with other parameters (idempotency_error): a bug; recorded failed",
+		    "provider: downstream key %.20s... was used with other parameters (idempotency_error): a bug",
 		    c->dkey);
-		c->res.outcome = PROV_ERROR;
-		call_done(c);
+	else if (v.cls == WIRE_REJECTED)
+		log_warn(NULL, "provider refused the delivery: %s", c->res.why);
+	sv = settle_attempt(&c->fold, sc);
+	if (sv != SV_RETRY) {
+		call_settle(c, sv);
 		return;
-	case WIRE_REJECTED:
-		log_warn(NULL, "provider rejected the charge: %s", c->res.why);
-		c->res.outcome = PROV_ERROR;
-		call_done(c);
-		return;
-	case WIRE_RETRY: break;
 	}
 	attempt_retry(c);
 }
@@ -584,17 +680,17 @@ attempt_setup(struct http_call *c)
 	c->hdr_auth.data = hp->auth;
 	c->hdr_auth.next = &c->hdr_key;
 	c->hdr_key.data = c->key_hdr;
-	c->hdr_key.next = c->search ? hp->hdr_get : hp->hdr_post;
+	c->hdr_key.next = c->probe ? hp->hdr_get : hp->hdr_post;
 	/*
 	 * The charges URL is parsed once (CURLOPT_CURLU, read by libcurl at
 	 * every transfer); a search's URL is a string. CURLOPT_URL is set
 	 * too: the handle's URL for everything else libcurl reports.
 	 */
 	rc |= curl_easy_setopt(e, CURLOPT_CURLU,
-	    c->search ? NULL : hp->charges_url);
+	    c->probe ? NULL : hp->charges_url);
 	rc |= curl_easy_setopt(e, CURLOPT_URL, c->url);
 	rc |= curl_easy_setopt(e, CURLOPT_HTTPHEADER, &c->hdr_auth);
-	if (!c->search) {
+	if (!c->probe) {
 		rc |= curl_easy_setopt(e, CURLOPT_POST, 1L);
 		rc |= curl_easy_setopt(e, CURLOPT_POSTFIELDS, c->form);
 		rc |= curl_easy_setopt(e, CURLOPT_POSTFIELDSIZE,
@@ -609,25 +705,39 @@ attempt_setup(struct http_call *c)
 	return rc == 0 ? 0 : -1;
 }
 
+/* A probe's page URL: the list over [gte, lte] after c->after. 0 or -1. */
+static int
+probe_url(struct http_call *c)
+{
+	char q[256];
+
+	return wire_list_query(c->gte, c->lte, c->after, q, sizeof(q)) < 0 ||
+	        (size_t)snprintf(c->url, sizeof(c->url), "%s%s%s", c->hp->base,
+	            LIST_PATH, q) >= sizeof(c->url)
+	    ? -1
+	    : 0;
+}
+
 static void
 attempt_start(struct http_call *c)
 {
 	/* a backoff that ended late leaves no time: no attempt, unknown */
 	if ((c->deadline_us - now_mono_us()) / 1000 < ATTEMPT_MIN_MS) {
-		c->res.outcome = PROV_UNKNOWN;
-		call_done(c);
+		call_settle(c, c->probe ? SV_UNKNOWN : settle_end(&c->fold));
 		return;
 	}
 	c->body_len = 0;
 	c->should_retry = -1;
 	c->res.attempts++;
-	if ((c->easy = easy_take(c->hp)) == NULL || attempt_setup(c) != 0 ||
+	if (c->probe && c->pages == 0)
+		c->probe_sent_ms = now_wall_ms(); /* the list's moment */
+	if ((c->probe && probe_url(c) != 0) ||
+	    (c->easy = easy_take(c->hp)) == NULL || attempt_setup(c) != 0 ||
 	    curl_multi_add_handle(c->hp->multi, c->easy) != CURLM_OK) {
 		(void)snprintf(c->res.why, sizeof(c->res.why),
 		    "cannot start a transfer");
 		attempt_cleanup(c);
-		c->res.outcome = PROV_UNKNOWN;
-		call_done(c);
+		call_settle(c, c->probe ? SV_UNKNOWN : settle_end(&c->fold));
 	}
 }
 
@@ -639,31 +749,38 @@ http_start(void *impl, const struct provider_call *call, provider_cb *cb,
 {
 	struct http_provider *hp = impl;
 	struct http_call *c;
-	char q[3 * (2 * IDEM_KEY_MAX + 64) + 16];
-	if (strlen(call->principal) > PRINCIPAL_MAX ||
+
+	if (strlen(call->currency) >= PROVIDER_CURRENCY_MAX ||
 	    (c = calloc(1, sizeof(*c))) == NULL)
 		return -1;
 	c->hp = hp;
 	c->cb = cb;
 	c->arg = arg;
-	c->search = call->search;
+	c->probe = call->probe;
 	c->res.outcome = PROV_UNKNOWN;
 	c->deadline_us = call->deadline_us;
-	memcpy(c->principal, call->principal, strlen(call->principal) + 1);
+	settle_begin(&c->fold, call->resume);
 	if (wire_downstream_key(hp->cfg->provider_secret, call->principal,
 	        call->key, call->keylen, call->fingerprint, c->dkey) != 0)
 		goto fail;
+	memcpy(c->currency, call->currency, strlen(call->currency) + 1);
+	c->expect.request = c->dkey;
+	c->expect.amount = call->amount;
+	c->expect.currency = c->currency;
 	(void)snprintf(c->key_hdr, sizeof(c->key_hdr), "Idempotency-Key: %s",
 	    c->dkey);
-	if (c->search) {
-		if (wire_search_query(call->key, call->keylen, q, sizeof(q)) <
-		        0 ||
-		    (size_t)snprintf(c->url, sizeof(c->url), "%s%s%s", hp->base,
-		        SEARCH_PATH, q) >= sizeof(c->url))
-			goto fail;
+	if (c->probe) {
+		/* every charge a delivery of this request could have made */
+		c->quiet_ms = call->quiet_ms;
+		c->gte = call->created_ms / 1000 - PROBE_SKEW_S;
+		c->lte = (call->quiet_ms > 0 ? call->quiet_ms : now_wall_ms()) /
+		        1000 +
+		    hp->cfg->provider_timeout_ms / 1000 + 1 + PROBE_SKEW_S;
+		if (c->gte < 0)
+			c->gte = 0;
 	} else {
 		if ((c->form = wire_form_body(call->canon, call->canonlen,
-		         call->principal, call->key, call->keylen,
+		         call->principal, call->key, call->keylen, c->dkey,
 		         &c->formlen)) == NULL)
 			goto fail;
 		(void)snprintf(c->url, sizeof(c->url), "%s%s", hp->base,

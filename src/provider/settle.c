@@ -76,6 +76,8 @@ settle_quiet_ms(const struct settle_clock *c)
 {
 	long long q = c->created_ms + c->deadline_ms;
 
+	if (c->created_ms < 1)
+		return 0; /* not known: absence is never proven */
 	return c->quiet_ms > q ? c->quiet_ms : q;
 }
 
@@ -85,8 +87,11 @@ settle_step(const struct settle_clock *c, long long *wait_ms)
 	long long w;
 
 	*wait_ms = 0;
-	if (c->now_ms < c->created_ms + c->window_ms)
+	/* a request whose age is not known is never sent again */
+	if (c->created_ms > 0 && c->now_ms < c->created_ms + c->window_ms)
 		return SETTLE_RESEND;
+	if (c->created_ms < 1)
+		return SETTLE_PROBE;
 	w = settle_quiet_ms(c) + c->timeout_ms - c->now_ms;
 	if (w > 0 && w <= c->timeout_ms)
 		*wait_ms = w;
