@@ -225,8 +225,8 @@ answer_outcome_render(const struct provider_result *pr, const char *canon,
 		    cJSON_AddStringToObject(extras, "decline_code",
 		        pr->decline_code) == NULL ||
 		    (pr->charge_id[0] != '\0' &&
-		        cJSON_AddStringToObject(extras, "charge", pr->charge_id) ==
-		            NULL))
+		        cJSON_AddStringToObject(extras, "charge",
+		            pr->charge_id) == NULL))
 			goto enomem;
 		break;
 	case PROV_UNKNOWN:

@@ -56,8 +56,7 @@ static const char *const counter_names[MC_COUNT][2] = {
 	    "Kept connections closed after keepalive_idle_timeout_ms idle" },
 	[MC_PROVIDER_MISMATCH] = { "charge_provider_mismatch_total",
 	    "Alerts: the provider answered with a charge that is not the request's (not recorded; the outcome stays unknown)" },
-	[MC_PROVIDER_REFUSED_AMBIGUOUS] = {
-	    "charge_provider_refused_after_ambiguity_total",
+	[MC_PROVIDER_REFUSED_AMBIGUOUS] = { "charge_provider_refused_after_ambiguity_total",
 	    "Alerts: the provider refused a delivery after one that may have executed (the outcome stays unknown)" },
 };
 

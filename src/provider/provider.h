@@ -81,7 +81,8 @@ struct provider_call {
 	 */
 	int probe;
 	long long created_ms; /* Unix ms: the request's first claim (probe) */
-	long long quiet_ms; /* Unix ms: the latest an earlier delivery may have been sent (probe) */
+	long long
+	    quiet_ms; /* Unix ms: the latest an earlier delivery may have been sent (probe) */
 };
 
 /* Called exactly once per call, never before provider_charge_start returned. */

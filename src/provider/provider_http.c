@@ -37,7 +37,7 @@
 #define CHARGES_PATH "/v1/charges"
 #define LIST_PATH "/v1/charges?"
 #define PROBE_PAGES_MAX 1000 /* pages of one probe: 100 000 charges */
-#define PROBE_SKEW_S 60 /* the provider's clock against ours, either way */
+#define PROBE_SKEW_S 60      /* the provider's clock against ours, either way */
 #define BODY_MAX (1024 * 1024) /* bytes of a provider's answer */
 #define SOCKS_MAX 65536        /* descriptors the poll table can hold */
 #define ATTEMPT_MIN_MS 50      /* an attempt with less time left: none */
@@ -451,7 +451,9 @@ call_settle(struct http_call *c, enum settle_verdict v)
 	switch (v) {
 	case SV_COMPLETED: c->res.outcome = PROV_SUCCEEDED; break;
 	case SV_DECLINED: c->res.outcome = PROV_DECLINED; break;
-	case SV_FAILED: c->res.outcome = c->probe ? PROV_ABSENT : PROV_ERROR; break;
+	case SV_FAILED:
+		c->res.outcome = c->probe ? PROV_ABSENT : PROV_ERROR;
+		break;
 	case SV_RETRY:
 	case SV_UNKNOWN: c->res.outcome = PROV_UNKNOWN; break;
 	}
@@ -500,10 +502,11 @@ probe_page_done(struct http_call *c)
 		p = PROBE_NOT_OURS;
 	(void)snprintf(c->res.why, sizeof(c->res.why), "list: %s",
 	    p == PROBE_FOUND || p == PROBE_FOUND_DECLINED ? "found"
-	        : p == PROBE_NONE                           ? "none"
-	                                                    : "not settled");
-	call_settle(c, settle_probe(p, c->probe_sent_ms, c->quiet_ms,
-	                   c->hp->cfg->provider_timeout_ms));
+	        : p == PROBE_NONE                         ? "none"
+	                                                  : "not settled");
+	call_settle(c,
+	    settle_probe(p, c->probe_sent_ms, c->quiet_ms,
+	        c->hp->cfg->provider_timeout_ms));
 }
 
 /* What one finished transfer came to, by the table of provider_wire.c. */

@@ -301,8 +301,8 @@ charge_seen_from_json(const cJSON *o, struct provider_result *res)
 	const cJSON *amount = cJSON_GetObjectItemCaseSensitive(o, "amount");
 	const cJSON *md = cJSON_GetObjectItemCaseSensitive(o, "metadata");
 
-	res->seen_amount = cJSON_IsNumber(amount) &&
-	        amount->valuedouble >= 0 && amount->valuedouble < 1e15 &&
+	res->seen_amount = cJSON_IsNumber(amount) && amount->valuedouble >= 0 &&
+	        amount->valuedouble < 1e15 &&
 	        amount->valuedouble == (double)(long long)amount->valuedouble
 	    ? (long long)amount->valuedouble
 	    : -1;
@@ -541,8 +541,8 @@ scan_metadata(struct scan *s, const char **v, size_t *vlen)
 			return -1;
 		scan_ws(s);
 		if (klen == sizeof(name) - 1 && memcmp(key, name, klen) == 0) {
-			if (*v != NULL || scan_string(s, &str, &len, &esc) != 0 ||
-			    esc)
+			if (*v != NULL ||
+			    scan_string(s, &str, &len, &esc) != 0 || esc)
 				return -1;
 			*v = str;
 			*vlen = len;
@@ -655,8 +655,8 @@ charge_fast(const char *body, size_t len, struct provider_result *res)
 	res->seen_amount = val[F_AMOUNT] != NULL
 	    ? digits_value(val[F_AMOUNT], vlen[F_AMOUNT])
 	    : -1;
-	memcpy(res->seen_currency, val[F_CURRENCY] != NULL ? val[F_CURRENCY] : "",
-	    vlen[F_CURRENCY]);
+	memcpy(res->seen_currency,
+	    val[F_CURRENCY] != NULL ? val[F_CURRENCY] : "", vlen[F_CURRENCY]);
 	res->seen_currency[vlen[F_CURRENCY]] = '\0';
 	memcpy(res->seen_request, rq != NULL ? rq : "", rqlen);
 	res->seen_request[rqlen] = '\0';
@@ -754,7 +754,8 @@ wire_parse_list(const char *body, size_t len, const struct settle_expect *e,
 			continue;
 		memset(&r, 0, sizeof(r));
 		if (charge_from_json(c, &r) != 0) {
-			found = PROBE_NOT_OURS; /* names us, but no settled charge */
+			found =
+			    PROBE_NOT_OURS; /* names us, but no settled charge */
 			continue;
 		}
 		seen.request = r.seen_request;

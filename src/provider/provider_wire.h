@@ -45,8 +45,8 @@ char *wire_form_body(const char *canon, size_t canonlen, const char *principal,
  * charge id after (NULL or "": the first page). Length, or -1 when it does
  * not fit.
  */
-int wire_list_query(long long gte, long long lte, const char *after,
-    char *out, size_t outlen);
+int wire_list_query(long long gte, long long lte, const char *after, char *out,
+    size_t outlen);
 
 /* What one attempt came to, as the classification table sees it. */
 struct wire_attempt {

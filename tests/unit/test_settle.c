@@ -88,13 +88,14 @@ model_declined(enum kind k)
 static int
 model_refused(enum kind k)
 {
-	return k == K_REJECTED_400 || k == K_401 || k == K_403 ||
-	    k == K_404 || k == K_IDEMPOTENCY_ERROR;
+	return k == K_REJECTED_400 || k == K_401 || k == K_403 || k == K_404 ||
+	    k == K_IDEMPOTENCY_ERROR;
 }
 
 /* --- the real classification of each kind ------------------------------- */
 
-#define DKEY "charge_0000000000000000000000000000000000000000000000000000000000000000"
+#define DKEY                                                                   \
+	"charge_0000000000000000000000000000000000000000000000000000000000000000"
 
 static const struct settle_expect expect = { DKEY, 1999, "usd" };
 
@@ -120,7 +121,8 @@ classify(enum kind k)
 	    "{\"error\":{\"type\":\"card_error\",\"code\":\"card_declined\"}}";
 	static const char invalid[] = "{\"error\":{\"type\":"
 	                              "\"invalid_request_error\"}}";
-	static const char idem[] = "{\"error\":{\"type\":\"idempotency_error\"}}";
+	static const char idem[] =
+	    "{\"error\":{\"type\":\"idempotency_error\"}}";
 	char type[PROVIDER_CODE_MAX], code[PROVIDER_CODE_MAX];
 	struct wire_attempt a = { 0, NULL, NULL, -1 };
 	struct provider_result r;
@@ -150,21 +152,37 @@ classify(enum kind k)
 		seen.amount = r.seen_amount;
 		seen.currency = r.seen_currency;
 		return settle_is_ours(&expect, &seen) ? SC_CHARGE : SC_NOT_OURS;
-	case K_DECLINE_ID: body = decl_id; a.status = 402; break;
-	case K_DECLINE_NOID: body = decl_noid; a.status = 402; break;
-	case K_REJECTED_400: body = invalid; a.status = 400; break;
-	case K_401: body = invalid; a.status = 401; break;
+	case K_DECLINE_ID:
+		body = decl_id;
+		a.status = 402;
+		break;
+	case K_DECLINE_NOID:
+		body = decl_noid;
+		a.status = 402;
+		break;
+	case K_REJECTED_400:
+		body = invalid;
+		a.status = 400;
+		break;
+	case K_401:
+		body = invalid;
+		a.status = 401;
+		break;
 	case K_403: a.status = 403; break; /* a WAF's HTML */
 	case K_404: a.status = 404; break;
-	case K_IDEMPOTENCY_ERROR: body = idem; a.status = 400; break;
+	case K_IDEMPOTENCY_ERROR:
+		body = idem;
+		a.status = 400;
+		break;
 	case K_409: a.status = 409; break;
 	case K_429: a.status = 429; break;
 	case K_500: a.status = 500; break;
 	case K_503: a.status = 503; break;
 	case K_N: break;
 	}
-	if (body != NULL && wire_parse_error(body, strlen(body), a.status,
-	                        type, code, &r) == 0) {
+	if (body != NULL &&
+	    wire_parse_error(body, strlen(body), a.status, type, code, &r) ==
+	        0) {
 		a.err_type = type;
 		a.err_code = code;
 	}
@@ -212,11 +230,13 @@ run_sequence(const enum kind *seq, int n, int resumed, int *made)
 	cases++;
 	/* never "nothing was charged" while a charge may exist */
 	if (v == SV_FAILED && (maybe || charged))
-		fail_msg("failed while a charge may exist (%d deliveries, resumed %d, first %s)",
+		fail_msg(
+		    "failed while a charge may exist (%d deliveries, resumed %d, first %s)",
 		    i, resumed, kind_names[seq[0]]);
 	/* never a charge not proven ours */
 	if (v == SV_COMPLETED && !charged)
-		fail_msg("completed without a charge proven ours (%d deliveries, first %s)",
+		fail_msg(
+		    "completed without a charge proven ours (%d deliveries, first %s)",
 		    i, kind_names[seq[0]]);
 	/* never a definitive outcome left unknown, nor another one */
 	if (definitive) {
@@ -226,9 +246,10 @@ run_sequence(const enum kind *seq, int n, int resumed, int *made)
 
 		(void)refused;
 		if (v != want)
-			fail_msg("definitive outcome %s answered %s (%d deliveries, resumed %d, last %s)",
-			    settle_verdict_name(want), settle_verdict_name(v), i,
-			    resumed, kind_names[seq[i - 1]]);
+			fail_msg(
+			    "definitive outcome %s answered %s (%d deliveries, resumed %d, last %s)",
+			    settle_verdict_name(want), settle_verdict_name(v),
+			    i, resumed, kind_names[seq[i - 1]]);
 	}
 	/* the call stops at the first definitive answer, not later */
 	if (definitive && !stopped)
@@ -263,10 +284,12 @@ run_probes(int maybe)
 				fail_msg("a probe answered retry");
 			if (v == SV_FAILED &&
 			    (probes[p] != PROBE_NONE || can_execute))
-				fail_msg("probe %zu at %lld: failed while a charge may exist",
+				fail_msg(
+				    "probe %zu at %lld: failed while a charge may exist",
 				    p, sent[t]);
 			if (v == SV_COMPLETED && probes[p] != PROBE_FOUND)
-				fail_msg("probe %zu: completed without our charge",
+				fail_msg(
+				    "probe %zu: completed without our charge",
 				    p);
 			if (probes[p] == PROBE_FOUND && v != SV_COMPLETED)
 				fail_msg("our charge found, answered %s",
