@@ -158,7 +158,7 @@ def t_concurrent():
 def never_charged(tok, tag, threads):
     """A token the mock fails on every delivery under our key: documented
     answers, never a 201, nothing charged at the mock; past the execute
-    window (2 s) the completer reads the mock's list of charges (it serves
+    window (6 s) the completer reads the mock's list of charges (it serves
     GET /v1/charges with has_more and starting_after, though it ignores
     created[...]: a superset) and settles the record failed (502)."""
     jobs = [(P.new_key(tag), P.charge_body(tok, amount=4200))]
@@ -168,11 +168,14 @@ def never_charged(tok, tag, threads):
     check(any(r.status == 504 and r.ptype() == P.UNKNOWN_TYPE for r in rs),
           "no 504 outcome-unknown: %s" % P.statuses(rs))
     check(MOCK.charges_for(jobs[0][0]) == [], "the mock charged: %r" % MOCK.charges_for(jobs[0][0]))
-    time.sleep(4.5)     # past the completer's schedule (1,2,3 s) and the window
-    st, j = P.key_state(STACK, jobs[0][0])
-    if not (st == 200 and j.get("state") == "failed"):
-        time.sleep(3.0)  # one more look (every 1 s after the last step)
+    # past the execute window and the last send's deadline + timeout, the
+    # completer's next look (every 1 s) settles it: bounded at 15 s
+    end = time.monotonic() + 15
+    while True:
         st, j = P.key_state(STACK, jobs[0][0])
+        if (st == 200 and j.get("state") == "failed") or time.monotonic() > end:
+            break
+        time.sleep(0.5)
     check(st == 200 and j.get("state") == "failed" and j.get("status") == 502,
           "GET /charge/keys after the schedule: %d %r" % (st, j))
     check(MOCK.charges_for(jobs[0][0]) == [], "the mock charged: %r" % MOCK.charges_for(jobs[0][0]))

@@ -531,6 +531,26 @@ test_settle_step(void **state)
 	assert_int_equal(call.quiet_ms, 0);
 }
 
+/*
+ * The completer's record reply and the index (issue 27): only a settled
+ * record leaves it; a retry that holds the record now (FENCED) or another
+ * request that took the key (MISMATCH) keeps its entry, which its holder
+ * may just have added.
+ */
+static void
+test_index_forgets(void **state)
+{
+	(void)state;
+	assert_int_equal(completer_index_forgets(IDEM_RECORDED, 1), 1);
+	assert_int_equal(completer_index_forgets(IDEM_NOT_DURABLE, 1), 1);
+	assert_int_equal(completer_index_forgets(IDEM_RECORDED, 0), 0);
+	assert_int_equal(completer_index_forgets(IDEM_REPLAY, 0), 1);
+	assert_int_equal(completer_index_forgets(IDEM_FENCED, 1), 0);
+	assert_int_equal(completer_index_forgets(IDEM_FENCED, 0), 0);
+	assert_int_equal(completer_index_forgets(IDEM_MISMATCH, 1), 0);
+	assert_int_equal(completer_index_forgets(IDEM_ERR_REDIS, 1), 0);
+}
+
 static void
 test_schedule(void **state)
 {
@@ -596,6 +616,7 @@ main(void)
 		cmocka_unit_test(test_backoff),
 		cmocka_unit_test(test_schedule),
 		cmocka_unit_test(test_settle_step),
+		cmocka_unit_test(test_index_forgets),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
