@@ -72,9 +72,10 @@ mkdir -p "$RUN/spill" && chmod 700 "$RUN/spill"
 # provider_execute_window_s goes in a private charge.conf (the repository's
 # plus that line): the web server passes the responder only the CHARGE_*
 # variables its configuration names. Everything else is a CHARGE_* override.
-cp "$REPO/conf/charge.conf" "$RUN/charge.conf" &&
-	printf '\n# tests/settle\nprovider_execute_window_s = %s\n' "$WINDOW_S" >>"$RUN/charge.conf" ||
+if ! cp "$REPO/conf/charge.conf" "$RUN/charge.conf" ||
+	! printf '\n# tests/settle\nprovider_execute_window_s = %s\n' "$WINDOW_S" >>"$RUN/charge.conf"; then
 	bail "cannot write $RUN/charge.conf"
+fi
 export CHARGE_CONF="$RUN/charge.conf"
 
 # lock_ttl_s 5 > (provider_deadline_ms + redis_timeout_ms) / 1000
