@@ -255,6 +255,14 @@ suite_stripe_mock() { with_asan stripe_mock tests/stripe_mock/run.sh; }
 # wrong name refused.
 suite_provider_tls() { with_asan provider_tls tests/provider_tls/run.sh; }
 
+# Settling an ambiguous provider outcome (issue 27's reproductions) against
+# a scripted hostile provider (tests/settle/hostile_provider.py), ASan
+# build: a key reused after expiry, 401/403 on a re-ask, a slow provider, a
+# charge on page 2 of the list, a wrong 200, a 402 without an id, a
+# never-delivered request settled read-only, a provider's replay passed on.
+# About two minutes (bounded at 420 s).
+suite_settle() { with_asan settle tests/settle/run.sh; }
+
 # Scale-out: the e2e suite against a Redis Cluster; the responders behind
 # Redis Sentinel (failover under load, WAIT), on a Redis Cluster (routing,
 # ASK/MOVED, reshard under load), and two web nodes sharing Redis and
@@ -332,7 +340,7 @@ suite_browser() { STACK_WITH_SIM=1 tests/with-stack.sh tests/browser/run.sh; }
 
 SUITES=(structure builds docs unit unit_asan lua redis_async fuzz fcgi_diff fcgi_wire sim cgi signals edges e2e e2e_apache
 	e2e_apache_cgi e2e_nginx e2e_apache_proxy concurrency e2e_cluster ha_sentinel ha_cluster ha_nodes partitions faults provider
-	provider_faults stripe_mock provider_tls
+	provider_faults stripe_mock provider_tls settle
 	tsan deploy install systemd package examples browser
 	bench_smoke)
 [ $# -gt 0 ] && SUITES=("$@")
