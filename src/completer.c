@@ -262,6 +262,8 @@ completer_settle_step(const struct config *cfg, const struct idem_resume *rs,
 	clk.deadline_ms = cfg->provider_deadline_ms;
 	call->resume = 1;
 	call->probe = settle_step(&clk, &wait_ms) == SETTLE_PROBE;
+	call->resend_until_ms =
+	    call->probe ? 0 : rs->created_ms + clk.window_ms;
 	call->created_ms = rs->created_ms;
 	call->quiet_ms = settle_quiet_ms(&clk);
 	return wait_ms;

@@ -81,6 +81,8 @@ struct provider_call {
 	 */
 	int probe;
 	long long created_ms; /* Unix ms: the request's first claim (probe) */
+	/* Unix ms: no delivery starts at or after it (a re-send: the end of the execute window); 0: none */
+	long long resend_until_ms;
 	long long
 	    quiet_ms; /* Unix ms: the latest an earlier delivery may have been sent (probe) */
 };

@@ -97,6 +97,9 @@ struct http_call {
 	long long probe_sent_ms; /* when the first page was asked for */
 	int pages;
 	int probe_mismatch; /* a page named us with another amount */
+	long long
+	    resend_until_ms; /* no delivery starts from then on; 0: none */
+	int sends; /* requests libcurl sent in this transfer (its own re-send counts) */
 	char after[PROVIDER_ID_MAX];
 	CURL *easy; /* the attempt in flight, or NULL */
 	/* Authorization, Idempotency-Key, then the provider's constant list */
@@ -355,6 +358,26 @@ on_curl_header(char *p, size_t size, size_t n, void *arg)
 static void attempt_start(struct http_call *c);
 static void call_settle(struct http_call *c, enum settle_verdict v);
 
+/*
+ * Called by libcurl each time it is about to send the request, its own
+ * re-send included: after a kept connection died it sends a POST again on
+ * a fresh one within the same transfer, and the first may have executed.
+ */
+static int
+on_curl_prereq(void *arg, char *conn_primary_ip, char *conn_local_ip,
+    int conn_primary_port, int conn_local_port)
+{
+	struct http_call *c = arg;
+
+	(void)conn_primary_ip;
+	(void)conn_local_ip;
+	(void)conn_primary_port;
+	(void)conn_local_port;
+	if (c != NULL)
+		c->sends++;
+	return CURL_PREREQFUNC_OK;
+}
+
 static void
 on_backoff_closed(uv_handle_t *h)
 {
@@ -376,6 +399,7 @@ attempt_cleanup(struct http_call *c)
 	/* no pointer into the call stays behind in a pooled handle */
 	(void)curl_easy_setopt(c->easy, CURLOPT_HTTPHEADER, NULL);
 	(void)curl_easy_setopt(c->easy, CURLOPT_PRIVATE, NULL);
+	(void)curl_easy_setopt(c->easy, CURLOPT_PREREQDATA, NULL);
 	if (hp->idle_n < EASY_POOL_MAX)
 		hp->idle[hp->idle_n++] = c->easy;
 	else
@@ -425,21 +449,19 @@ attempt_retry(struct http_call *c)
 /*
  * What a transfer that got no HTTP answer proves: nothing reached the
  * provider when the certificate was refused, or when no connection could
- * be made and not a byte of the request went out (libcurl re-sends on a
- * fresh connection after a kept one failed: the bytes it sent on the old
- * one count). Anything else may have executed.
+ * be made and libcurl never got to send the request (sends: its
+ * CURLOPT_PREREQFUNCTION calls; it re-sends on a fresh connection after a
+ * kept one died, and the first may have arrived). Anything else may have
+ * executed.
  */
 static enum settle_class
-transport_class(CURL *e, CURLcode rc)
+transport_class(CURLcode rc, int sends)
 {
-	long sent = -1;
-
 	if (rc == CURLE_PEER_FAILED_VERIFICATION ||
 	    rc == CURLE_SSL_CACERT_BADFILE)
 		return SC_NOT_SENT;
 	if ((rc == CURLE_COULDNT_CONNECT || rc == CURLE_COULDNT_RESOLVE_HOST) &&
-	    curl_easy_getinfo(e, CURLINFO_REQUEST_SIZE, &sent) == CURLE_OK &&
-	    sent == 0)
+	    sends == 0)
 		return SC_NOT_SENT;
 	return SC_MAYBE;
 }
@@ -524,7 +546,7 @@ attempt_done(struct http_call *c, CURLcode rc)
 	if (rc == CURLE_OK)
 		(void)curl_easy_getinfo(c->easy, CURLINFO_RESPONSE_CODE,
 		    &status);
-	sc = rc == CURLE_OK ? SC_MAYBE : transport_class(c->easy, rc);
+	sc = rc == CURLE_OK ? SC_MAYBE : transport_class(rc, c->sends);
 	attempt_cleanup(c);
 	a.status = rc == CURLE_OK ? status : 0;
 	a.should_retry = c->should_retry;
@@ -586,6 +608,9 @@ attempt_done(struct http_call *c, CURLcode rc)
 		    c->dkey);
 	else if (v.cls == WIRE_REJECTED)
 		log_warn(NULL, "provider refused the delivery: %s", c->res.why);
+	/* libcurl sent it more than once: the earlier one may have executed */
+	if (c->sends > 1)
+		(void)settle_attempt(&c->fold, SC_MAYBE);
 	sv = settle_attempt(&c->fold, sc);
 	if (sv != SV_RETRY) {
 		call_settle(c, sv);
@@ -623,6 +648,7 @@ easy_setup(struct http_provider *hp, CURL *e)
 		rc |= curl_easy_setopt(e, CURLOPT_UNIX_SOCKET_PATH,
 		    hp->unix_path);
 	rc |= curl_easy_setopt(e, CURLOPT_WRITEFUNCTION, on_curl_body);
+	rc |= curl_easy_setopt(e, CURLOPT_PREREQFUNCTION, on_curl_prereq);
 	rc |= curl_easy_setopt(e, CURLOPT_HEADERFUNCTION, on_curl_header);
 	rc |= curl_easy_setopt(e, CURLOPT_NOSIGNAL, 1L);
 	rc |= curl_easy_setopt(e, CURLOPT_CONNECTTIMEOUT_MS,
@@ -702,6 +728,7 @@ attempt_setup(struct http_call *c)
 		rc |= curl_easy_setopt(e, CURLOPT_HTTPGET, 1L);
 	}
 	rc |= curl_easy_setopt(e, CURLOPT_PRIVATE, c);
+	rc |= curl_easy_setopt(e, CURLOPT_PREREQDATA, c);
 	rc |= curl_easy_setopt(e, CURLOPT_WRITEDATA, c);
 	rc |= curl_easy_setopt(e, CURLOPT_HEADERDATA, c);
 	rc |= curl_easy_setopt(e, CURLOPT_TIMEOUT_MS, timeout_ms);
@@ -724,13 +751,19 @@ probe_url(struct http_call *c)
 static void
 attempt_start(struct http_call *c)
 {
-	/* a backoff that ended late leaves no time: no attempt, unknown */
-	if ((c->deadline_us - now_mono_us()) / 1000 < ATTEMPT_MIN_MS) {
+	/*
+	 * A backoff that ended late leaves no time, and a re-send of an
+	 * unknown outcome never starts past the execute window: no attempt,
+	 * the call ends with what the attempts so far proved.
+	 */
+	if ((c->deadline_us - now_mono_us()) / 1000 < ATTEMPT_MIN_MS ||
+	    (c->resend_until_ms > 0 && now_wall_ms() >= c->resend_until_ms)) {
 		call_settle(c, c->probe ? SV_UNKNOWN : settle_end(&c->fold));
 		return;
 	}
 	c->body_len = 0;
 	c->should_retry = -1;
+	c->sends = 0;
 	c->res.attempts++;
 	if (c->probe && c->pages == 0)
 		c->probe_sent_ms = now_wall_ms(); /* the list's moment */
@@ -760,6 +793,7 @@ http_start(void *impl, const struct provider_call *call, provider_cb *cb,
 	c->cb = cb;
 	c->arg = arg;
 	c->probe = call->probe;
+	c->resend_until_ms = call->probe ? 0 : call->resend_until_ms;
 	c->res.outcome = PROV_UNKNOWN;
 	c->deadline_us = call->deadline_us;
 	settle_begin(&c->fold, call->resume);
