@@ -531,6 +531,8 @@ on_prepare(uv_prepare_t *h)
 	}
 	if (sim_store_dirty(srv->store))
 		sim_store_commit(srv->store); /* deliveries of detached ones */
+	/* every charge of the turn is on disk: its webhook may go */
+	sim_webhooks_committed(srv->api->webhooks);
 }
 
 /* After the latency: charge now; answer if the connection is still there. */

@@ -122,6 +122,7 @@ struct sim_webhooks {
 	struct sim_rng fault_rng; /* seeded: drop, dup, shuffle */
 	struct sim_rng id_rng;    /* random: event ids */
 	bool stopping;
+	bool fresh; /* events queued since the last commit */
 	/* counts since start */
 	unsigned long n_created;
 	unsigned long n_deliveries;
@@ -670,8 +671,8 @@ add_delivery(struct sim_webhooks *w, struct wh_event *ev, size_t endpoint,
 		w->n_shuffled++;
 	}
 	d->state = WH_PENDING;
-	/* the first attempt goes out on the next loop turn at the earliest,
-	 * after the group commit of the charge's record */
+	/* the first attempt starts after the group commit of the charge's
+	 * record (sim_webhooks_committed) */
 	d->due = uv_now(w->loop) + d->delay_ms;
 	heap_push(w, d);
 }
@@ -768,6 +769,15 @@ sim_webhooks_charge(struct sim_webhooks *w, const struct sim_charge *c,
 			w->n_duplicated++;
 		}
 	}
+	w->fresh = true; /* started by sim_webhooks_committed */
+}
+
+void
+sim_webhooks_committed(struct sim_webhooks *w)
+{
+	if (w == NULL || !w->fresh || w->stopping)
+		return;
+	w->fresh = false;
 	pump(w);
 }
 

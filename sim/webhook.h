@@ -52,12 +52,16 @@ struct sim_webhooks *sim_webhooks_new(uv_loop_t *loop,
 
 /*
  * A charge was created (status 200: charge.succeeded, 402: charge.failed):
- * its event is queued for every endpoint; the first attempt starts on the
- * next loop turn, after the group commit of the charge's record.
- * idem[0..idem_len) is the request's Idempotency-Key (idem NULL: none).
+ * its event is queued for every endpoint; the first attempts start at
+ * sim_webhooks_committed. idem[0..idem_len) is the request's
+ * Idempotency-Key (idem NULL: none).
  */
 void sim_webhooks_charge(struct sim_webhooks *w, const struct sim_charge *c,
     const char *idem, size_t idem_len);
+
+/* The store's records of this loop turn are on disk (the group commit):
+ * the events queued meanwhile may go out. */
+void sim_webhooks_committed(struct sim_webhooks *w);
 
 /*
  * Appends {"events":[...]} (oldest first; only those of charge when
