@@ -695,6 +695,11 @@ sim_api_execute(struct sim_api *api, struct sim_exchange_data *x)
 		    "The simulator holds --max-keys charges without a key; a new one is refused until old ones expire.");
 		return;
 	}
+	/* the event goes out whatever the wire does with the answer */
+	if (api->webhooks != NULL)
+		sim_webhooks_charge(api->webhooks, c,
+		    x->has_idem ? x->idem : NULL,
+		    x->has_idem ? x->idem_len : 0);
 	answer(x, status);
 	switch (x->token) {
 	case SIM_TOK_CHARGED_500: answer_500(x); break;
@@ -1226,7 +1231,49 @@ sim_stats(struct sim_api *api, struct sim_exchange_data *x)
 	for (f = 0; f < SIM_FAULT_COUNT; f++)
 		sim_buf_addf(b, "%s\"%s\":%lu", f ? "," : "", fault_names[f],
 		    api->faults[f]);
-	sim_buf_adds(b, "}}");
+	sim_buf_adds(b, "}");
+	sim_webhooks_stats(api->webhooks, b);
+	sim_buf_adds(b, "}");
+	answer(x, 200);
+}
+
+/* GET /_sim/events[?charge=ch_...] and /_sim/events/<evt_...>. */
+static void
+sim_events(struct sim_api *api, struct sim_exchange_data *x, const char *id,
+    size_t id_len, const char *qs, size_t qn)
+{
+	struct sim_buf *b = &x->body_out;
+	const char *charge = NULL;
+	size_t charge_len = 0, i;
+
+	b->len = 0;
+	if (id_len > 0) {
+		if (!sim_webhooks_render(api->webhooks, b, id, id_len, NULL,
+		        0)) {
+			answer_error(x, 404, "invalid_request_error",
+			    "resource_missing", "id", 2, "No such event.");
+			return;
+		}
+		answer(x, 200);
+		return;
+	}
+	x->scratch.len = 0;
+	sim_buf_reserve(&x->scratch, qn);
+	if (sim_form_decode(qs, qn, x->scratch.p, &x->form) == SIM_FORM_OK) {
+		for (i = 0; i < x->form.n; i++) {
+			if (name_is(&x->form.pairs[i], "charge")) {
+				charge = x->form.pairs[i].value;
+				charge_len = x->form.pairs[i].value_len;
+			}
+		}
+	}
+	if (charge != NULL && charge_len == 0) {
+		answer_invalid(x, "parameter_invalid", "charge", 6,
+		    "charge: a charge id is expected.");
+		return;
+	}
+	(void)sim_webhooks_render(api->webhooks, b, NULL, 0, charge,
+	    charge_len);
 	answer(x, 200);
 }
 
@@ -1278,6 +1325,10 @@ sim_api_handle(struct sim_api *api, struct sim_exchange_data *x)
 		sim_keys(api, x, NULL, 0, false);
 	} else if (path_under(path, plen, "/_sim/keys/")) {
 		sim_keys(api, x, path + 11, plen - 11, true);
+	} else if (path_is(path, plen, "/_sim/events")) {
+		sim_events(api, x, NULL, 0, q ? q : "", qlen);
+	} else if (path_under(path, plen, "/_sim/events/")) {
+		sim_events(api, x, path + 13, plen - 13, "", 0);
 	} else if (path_is(path, plen, "/_sim/stats")) {
 		sim_stats(api, x);
 	} else {

@@ -761,8 +761,8 @@ def t_sim_keys():
     check(any(x["idempotency_key"] == k for x in keys), "listed in /_sim/keys")
     check(all(x["charges"] <= 1 for x in keys), "charges per key <= 1")
     st = stats(s)
-    check(set(st) == {"deliveries", "charges", "keys", "replays", "in_use", "faults"},
-          str(st))
+    check(set(st) == {"deliveries", "charges", "keys", "replays", "in_use", "faults",
+                      "webhooks"}, str(st))
     check(set(st["faults"]) == {"error", "charged_then_500", "charged_then_close",
                                 "charged_then_reset", "charged_then_late", "reset",
                                 "refuse", "trickle", "rate_limited"}, str(st["faults"]))
@@ -1410,6 +1410,401 @@ def t_cli():
     s = Sim()
     charge(s, fresh())
     check(s.stop() == 0, "SIGTERM: exit 0")
+
+
+# --- webhooks ----------------------------------------------------------------
+
+WHSEC = "whsec_test_0123456789abcdef"
+
+
+class Receiver:
+    """A webhook endpoint on 127.0.0.1 (or a unix socket) that checks every
+    Stripe-Signature against its secrets and records each delivery;
+    behave(event, nth) -> (status, delay_s) decides the answer, nth being the
+    0-based count of earlier deliveries of that event id."""
+
+    def __init__(self, secrets=(WHSEC,), behave=None, unix=None):
+        import http.server
+        import socketserver
+        self.secrets = list(secrets)
+        self.behave = behave or (lambda ev, nth: (200, 0))
+        self.got = []        # (monotonic, path, event dict, sig ok, header)
+        self.lock = threading.Lock()
+        rec = self
+
+        class H(http.server.BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def do_POST(self):
+                n = int(self.headers.get("Content-Length", "0"))
+                body = self.rfile.read(n)
+                hdr = self.headers.get("Stripe-Signature", "")
+                ok = rec.verify(hdr, body)
+                ev = json.loads(body)
+                with rec.lock:
+                    nth = sum(1 for g in rec.got if g[2]["id"] == ev["id"])
+                    rec.got.append((time.monotonic(), self.path, ev, ok, hdr,
+                                    dict(self.headers)))
+                status, delay = rec.behave(ev, nth)
+                if delay:
+                    time.sleep(delay)
+                out = b'{"received":true}'
+                try:
+                    self.send_response(status)
+                    self.send_header("Content-Length", str(len(out)))
+                    self.end_headers()
+                    self.wfile.write(out)
+                except OSError:
+                    pass
+
+            def log_message(self, *a):
+                pass
+
+            def address_string(self):
+                return "peer"
+
+        if unix:
+            class U(socketserver.ThreadingMixIn, socketserver.UnixStreamServer):
+                daemon_threads = True
+                request_queue_size = 128
+
+            class HU(H):
+                def setup(self):
+                    self.client_address = ("unix", 0)
+                    super().setup()
+            self.srv = U(unix, HU)
+            self.url = "unix:%s:/hooks/unix" % unix
+        else:
+            class T(http.server.ThreadingHTTPServer):
+                daemon_threads = True
+                request_queue_size = 128   # the simulator connects many at once
+            self.srv = T(("127.0.0.1", 0), H)
+            self.url = "http://127.0.0.1:%d/webhooks/provider" % self.srv.server_address[1]
+        self.thread = threading.Thread(target=self.srv.serve_forever, daemon=True)
+        self.thread.start()
+
+    def verify(self, hdr, body):
+        """True when t is within 300 s and some v1 matches some secret."""
+        import hashlib
+        import hmac
+        try:
+            items = [p.split("=", 1) for p in hdr.split(",")]
+            t = [v for k, v in items if k == "t"][0]
+            v1s = [v for k, v in items if k == "v1"]
+        except (ValueError, IndexError):
+            return False
+        if abs(int(t) - time.time()) > 300:
+            return False
+        want = [hmac.new(s.encode(), t.encode() + b"." + body, hashlib.sha256).hexdigest()
+                for s in self.secrets]
+        return any(hmac.compare_digest(v, w) for v in v1s for w in want)
+
+    def events(self):
+        with self.lock:
+            return list(self.got)
+
+    def wait(self, cond, timeout=10):
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if cond(self.events()):
+                return True
+            time.sleep(0.02)
+        return False
+
+    def close(self):
+        self.srv.shutdown()
+        self.srv.server_close()
+
+
+def wh_sim(rec, *args):
+    urls = rec if isinstance(rec, list) else [rec]
+    a = []
+    for r in urls:
+        a += ["--webhook-url", r if isinstance(r, str) else r.url]
+    return Sim(*(a + ["--webhook-secret", WHSEC, "--fsync", "never"] + list(args)))
+
+
+def sim_events(sim, q=""):
+    st, _, b = req(sim, "GET", "/_sim/events" + q, sk=None)
+    check(st == 200, "/_sim/events: %d" % st)
+    return json.loads(b)["events"]
+
+
+@test("webhooks: one signed event per charge outcome, the charge object inside, /_sim/events")
+def t_webhook_basic():
+    rec = Receiver()
+    s = wh_sim(rec)
+    try:
+        k = fresh()
+        st, _, b = charge(s, k, extra=[("metadata[charge_request]", "r-" + k)])
+        ok_charge = json.loads(b)
+        st2, _, b2 = charge(s, fresh(), "tok_chargeDeclinedInsufficientFunds")
+        failed_id = err_of(b2)["charge"]
+        _, _, fb = req(s, "GET", "/v1/charges/" + failed_id)
+        check(rec.wait(lambda g: len(g) >= 2), "two deliveries: %d" % len(rec.events()))
+        time.sleep(0.3)
+        got = rec.events()
+        check(len(got) == 2, "exactly two deliveries: %d" % len(got))
+        by_type = {g[2]["type"]: g for g in got}
+        check(set(by_type) == {"charge.succeeded", "charge.failed"}, str(list(by_type)))
+        for g in got:
+            _, path, ev, sig_ok, hdr, headers = g
+            check(sig_ok, "signature verifies: %s" % hdr)
+            check(re.fullmatch(r"t=\d+,v1=[0-9a-f]{64}", hdr), "header shape: %s" % hdr)
+            check(path == "/webhooks/provider", "path " + path)
+            check(headers.get("Content-Type", "").startswith("application/json"),
+                  "content type %s" % headers.get("Content-Type"))
+            check(re.fullmatch(r"evt_[0-9a-f]{24}", ev["id"]) and ev["object"] == "event" and
+                  abs(ev["created"] - time.time()) < 30, "event: %s" % str(ev)[:200])
+            check(list(ev)[:2] == ["id", "object"] and "data" in ev and "type" in ev,
+                  "members %s" % list(ev))
+        ev = by_type["charge.succeeded"][2]
+        check(ev["data"]["object"] == ok_charge, "the succeeded charge object")
+        check(ev["data"]["object"]["metadata"] == {"charge_request": "r-" + k}, "metadata")
+        check(ev["request"]["idempotency_key"] == k, "request.idempotency_key")
+        ev = by_type["charge.failed"][2]
+        check(ev["data"]["object"] == json.loads(fb) and
+              ev["data"]["object"]["status"] == "failed", "the failed charge object")
+        evs = sim_events(s)
+        check(len(evs) == 2 and all(e["deliveries"][0]["state"] == "delivered" and
+                                    len(e["deliveries"][0]["attempts"]) == 1 and
+                                    e["deliveries"][0]["attempts"][0]["status"] == 200
+                                    for e in evs), "introspection: %s" % str(evs)[:300])
+        check([e["charge"] for e in evs] == [ok_charge["id"], failed_id], "oldest first")
+        one = sim_events(s, "?charge=" + failed_id)
+        check(len(one) == 1 and one[0]["type"] == "charge.failed", "?charge= filter")
+        st, _, b = req(s, "GET", "/_sim/events/" + one[0]["id"], sk=None)
+        check(st == 200 and json.loads(b)["id"] == one[0]["id"], "one event by id")
+        st, _, _ = req(s, "GET", "/_sim/events/evt_000000000000000000000000", sk=None)
+        check(st == 404, "unknown event: %d" % st)
+        w = stats(s)["webhooks"]
+        check(w["events"] == 2 and w["delivered"] == 2 and w["attempts"] == 2, str(w))
+        # a replay is no new charge: no new event
+        charge(s, k, extra=[("metadata[charge_request]", "r-" + k)])
+        time.sleep(0.3)
+        check(len(rec.events()) == 2, "a replay sends nothing")
+    finally:
+        check(s.stop() == 0, "exit 0")
+        rec.close()
+    s = Sim()
+    try:
+        check(stats(s)["webhooks"] is None and sim_events(s) == [], "no --webhook-url: none")
+    finally:
+        check(s.stop() == 0, "exit 0")
+
+
+@test("webhooks: a 500 is retried with exponential backoff, re-signed; bounded by --webhook-attempts")
+def t_webhook_retry():
+    rec = Receiver(behave=lambda ev, nth: (500, 0) if nth < 2 else (200, 0))
+    s = wh_sim(rec, "--webhook-retry-ms", "150", "--webhook-attempts", "4")
+    try:
+        st, _, b = charge(s, fresh())
+        cid = json.loads(b)["id"]
+        check(rec.wait(lambda g: len(g) >= 3), "three attempts: %d" % len(rec.events()))
+        time.sleep(0.5)
+        got = rec.events()
+        check(len(got) == 3 and len({g[2]["id"] for g in got}) == 1, "%d deliveries" % len(got))
+        check(all(g[3] for g in got), "every attempt signed")
+        gaps = [got[i + 1][0] - got[i][0] for i in range(2)]
+        check(0.13 <= gaps[0] < 1.0 and 0.28 <= gaps[1] < 1.5 and gaps[1] > gaps[0],
+              "backoff 150 ms then 300 ms: %s" % gaps)
+        d = sim_events(s, "?charge=" + cid)[0]["deliveries"][0]
+        check(d["state"] == "delivered" and [a["status"] for a in d["attempts"]] == [500, 500, 200],
+              str(d))
+    finally:
+        check(s.stop() == 0, "exit 0")
+        rec.close()
+    rec = Receiver(behave=lambda ev, nth: (503, 0))
+    s = wh_sim(rec, "--webhook-retry-ms", "50", "--webhook-attempts", "3")
+    try:
+        charge(s, fresh())
+        check(rec.wait(lambda g: len(g) >= 3), "3 attempts")
+        time.sleep(0.6)
+        check(len(rec.events()) == 3, "then no more: %d" % len(rec.events()))
+        d = sim_events(s)[0]["deliveries"][0]
+        check(d["state"] == "failed" and len(d["attempts"]) == 3, str(d))
+        check(stats(s)["webhooks"]["failed"] == 1, str(stats(s)["webhooks"]))
+    finally:
+        check(s.stop() == 0, "exit 0")
+        rec.close()
+
+
+@test("webhooks: no answer (refused, timeout) is retried; a hanging endpoint never blocks the loop")
+def t_webhook_no_answer():
+    dead = socket.socket()
+    dead.bind(("127.0.0.1", 0))
+    port = dead.getsockname()[1]
+    dead.close()                       # nothing listens there now
+    hang = Receiver(behave=lambda ev, nth: (200, 3.0) if nth == 0 else (200, 0))
+    s = wh_sim(["http://127.0.0.1:%d/x" % port, hang], "--webhook-retry-ms", "100",
+               "--webhook-attempts", "4", "--webhook-timeout-ms", "400")
+    try:
+        cids = []
+        c = s.conn()
+        for _ in range(20):
+            t0 = time.monotonic()
+            st, _, b = charge(s, fresh(), conn=c)
+            check(st == 200 and time.monotonic() - t0 < 1.0,
+                  "a charge answered while deliveries hang: %.2f s" % (time.monotonic() - t0))
+            cids.append(json.loads(b)["id"])
+        c.close()
+        check(hang.wait(lambda g: len({x[2]["id"] for x in g}) == 20 and len(g) >= 40,
+                        timeout=30),
+              "each event again after its timeout: %d" % len(hang.events()))
+        time.sleep(1.0)
+        evs = sim_events(s)
+        for e in evs:
+            dead_d = [d for d in e["deliveries"] if d["url"].endswith("/x")][0]
+            check(dead_d["state"] == "failed" and len(dead_d["attempts"]) == 4 and
+                  all(a["status"] is None and "ECONNREFUSED" in a["error"]
+                      for a in dead_d["attempts"]), "refused: %s" % dead_d)
+            hd = [d for d in e["deliveries"] if not d["url"].endswith("/x")][0]
+            check(hd["state"] == "delivered" and hd["attempts"][0]["error"] ==
+                  "timeout after 400 ms" and hd["attempts"][-1]["status"] == 200,
+                  "timeout then 200: %s" % hd)
+    finally:
+        check(s.stop() == 0, "exit 0")
+        hang.close()
+
+
+@test("webhooks: --webhook-dup-rate, --webhook-drop-rate, --webhook-shuffle-rate, seeded")
+def t_webhook_faults():
+    rec = Receiver()
+    s = wh_sim(rec, "--webhook-dup-rate", "1")
+    try:
+        charge(s, fresh())
+        check(rec.wait(lambda g: len(g) >= 2), "two copies")
+        time.sleep(0.3)
+        got = rec.events()
+        check(len(got) == 2 and got[0][2] == got[1][2] and all(g[3] for g in got),
+              "the same event twice, both signed")
+        ds = sim_events(s)[0]["deliveries"]
+        check(sorted(d["duplicate"] for d in ds) == [False, True], str(ds))
+    finally:
+        check(s.stop() == 0, "exit 0")
+        rec.close()
+    rec = Receiver()
+    s = wh_sim(rec, "--webhook-drop-rate", "1")
+    try:
+        charge(s, fresh())
+        time.sleep(0.5)
+        check(rec.events() == [], "dropped: nothing arrives")
+        d = sim_events(s)[0]["deliveries"][0]
+        check(d["state"] == "dropped" and d["attempts"] == [], str(d))
+    finally:
+        check(s.stop() == 0, "exit 0")
+        rec.close()
+
+    def run(seed):
+        rec = Receiver()
+        s = wh_sim(rec, "--seed", str(seed), "--webhook-shuffle-rate", "0.5",
+                   "--webhook-shuffle-ms", "600", "--webhook-dup-rate", "0.3",
+                   "--webhook-drop-rate", "0.2")
+        try:
+            made = []
+            c = s.conn()
+            for _ in range(30):
+                made.append(json.loads(charge(s, None, conn=c)[2])["id"])
+            c.close()
+            time.sleep(1.5)
+            evs = sim_events(s)
+            shape = [(len(e["deliveries"]), [(d["duplicate"], d["state"], d["delay_ms"] > 0)
+                                             for d in e["deliveries"]]) for e in evs]
+            order = [g[2]["data"]["object"]["id"] for g in rec.events()]
+            return made, shape, order, stats(s)["webhooks"]
+        finally:
+            check(s.stop() == 0, "exit 0")
+            rec.close()
+
+    made, shape, order, w = run(7)
+    _, shape2, _, w2 = run(7)
+    _, shape3, _, _ = run(8)
+    check(shape == shape2 and shape != shape3, "the same seed, the same faults")
+    check(w["dropped"] > 0 and w["duplicated"] > 0 and w["shuffled"] > 0, str(w))
+    delivered = [cid for cid in made if cid in order]
+    first_seen = sorted(set(order), key=order.index)
+    check(first_seen != delivered, "arrival order differs from creation order")
+    check(len(order) == w["delivered"] == w["deliveries"] - w["dropped"],
+          "every undropped delivery arrived once: %d, %s" % (len(order), w))
+
+
+@test("webhooks: a charge whose answer is lost (close, late) still sends its event at once")
+def t_webhook_lost_answer():
+    rec = Receiver()
+    s = wh_sim(rec, "--late-ms", "3000")
+    try:
+        k = fresh()
+        got, how = send_raw(s, raw_post(k, "tok_providerChargedThenClose"), timeout=5)
+        check(got == b"" and how == "eof", "closed without an answer: %r %s" % (got[:50], how))
+        check(rec.wait(lambda g: len(g) == 1, timeout=3), "the event arrived")
+        check(rec.events()[0][2]["request"]["idempotency_key"] == k, "its key")
+        t0 = time.monotonic()
+        sk = s.sock()
+        sk.sendall(raw_post(fresh(), "tok_providerChargedThenLate"))
+        check(rec.wait(lambda g: len(g) == 2, timeout=2), "late answer: the event first")
+        check(time.monotonic() - t0 < 2.0, "before the late answer")
+        sk.close()
+    finally:
+        check(s.stop() == 0, "exit 0")
+        rec.close()
+
+
+@test("webhooks: several secrets (one from a file) sign one v1 each (rotation); a unix socket endpoint")
+def t_webhook_secrets_unix():
+    path = os.path.join(TMP, "hook.sock")
+    rec_old = Receiver(secrets=["whsec_old"])
+    rec_new = Receiver(secrets=["whsec_new"], unix=path)
+    sf = os.path.join(TMP, "whsec")
+    with open(sf, "w") as f:
+        f.write("whsec_new\n")
+    s = Sim("--webhook-url", rec_old.url, "--webhook-url", rec_new.url,
+            "--webhook-secret", "whsec_old", "--webhook-secret-file", sf)
+    try:
+        charge(s, fresh())
+        check(rec_old.wait(lambda g: len(g) == 1) and rec_new.wait(lambda g: len(g) == 1),
+              "both endpoints")
+        for r in (rec_old, rec_new):
+            g = r.events()[0]
+            check(g[3] and g[4].count("v1=") == 2, "two v1, one valid here: %s" % g[4])
+        check(rec_new.events()[0][1] == "/hooks/unix", "path after the socket")
+        check(rec_new.events()[0][5].get("Host") == "localhost", "Host: localhost")
+    finally:
+        check(s.stop() == 0, "exit 0")
+        rec_old.close()
+        rec_new.close()
+
+
+@test("webhooks: SIGTERM with deliveries in flight and pending exits 0; the command line")
+def t_webhook_stop_cli():
+    rec = Receiver(behave=lambda ev, nth: (200, 2.0))
+    s = wh_sim(rec, "--webhook-concurrency", "2", "--webhook-max-events", "5")
+    c = s.conn()
+    for _ in range(12):
+        charge(s, None, conn=c)
+    c.close()
+    time.sleep(0.3)
+    w = stats(s)["webhooks"]
+    check(w["in_flight"] == 2 and w["evicted"] == 7, "bounded: %s" % w)
+    check(len(sim_events(s)) == 5, "5 events kept")
+    check(s.stop() == 0, "SIGTERM with deliveries in flight: exit 0 (no leak under ASan)")
+    rec.close()
+    for bad in (["--webhook-url", "http://127.0.0.1:9/x"],
+                ["--webhook-secret", "whsec_x"],
+                ["--webhook-url", "https://127.0.0.1/x", "--webhook-secret", "s"],
+                ["--webhook-url", "http://example.com/x", "--webhook-secret", "s"],
+                ["--webhook-url", "http://127.0.0.1:70000/x", "--webhook-secret", "s"],
+                ["--webhook-url", "unix:", "--webhook-secret", "s"],
+                ["--webhook-url", "http://127.0.0.1/x", "--webhook-secret", "s",
+                 "--webhook-dup-rate", "1.5"],
+                ["--webhook-url", "http://127.0.0.1/x", "--webhook-secret", "s",
+                 "--webhook-attempts", "0"],
+                ["--webhook-url", "http://127.0.0.1/x", "--webhook-secret-file",
+                 os.path.join(TMP, "no-such-secret")],
+                ["--webhook-url", "http://127.0.0.1/x", "--webhook-secret-file", "/dev/null"]):
+        r = subprocess.run([BIN, "--listen", "127.0.0.1:0",
+                            "--data", os.path.join(TMP, "cli.log")] + bad,
+                           capture_output=True, timeout=10)
+        check(r.returncode == 2, "%s: exit %d" % (bad, r.returncode))
 
 
 def main():
