@@ -29,6 +29,8 @@
 #define SIM_MAX_META_PAIRS 50
 #define SIM_MAX_META_NAME 40
 #define SIM_MAX_META_VALUE 500
+#define SIM_LIST_DEFAULT_LIMIT 10 /* list and search pages, as Stripe's */
+#define SIM_LIST_MAX_LIMIT 100
 
 #define SIM_SWEEP_MS 1000          /* idle-connection sweep period */
 #define SIM_PRUNE_MS 60000         /* expired keys pruned every minute */

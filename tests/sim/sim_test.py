@@ -409,6 +409,344 @@ def t_search():
         check(st == 400 and err_of(b)["param"] == "query", "%r: %d %s" % (bad, st, b))
 
 
+# --- the list API and paged search ----------------------------------------
+
+def get_json(sim, path, sk=SK, conn=None):
+    st, _, b = req(sim, "GET", path, sk=sk, conn=conn)
+    return st, json.loads(b)
+
+
+def make_charges(sim, n, extra=None, sk=SK, source="tok_visa"):
+    """n key-less charges on one kept-alive connection; their objects."""
+    c = sim.conn()
+    out = []
+    for i in range(n):
+        st, _, b = charge(sim, None, source, amount=100 + i, extra=extra, sk=sk,
+                          conn=c)
+        check(st in (200, 402), "charge %d: %d %s" % (i, st, b))
+        out.append(json.loads(b) if st == 200 else
+                   json.loads(req(sim, "GET", "/v1/charges/" + err_of(b)["charge"],
+                                  sk=sk, conn=c)[2]))
+    c.close()
+    return out
+
+
+def walk(sim, query, limit, sk=SK):
+    """Follows starting_after from the newest page; (ids, pages)."""
+    ids, pages, after = [], 0, None
+    c = sim.conn()
+    while True:
+        q = query + "&limit=%d" % limit + ("&starting_after=" + after if after else "")
+        st, o = get_json(sim, "/v1/charges?" + q, sk=sk, conn=c)
+        check(st == 200 and o["object"] == "list" and o["url"] == "/v1/charges",
+              "page %d: %d %s" % (pages, st, str(o)[:200]))
+        check(len(o["data"]) <= limit, "page over the limit")
+        pages += 1
+        ids += [d["id"] for d in o["data"]]
+        if not o["has_more"]:
+            break
+        check(o["data"], "has_more with an empty page")
+        after = o["data"][-1]["id"]
+        check(pages < 10000, "paging does not end")
+    c.close()
+    return ids, pages
+
+
+def order_key(o):
+    return o["created"]
+
+
+@test("GET /v1/charges: newest first, ties in created kept in creation order; paging visits each charge once")
+def t_list_paging():
+    s = Sim("--secret-key", SK, "--secret-key", SK2, "--fsync", "never")
+    try:
+        made = make_charges(s, 30, extra=[("metadata[charge_request]", "r1"),
+                                          ("metadata[x]", "a&b=c")])
+        made += make_charges(s, 3, source="tok_chargeDeclined")
+        time.sleep(1.1)
+        made += make_charges(s, 24)
+        other = make_charges(s, 5, sk=SK2)
+        created = [m["created"] for m in made]
+        check(len(set(created)) < len(created), "ties in created: %s" % sorted(set(created)))
+        want = [m["id"] for m in reversed(made)]     # created desc, then sequence desc
+        for limit in (1, 7, 10, 57, 100):
+            ids, pages = walk(s, "", limit)
+            check(ids == want, "limit %d: order %s..., want %s..." % (limit, ids[:3], want[:3]))
+            check(pages == max(1, -(-len(want) // limit)) or
+                  (len(want) % limit == 0 and pages == len(want) // limit),
+                  "limit %d: %d pages" % (limit, pages))
+        st, o = get_json(s, "/v1/charges")
+        check(len(o["data"]) == 10 and o["has_more"], "default limit 10")
+        full = {d["id"]: d for d in o["data"]}
+        st, o = get_json(s, "/v1/charges?limit=100")
+        byid = {d["id"]: d for d in o["data"]}
+        for m in made[:33]:
+            d = byid.get(m["id"])
+            if d is None:
+                continue
+            check(d == m, "the listed object is the created one: %s" % m["id"])
+        check(any(d["status"] == "failed" for d in byid.values()), "declines are listed")
+        r1 = [d for d in byid.values() if d["metadata"].get("charge_request") == "r1"]
+        check(r1 and all(d["metadata"] == {"charge_request": "r1", "x": "a&b=c"} for d in r1),
+              "full metadata: %s" % (r1[:1],))
+        check(not set(byid) & {m["id"] for m in other}, "another account's charges are not listed")
+        ids, _ = walk(s, "", 2, sk=SK2)
+        check(ids == [m["id"] for m in reversed(other)], "the other account sees its own")
+        # ending_before: the page just newer than the cursor, newest first
+        mid = want[20]
+        st, o = get_json(s, "/v1/charges?limit=5&ending_before=" + mid)
+        check([d["id"] for d in o["data"]] == want[15:20] and o["has_more"],
+              "ending_before: %s" % [d["id"] for d in o["data"]])
+        st, o = get_json(s, "/v1/charges?limit=5&ending_before=" + want[3])
+        check([d["id"] for d in o["data"]] == want[0:3] and not o["has_more"],
+              "ending_before near the top")
+        st, o = get_json(s, "/v1/charges?limit=100&starting_after=" + want[-1])
+        check(o["data"] == [] and not o["has_more"], "after the oldest: empty")
+        # the order survives a restart (the file is replayed in order)
+        check(s.stop() == 0, "exit 0")
+        s = Sim("--secret-key", SK, "--secret-key", SK2, data=s.data)
+        ids, _ = walk(s, "", 9)
+        check(ids == want, "after a restart: the same order")
+    finally:
+        s.stop()
+
+
+@test("GET /v1/charges: created[gt|gte|lt|lte] and created at their edges")
+def t_list_ranges():
+    s = Sim("--fsync", "never")
+    try:
+        made = make_charges(s, 4)
+        time.sleep(1.1)
+        made += make_charges(s, 4)
+        time.sleep(1.1)
+        made += make_charges(s, 4)
+        secs = sorted(set(m["created"] for m in made))
+        check(len(secs) >= 3, "three distinct seconds: %s" % secs)
+        t = secs[1]
+        at = [m["id"] for m in reversed(made) if m["created"] == t]
+        older = [m["id"] for m in reversed(made) if m["created"] < t]
+        newer = [m["id"] for m in reversed(made) if m["created"] > t]
+        cases = {
+            "created[gte]=%d&created[lte]=%d" % (t, t): at,
+            "created=%d" % t: at,
+            "created[gt]=%d" % t: newer,
+            "created[gte]=%d" % t: newer + at,
+            "created[lt]=%d" % t: older,
+            "created[lte]=%d" % t: at + older,
+            "created[gt]=%d&created[lt]=%d" % (t, t): [],
+            "created[gt]=%d&created[lte]=%d" % (t - 1, t): at,
+            "created[gte]=%d&created[lt]=%d" % (t, t + 1): at,
+            "created[gte]=%d&created[lte]=%d" % (t + 1, t - 1): [],
+            "created[gte]=0&created[lte]=%d" % (secs[-1] + 100): newer + at + older,
+            "created[lt]=-5": [],
+        }
+        for q, want in cases.items():
+            for limit in (1, 3, 100):
+                ids, _ = walk(s, q, limit)
+                check(ids == want, "%s limit %d: %d ids, want %d" % (q, limit, len(ids), len(want)))
+        # a cursor outside the range still pages within it
+        st, o = get_json(s, "/v1/charges?created[lte]=%d&starting_after=%s" % (t, newer[0]))
+        check([d["id"] for d in o["data"]] == (at + older)[:10], "cursor newer than the range")
+        st, o = get_json(s, "/v1/charges?created[gte]=%d&ending_before=%s" % (t, older[-1]))
+        check([d["id"] for d in o["data"]] == (newer + at)[-10:], "ending_before older than the range")
+    finally:
+        check(s.stop() == 0, "exit 0")
+
+
+@test("GET /v1/charges: limit 0/1/100/101 and bad parameters are 400 naming the param")
+def t_list_params():
+    s = Sim("--secret-key", SK, "--secret-key", SK2, "--fsync", "never")
+    try:
+        made = make_charges(s, 101)
+        other = make_charges(s, 1, sk=SK2)[0]
+        st, o = get_json(s, "/v1/charges?limit=1")
+        check(st == 200 and len(o["data"]) == 1 and o["has_more"], "limit 1")
+        st, o = get_json(s, "/v1/charges?limit=100")
+        check(st == 200 and len(o["data"]) == 100 and o["has_more"], "limit 100")
+        st, o = get_json(s, "/v1/charges?limit=100&starting_after=" + o["data"][-1]["id"])
+        check(st == 200 and [d["id"] for d in o["data"]] == [made[0]["id"]] and
+              not o["has_more"], "the 101st")
+        bad = {
+            "limit=0": ("limit", "parameter_invalid_integer"),
+            "limit=101": ("limit", "parameter_invalid_integer"),
+            "limit=": ("limit", "parameter_invalid_integer"),
+            "limit=ten": ("limit", "parameter_invalid_integer"),
+            "limit=-1": ("limit", "parameter_invalid_integer"),
+            "limit=1&limit=2": ("limit", "parameter_invalid"),
+            "created[gte]=abc": ("created[gte]", "parameter_invalid_integer"),
+            "created%5Blte%5D=1.5": ("created[lte]", "parameter_invalid_integer"),
+            "created[gt]=": ("created[gt]", "parameter_invalid_integer"),
+            "created[lt]=99999999999999999999": ("created[lt]", "parameter_invalid_integer"),
+            "created[eq]=5": ("created[eq]", "parameter_unknown"),
+            "customer=cus_1": ("customer", "parameter_unknown"),
+            "starting_after=ch_nope": ("starting_after", "resource_missing"),
+            "ending_before=ch_000000000000000000000000": ("ending_before", "resource_missing"),
+            "starting_after=" + other["id"]: ("starting_after", "resource_missing"),
+            "starting_after=%s&ending_before=%s" % (made[5]["id"], made[1]["id"]):
+                ("ending_before", "parameter_invalid"),
+            "query=x": ("query", "parameter_unknown"),
+        }
+        for q, (param, code) in bad.items():
+            st, h, b = req(s, "GET", "/v1/charges?" + q)
+            e = err_of(b) if st == 400 else {}
+            check(st == 400 and e.get("type") == "invalid_request_error" and
+                  e.get("param") == param and e.get("code") == code,
+                  "%s: %d %s" % (q, st, b))
+            check(h["stripe-should-retry"] == "false", "%s: Should-Retry false" % q)
+        st, _, b = req(s, "GET", "/v1/charges", sk=None)
+        check(st == 401, "no key: %d" % st)
+        st, _, b = req(s, "POST", "/v1/charges?limit=5", raw=b"amount=1")
+        check(st == 400, "POST still creates (and validates): %d" % st)
+    finally:
+        check(s.stop() == 0, "exit 0")
+
+
+@test("GET /v1/charges: paging 3000 charges by 100 stays fast (the index, not a scan per page)")
+def t_list_scale():
+    s = Sim("--fsync", "never")
+    try:
+        c = s.conn()
+        body = urllib.parse.urlencode([("amount", "5"), ("currency", "usd"),
+                                       ("source", "tok_visa"),
+                                       ("metadata[charge_request]", "bulk")]).encode()
+        h = {"Authorization": "Bearer " + SK,
+             "Content-Type": "application/x-www-form-urlencoded"}
+        for _ in range(3000):
+            c.request("POST", "/v1/charges", body=body, headers=h)
+            r = c.getresponse()
+            r.read()
+            check(r.status == 200, "charge: %d" % r.status)
+        c.close()
+        t0 = time.monotonic()
+        ids, pages = walk(s, "created[gte]=0&created[lte]=%d" % (int(time.time()) + 5), 100)
+        dt = time.monotonic() - t0
+        check(len(ids) == 3000 and len(set(ids)) == 3000 and pages == 30,
+              "%d ids, %d distinct, %d pages" % (len(ids), len(set(ids)), pages))
+        diag("3000 charges in 30 pages of 100: %.2f s" % dt)
+        check(dt < 20, "paging took %.1f s" % dt)
+    finally:
+        check(s.stop() == 0, "exit 0")
+
+
+def search(sim, q, extra="", sk=SK):
+    st, _, b = req(sim, "GET", "/v1/charges/search?query=" +
+                   urllib.parse.quote(q, safe="") + extra, sk=sk)
+    return st, json.loads(b)
+
+
+def quote_sq(v):
+    return "'" + v.replace("\\", "\\\\").replace("'", "\\'") + "'"
+
+
+@test("search: a ' or \\ in the metadata name or value, escaped as Stripe's query language")
+def t_search_escapes():
+    s = main_sim()
+    tag = fresh("esc")
+    values = [tag + "-o'brien", tag + "-back\\slash", tag + "-both\\'x", tag + "-\\\\",
+              tag + "-\"dq\"", tag + "-end\\"]
+    ids = {}
+    for v in values:
+        st, _, b = charge(s, fresh(), extra=[("metadata[charge_request]", v),
+                                              ("metadata[it's\\]", v)])
+        check(st == 200, "charge %r: %d" % (v, st))
+        ids[v] = json.loads(b)["id"]
+    for v in values:
+        for name in ("charge_request", "it's\\"):
+            st, o = search(s, "metadata[%s]:%s" % (quote_sq(name), quote_sq(v)))
+            check(st == 200 and [d["id"] for d in o["data"]] == [ids[v]],
+                  "%r in %r: %d %s" % (v, name, st, str(o)[:200]))
+    # double quotes, blanks around the colon
+    v = values[0]
+    st, o = search(s, "metadata[\"charge_request\"] : \"%s\"" % v.replace("\\", "\\\\"))
+    check(st == 200 and [d["id"] for d in o["data"]] == [ids[v]], "double quotes: %s" % o)
+    # a prefix is not a match; an unescaped quote ends the string (then 400)
+    st, o = search(s, "metadata['charge_request']:'%s'" % tag)
+    check(st == 200 and o["data"] == [], "no prefix match")
+    for bad in ["metadata['charge_request']:'%s'" % values[0],  # o'brien unescaped
+                "metadata['charge_request']:'abc",
+                "metadata['charge_request']:'abc\\'",
+                "metadata[charge_request]:'x'",
+                "metadata['a']:'b' x"]:
+        st, o = search(s, bad)
+        check(st == 400 and o["error"]["param"] == "query", "%r: %d %s" % (bad, st, o))
+
+
+@test("search paging: limit, has_more, next_page (opaque) visit every match once")
+def t_search_paging():
+    s = main_sim()
+    tag = fresh("pg")
+    made = []
+    c = s.conn()
+    for i in range(25):
+        st, _, b = charge(s, None, extra=[("metadata[batch]", tag)], conn=c)
+        made.append(json.loads(b)["id"])
+        if i % 5 == 0:
+            charge(s, None, extra=[("metadata[batch]", "x" + tag)], conn=c)
+    c.close()
+    q = "metadata['batch']:'%s'" % tag
+    st, o = search(s, q)
+    check(st == 200 and len(o["data"]) == 10 and o["has_more"] and
+          isinstance(o["next_page"], str), "default limit 10: %s" % str(o)[:200])
+    for limit in (1, 10, 24, 25, 100):
+        seen, page, n = [], None, 0
+        while True:
+            st, o = search(s, q, "&limit=%d" % limit +
+                           ("&page=" + urllib.parse.quote(page) if page else ""))
+            check(st == 200 and o["object"] == "search_result" and len(o["data"]) <= limit,
+                  "limit %d: %d %s" % (limit, st, str(o)[:200]))
+            seen += [d["id"] for d in o["data"]]
+            n += 1
+            if not o["has_more"]:
+                check(o["next_page"] is None, "next_page null on the last page")
+                break
+            page = o["next_page"]
+            check(n < 100, "endless")
+        check(seen == made[::-1], "limit %d: %d seen" % (limit, len(seen)))
+    for extra, param in (("&limit=0", "limit"), ("&limit=101", "limit"),
+                         ("&page=pg_nope", "page"), ("&page=" + made[3], "page"),
+                         ("&starting_after=" + made[3], "starting_after")):
+        st, o = search(s, q, extra)
+        check(st == 400 and o["error"]["param"] == param, "%s: %d %s" % (extra, st, o))
+    st, o = search(s, q, "&limit=5", sk=SK2)
+    check(st == 200 and o["data"] == [], "another account finds nothing")
+    st, _, b = req(s, "GET", "/v1/charges/search?limit=5")
+    check(st == 400 and err_of(b)["param"] == "query", "no query: %d %s" % (st, b))
+
+
+@test("files are created 0600 whatever the umask: the store and its compaction")
+def t_file_mode():
+    old = os.umask(0)
+    try:
+        s = Sim()
+    finally:
+        os.umask(old)
+    try:
+        check(os.stat(s.data).st_mode & 0o777 == 0o600,
+              "store mode %o" % (os.stat(s.data).st_mode & 0o777))
+        c = s.conn()
+        k = fresh()
+        for _ in range(80):
+            charge(s, k, conn=c)
+        c.close()
+    finally:
+        check(s.stop() == 0, "exit 0")
+    os.chmod(s.data, 0o644)
+    open(s.data + ".compact", "w").close()
+    os.chmod(s.data + ".compact", 0o666)   # a stale one from a crash
+    old = os.umask(0)
+    try:
+        s2 = Sim(data=s.data)
+    finally:
+        os.umask(old)
+    try:
+        n = open(s2.data, "rb").read().count(b"\n")
+        check(n < 80, "compacted: %d lines" % n)
+        check(os.stat(s2.data).st_mode & 0o777 == 0o600,
+              "compacted store mode %o" % (os.stat(s2.data).st_mode & 0o777))
+    finally:
+        check(s2.stop() == 0, "exit 0")
+
+
 @test("/_sim/keys: every key seen, with metadata; 404 for an unknown key")
 def t_sim_keys():
     s = main_sim()
