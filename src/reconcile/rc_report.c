@@ -176,10 +176,8 @@ when(long long ms, char out[RFC3339_MS_LEN + 1])
 {
 	if (timefmt_rfc3339_ms(ms, out, RFC3339_MS_LEN + 1) != 0)
 		(void)snprintf(out, RFC3339_MS_LEN + 1, "%lld", ms);
-	else {
-		/* whole seconds: drop ".000" */
-		memmove(out + 19, out + 23, 2);
-	}
+	else if (strcmp(out + 19, ".000Z") == 0)
+		memcpy(out + 19, "Z", 2); /* whole seconds */
 	return out;
 }
 

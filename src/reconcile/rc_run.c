@@ -35,6 +35,12 @@ enum {
 
 #define RC_SPILL_READ_MAX 134217728 /* 128 MiB: a spilled body at most */
 
+/* A charge of a listed duplicate: its id's name, the duplicate's index. */
+struct dup_id {
+	uint64_t id;
+	size_t dup;
+};
+
 struct run {
 	const struct config *cfg;
 	const struct rc_options *o;
@@ -44,6 +50,8 @@ struct run {
 	struct rc_table t;
 	struct rc_charge *page; /* RC_PAGE_LIMIT */
 	char (*rkeys)[IDEM_RKEY_MAX];
+	struct dup_id *dup_ids; /* the listed duplicates' charges, by id */
+	size_t ndup_ids;
 	long long pages;
 	char *err;
 	size_t errlen;
@@ -121,16 +129,22 @@ record_request(const struct run *x, const char *principal, const char *key,
 
 enum verdict { V_MATCHED, V_IN_FLIGHT, V_ORPHAN };
 
-/* What the record (rep: the HMGET of its fields) says of succeeded charge c. */
+/*
+ * What the record (rep: the HMGET of its fields) says of succeeded charge
+ * c. req receives the record's downstream key when it is completed ("" if
+ * not): a charge without charge_request in its metadata (made by an older
+ * responder) joins the table under the request its record proves.
+ */
 static enum verdict
 classify(struct run *x, const struct rc_charge *c, const redisReply *rep,
-    enum rc_orphan_reason *why)
+    enum rc_orphan_reason *why, char req[WIRE_KEY_LEN + 1])
 {
 	const char *state = field(rep, RCF_STATE);
-	char req[WIRE_KEY_LEN + 1], id[RC_ID_MAX], cur[RC_CURRENCY_MAX];
+	char id[RC_ID_MAX], cur[RC_CURRENCY_MAX];
 	long long amount, expires;
 	int known;
 
+	req[0] = '\0';
 	*why = RC_ORPHAN_NO_RECORD;
 	if (state == NULL)
 		return V_ORPHAN;
@@ -146,10 +160,10 @@ classify(struct run *x, const struct rc_charge *c, const redisReply *rep,
 		*why = RC_ORPHAN_EXPIRED;
 		return V_ORPHAN;
 	}
-	if (c->request[0] != '\0' &&
-	    (record_request(x, c->principal, c->key, c->keylen,
-	         field(rep, RCF_FINGERPRINT), req) != 0 ||
-	        strcmp(req, c->request) != 0)) {
+	if (record_request(x, c->principal, c->key, c->keylen,
+	        field(rep, RCF_FINGERPRINT), req) != 0)
+		req[0] = '\0';
+	if (c->request[0] != '\0' && strcmp(req, c->request) != 0) {
 		*why = RC_ORPHAN_OTHER_REQUEST;
 		return V_ORPHAN;
 	}
@@ -207,6 +221,8 @@ visit_charges(struct run *x, size_t n)
 		return -1;
 	for (i = 0; i < n; i++) {
 		const struct rc_charge *c = &x->page[i];
+		char proven[WIRE_KEY_LEN + 1] = "";
+		const char *req = c->request;
 		int orphan = 0;
 
 		if (slot[i] >= 0) {
@@ -217,8 +233,12 @@ visit_charges(struct run *x, size_t n)
 				    keys[slot[i]], rep->str);
 				goto done;
 			}
-			switch (classify(x, c, rep, &why)) {
-			case V_MATCHED: cn->matched++; break;
+			switch (classify(x, c, rep, &why, proven)) {
+			case V_MATCHED:
+				cn->matched++;
+				if (req[0] == '\0')
+					req = proven;
+				break;
 			case V_IN_FLIGHT: cn->in_flight++; break;
 			case V_ORPHAN:
 				orphan = 1;
@@ -226,9 +246,9 @@ visit_charges(struct run *x, size_t n)
 				break;
 			}
 		}
-		if (c->request[0] == '\0')
+		if (req[0] == '\0')
 			continue;
-		if ((added = rc_table_add(&x->t, c, orphan)) != 0) {
+		if ((added = rc_table_add(&x->t, c, req, orphan)) != 0) {
 			util_err(x->err, x->errlen,
 			    added == -1
 			        ? "more than %zu charges in the window: narrow it (--since, --until) or raise --max-charges"
@@ -244,21 +264,35 @@ done:
 	return rc;
 }
 
-/* The second walk's page: the charges of the listed duplicates. */
+static int
+dup_id_cmp(const void *a, const void *b)
+{
+	const struct dup_id *x = a, *y = b;
+
+	return x->id < y->id ? -1 : x->id > y->id;
+}
+
+/*
+ * The second walk's page: the charges of the listed duplicates, found by
+ * their ids (x->dup_ids, sorted), with or without charge_request.
+ */
 static int
 visit_duplicates(struct run *x, size_t n)
 {
+	struct dup_id key, *hit;
 	struct rc_duplicate *d;
 	size_t i;
 
 	for (i = 0; i < n; i++) {
 		const struct rc_charge *c = &x->page[i];
 
-		if (c->request[0] == '\0' ||
-		    (d = rc_report_duplicate(x->r,
-		         rc_request_hash(c->request))) == NULL)
+		key.id = rc_id_hash(c->id, strlen(c->id));
+		hit = bsearch(&key, x->dup_ids, x->ndup_ids,
+		    sizeof(x->dup_ids[0]), dup_id_cmp);
+		if (hit == NULL)
 			continue;
-		if (d->request[0] == '\0')
+		d = &x->r->dups[hit->dup];
+		if (d->request[0] == '\0' && c->request[0] != '\0')
 			memcpy(d->request, c->request, sizeof(d->request));
 		if (d->principal[0] == '\0' && c->principal[0] != '\0') {
 			memcpy(d->principal, c->principal,
@@ -356,17 +390,33 @@ duplicates(struct run *x)
 	    rc_table_duplicates(&x->t, reqs, RC_LIST_MAX, &charges, &orphans);
 	x->r->n.duplicates = (long long)found;
 	x->r->n.duplicate_charges = charges;
+	/* the listed duplicates, and the ids of their charges */
+	if (found > 0 &&
+	    (x->dup_ids = malloc((size_t)charges * sizeof(*x->dup_ids))) ==
+	        NULL) {
+		util_err(x->err, x->errlen, "out of memory");
+		goto done;
+	}
 	for (i = 0; i < found && i < RC_LIST_MAX; i++) {
 		struct rc_duplicate *d = rc_report_add_duplicate(x->r, reqs[i]);
-		size_t n;
+		const struct rc_entry *e;
+		size_t n, j;
 
 		if (d == NULL)
 			break;
-		(void)rc_table_find(&x->t, reqs[i], &n);
+		e = rc_table_find(&x->t, reqs[i], &n);
 		d->charges = (long long)n;
+		for (j = 0; j < n; j++) {
+			x->dup_ids[x->ndup_ids].id = e[j].id;
+			x->dup_ids[x->ndup_ids++].dup = x->r->ndups - 1;
+		}
 	}
+	if (x->ndup_ids > 1)
+		qsort(x->dup_ids, x->ndup_ids, sizeof(x->dup_ids[0]),
+		    dup_id_cmp);
 	rc_report_orphans_to_duplicates(x->r, is_dup, x, orphans);
 	rc = found > 0 ? walk(x, visit_duplicates, "duplicates") : 0;
+done:
 	free(reqs);
 	return rc;
 }
@@ -565,6 +615,7 @@ done:
 	rc_redis_close(x.rd);
 	rc_provider_close(x.pv);
 	rc_table_free(&x.t);
+	free(x.dup_ids);
 	free(x.rkeys);
 	free(x.page);
 	return rc;

@@ -39,7 +39,8 @@ cur_pack(char out[3], const char *currency)
 }
 
 int
-rc_table_add(struct rc_table *t, const struct rc_charge *c, int orphan)
+rc_table_add(struct rc_table *t, const struct rc_charge *c, const char *request,
+    int orphan)
 {
 	struct rc_entry *e;
 	size_t cap;
@@ -57,7 +58,7 @@ rc_table_add(struct rc_table *t, const struct rc_charge *c, int orphan)
 	}
 	e = &t->v[t->n++];
 	memset(e, 0, sizeof(*e));
-	e->req = rc_request_hash(c->request);
+	e->req = rc_request_hash(request);
 	e->id = rc_id_hash(c->id, strlen(c->id));
 	e->amount = c->amount < 0 || c->amount >= (long long)UINT32_MAX
 	    ? UINT32_MAX

@@ -39,10 +39,12 @@ void rc_table_init(struct rc_table *t, size_t max);
 void rc_table_free(struct rc_table *t);
 
 /*
- * Adds the charge c (whose request must be set), flags RC_F_ORPHAN when
+ * Adds the charge c as a charge of request (a downstream key: c's
+ * charge_request, or the one its record proves), flags RC_F_ORPHAN when
  * orphan. 0; -1 when the table holds max entries; -2 on ENOMEM.
  */
-int rc_table_add(struct rc_table *t, const struct rc_charge *c, int orphan);
+int rc_table_add(struct rc_table *t, const struct rc_charge *c,
+    const char *request, int orphan);
 
 /* An entry's fields compared with an amount and currency: 1 when equal. */
 int rc_entry_same_money(const struct rc_entry *e, long long amount,
