@@ -259,7 +259,7 @@ suite_provider_tls() { with_asan provider_tls tests/provider_tls/run.sh; }
 # simulator and lighttpd: a clean history is 0/0/0 and exit 0; a planted
 # orphan, phantom and duplicate are found exactly, exit 1; --json against
 # docs/reconcile.schema.json, --prometheus, the window, -c, read-only (a
-# Redis user that may only read), exit 2 on errors.
+# Redis user that may only read), Sentinel and Cluster, exit 2 on errors.
 suite_reconcile() { with_asan reconcile tests/reconcile/run.sh; }
 
 # Scale-out: the e2e suite against a Redis Cluster; the responders behind

@@ -23,6 +23,8 @@ done
 
 # shellcheck source=tools/stack.sh
 . "$REPO/tools/stack.sh"
+# shellcheck source=tools/ha.sh
+. "$REPO/tools/ha.sh"
 
 bail() {
 	echo "not ok 1 - reconcile: $*"
@@ -43,6 +45,8 @@ SIM_PID=
 cleanup() {
 	trap - EXIT INT TERM
 	[ -n "$SIM_PID" ] && stack_stop_pid "$SIM_PID" charge-provider 5
+	ha_stop_all "$RUN/sentinel"
+	ha_stop_all "$RUN/cluster"
 	stack_stop_all "$RUN"
 	if [ "${RECONCILE_KEEP:-0}" = 1 ]; then
 		echo "# run directory kept: $RUN"
@@ -97,6 +101,17 @@ stack_redis_start "$RUN" "$RUN/redis" "$RUN" 2>"$RUN/stack.err" ||
 PORT=$(stack_port_pick) || bail "no free port"
 stack_lighttpd_start "$RUN" "$RUN" "$PORT" "$BIN" 2 2>"$RUN/stack.err" ||
 	{ sed 's/^/# /' "$RUN/stack.err"; bail "lighttpd did not start"; }
+
+# The same records behind Redis Sentinel and on a Redis Cluster of 3
+# primaries (the test copies them there): the reconciler must find the same.
+ha_sentinel_start "$RUN/sentinel" >"$RUN/ha.log" 2>&1 ||
+	{ sed 's/^/# /' "$RUN/ha.log"; bail "the Sentinel topology did not start"; }
+export RECONCILE_SENTINEL_URL=$HA_URL RECONCILE_SENTINEL_PRIMARY=$HA_PRIMARY_PORT
+ha_cluster_start "$RUN/cluster" 3 >>"$RUN/ha.log" 2>&1 ||
+	{ sed 's/^/# /' "$RUN/ha.log"; bail "the Redis Cluster did not start"; }
+export RECONCILE_CLUSTER_URL=$HA_URL
+RECONCILE_CLUSTER_PORTS=$(IFS=,; echo "${HA_NODE_PORTS[*]}")
+export RECONCILE_CLUSTER_PORTS
 
 export BASE_URL="http://127.0.0.1:$PORT"
 export SIM_URL="http://127.0.0.1:$SIM_PORT"

@@ -396,6 +396,65 @@ def t_read_only():
         redis("CONFIG", "SET", "port", "0")
 
 
+def tcp_redis(port, *args):
+    """One command to 127.0.0.1:port; an error reply is returned as an
+    exception's text ("MOVED 123 127.0.0.1:7001")."""
+    s = socket.create_connection(("127.0.0.1", port), timeout=10)
+    s.sendall(b"*%d\r\n" % len(args) + b"".join(
+        b"$%d\r\n%s\r\n" % (len(a), a)
+        for a in (x if isinstance(x, bytes) else str(x).encode() for x in args)))
+    f = s.makefile("rb")
+    line = f.readline()
+    s.close()
+    if line[:1] == b"-":
+        raise RuntimeError(line[1:-2].decode())
+    return line
+
+
+def copy_records(ports):
+    """Every record of the stack's Redis, DUMPed and RESTOREd (with its TTL)
+    on the node of ports that takes it (MOVED followed)."""
+    n, cursor = 0, b"0"
+    while True:
+        cursor, keys = redis("SCAN", cursor, "MATCH", PREFIX + "idem:*", "COUNT", 1000)
+        for k in keys:
+            dump, ttl = redis("DUMP", k), redis("PTTL", k)
+            port = ports[0]
+            for _ in range(3):
+                try:
+                    tcp_redis(port, "RESTORE", k, max(ttl, 0), dump, "REPLACE")
+                    n += 1
+                    break
+                except RuntimeError as e:
+                    check(str(e).startswith("MOVED "), "RESTORE: %s" % e)
+                    port = int(str(e).rsplit(":", 1)[1])
+        if cursor == b"0":
+            return n
+
+
+@test("the same findings behind Redis Sentinel and on a Redis Cluster of 3 primaries")
+def t_topologies():
+    rc, single, _ = report()
+    check(rc == 1, "the stack's Redis: exit 1")
+    want = dict(single["counts"])
+    n = copy_records([int(os.environ["RECONCILE_SENTINEL_PRIMARY"])])
+    ports = [int(p) for p in os.environ["RECONCILE_CLUSTER_PORTS"].split(",")]
+    check(copy_records(ports) == n and n == want["records_scanned"],
+          "%d records copied to each, %d scanned" % (n, want["records_scanned"]))
+    spread = [int(tcp_redis(p, "DBSIZE")[1:]) for p in ports]
+    check(all(x > 0 for x in spread), "the records spread over every primary: %r" % spread)
+    diag("records per cluster primary: %r" % spread)
+    for name in ("SENTINEL", "CLUSTER"):
+        env = dict(os.environ)
+        env["CHARGE_REDIS_URL"] = os.environ["RECONCILE_%s_URL" % name]
+        rc, doc, err = report(env=env)
+        got = dict(doc["counts"])
+        check(rc == 1 and got == want,
+              "%s: exit 1 and the same counts, got %d %r (stderr %r)" % (name, rc, got, err))
+        check(doc["orphans"] == single["orphans"] and doc["phantoms"] == single["phantoms"]
+              and doc["duplicates"] == single["duplicates"], "%s: the same findings" % name)
+
+
 @test("-c FILE: the configuration from a file, as the responder reads it")
 def t_conf_file():
     path = os.path.join(RUN_DIR, "reconcile.conf")
