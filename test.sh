@@ -263,6 +263,13 @@ suite_provider_tls() { with_asan provider_tls tests/provider_tls/run.sh; }
 # About two minutes (bounded at 420 s).
 suite_settle() { with_asan settle tests/settle/run.sh; }
 
+# charge-reconcile (ASan build) on a seeded history through Redis, the
+# simulator and lighttpd: a clean history is 0/0/0 and exit 0; a planted
+# orphan, phantom and duplicate are found exactly, exit 1; --json against
+# docs/reconcile.schema.json, --prometheus, the window, -c, read-only (a
+# Redis user that may only read), Sentinel and Cluster, exit 2 on errors.
+suite_reconcile() { with_asan reconcile tests/reconcile/run.sh; }
+
 # Scale-out: the e2e suite against a Redis Cluster; the responders behind
 # Redis Sentinel (failover under load, WAIT), on a Redis Cluster (routing,
 # ASK/MOVED, reshard under load), and two web nodes sharing Redis and
@@ -340,7 +347,7 @@ suite_browser() { STACK_WITH_SIM=1 tests/with-stack.sh tests/browser/run.sh; }
 
 SUITES=(structure builds docs unit unit_asan lua redis_async fuzz fcgi_diff fcgi_wire sim cgi signals edges e2e e2e_apache
 	e2e_apache_cgi e2e_nginx e2e_apache_proxy concurrency e2e_cluster ha_sentinel ha_cluster ha_nodes partitions faults provider
-	provider_faults stripe_mock provider_tls settle
+	provider_faults stripe_mock provider_tls settle reconcile
 	tsan deploy install systemd package examples browser
 	bench_smoke)
 [ $# -gt 0 ] && SUITES=("$@")
