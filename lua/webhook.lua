@@ -1,5 +1,5 @@
 -- webhook.lua: what the provider's webhook route reads and writes beside
--- the record scripts (docs/API.md, section 17.4). One key per call (Redis Cluster).
+-- the record scripts (docs/API.md, section 17.5). One key per call (Redis Cluster).
 -- KEYS[1]  'peek': a record; the others: an event, <prefix>event:<id>
 -- ARGV[1]  the operation:
 --   'peek'               reads the record, writes nothing: {state,

@@ -116,7 +116,7 @@
 #define COMPLETER_BATCH 16 /* records taken per look */
 
 /*
- * The provider's webhook route (docs/API.md §17.4): off until a secret is
+ * The provider's webhook route (docs/API.md §17.5): off until a secret is
  * configured. An event id is kept this long after it was decided, longer
  * than Stripe redelivers (3 days), so a redelivery changes nothing.
  */

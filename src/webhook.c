@@ -1,5 +1,5 @@
 /*
- * webhook.c - the provider's webhook route (docs/API.md §17.4). An event
+ * webhook.c - the provider's webhook route (docs/API.md §17.5). An event
  * is verified (webhook_sig.c), claimed by its id so that a redelivery
  * changes nothing, and settles a record only when the charge is proven
  * the request's (settle_is_ours: the downstream key in its metadata, its

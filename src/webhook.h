@@ -1,7 +1,7 @@
 /*
  * webhook.h - POST <provider_webhook_path>: the provider's signed events
  * (Stripe's charge.succeeded, charge.failed) settle the unknown record of
- * the request the charge is proven to belong to (docs/API.md §17.4).
+ * the request the charge is proven to belong to (docs/API.md §17.5).
  */
 #ifndef CHARGE_WEBHOOK_H
 #define CHARGE_WEBHOOK_H

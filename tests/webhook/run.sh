@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# tests/webhook/run.sh - the provider's webhook route (docs/API.md §17.4)
+# tests/webhook/run.sh - the provider's webhook route (docs/API.md §17.5)
 # through lighttpd, with a private Redis and the provider simulator
 # (charge-provider-sim) on loopback, in a fresh temporary directory: every
 # signature case over HTTP with nothing changed in Redis, an unknown

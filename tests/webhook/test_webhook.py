@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""The provider's webhook route through a web server (docs/API.md §17.4).
+"""The provider's webhook route through a web server (docs/API.md §17.5).
 
 The harness (tests/webhook/run.sh) starts lighttpd + the responder, a
 private Redis and charge-provider-sim, and passes them through the
