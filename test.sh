@@ -236,6 +236,12 @@ suite_faults() { with_asan faults tests/faults/run.sh; }
 # and by the completer.
 suite_provider() { with_asan provider tests/provider/run.sh; }
 
+# The provider's webhook route (POST /webhooks/provider) through lighttpd
+# with the simulator: every signature case with nothing changed in Redis,
+# an unknown outcome settled by its signed event, duplicates, out-of-order
+# events, a mismatching charge, the metrics, Redis down. About 30 s.
+suite_webhook() { with_asan webhook tests/webhook/run.sh; }
+
 # The responder against the provider simulator over HTTP, through lighttpd:
 # every fault token and token chains, fault rates with a seed, the simulator
 # killed and restarted mid-flight and down, many clients per key; a checker
@@ -347,7 +353,7 @@ suite_browser() { STACK_WITH_SIM=1 tests/with-stack.sh tests/browser/run.sh; }
 
 SUITES=(structure builds docs unit unit_asan lua redis_async fuzz fcgi_diff fcgi_wire sim cgi signals edges e2e e2e_apache
 	e2e_apache_cgi e2e_nginx e2e_apache_proxy concurrency e2e_cluster ha_sentinel ha_cluster ha_nodes partitions faults provider
-	provider_faults stripe_mock provider_tls settle reconcile
+	webhook provider_faults stripe_mock provider_tls settle reconcile
 	tsan deploy install systemd package examples browser
 	bench_smoke)
 [ $# -gt 0 ] && SUITES=("$@")

@@ -52,6 +52,10 @@ struct config {
 	int keepalive_idle_timeout_ms; /* a kept connection between requests */
 	long conn_output_max_bytes;    /* unsent; above it reading pauses */
 	long body_memory_max_bytes;    /* bodies held by the process */
+	char provider_webhook_path[256];   /* POST: the provider's events */
+	char provider_webhook_secret[256]; /* "": the route is off (404) */
+	char provider_webhook_secret_previous[256]; /* while rolling it */
+	int provider_webhook_tolerance_s; /* Stripe-Signature t, either way */
 	char conf_dir
 	    [PATH_MAX_LEN]; /* directory of the file; base of relative paths */
 };

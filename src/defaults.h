@@ -122,6 +122,18 @@
 #define COMPLETER_TICK_MS 1000
 #define COMPLETER_BATCH 16 /* records taken per look */
 
+/*
+ * The provider's webhook route (docs/API.md §17.5): off until a secret is
+ * configured. An event id is kept this long after it was decided, longer
+ * than Stripe redelivers (3 days), so a redelivery changes nothing.
+ */
+#define DEF_PROVIDER_WEBHOOK_PATH "/webhooks/provider"
+#define DEF_PROVIDER_WEBHOOK_SECRET ""       /* none: the route answers 404 */
+#define DEF_PROVIDER_WEBHOOK_TOLERANCE_S 300 /* Stripe's libraries' */
+#define WEBHOOK_TOLERANCE_S_MAX 86400        /* 1 day */
+#define WEBHOOK_EVENT_ID_MAX 255             /* bytes of an event's id */
+#define WEBHOOK_EVENT_TTL_S 345600           /* 4 days */
+
 /* How long a 409 / 503 client should wait before retrying. */
 #define RETRY_AFTER_IN_PROGRESS_S 1
 #define RETRY_AFTER_UNAVAILABLE_S 1

@@ -336,7 +336,8 @@ enum idem_op_kind {
 	OP_LOOKUP,
 	OP_RESUME,
 	OP_PENDING,
-	OP_DUE
+	OP_DUE,
+	OP_OLDEST
 };
 
 struct idem_op {
@@ -560,6 +561,27 @@ bad:
 	res->errstr = "pending: unexpected reply";
 }
 
+/* {count, first_ms or nil} of pending.lua's 'oldest'. */
+static void
+oldest_decode(const redisReply *r, struct idem_result *res)
+{
+	struct idem_field f;
+
+	if (r->type != REDIS_REPLY_ARRAY || r->elements != 2 ||
+	    r->element[0]->type != REDIS_REPLY_INTEGER ||
+	    reply_field(r, 1, &f) != 0)
+		goto bad;
+	res->due.count = r->element[0]->integer;
+	res->due.first_ms = 0;
+	if (f.p != NULL &&
+	    (res->due.first_ms = field_number(&f, STORED_MS_MAX)) < 0)
+		goto bad;
+	res->st = IDEM_DONE;
+	return;
+bad:
+	res->errstr = "pending: unexpected reply";
+}
+
 static void
 result_free(struct idem_result *res)
 {
@@ -612,6 +634,7 @@ on_script_reply(const struct redis_result *rr, void *arg)
 				res.errstr = "pending: unexpected reply";
 			break;
 		case OP_DUE: due_decode(r, &res); break;
+		case OP_OLDEST: oldest_decode(r, &res); break;
 		}
 	}
 	op->cb(&res, op->arg);
@@ -787,6 +810,17 @@ idem_pending_due(struct redis_client *c, const char *index, long long now_ms,
 	(void)util_lltoa(now_ms, now, sizeof(now));
 	(void)util_lltoa(limit, lim, sizeof(lim));
 	return pending_send(c, index, OP_DUE, "due", now, lim, cb, arg);
+}
+
+int
+idem_pending_oldest(struct redis_client *c, const char *index, idem_cb *cb,
+    void *arg)
+{
+	const char *argv[1] = { "oldest" };
+	size_t argvlen[1] = { 6 };
+
+	return op_send(c, &script_pending, OP_OLDEST, index, 1, argv, argvlen,
+	    0, cb, arg);
 }
 
 int

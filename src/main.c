@@ -31,6 +31,7 @@
 #include "provider_http.h"
 #include "spill.h"
 #include "util.h"
+#include "webhook_store.h"
 
 extern char **environ;
 
@@ -330,7 +331,7 @@ main(int argc, char **argv)
 		auth_free(&auth);
 		return 0;
 	}
-	if (digest_init() != 0 || idem_init() != 0) {
+	if (digest_init() != 0 || idem_init() != 0 || wstore_init() != 0) {
 		log_error(NULL, "OpenSSL digests unavailable");
 		goto done;
 	}

@@ -21,9 +21,9 @@
 #include "response.h"
 
 #define METRICS_MAGIC                                                          \
-	0x6368726736ULL /* "chrg6": bump when the layout changes */
+	0x6368726737ULL /* "chrg7": bump when the layout changes */
 #define METRICS_FILE_MODE 0600
-#define RENDER_MAX 16384 /* bytes of exposition text */
+#define RENDER_MAX 32768 /* bytes of exposition text */
 
 #define OUTCOMES OUTCOME_COUNT
 
@@ -86,11 +86,21 @@ const char *const metrics_attempt_labels[] = { "transport", "charge", "decline",
 static const char *const settled_labels[] = { "completed", "failed" };
 #define SETTLED_LABELS 2
 
+static const char *const webhook_types[] = { "charge.succeeded",
+	"charge.failed", "other" };
+#define WEBHOOK_TYPES 3
+const char *const metrics_webhook_results[] = { "settled", "duplicate",
+	"ignored", "bad_signature", "malformed", "mismatch", "not_found",
+	"retry", "error", NULL };
+#define WEBHOOK_RESULTS 9
+
 struct metrics_shm {
 	uint64_t magic;
 	uint64_t attempts[ATTEMPT_LABELS];
 	uint64_t settled[SETTLED_LABELS];
 	uint64_t unknown_outstanding; /* a gauge: the last count seen */
+	int64_t unknown_oldest_age_s; /* a gauge, at the last scrape; -1 */
+	uint64_t webhook[WEBHOOK_TYPES][WEBHOOK_RESULTS];
 	uint64_t outcomes[OUTCOMES];
 	uint64_t counters[MC_COUNT];
 	uint64_t buckets[BUCKETS + 1]; /* last: +Inf */
@@ -274,6 +284,28 @@ metrics_unknown_outstanding(long long n)
 	    __ATOMIC_RELAXED);
 }
 
+void
+metrics_webhook_event(const char *type, const char *result)
+{
+	size_t t, r;
+
+	for (t = 0; t < WEBHOOK_TYPES - 1; t++)
+		if (type != NULL && strcmp(type, webhook_types[t]) == 0)
+			break;
+	for (r = 0; r < WEBHOOK_RESULTS; r++)
+		if (strcmp(result, metrics_webhook_results[r]) == 0) {
+			add(&m->webhook[t][r], 1);
+			return;
+		}
+}
+
+void
+metrics_unknown_oldest_age(long long age_s)
+{
+	__atomic_store_n(&m->unknown_oldest_age_s,
+	    (int64_t)(age_s < -1 ? -1 : age_s), __ATOMIC_RELAXED);
+}
+
 /* Appends printf output to buf; returns -1 once it no longer fits. */
 static int emit(char *buf, size_t *off, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
@@ -301,8 +333,9 @@ char *
 metrics_render(size_t *len)
 {
 	char *buf;
-	size_t off = 0, i;
+	size_t off = 0, i, j;
 	uint64_t cum = 0;
+	int64_t age;
 	int rc = 0;
 
 	if ((buf = malloc(RENDER_MAX)) == NULL)
@@ -340,6 +373,22 @@ metrics_render(size_t *len)
 	    "# TYPE charge_unknown_outstanding gauge\n"
 	    "charge_unknown_outstanding %llu\n",
 	    (unsigned long long)get(&m->unknown_outstanding));
+	rc |= emit(buf, &off,
+	    "# HELP charge_unknown_oldest_age_seconds How long the record unknown the longest has been unknown (from the index when scraped)\n"
+	    "# TYPE charge_unknown_oldest_age_seconds gauge\n");
+	if ((age = __atomic_load_n(&m->unknown_oldest_age_s,
+	         __ATOMIC_RELAXED)) >= 0)
+		rc |= emit(buf, &off,
+		    "charge_unknown_oldest_age_seconds %lld\n", (long long)age);
+	rc |= emit(buf, &off,
+	    "# HELP charge_webhook_events_total Events of the provider's webhook route by type and result\n"
+	    "# TYPE charge_webhook_events_total counter\n");
+	for (i = 0; i < WEBHOOK_TYPES; i++)
+		for (j = 0; j < WEBHOOK_RESULTS; j++)
+			rc |= emit(buf, &off,
+			    "charge_webhook_events_total{type=\"%s\",result=\"%s\"} %llu\n",
+			    webhook_types[i], metrics_webhook_results[j],
+			    (unsigned long long)get(&m->webhook[i][j]));
 	rc |= emit(buf, &off,
 	    "# HELP charge_request_duration_seconds Time to answer a request\n"
 	    "# TYPE charge_request_duration_seconds histogram\n");

@@ -50,6 +50,23 @@ void metrics_completer_settled(const char *outcome);
 /* charge_unknown_outstanding: the unknown records the index holds now. */
 void metrics_unknown_outstanding(long long n);
 
+/*
+ * One event of the provider's webhook route: charge_webhook_events_total
+ * {type, result}. type: "charge.succeeded", "charge.failed", anything else
+ * counts as "other"; result: a label of metrics_webhook_results.
+ */
+void metrics_webhook_event(const char *type, const char *result);
+
+/* The result labels of charge_webhook_events_total, NULL-terminated. */
+extern const char *const metrics_webhook_results[];
+
+/*
+ * charge_unknown_oldest_age_seconds: how long the record unknown the
+ * longest has been so (from the index, at the scrape); -1: not known
+ * (Redis did not answer), the sample is left out.
+ */
+void metrics_unknown_oldest_age(long long age_s);
+
 /* The labels of charge_provider_attempts_total, NULL-terminated. */
 extern const char *const metrics_attempt_labels[];
 

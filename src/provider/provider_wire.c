@@ -805,3 +805,9 @@ wire_schedule_next(const long *steps, int n, long long created_ms,
 	    1000LL *
 	    (n > 1 ? steps[n - 1] - steps[n - 2] : (n == 1 ? steps[0] : 3600));
 }
+
+int
+wire_charge_object(const struct cJSON *o, struct provider_result *res)
+{
+	return cJSON_IsObject(o) ? charge_from_json(o, res) : -1;
+}

@@ -126,4 +126,12 @@ long wire_backoff_ms(int n, double r);
 long long wire_schedule_next(const long *steps, int n, long long created_ms,
     long long now_ms, int *last);
 
+/*
+ * A charge object already parsed (a webhook event's data.object) into res
+ * as a poll would read it: PROV_SUCCEEDED (id, created) or PROV_DECLINED
+ * (id, created, decline_code). 0, or -1 when it is not a settled charge.
+ */
+struct cJSON;
+int wire_charge_object(const struct cJSON *o, struct provider_result *res);
+
 #endif

@@ -106,6 +106,9 @@ export CHARGE_PROVIDER_TIMEOUT_MS=600
 export CHARGE_API_KEYS_FILE="$RUN/api-keys"
 export CHARGE_PROVIDER_LEDGER="$RUN/ledger.log"
 export CHARGE_PROVIDER_SECRET="e2e-secret-$RANDOM$RANDOM"
+# the webhook route on (tests/webhook covers it; here: every web server
+# routes it and passes Stripe-Signature through)
+export CHARGE_PROVIDER_WEBHOOK_SECRET="whsec_e2e_$RANDOM$RANDOM"
 export CHARGE_METRICS_FILE="$RUN/metrics.shm"
 export CHARGE_LOG_LEVEL=info
 export CHARGE_THREADS=1
