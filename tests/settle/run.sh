@@ -18,7 +18,16 @@ set -uo pipefail
 
 REPO=$(cd "$(dirname "$(readlink -f "${BASH_SOURCE[0]}")")/../.." && pwd)
 BIN=${CHARGE_BIN:-$REPO/build/charge}
+# The timings; SETTLE_DEFAULTS=1 takes the shipped defaults instead (a
+# run of minutes: the never-delivered request then settles at the 90 s step)
 WINDOW_S=3
+SCHEDULE=1,4,8
+TIMEOUT_MS=500
+DEADLINE_MS=1500
+LOCK_TTL_S=5
+if [ "${SETTLE_DEFAULTS:-0}" = 1 ]; then
+	WINDOW_S=60 SCHEDULE=1,5,30,90,300,3600 TIMEOUT_MS=5000 DEADLINE_MS=12000 LOCK_TTL_S=30
+fi
 
 for v in $(compgen -e | grep '^CHARGE_' || true); do
 	unset "$v"
@@ -78,20 +87,20 @@ if ! cp "$REPO/conf/charge.conf" "$RUN/charge.conf" ||
 fi
 export CHARGE_CONF="$RUN/charge.conf"
 
-# lock_ttl_s 5 > (provider_deadline_ms + redis_timeout_ms) / 1000
+# lock_ttl_s > (provider_deadline_ms + redis_timeout_ms) / 1000
 export CHARGE_REDIS_URL="unix://$RUN/redis.sock"
 export CHARGE_REDIS_TIMEOUT_MS=1000
 export CHARGE_KEY_PREFIX="charge:"
-export CHARGE_LOCK_TTL_S=5
+export CHARGE_LOCK_TTL_S=$LOCK_TTL_S
 export CHARGE_COMPLETED_TTL_S=86400
 export CHARGE_FAILED_TTL_S=600
 export CHARGE_SPILL_DIR="$RUN/spill"
 export CHARGE_PROVIDER_URL="http://127.0.0.1:$HP_PORT"
 export CHARGE_PROVIDER_API_KEY=$HP_KEY
 export CHARGE_PROVIDER_CONNECT_TIMEOUT_MS=500
-export CHARGE_PROVIDER_TIMEOUT_MS=500
-export CHARGE_PROVIDER_DEADLINE_MS=1500
-export CHARGE_COMPLETER_SCHEDULE_S=1,4,8
+export CHARGE_PROVIDER_TIMEOUT_MS=$TIMEOUT_MS
+export CHARGE_PROVIDER_DEADLINE_MS=$DEADLINE_MS
+export CHARGE_COMPLETER_SCHEDULE_S=$SCHEDULE
 export CHARGE_API_KEYS_FILE="$RUN/api-keys"
 export CHARGE_PROVIDER_LEDGER="$RUN/ledger.log"
 export CHARGE_PROVIDER_SECRET="provider-secret-$RANDOM$RANDOM"
