@@ -363,17 +363,6 @@ curl_uv_remove(struct curl_uv *cu, CURL *easy)
 	(void)curl_multi_remove_handle(cu->multi, easy);
 }
 
-int
-curl_uv_polled(struct curl_uv *cu, curl_socket_t fd, int *active)
-{
-	struct sock_ctx *sc;
-
-	if ((sc = sock_find(cu, fd)) == NULL)
-		return -1;
-	*active = uv_is_active((uv_handle_t *)&sc->poll);
-	return sc->events;
-}
-
 static void
 on_handle_closed(uv_handle_t *h)
 {

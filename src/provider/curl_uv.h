@@ -38,13 +38,6 @@ int curl_uv_add(struct curl_uv *cu, CURL *easy);
 void curl_uv_remove(struct curl_uv *cu, CURL *easy);
 
 /*
- * The poll events cu believes armed on descriptor fd (UV_READABLE,
- * UV_WRITABLE), -1 when it has no handle for fd; *active is set to
- * whether libuv's handle is really active. For the tests.
- */
-int curl_uv_polled(struct curl_uv *cu, curl_socket_t fd, int *active);
-
-/*
  * Closes the kept connections and the handles; cu is freed once libuv has
  * closed them. No transfer may be in it any more. NULL-safe.
  */
