@@ -118,6 +118,13 @@
  * peer never closes one just as it is reused.
  */
 #define PROVIDER_MAXAGE_CONN_S 60
+/*
+ * Kept-alive connections to the provider per loop, busy or idle. libcurl's
+ * own default (4 per transfer in the multi handle at the moment one ends)
+ * shrinks with the calls in flight, and closed a connection every few
+ * charges at latency 0: about one call in eight paid a new connection.
+ */
+#define PROVIDER_CONNS_KEPT 1024
 /* The completer: how often each process looks for due unknown records. */
 #define COMPLETER_TICK_MS 1000
 #define COMPLETER_BATCH 16 /* records taken per look */

@@ -1,21 +1,15 @@
 /*
  * provider_http.c - POST /v1/charges with libcurl's multi-socket interface
- * on libuv. One multi handle per loop owns the kept-alive connections.
- * libcurl is never called from inside one of its own callbacks: its timer
- * callback only (re)arms a uv timer (0 ms becomes 1 ms), its socket
- * callback only starts and stops uv_poll handles, and the transfers are
- * driven from those handles' callbacks. A socket's poll handle is stopped
- * before the socket is closed (CURLOPT_CLOSESOCKETFUNCTION: we close it).
+ * on libuv (curl_uv.c: the sockets and the timeout on the loop). One multi
+ * handle per loop owns the kept-alive connections.
  *
  * What one attempt costs is kept low (a fresh charge through the provider
  * should cost little more CPU than one with the in-process simulation):
  * easy handles are reused from a per-loop pool with the options that never
  * change set once; the headers are a constant list behind two per-call
- * nodes (Authorization, Idempotency-Key); a socket's poll handle outlives
- * the transfers of its kept connection (left armed between them while it
- * waits to read, freed when the socket closes); the charges URL is parsed
- * once; the timer is not re-armed for the same deadline.
+ * nodes (Authorization, Idempotency-Key); the charges URL is parsed once.
  */
+#include <assert.h>
 #include <errno.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -28,6 +22,7 @@
 #include <curl/curl.h>
 
 #include "clock.h"
+#include "curl_uv.h"
 #include "log.h"
 #include "metrics.h"
 #include "provider_http.h"
@@ -39,7 +34,6 @@
 #define PROBE_PAGES_MAX 1000 /* pages of one probe: 100 000 charges */
 #define PROBE_SKEW_S 60      /* the provider's clock against ours, either way */
 #define BODY_MAX (1024 * 1024) /* bytes of a provider's answer */
-#define SOCKS_MAX 65536        /* descriptors the poll table can hold */
 #define ATTEMPT_MIN_MS 50      /* an attempt with less time left: none */
 #define EASY_POOL_MAX 64       /* idle easy handles kept per loop */
 
@@ -47,27 +41,13 @@ struct http_call;
 
 struct http_provider;
 
-/* A socket's poll handle: from libcurl's first interest until it closes. */
-struct sock_ctx {
-	uv_poll_t poll;
-	curl_socket_t fd;
-	int events; /* UV_READABLE | UV_WRITABLE polled now; 0: stopped */
-	int conn; /* a connection's socket: closed through on_curl_close_socket */
-	int idle; /* no transfer wants it: readiness stops the poll */
-	struct http_provider *hp;
-};
-
 struct http_provider {
 	uv_loop_t *loop;
 	const struct config *cfg;
-	CURLM *multi;
-	uv_timer_t timer;       /* libcurl's timeout */
+	struct curl_uv *cu;     /* the multi handle on the loop */
 	char base[URL_MAX_LEN]; /* scheme://host:port, or http://localhost */
 	char unix_path[URL_MAX_LEN]; /* "" unless unix: */
 	char auth[300];              /* Authorization: Bearer ... */
-	struct sock_ctx **socks;     /* by descriptor */
-	size_t socks_cap;
-	uint64_t timer_due;          /* uv_now of the armed deadline */
 	int proxy_off;               /* 1: no proxy variable at start */
 	struct curl_slist *hdr_post; /* Expect:, Content-Type: (constant) */
 	struct curl_slist *hdr_get;  /* Expect: (constant) */
@@ -118,199 +98,6 @@ int
 provider_http_global_init(void)
 {
 	return curl_global_init(CURL_GLOBAL_DEFAULT) == CURLE_OK ? 0 : -1;
-}
-
-/* --- sockets and the timer: libcurl's two hooks ------------------------ */
-
-static void check_multi_info(struct http_provider *hp);
-
-static void
-on_sock_closed(uv_handle_t *h)
-{
-	free(h->data);
-}
-
-static struct sock_ctx *
-sock_find(struct http_provider *hp, curl_socket_t fd)
-{
-	if (fd < 0 || (size_t)fd >= hp->socks_cap)
-		return NULL;
-	return hp->socks[fd];
-}
-
-/* Stops and forgets fd's poll handle (before the descriptor closes). */
-static void
-sock_forget(struct http_provider *hp, curl_socket_t fd)
-{
-	struct sock_ctx *sc;
-
-	if ((sc = sock_find(hp, fd)) == NULL)
-		return;
-	hp->socks[fd] = NULL;
-	(void)uv_poll_stop(&sc->poll);
-	uv_close((uv_handle_t *)&sc->poll, on_sock_closed);
-}
-
-static void
-on_sock_ready(uv_poll_t *p, int status, int events)
-{
-	struct sock_ctx *sc = p->data;
-	struct http_provider *hp = sc->hp;
-	int flags = 0, running;
-
-	/* a kept connection between transfers: libcurl checks it on reuse */
-	if (sc->idle) {
-		(void)uv_poll_stop(&sc->poll);
-		sc->events = 0;
-		sc->idle = 0;
-		return;
-	}
-	if (status < 0)
-		flags = CURL_CSELECT_ERR;
-	if (events & UV_READABLE)
-		flags |= CURL_CSELECT_IN;
-	if (events & UV_WRITABLE)
-		flags |= CURL_CSELECT_OUT;
-	(void)curl_multi_socket_action(hp->multi, sc->fd, flags, &running);
-	check_multi_info(hp);
-}
-
-/* fd's poll handle, made on first use; NULL on ENOMEM. */
-static struct sock_ctx *
-sock_get(struct http_provider *hp, curl_socket_t s)
-{
-	struct sock_ctx *sc;
-	size_t cap;
-
-	if (s < 0 || s >= SOCKS_MAX)
-		return NULL;
-	if ((size_t)s >= hp->socks_cap) {
-		cap = hp->socks_cap;
-		if (util_grow((char **)&hp->socks, &cap,
-		        ((size_t)s + 1) * sizeof(*hp->socks),
-		        64 * sizeof(*hp->socks),
-		        SOCKS_MAX * sizeof(*hp->socks)) != 0)
-			return NULL;
-		memset(hp->socks + hp->socks_cap, 0,
-		    cap - hp->socks_cap * sizeof(*hp->socks));
-		hp->socks_cap = cap / sizeof(*hp->socks);
-	}
-	if ((sc = hp->socks[s]) != NULL)
-		return sc;
-	if ((sc = calloc(1, sizeof(*sc))) == NULL)
-		return NULL;
-	sc->hp = hp;
-	if (uv_poll_init_socket(hp->loop, &sc->poll, s) != 0) {
-		free(sc);
-		return NULL;
-	}
-	sc->fd = s;
-	sc->poll.data = sc;
-	hp->socks[s] = sc;
-	return sc;
-}
-
-/*
- * A new connection's socket (not a resolver's): it is closed through
- * on_curl_close_socket, so its poll handle may stay armed between
- * transfers. Only marks it: never calls libcurl.
- */
-static int
-on_curl_sockopt(void *clientp, curl_socket_t fd, curlsocktype purpose)
-{
-	struct sock_ctx *sc;
-
-	if (purpose == CURLSOCKTYPE_IPCXN &&
-	    (sc = sock_get(clientp, fd)) != NULL)
-		sc->conn = 1;
-	return CURL_SOCKOPT_OK;
-}
-
-static int
-on_curl_socket(CURL *easy, curl_socket_t s, int what, void *userp,
-    void *socketp)
-{
-	struct http_provider *hp = userp;
-	struct sock_ctx *sc;
-	int events = 0;
-
-	(void)easy;
-	(void)socketp;
-	/*
-	 * No transfer wants the socket now (a kept connection between
-	 * requests). A connection's socket read-polled stays armed, idle: the
-	 * next transfer on it usually wants the same, which then costs no
-	 * system call; readiness while idle (the peer closed) stops it.
-	 * Otherwise the poll stops. The handle stays until the socket closes
-	 * (on_curl_close_socket); one of a descriptor closed without that
-	 * callback (not a connection) is stopped, and libuv knows it only by
-	 * the number: the next socket of that number starts it again.
-	 */
-	if (what == CURL_POLL_REMOVE) {
-		if ((sc = sock_find(hp, s)) == NULL || sc->events == 0)
-			return 0;
-		if (sc->conn && sc->events == UV_READABLE) {
-			sc->idle = 1;
-			return 0;
-		}
-		(void)uv_poll_stop(&sc->poll);
-		sc->events = 0;
-		sc->idle = 0;
-		return 0;
-	}
-	if ((sc = sock_get(hp, s)) == NULL)
-		return -1;
-	if (what == CURL_POLL_IN || what == CURL_POLL_INOUT)
-		events |= UV_READABLE;
-	if (what == CURL_POLL_OUT || what == CURL_POLL_INOUT)
-		events |= UV_WRITABLE;
-	sc->idle = 0;
-	if (sc->conn && events == sc->events)
-		return 0; /* armed already, on the same open socket */
-	if (uv_poll_start(&sc->poll, events, on_sock_ready) != 0)
-		return -1;
-	sc->events = events;
-	return 0;
-}
-
-/* libcurl closes a socket through us: its poll handle stops first. */
-static int
-on_curl_close_socket(void *clientp, curl_socket_t s)
-{
-	sock_forget(clientp, s);
-	return close(s);
-}
-
-static void
-on_curl_timer_due(uv_timer_t *t)
-{
-	struct http_provider *hp = t->data;
-	int running;
-
-	(void)curl_multi_socket_action(hp->multi, CURL_SOCKET_TIMEOUT, 0,
-	    &running);
-	check_multi_info(hp);
-}
-
-/* Arms the uv timer only: never calls libcurl (we are inside it). */
-static int
-on_curl_timer(CURLM *multi, long timeout_ms, void *userp)
-{
-	struct http_provider *hp = userp;
-	uint64_t ms = timeout_ms <= 0 ? 1 : (uint64_t)timeout_ms;
-
-	(void)multi;
-	if (timeout_ms < 0) {
-		(void)uv_timer_stop(&hp->timer);
-		return 0;
-	}
-	/* the same deadline armed already: leave it */
-	if (uv_is_active((uv_handle_t *)&hp->timer) &&
-	    hp->timer_due == uv_now(hp->loop) + ms)
-		return 0;
-	hp->timer_due = uv_now(hp->loop) + ms;
-	(void)uv_timer_start(&hp->timer, on_curl_timer_due, ms, 0);
-	return 0;
 }
 
 /* --- one attempt --------------------------------------------------------- */
@@ -395,7 +182,7 @@ attempt_cleanup(struct http_call *c)
 
 	if (c->easy == NULL)
 		return;
-	(void)curl_multi_remove_handle(hp->multi, c->easy);
+	curl_uv_remove(hp->cu, c->easy);
 	/* no pointer into the call stays behind in a pooled handle */
 	(void)curl_easy_setopt(c->easy, CURLOPT_HTTPHEADER, NULL);
 	(void)curl_easy_setopt(c->easy, CURLOPT_PRIVATE, NULL);
@@ -619,22 +406,16 @@ attempt_done(struct http_call *c, CURLcode rc)
 	attempt_retry(c);
 }
 
+/* A transfer is over (curl_uv.c): the attempt it was comes to an end. */
 static void
-check_multi_info(struct http_provider *hp)
+on_transfer_done(CURL *easy, CURLcode result, void *arg)
 {
-	struct http_call *c;
-	CURLMsg *msg;
-	int left;
+	struct http_call *c = NULL;
 
-	while ((msg = curl_multi_info_read(hp->multi, &left)) != NULL) {
-		if (msg->msg != CURLMSG_DONE)
-			continue;
-		c = NULL;
-		(void)curl_easy_getinfo(msg->easy_handle, CURLINFO_PRIVATE,
-		    (char **)&c);
-		if (c != NULL)
-			attempt_done(c, msg->data.result);
-	}
+	(void)arg;
+	(void)curl_easy_getinfo(easy, CURLINFO_PRIVATE, (char **)&c);
+	if (c != NULL)
+		attempt_done(c, result);
 }
 
 /* The options every attempt shares, set once per easy handle; 0 or -1. */
@@ -664,11 +445,7 @@ easy_setup(struct http_provider *hp, CURL *e)
 	    strcmp(cfg->provider_ca_file, "none") != 0)
 		rc |=
 		    curl_easy_setopt(e, CURLOPT_CAINFO, cfg->provider_ca_file);
-	rc |= curl_easy_setopt(e, CURLOPT_CLOSESOCKETFUNCTION,
-	    on_curl_close_socket);
-	rc |= curl_easy_setopt(e, CURLOPT_CLOSESOCKETDATA, hp);
-	rc |= curl_easy_setopt(e, CURLOPT_SOCKOPTFUNCTION, on_curl_sockopt);
-	rc |= curl_easy_setopt(e, CURLOPT_SOCKOPTDATA, hp);
+	rc |= curl_uv_easy_setup(hp->cu, e);
 	if (hp->proxy_off) {
 		/* no proxy variable was set: none looked up per transfer */
 		rc |= curl_easy_setopt(e, CURLOPT_PROXY, "");
@@ -761,6 +538,7 @@ attempt_start(struct http_call *c)
 		call_settle(c, c->probe ? SV_UNKNOWN : settle_end(&c->fold));
 		return;
 	}
+	assert(c->easy == NULL); /* one attempt in flight at a time */
 	c->body_len = 0;
 	c->should_retry = -1;
 	c->sends = 0;
@@ -769,7 +547,7 @@ attempt_start(struct http_call *c)
 		c->probe_sent_ms = now_wall_ms(); /* the list's moment */
 	if ((c->probe && probe_url(c) != 0) ||
 	    (c->easy = easy_take(c->hp)) == NULL || attempt_setup(c) != 0 ||
-	    curl_multi_add_handle(c->hp->multi, c->easy) != CURLM_OK) {
+	    curl_uv_add(c->hp->cu, c->easy) != 0) {
 		(void)snprintf(c->res.why, sizeof(c->res.why),
 		    "cannot start a transfer");
 		attempt_cleanup(c);
@@ -835,23 +613,10 @@ fail:
 }
 
 static void
-on_timer_closed(uv_handle_t *h)
-{
-	struct http_provider *hp = h->data;
-
-	curl_slist_free_all(hp->hdr_post);
-	curl_slist_free_all(hp->hdr_get);
-	curl_url_cleanup(hp->charges_url);
-	free(hp->socks);
-	free(hp);
-}
-
-static void
 http_free(void *impl)
 {
 	struct http_provider *hp = impl;
 	struct http_call *c;
-	curl_socket_t fd;
 
 	while ((c = LIST_FIRST(&hp->calls)) != NULL) {
 		(void)uv_timer_stop(&c->backoff);
@@ -861,14 +626,12 @@ http_free(void *impl)
 	}
 	while (hp->idle_n > 0)
 		curl_easy_cleanup(hp->idle[--hp->idle_n]);
-	/* closes the kept connections: through on_curl_close_socket */
-	(void)curl_multi_cleanup(hp->multi);
-	hp->multi = NULL;
-	/* the stopped handles of descriptors closed without our callback */
-	for (fd = 0; (size_t)fd < hp->socks_cap; fd++)
-		sock_forget(hp, fd);
-	(void)uv_timer_stop(&hp->timer);
-	uv_close((uv_handle_t *)&hp->timer, on_timer_closed);
+	/* closes the kept connections; freed once the loop closed its handles */
+	curl_uv_free(hp->cu);
+	curl_slist_free_all(hp->hdr_post);
+	curl_slist_free_all(hp->hdr_get);
+	curl_url_cleanup(hp->charges_url);
+	free(hp);
 }
 
 static const struct provider_ops http_ops = { http_start, http_free };
@@ -955,35 +718,27 @@ provider_http_new(uv_loop_t *loop, const struct config *cfg, char *errstr,
 		curl_url_cleanup(hp->charges_url);
 		hp->charges_url = NULL;
 	}
+	/* no Expect: 100-continue, no Accept: */
 	if ((hp->hdr_get = curl_slist_append(NULL, "Expect:")) == NULL ||
+	    curl_slist_append(hp->hdr_get, "Accept:") == NULL ||
 	    (hp->hdr_post = curl_slist_append(NULL, "Expect:")) == NULL ||
+	    curl_slist_append(hp->hdr_post, "Accept:") == NULL ||
 	    curl_slist_append(hp->hdr_post,
 	        "Content-Type: application/x-www-form-urlencoded") == NULL) {
 		util_err(errstr, errlen, "provider: out of memory");
 		goto fail;
 	}
-	if ((hp->multi = curl_multi_init()) == NULL) {
+	if ((hp->cu = curl_uv_new(loop, PROVIDER_CONNS_KEPT, on_transfer_done,
+	         hp)) == NULL) {
 		util_err(errstr, errlen, "provider: curl_multi_init failed");
 		goto fail;
 	}
-	if (curl_multi_setopt(hp->multi, CURLMOPT_SOCKETFUNCTION,
-	        on_curl_socket) != CURLM_OK ||
-	    curl_multi_setopt(hp->multi, CURLMOPT_SOCKETDATA, hp) != CURLM_OK ||
-	    curl_multi_setopt(hp->multi, CURLMOPT_TIMERFUNCTION,
-	        on_curl_timer) != CURLM_OK ||
-	    curl_multi_setopt(hp->multi, CURLMOPT_TIMERDATA, hp) != CURLM_OK) {
-		util_err(errstr, errlen, "provider: curl_multi_setopt failed");
-		goto fail;
-	}
-	(void)uv_timer_init(loop, &hp->timer);
-	hp->timer.data = hp;
 	p->ops = &http_ops;
 	p->impl = hp;
 	return p;
 fail:
 	if (hp != NULL) {
-		if (hp->multi != NULL)
-			(void)curl_multi_cleanup(hp->multi);
+		curl_uv_free(hp->cu);
 		curl_slist_free_all(hp->hdr_post);
 		curl_slist_free_all(hp->hdr_get);
 		curl_url_cleanup(hp->charges_url);
