@@ -298,6 +298,9 @@ suite_signals() { with_asan signals tests/signals/run.sh; }
 # The edges of a connection's and a process's life (misbehaving FastCGI
 # peers, bounds, the drain) and a churn-and-stop soak, under ASan.
 suite_edges() { with_asan edges tests/edges/run.sh; }
+# 4 096 idle kept FastCGI connections: descriptors, memory per connection,
+# reaped after keepalive_idle_timeout_ms (plain build: RSS as deployed).
+suite_kept_conns() { tests/kept_conns/run.sh; }
 
 # ThreadSanitizer: the threaded listener (nginx, 4 worker threads) through
 # the whole e2e suite, and the signal tests.
@@ -351,7 +354,7 @@ suite_bench_smoke() { bench/run --smoke; }
 suite_examples() { tests/with-stack.sh tests/examples/run.sh; }
 suite_browser() { STACK_WITH_SIM=1 tests/with-stack.sh tests/browser/run.sh; }
 
-SUITES=(structure builds docs unit unit_asan lua redis_async fuzz fcgi_diff fcgi_wire sim cgi signals edges e2e e2e_apache
+SUITES=(structure builds docs unit unit_asan lua redis_async fuzz fcgi_diff fcgi_wire sim cgi signals edges kept_conns e2e e2e_apache
 	e2e_apache_cgi e2e_nginx e2e_apache_proxy concurrency e2e_cluster ha_sentinel ha_cluster ha_nodes partitions faults provider
 	webhook provider_faults stripe_mock provider_tls settle reconcile
 	tsan deploy install systemd package examples browser

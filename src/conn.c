@@ -83,13 +83,12 @@ struct conn {
 	size_t want;      /* body bytes announced (CONTENT_LENGTH) */
 	size_t discarded; /* bytes of STDIN read past the body */
 	struct exchange *x;
-	struct conn_frame frame; /* an answer being rendered */
-	int processing;          /* inside conn_process (re-entry guard) */
-	int served;              /* requests begun on this connection */
-	int linger;              /* end by shutdown, then wait for the peer */
-	int rd_eof;              /* the peer shut its side: no more input */
-	int out_paused;          /* not reading: too much output unsent */
-	int idle_wait;           /* the timer is the idle kept connection's */
+	int processing; /* inside conn_process (re-entry guard) */
+	int served;     /* requests begun on this connection */
+	int linger;     /* end by shutdown, then wait for the peer */
+	int rd_eof;     /* the peer shut its side: no more input */
+	int out_paused; /* not reading: too much output unsent */
+	int idle_wait;  /* the timer is the idle kept connection's */
 	TAILQ_ENTRY(conn) entry;
 };
 
@@ -171,8 +170,7 @@ conn_end(struct conn *c)
 	conn_drop_request(c);
 	(void)uv_timer_stop(&c->timer);
 	conn_set_state(c, C_ENDING);
-	sock_read(&c->sock, 0);
-	sock_end(&c->sock, c->linger && !c->rd_eof);
+	sock_end(&c->sock, c->linger && !c->rd_eof); /* reading stops */
 }
 
 static void
@@ -238,7 +236,7 @@ on_exchange_done(struct exchange *x)
 	assert(c->state == C_SERVING && c->x == x);
 	c->x = NULL;
 	if (!c->aborted &&
-	    conn_frame_response(&c->sock, &c->frame, c->req_id, x) != 0)
+	    conn_frame_response(&c->sock, &c->h->frame, c->req_id, x) != 0)
 		log_warn(x->req.request_id, "cannot frame the response");
 	else if (c->aborted &&
 	    conn_frame_end(&c->sock, c->req_id, FCGI_REQUEST_COMPLETE))
@@ -572,7 +570,6 @@ on_handle_closed(struct conn *c)
 	if (--c->handles > 0)
 		return;
 	fcgi_reader_free(c->rd);
-	conn_frame_free(&c->frame);
 	free(c);
 	if (h->on_idle != NULL)
 		h->on_idle(h);
@@ -656,6 +653,7 @@ conn_open(struct conn_host *h, int fd)
 	h->nconns++;
 	timer_start(c, on_read_timeout, cfg->request_timeout_ms);
 	conn_read_more(c);
+	sock_read_now(&c->sock); /* c may be gone after this */
 	return 0;
 }
 
@@ -669,6 +667,8 @@ conn_host_init(struct conn_host *h, uv_loop_t *loop)
 void
 conn_host_close(struct conn_host *h)
 {
+	conn_frame_free(&h->frame);
+	memset(&h->frame, 0, sizeof(h->frame));
 	sock_set_close(&h->socks);
 }
 
@@ -709,7 +709,7 @@ conn_expire_all(struct conn_host *h)
 				    sizeof(tmp.req.request_id));
 			}
 			response_refusal(&tmp.resp, REFUSAL_STOPPING);
-			(void)conn_frame_response(&c->sock, &c->frame,
+			(void)conn_frame_response(&c->sock, &c->h->frame,
 			    c->req_id, &tmp);
 			response_free(&tmp.resp);
 			conn_drop_request(c);
