@@ -78,10 +78,20 @@ static const long long bucket_us[] = {
 };
 #define BUCKETS (sizeof(bucket_us) / sizeof(bucket_us[0]))
 
-const char *const metrics_attempt_labels[] = { "transport", "charge", "decline",
-	"idempotency_error", "in_use", "rate_limited", "server_error",
-	"should_retry", "rejected", "unexpected", NULL };
-#define ATTEMPT_LABELS 10
+const char *const metrics_attempt_labels[MA_COUNT + 1] = {
+	[MA_TRANSPORT] = "transport",
+	[MA_CHARGE] = "charge",
+	[MA_DECLINE] = "decline",
+	[MA_IDEMPOTENCY_ERROR] = "idempotency_error",
+	[MA_IN_USE] = "in_use",
+	[MA_RATE_LIMITED] = "rate_limited",
+	[MA_SERVER_ERROR] = "server_error",
+	[MA_SHOULD_RETRY] = "should_retry",
+	[MA_REJECTED] = "rejected",
+	[MA_UNEXPECTED] = "unexpected",
+	[MA_COUNT] = NULL,
+};
+#define ATTEMPT_LABELS MA_COUNT
 
 static const char *const settled_labels[] = { "completed", "failed" };
 #define SETTLED_LABELS 2
@@ -254,15 +264,10 @@ metrics_request(const char *outcome, long long duration_us)
 }
 
 void
-metrics_provider_attempt(const char *label)
+metrics_provider_attempt(enum metrics_attempt a)
 {
-	size_t i;
-
-	for (i = 0; i < ATTEMPT_LABELS; i++)
-		if (strcmp(label, metrics_attempt_labels[i]) == 0) {
-			add(&m->attempts[i], 1);
-			return;
-		}
+	if (a < MA_COUNT)
+		add(&m->attempts[a], 1);
 }
 
 void

@@ -42,7 +42,22 @@ void metrics_request(const char *outcome, long long duration_us);
  * One attempt of the HTTP provider, by its class label (a row of
  * provider_wire.c's table): charge_provider_attempts_total{class}.
  */
-void metrics_provider_attempt(const char *label);
+/* The classes of charge_provider_attempts_total, in its label order. */
+enum metrics_attempt {
+	MA_TRANSPORT,
+	MA_CHARGE,
+	MA_DECLINE,
+	MA_IDEMPOTENCY_ERROR,
+	MA_IN_USE,
+	MA_RATE_LIMITED,
+	MA_SERVER_ERROR,
+	MA_SHOULD_RETRY,
+	MA_REJECTED,
+	MA_UNEXPECTED,
+	MA_COUNT
+};
+
+void metrics_provider_attempt(enum metrics_attempt a);
 
 /* The completer settled an unknown record: "completed" or "failed". */
 void metrics_completer_settled(const char *outcome);
@@ -67,8 +82,12 @@ extern const char *const metrics_webhook_results[];
  */
 void metrics_unknown_oldest_age(long long age_s);
 
-/* The labels of charge_provider_attempts_total, NULL-terminated. */
-extern const char *const metrics_attempt_labels[];
+/*
+ * The labels of charge_provider_attempts_total by enum metrics_attempt,
+ * NULL-terminated: the one list (provider_wire.c's table names its rows
+ * by the enum).
+ */
+extern const char *const metrics_attempt_labels[MA_COUNT + 1];
 
 /* The exposition text, malloc'd; NULL on ENOMEM. */
 char *metrics_render(size_t *len);

@@ -344,7 +344,7 @@ attempt_done(struct http_call *c, CURLcode rc)
 		a.err_code = code;
 	}
 	v = wire_classify(&a);
-	metrics_provider_attempt(v.label);
+	metrics_provider_attempt(v.attempt);
 	if (rc != CURLE_OK)
 		(void)snprintf(c->res.why, sizeof(c->res.why), "%s",
 		    curl_easy_strerror(rc));

@@ -12,6 +12,7 @@
 
 #include "defaults.h"
 #include "digest.h"
+#include "metrics.h"
 #include "provider_wire.h"
 #include "util.h"
 
@@ -182,33 +183,30 @@ struct class_row {
 	int should_retry;     /* -1: any; 1: the header said true */
 	enum wire_class cls;
 	enum settle_class settle; /* what it proves (settle.h) */
-	const char *label;
+	enum metrics_attempt
+	    attempt; /* its charge_provider_attempts_total label */
 };
 
 static const struct class_row class_rows[] = {
 	/* no HTTP answer: refused, reset, closed, timed out (see wire_transport) */
-	{ 0, 0, NULL, NULL, -1, WIRE_RETRY, SC_MAYBE, "transport" },
+	{ 0, 0, NULL, NULL, -1, WIRE_RETRY, SC_MAYBE, MA_TRANSPORT },
 	/* a charge: proven the request's or not by the caller (settle_is_ours) */
-	{ 200, 200, NULL, NULL, -1, WIRE_CHARGE, SC_CHARGE, "charge" },
-	{ 402, 402, NULL, NULL, -1, WIRE_DECLINE, SC_DECLINE, "decline" },
+	{ 200, 200, NULL, NULL, -1, WIRE_CHARGE, SC_CHARGE, MA_CHARGE },
+	{ 402, 402, NULL, NULL, -1, WIRE_DECLINE, SC_DECLINE, MA_DECLINE },
 	/* our key reused with other parameters: a bug, never retried */
 	{ 400, 400, "idempotency_error", NULL, -1, WIRE_BUG, SC_REJECTED,
-	    "idempotency_error" },
+	    MA_IDEMPOTENCY_ERROR },
 	/* the first delivery under the key is still running */
-	{ 409, 409, NULL, NULL, -1, WIRE_RETRY, SC_MAYBE, "in_use" },
+	{ 409, 409, NULL, NULL, -1, WIRE_RETRY, SC_MAYBE, MA_IN_USE },
 	/* not processed: try again */
-	{ 429, 429, NULL, NULL, -1, WIRE_RETRY, SC_LATER, "rate_limited" },
-	{ 500, 599, NULL, NULL, -1, WIRE_RETRY, SC_MAYBE, "server_error" },
-	{ 400, 499, NULL, NULL, 1, WIRE_RETRY, SC_LATER, "should_retry" },
+	{ 429, 429, NULL, NULL, -1, WIRE_RETRY, SC_LATER, MA_RATE_LIMITED },
+	{ 500, 599, NULL, NULL, -1, WIRE_RETRY, SC_MAYBE, MA_SERVER_ERROR },
+	{ 400, 499, NULL, NULL, 1, WIRE_RETRY, SC_LATER, MA_SHOULD_RETRY },
 	/* refused (the request's fault, the key, a WAF): this delivery did not execute */
-	{ 400, 499, NULL, NULL, -1, WIRE_REJECTED, SC_REJECTED, "rejected" },
+	{ 400, 499, NULL, NULL, -1, WIRE_REJECTED, SC_REJECTED, MA_REJECTED },
 	/* anything else (1xx, 2xx other than 200, 3xx): ambiguous */
-	{ 0, 999, NULL, NULL, -1, WIRE_RETRY, SC_MAYBE, "unexpected" },
+	{ 0, 999, NULL, NULL, -1, WIRE_RETRY, SC_MAYBE, MA_UNEXPECTED },
 };
-
-const char *const wire_class_labels[] = { "transport", "charge", "decline",
-	"idempotency_error", "in_use", "rate_limited", "server_error",
-	"should_retry", "rejected", "unexpected", NULL };
 
 static int
 row_str_matches(const char *want, const char *have)
@@ -219,7 +217,8 @@ row_str_matches(const char *want, const char *have)
 struct wire_verdict
 wire_classify(const struct wire_attempt *a)
 {
-	struct wire_verdict v = { WIRE_RETRY, SC_MAYBE, "unexpected" };
+	struct wire_verdict v = { WIRE_RETRY, SC_MAYBE, MA_UNEXPECTED,
+		"unexpected" };
 	size_t i;
 
 	for (i = 0; i < sizeof(class_rows) / sizeof(class_rows[0]); i++) {
@@ -233,7 +232,8 @@ wire_classify(const struct wire_attempt *a)
 			continue;
 		v.cls = r->cls;
 		v.settle = r->settle;
-		v.label = r->label;
+		v.attempt = r->attempt;
+		v.label = metrics_attempt_labels[r->attempt];
 		return v;
 	}
 	return v;

@@ -9,6 +9,7 @@
 
 #include <stddef.h>
 
+#include "metrics.h"
 #include "provider.h"
 #include "settle.h"
 
@@ -68,13 +69,12 @@ enum wire_class {
 struct wire_verdict {
 	enum wire_class cls;
 	enum settle_class settle; /* what the attempt proves */
-	const char *label; /* static: charge_provider_attempts_total{class} */
+	enum metrics_attempt
+	    attempt;       /* charge_provider_attempts_total{class} */
+	const char *label; /* static: its label, metrics_attempt_labels */
 };
 
 struct wire_verdict wire_classify(const struct wire_attempt *a);
-
-/* Every label wire_classify can give, NULL-terminated (for /metrics). */
-extern const char *const wire_class_labels[];
 
 /*
  * A 200's charge object into res (PROV_SUCCEEDED: id, created; and what it

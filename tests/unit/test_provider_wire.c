@@ -78,13 +78,17 @@ test_classify(void **state)
 			fail_msg("row %zu (%ld): class %d label %s", i,
 			    rows[i].status, v.cls, v.label);
 	}
-	/* every label is one /metrics renders, in the same order */
-	for (j = 0; wire_class_labels[j] != NULL; j++) {
-		assert_non_null(metrics_attempt_labels[j]);
-		assert_string_equal(wire_class_labels[j],
-		    metrics_attempt_labels[j]);
+	/* the label is the one /metrics renders for the verdict's class */
+	for (i = 0; i < sizeof(rows) / sizeof(rows[0]); i++) {
+		struct wire_verdict v = classify(rows[i].status, rows[i].type,
+		    rows[i].code, rows[i].retry);
+
+		assert_true(v.attempt < MA_COUNT);
+		assert_string_equal(v.label, metrics_attempt_labels[v.attempt]);
 	}
-	assert_null(metrics_attempt_labels[j]);
+	for (j = 0; j < MA_COUNT; j++)
+		assert_non_null(metrics_attempt_labels[j]);
+	assert_null(metrics_attempt_labels[MA_COUNT]);
 }
 
 static void
