@@ -58,7 +58,28 @@ struct http_provider {
 	uint64_t rng; /* the backoff's jitter */
 };
 
+/* Where one call is (see call_set_state). */
+enum http_call_state {
+	HC_NEW,     /* made, no attempt yet */
+	HC_ATTEMPT, /* a transfer in flight */
+	HC_BACKOFF, /* waiting before the next attempt */
+	HC_DONE,    /* its callback had the result; closing */
+	HC_NSTATES
+};
+
+#define B(s) (1u << (s))
+/* call_set_state's map: http_call_allowed[from] has bit `to`. */
+static const unsigned http_call_allowed[HC_NSTATES] = {
+	[HC_NEW] = B(HC_ATTEMPT) | B(HC_DONE),
+	/* ATTEMPT to ATTEMPT: a probe's next page */
+	[HC_ATTEMPT] = B(HC_ATTEMPT) | B(HC_BACKOFF) | B(HC_DONE),
+	[HC_BACKOFF] = B(HC_ATTEMPT) | B(HC_DONE),
+	[HC_DONE] = 0,
+};
+#undef B
+
 struct http_call {
+	enum http_call_state state; /* only call_set_state changes it */
 	struct http_provider *hp;
 	provider_cb *cb;
 	void *arg;
@@ -194,11 +215,23 @@ attempt_cleanup(struct http_call *c)
 	c->easy = NULL;
 }
 
+static void
+call_set_state(struct http_call *c, enum http_call_state to)
+{
+	(void)http_call_allowed; /* read by the asserts only */
+	assert(c->state < HC_NSTATES && to < HC_NSTATES);
+	assert((http_call_allowed[c->state] & (1u << to)) != 0);
+	/* one attempt in flight at a time: none when another starts */
+	assert(to != HC_ATTEMPT || c->easy == NULL);
+	c->state = to;
+}
+
 /* The call is over: the caller learns res, then the call is freed. */
 static void
 call_done(struct http_call *c)
 {
 	attempt_cleanup(c);
+	call_set_state(c, HC_DONE);
 	LIST_REMOVE(c, entry);
 	c->cb(&c->res, c->arg);
 	uv_close((uv_handle_t *)&c->backoff, on_backoff_closed);
@@ -229,6 +262,7 @@ attempt_retry(struct http_call *c)
 		call_settle(c, c->probe ? SV_UNKNOWN : settle_end(&c->fold));
 		return;
 	}
+	call_set_state(c, HC_BACKOFF);
 	(void)uv_timer_start(&c->backoff, on_backoff_due, (uint64_t)pause_ms,
 	    0);
 }
@@ -538,7 +572,7 @@ attempt_start(struct http_call *c)
 		call_settle(c, c->probe ? SV_UNKNOWN : settle_end(&c->fold));
 		return;
 	}
-	assert(c->easy == NULL); /* one attempt in flight at a time */
+	call_set_state(c, HC_ATTEMPT);
 	c->body_len = 0;
 	c->should_retry = -1;
 	c->sends = 0;
