@@ -247,8 +247,9 @@ suite_webhook() { with_asan webhook tests/webhook/run.sh; }
 # killed and restarted mid-flight and down, many clients per key; a checker
 # over the simulator's own counts (one charge per key, every key settles,
 # 2xx/402 byte-identical, documented answers); a lost Redis record is
-# invisible (deleted; Redis flushed and restarted). About a minute (bounded
-# at 200 s).
+# invisible (Redis flushed and restarted; deleted: run first); last,
+# charge-reconcile over the run: 0 orphans, phantoms, duplicates. About a
+# minute (bounded at 200 s).
 suite_provider_faults() { with_asan provider_faults tests/provider_faults/run.sh; }
 
 # The responder against stripe-stateful-mock (npm, pinned in

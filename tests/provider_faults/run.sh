@@ -1,14 +1,16 @@
 #!/usr/bin/env bash
 # tests/provider_faults/run.sh - the responder against the provider
 # simulator (charge-provider-sim) over HTTP, through lighttpd, under every
-# fault the simulator makes: its fault tokens and token chains, fault rates
+# fault the simulator makes: first a lost Redis record (Redis flushed and
+# restarted; deleted), then its fault tokens and token chains, fault rates
 # with a seed, the simulator killed and restarted mid-flight, the simulator
-# down; then a lost Redis record (deleted; Redis flushed and restarted).
+# down; last charge-reconcile over the run (0 orphans, phantoms, duplicates).
 # A checker reads the simulator's own counts after each case
 # (tests/provider_faults/test_provider_faults.py). Prints TAP.
 #
 #   CHARGE_BIN=build-asan/charge tests/provider_faults/run.sh  (./test.sh provider_faults)
 #   PROV_SIM_BIN=...                 the simulator (default: next to CHARGE_BIN)
+#   PROV_RECONCILE_BIN=...           charge-reconcile, run last (default: next to CHARGE_BIN)
 #   PROV_ONLY='token|lost'           cases matching a regex
 #   PROV_KEEP=1                      keep the run directory
 #   PROV_TIMEOUT_S=200               the whole suite's bound

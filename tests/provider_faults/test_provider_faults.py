@@ -18,16 +18,25 @@ metadata the responder sends:
     charge, and the 201 names it; failed: it has no succeeded charge);
   * only answers docs/openapi.yaml documents (tests/lib/openapi_check.py).
 
-Then a lost record is invisible: a charge, its Redis hash deleted, the
-retry gets the same bytes and the provider charged once; the same after
-Redis is flushed and restarted.
+Before the cases, a lost record is invisible: a charge, Redis flushed and
+restarted, the retry gets the same bytes and the provider charged once; the
+same after its Redis hash is deleted.
+
+Last, charge-reconcile (the build's own, beside CHARGE_BIN) over the whole
+run with the responders' configuration file: the simulator's list of
+charges against every record the cases left in Redis must show 0 orphans,
+0 phantoms and 0 duplicates (docs/reconcile.md).
 """
+import json
 import os
 import signal
+import subprocess
 import sys
 import threading
 import time
 import uuid
+
+import jsonschema  # Debian's python3-jsonschema (tests/lib/openapi_check.py uses it too)
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import provlib as P  # noqa: E402
@@ -42,6 +51,7 @@ HAMMER_S = 15.0     # a client retries for this long, then gives up
 
 SIM = None
 STACK = None
+T_START = int(time.time())
 
 
 def setup():
@@ -75,6 +85,65 @@ def run_case(tag, jobs, expect=None, threads=THREADS_PER_KEY, during=None):
     diag("%s: %s" % (tag, " ".join("%s=%d" % kv for kv in sorted(nums.items()))))
     check(not probs, "\n".join(probs[:25]))
     return nums
+
+
+def one_charge(key):
+    sk = SIM.by_metadata().get((P.PRINCIPAL, key), [])
+    return sum(x.get("charges", 0) for x in sk), sum(x.get("deliveries", 0) for x in sk)
+
+
+# The two lost-record cases run first, the FLUSHALL one before everything:
+# FLUSHALL drops every record in Redis, and only this case's keys are sent
+# again. Run after the matrix, it left the matrix's charges without their
+# records and without a retry to write them again: 87 orphans (no-record)
+# for the reconciliation that closes the suite (t_reconcile), which has to
+# see the records the fault cases wrote. Here it destroys only its own.
+@test("a lost record is invisible: Redis flushed (FLUSHALL) and restarted, the retry answers the same bytes, "
+      "one charge at the provider")
+def t_lost_flush():
+    keys = [(P.new_key("flush"), P.charge_body(src, amount=880 + i))
+            for i, src in enumerate(["tok_visa", "tok_mastercard", "tok_chargeDeclined"])]
+    first = {}
+    for k, b in keys:
+        first[k] = P.post(STACK, k, b)
+        check(first[k].status in (201, 402), "first answer %r" % first[k])
+    check(P.redis("FLUSHALL") == "OK", "FLUSHALL failed")
+    P.sh('stack_redis_stop "$1" && stack_redis_start "$1" "$1/redis" "$1"', P.RUN)
+    check(P.redis("DBSIZE") == 0, "Redis is not empty after FLUSHALL and a restart")
+    for k, b in keys:
+        seen = P.retry_until_final(STACK, k, b, time.monotonic() + 15, tag="flush")
+        r = seen[-1]
+        check(r.status == first[k].status and r.body == first[k].body,
+              "after FLUSHALL + restart: %r (answers %s), first %r" % (r, P.statuses(seen), first[k]))
+        charges, deliveries = one_charge(k)
+        check(charges == 1 and deliveries >= 2, "key %s: provider charges %d, deliveries %d" % (k, charges, deliveries))
+    bad = P.undocumented([r for r in P.HISTORY if r.tag == "flush"])
+    check(not bad, "\n".join(bad[:10]))
+
+
+@test("a lost record is invisible: the Redis hash deleted (DEL), the retry answers the same bytes, "
+      "one charge at the provider")
+def t_lost_del():
+    for src, want in (("tok_visa", 201), ("tok_chargeDeclined", 402)):
+        k = P.new_key("del")
+        body = P.charge_body(src, amount=777)
+        r1 = P.post(STACK, k, body)
+        check(r1.status == want, "first answer %r, want %d" % (r1, want))
+        check(P.redis("EXISTS", P.rkey(k)) == 1, "no record %s in Redis" % P.rkey(k))
+        check(P.redis("DEL", P.rkey(k)) == 1, "DEL %s did not delete it" % P.rkey(k))
+        r2 = P.post(STACK, k, body)
+        check(r2.status == r1.status and r2.body == r1.body,
+              "after DEL: %r, first %r" % (r2, r1))
+        charges, deliveries = one_charge(k)
+        check(charges == 1 and deliveries >= 2,
+              "%s: provider charges %d, deliveries %d (want 1 charge, >= 2 deliveries)" % (src, charges, deliveries))
+        r3 = P.post(STACK, k, body)
+        check(r3.status == r1.status and r3.body == r1.body and r3.h("idempotent-replayed") == "true",
+              "the replay after the re-recording: %r" % r3)
+        diag("%s: %d, re-executed after DEL with Idempotent-Replayed %s, then replayed; provider: "
+             "%d charge, %d deliveries" % (src, r1.status, r2.h("idempotent-replayed"), charges, deliveries))
+    bad = P.undocumented([r for r in P.HISTORY if r.tag == "" and r.method == "POST"])
+    check(not bad, "\n".join(bad[:10]))
 
 
 # Every fault token: what the key settles as (docs/provider-sim.md).
@@ -214,59 +283,6 @@ def t_down():
     run_case("down", jobs, threads=4, during=nemesis)
 
 
-def one_charge(key):
-    sk = SIM.by_metadata().get((P.PRINCIPAL, key), [])
-    return sum(x.get("charges", 0) for x in sk), sum(x.get("deliveries", 0) for x in sk)
-
-
-@test("a lost record is invisible: the Redis hash deleted (DEL), the retry answers the same bytes, "
-      "one charge at the provider")
-def t_lost_del():
-    for src, want in (("tok_visa", 201), ("tok_chargeDeclined", 402)):
-        k = P.new_key("del")
-        body = P.charge_body(src, amount=777)
-        r1 = P.post(STACK, k, body)
-        check(r1.status == want, "first answer %r, want %d" % (r1, want))
-        check(P.redis("EXISTS", P.rkey(k)) == 1, "no record %s in Redis" % P.rkey(k))
-        check(P.redis("DEL", P.rkey(k)) == 1, "DEL %s did not delete it" % P.rkey(k))
-        r2 = P.post(STACK, k, body)
-        check(r2.status == r1.status and r2.body == r1.body,
-              "after DEL: %r, first %r" % (r2, r1))
-        charges, deliveries = one_charge(k)
-        check(charges == 1 and deliveries >= 2,
-              "%s: provider charges %d, deliveries %d (want 1 charge, >= 2 deliveries)" % (src, charges, deliveries))
-        r3 = P.post(STACK, k, body)
-        check(r3.status == r1.status and r3.body == r1.body and r3.h("idempotent-replayed") == "true",
-              "the replay after the re-recording: %r" % r3)
-        diag("%s: %d, re-executed after DEL with Idempotent-Replayed %s, then replayed; provider: "
-             "%d charge, %d deliveries" % (src, r1.status, r2.h("idempotent-replayed"), charges, deliveries))
-    bad = P.undocumented([r for r in P.HISTORY if r.tag == "" and r.method == "POST"])
-    check(not bad, "\n".join(bad[:10]))
-
-
-@test("a lost record is invisible: Redis flushed (FLUSHALL) and restarted, the retry answers the same bytes, "
-      "one charge at the provider")
-def t_lost_flush():
-    keys = [(P.new_key("flush"), P.charge_body(src, amount=880 + i))
-            for i, src in enumerate(["tok_visa", "tok_mastercard", "tok_chargeDeclined"])]
-    first = {}
-    for k, b in keys:
-        first[k] = P.post(STACK, k, b)
-        check(first[k].status in (201, 402), "first answer %r" % first[k])
-    check(P.redis("FLUSHALL") == "OK", "FLUSHALL failed")
-    P.sh('stack_redis_stop "$1" && stack_redis_start "$1" "$1/redis" "$1"', P.RUN)
-    check(P.redis("DBSIZE") == 0, "Redis is not empty after FLUSHALL and a restart")
-    for k, b in keys:
-        seen = P.retry_until_final(STACK, k, b, time.monotonic() + 15, tag="flush")
-        r = seen[-1]
-        check(r.status == first[k].status and r.body == first[k].body,
-              "after FLUSHALL + restart: %r (answers %s), first %r" % (r, P.statuses(seen), first[k]))
-        charges, deliveries = one_charge(k)
-        check(charges == 1 and deliveries >= 2, "key %s: provider charges %d, deliveries %d" % (k, charges, deliveries))
-    bad = P.undocumented([r for r in P.HISTORY if r.tag == "flush"])
-    check(not bad, "\n".join(bad[:10]))
-
-
 def metric(name):
     r = P.request(STACK, "GET", "/metrics", tag="metrics")
     check(r.status == 200, "GET /metrics: %r" % r)
@@ -316,6 +332,49 @@ def t_none_unknown():
         metric('charge_completer_settled_total{outcome="failed"}')
     diag("the completer settled %d records in this run" % settled)
     check(settled > 0, "the completer settled nothing (every unknown was settled by a retry?)")
+
+
+def reconcile_bin():
+    """charge-reconcile of the same build as the responder (PROV_RECONCILE_BIN
+    overrides): build-asan/charge-reconcile under ./test.sh."""
+    return os.environ.get("PROV_RECONCILE_BIN") or os.path.join(os.path.dirname(P.BIN), "charge-reconcile")
+
+
+@test("charge-reconcile after the fault matrix: 0 orphans, 0 phantoms, 0 duplicates")
+def t_reconcile():
+    # The simulator's list of charges (its data file kept every charge
+    # through the restarts and the kill -9 above) against the records in
+    # Redis, over the whole run, with the responders' own configuration
+    # file (the same Redis, key_prefix, provider_url, provider_api_key,
+    # provider_secret). Nothing is excluded: the cases that lose records
+    # run first and retry them (see t_lost_flush), so every charge of the
+    # run must have its record. A finding here is a bug of the responder,
+    # the simulator or the reconciler: the findings are listed below.
+    rbin = reconcile_bin()
+    check(os.access(rbin, os.X_OK), "%s not built" % rbin)
+    if not SIM.alive():
+        SIM.start(["--late-ms", str(LATE_MS), "--trickle-ms", str(TRICKLE_MS)])
+        diag("the simulator restarted on its data file")
+    since = "@%d" % (T_START - 1)
+    p = subprocess.run([rbin, "-c", STACK.conf_path, "--since", since, "--json", "--quiet"], env=STACK.env,
+                       stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=120)
+    out, err = p.stdout.decode(errors="replace"), p.stderr.decode(errors="replace")
+    check(out.strip(), "no report on stdout (exit %d): %s" % (p.returncode, err[-1500:]))
+    doc = json.loads(out)
+    with open(os.path.join(P.REPO, "docs", "reconcile.schema.json"), encoding="utf-8") as f:
+        jsonschema.validate(doc, json.load(f))
+    n = doc["counts"]
+    diag("charge-reconcile --since %s: exit %d; %s" % (since, p.returncode,
+                                                       " ".join("%s=%d" % kv for kv in sorted(n.items()))))
+    for kind in ("orphans", "phantoms", "duplicates"):
+        for f in doc.get(kind, [])[:25]:
+            diag("%s: %s" % (kind[:-1], json.dumps(f, sort_keys=True)))
+    if err.strip():
+        diag("stderr: %s" % err.strip()[-600:])
+    check(n["orphans"] == 0 and n["phantoms"] == 0 and n["duplicates"] == 0,
+          "orphans %d, phantoms %d, duplicates %d (listed above)" % (n["orphans"], n["phantoms"], n["duplicates"]))
+    check(p.returncode == 0 and doc["clean"] is True, "exit %d, clean %r" % (p.returncode, doc["clean"]))
+    check(n["matched"] > 0, "no charge matched its record: %r" % n)
 
 
 def main():
