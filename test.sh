@@ -106,10 +106,14 @@ suite_unit_asan() {
 }
 
 # The shape of the code: includes and calls (the undefined symbols of
-# build/'s objects) follow the module map of src/LAYERS, and the checker
-# fails on planted faults (tests/structure/run.sh).
+# build/'s objects) follow the module map of src/LAYERS (library headers
+# kept to their folder by its `only` lines); every state machine is one
+# enum, one table and one asserting setter, its only writer
+# (tools/check-states.py); the checkers fail on planted faults
+# (tests/structure/run.sh).
 suite_structure() {
 	python3 tools/check-map.py --stats src build
+	python3 tools/check-states.py src
 	tests/structure/run.sh | grep -vE '^1\.\.'
 	# one message, one literal (git grep finds where a text is written)
 	python3 tools/check-literals.py src
