@@ -13,11 +13,11 @@
 
 #include <uv.h>
 
-#include "config.h"
-#include "idem.h"
-#include "provider.h"
-#include "redis.h"
-
+struct config;        /* config.h */
+struct idem_resume;   /* idem.h */
+struct provider;      /* provider.h */
+struct provider_call; /* provider.h */
+struct redis_client;  /* redis.h */
 struct completer;
 
 /*

@@ -11,6 +11,7 @@
 #include "idem.h"
 #include "log.h"
 #include "lua_scripts.h"
+#include "redis.h"
 #include "util.h"
 
 /* Unix milliseconds the scripts accept (below 1e14: year 5138) */
@@ -258,42 +259,63 @@ idem_record_free(struct idem_record *rec)
 	rec->body = NULL;
 }
 
+/* r's bytes when it is a bulk string (*len of them), else NULL. */
+static const char *
+reply_string(const struct redis_reply *r, size_t *len)
+{
+	if (redis_reply_type(r) != REDIS_R_STRING)
+		return NULL;
+	return redis_reply_str(r, len);
+}
+
+/* Element i of r as a field: a string, or nil (p NULL); else -1. */
+static int
+reply_field(const struct redis_reply *r, size_t i, struct idem_field *f)
+{
+	const struct redis_reply *e = redis_reply_at(r, i);
+
+	if (e != NULL && redis_reply_type(e) == REDIS_R_NIL) {
+		f->p = NULL;
+		f->n = 0;
+		return 0;
+	}
+	return (f->p = reply_string(e, &f->n)) != NULL ? 0 : -1;
+}
+
+/* 1 when r is a bulk string equal to s (up to its first NUL). */
+static int
+reply_string_is(const struct redis_reply *r, const char *s)
+{
+	size_t n;
+	const char *p = reply_string(r, &n);
+
+	return p != NULL && strcmp(p, s) == 0;
+}
+
 /*
  * The scripts answer a bare string ('claimed', 'ok': the common answers,
  * cheapest for Redis to return) or an array whose first element names it.
  */
 static int
-reply_tag_is(const redisReply *r, const char *tag)
+reply_tag_is(const struct redis_reply *r, const char *tag)
 {
-	if (r->type == REDIS_REPLY_STRING)
-		return strcmp(r->str, tag) == 0;
-	return r->type == REDIS_REPLY_ARRAY && r->elements >= 1 &&
-	    r->element[0]->type == REDIS_REPLY_STRING &&
-	    strcmp(r->element[0]->str, tag) == 0;
+	return reply_string_is(r, tag) ||
+	    reply_string_is(redis_reply_at(r, 0), tag);
 }
 
 /* Decodes {'recorded', 9 fields} into rec. */
 static enum idem_status
-reply_decode_recorded(const redisReply *r, struct idem_record *rec)
+reply_decode_recorded(const struct redis_reply *r, struct idem_record *rec)
 {
 	struct idem_field f[RECORD_FIELDS];
 	char err[128];
 	size_t i;
 
-	if (r->elements != RECORD_FIELDS + 1)
+	if (redis_reply_len(r) != RECORD_FIELDS + 1)
 		goto bad;
-	for (i = 0; i < RECORD_FIELDS; i++) {
-		const redisReply *e = r->element[i + 1];
-
-		if (e->type == REDIS_REPLY_NIL) {
-			f[i].p = NULL;
-			f[i].n = 0;
-		} else if (e->type == REDIS_REPLY_STRING) {
-			f[i].p = e->str;
-			f[i].n = e->len;
-		} else
+	for (i = 0; i < RECORD_FIELDS; i++)
+		if (reply_field(r, i + 1, &f[i]) != 0)
 			goto bad;
-	}
 	if (idem_record_decode(f, RECORD_FIELDS, rec, err, sizeof(err)) != 0) {
 		log_error(NULL, "%s", err);
 		return IDEM_ERR_REDIS;
@@ -311,16 +333,14 @@ bad:
  * only without the detail.
  */
 static void
-reply_conflict(const redisReply *r, int with_params, struct idem_conflict *cf)
+reply_conflict(const struct redis_reply *r, int with_params,
+    struct idem_conflict *cf)
 {
-	const redisReply *e;
 	struct idem_field f;
 
 	memset(cf, 0, sizeof(*cf));
-	if (r->elements < 2 || (e = r->element[1])->type != REDIS_REPLY_STRING)
+	if ((f.p = reply_string(redis_reply_at(r, 1), &f.n)) == NULL)
 		return;
-	f.p = e->str;
-	f.n = e->len;
 	if (with_params) {
 		if (header_value_safe(&f))
 			(void)field_copy(cf->params, sizeof(cf->params), &f);
@@ -382,7 +402,7 @@ static const struct reply_tag record_tags[] = {
  * reads (0 when absent or not numbers: the step then never searches).
  */
 static void
-reply_resumed(const redisReply *r, struct idem_resume *rs)
+reply_resumed(const struct redis_reply *r, struct idem_resume *rs)
 {
 	struct idem_field f;
 	size_t i;
@@ -390,11 +410,9 @@ reply_resumed(const redisReply *r, struct idem_resume *rs)
 
 	for (i = 0; i < 2; i++) {
 		*to[i] = 0;
-		if (r->type != REDIS_REPLY_ARRAY || r->elements < i + 2 ||
-		    r->element[i + 1]->type != REDIS_REPLY_STRING)
+		if ((f.p = reply_string(redis_reply_at(r, i + 1), &f.n)) ==
+		    NULL)
 			continue;
-		f.p = r->element[i + 1]->str;
-		f.n = r->element[i + 1]->len;
 		if ((*to[i] = field_number(&f, STORED_MS_MAX)) < 0)
 			*to[i] = 0;
 	}
@@ -402,7 +420,7 @@ reply_resumed(const redisReply *r, struct idem_resume *rs)
 
 /* Decodes a claim's or a record's reply by its tag (rows: a table above). */
 static void
-tags_decode(const redisReply *r, const struct reply_tag *rows,
+tags_decode(const struct redis_reply *r, const struct reply_tag *rows,
     const char *unexpected, struct idem_result *res)
 {
 	for (; rows->tag != NULL; rows++) {
@@ -425,29 +443,21 @@ tags_decode(const redisReply *r, const struct reply_tag *rows,
 
 /* err (errlen bytes, the caller's) holds a decoding error for res. */
 static void
-lookup_decode(const redisReply *r, struct idem_result *res, char *err,
+lookup_decode(const struct redis_reply *r, struct idem_result *res, char *err,
     size_t errlen)
 {
 	struct idem_field f[INFO_FIELDS];
+	const struct redis_reply *pttl = redis_reply_at(r, INFO_FIELDS);
 	size_t i;
 
-	if (r->type != REDIS_REPLY_ARRAY || r->elements != INFO_FIELDS + 1 ||
-	    r->element[INFO_FIELDS]->type != REDIS_REPLY_INTEGER)
+	if (redis_reply_len(r) != INFO_FIELDS + 1 ||
+	    redis_reply_type(pttl) != REDIS_R_INTEGER)
 		goto bad;
-	for (i = 0; i < INFO_FIELDS; i++) {
-		const redisReply *e = r->element[i];
-
-		if (e->type == REDIS_REPLY_NIL) {
-			f[i].p = NULL;
-			f[i].n = 0;
-		} else if (e->type == REDIS_REPLY_STRING) {
-			f[i].p = e->str;
-			f[i].n = e->len;
-		} else
+	for (i = 0; i < INFO_FIELDS; i++)
+		if (reply_field(r, i, &f[i]) != 0)
 			goto bad;
-	}
-	switch (idem_info_decode(f, INFO_FIELDS,
-	    r->element[INFO_FIELDS]->integer, &res->info, err, errlen)) {
+	switch (idem_info_decode(f, INFO_FIELDS, redis_reply_int(pttl),
+	    &res->info, err, errlen)) {
 	case 1: res->st = IDEM_FOUND; break;
 	case 0: res->st = IDEM_ABSENT; break;
 	default:
@@ -458,27 +468,6 @@ lookup_decode(const redisReply *r, struct idem_result *res, char *err,
 	return;
 bad:
 	res->errstr = "lookup: unexpected reply";
-}
-
-/* An element of r that is a string (or nil: p NULL), else -1. */
-static int
-reply_field(const redisReply *r, size_t i, struct idem_field *f)
-{
-	const redisReply *e;
-
-	if (r->type != REDIS_REPLY_ARRAY || i >= r->elements)
-		return -1;
-	e = r->element[i];
-	if (e->type == REDIS_REPLY_NIL) {
-		f->p = NULL;
-		f->n = 0;
-		return 0;
-	}
-	if (e->type != REDIS_REPLY_STRING)
-		return -1;
-	f->p = e->str;
-	f->n = e->len;
-	return 0;
 }
 
 /*
@@ -496,7 +485,7 @@ enum resume_field {
 };
 
 static void
-resume_decode(const redisReply *r, struct idem_result *res)
+resume_decode(const struct redis_reply *r, struct idem_result *res)
 {
 	struct idem_field f[RESUME_FIELDS];
 	size_t i;
@@ -509,7 +498,7 @@ resume_decode(const redisReply *r, struct idem_result *res)
 		res->st = IDEM_IN_PROGRESS;
 		return;
 	}
-	if (!reply_tag_is(r, "resumed") || r->elements != RESUME_FIELDS)
+	if (!reply_tag_is(r, "resumed") || redis_reply_len(r) != RESUME_FIELDS)
 		goto bad;
 	for (i = 0; i < RESUME_FIELDS; i++)
 		if (reply_field(r, i, &f[i]) != 0)
@@ -536,16 +525,16 @@ bad:
 
 /* {count, name...} of pending.lua's 'due'. */
 static void
-due_decode(const redisReply *r, struct idem_result *res)
+due_decode(const struct redis_reply *r, struct idem_result *res)
 {
+	const struct redis_reply *count = redis_reply_at(r, 0);
 	struct idem_field f;
 	size_t i;
 
-	if (r->type != REDIS_REPLY_ARRAY || r->elements < 1 ||
-	    r->element[0]->type != REDIS_REPLY_INTEGER)
+	if (redis_reply_type(count) != REDIS_R_INTEGER)
 		goto bad;
-	res->due.count = r->element[0]->integer;
-	for (i = 1; i < r->elements && res->due.n < IDEM_DUE_MAX; i++) {
+	res->due.count = redis_reply_int(count);
+	for (i = 1; i < redis_reply_len(r) && res->due.n < IDEM_DUE_MAX; i++) {
 		if (reply_field(r, i, &f) != 0 || f.p == NULL ||
 		    memchr(f.p, '\0', f.n) != NULL)
 			goto bad;
@@ -577,7 +566,7 @@ on_script_reply(const struct redis_result *rr, void *arg)
 {
 	struct idem_op *op = arg;
 	struct idem_result res;
-	const redisReply *r = rr->reply;
+	const struct redis_reply *r = rr->reply;
 	char err[128];
 
 	memset(&res, 0, sizeof(res));
@@ -597,16 +586,17 @@ on_script_reply(const struct redis_result *rr, void *arg)
 				res.st = IDEM_NOT_DURABLE;
 			break;
 		case OP_RELEASE:
-			if (r->type == REDIS_REPLY_INTEGER)
-				res.st = r->integer == 1 ? IDEM_RELEASED
-				                         : IDEM_NOT_OWNER;
+			if (redis_reply_type(r) == REDIS_R_INTEGER)
+				res.st = redis_reply_int(r) == 1
+				    ? IDEM_RELEASED
+				    : IDEM_NOT_OWNER;
 			else
 				res.errstr = "release: unexpected reply";
 			break;
 		case OP_LOOKUP: lookup_decode(r, &res, err, sizeof(err)); break;
 		case OP_RESUME: resume_decode(r, &res); break;
 		case OP_PENDING:
-			if (r->type == REDIS_REPLY_INTEGER)
+			if (redis_reply_type(r) == REDIS_R_INTEGER)
 				res.st = IDEM_DONE;
 			else
 				res.errstr = "pending: unexpected reply";

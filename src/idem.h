@@ -8,8 +8,9 @@
 #include <stddef.h>
 
 #include "defaults.h"
-#include "redis.h"
 #include "spill.h"
+
+struct redis_client; /* redis.h */
 
 enum idem_status {
 	IDEM_CLAIMED, /* the caller owns the key: execute */

@@ -29,8 +29,10 @@
 #include "loop.h"
 #include "metrics.h"
 #include "provider_http.h"
+#include "redis.h"
 #include "spill.h"
 #include "util.h"
+#include "worker.h"
 
 extern char **environ;
 

@@ -416,7 +416,7 @@ redis_cmd_finish(struct cmd *cmd)
 	LIST_REMOVE(cmd, all_link);
 	cmd_errstr_final(cmd);
 	memset(&res, 0, sizeof(res));
-	res.reply = cmd->out.reply;
+	res.reply = (const struct redis_reply *)(const void *)cmd->out.reply;
 	res.outcome_unknown =
 	    cmd->out.reply == NULL && cmd->out.outcome_unknown;
 	res.durable = cmd->out.reply != NULL && cmd->out.durable;
