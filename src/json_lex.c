@@ -11,6 +11,7 @@
 
 #include "json_lex.h"
 #include "utf8.h"
+#include "util.h"
 
 #define INT_SATURATE 1000000000000000LL /* 10^15 */
 #define NO_ERROR SIZE_MAX
@@ -112,17 +113,11 @@ hex4(const unsigned char *p, unsigned *v)
 	unsigned h = 0;
 
 	for (int k = 0; k < 4; k++) {
-		unsigned char c = p[k];
+		int d = util_hex_digit((char)p[k]);
 
-		h <<= 4;
-		if (is_digit(c))
-			h |= (unsigned)(c - '0');
-		else if (c >= 'a' && c <= 'f')
-			h |= (unsigned)(c - 'a' + 10);
-		else if (c >= 'A' && c <= 'F')
-			h |= (unsigned)(c - 'A' + 10);
-		else
+		if (d < 0)
 			return 0;
+		h = h << 4 | (unsigned)d;
 	}
 	*v = h;
 	return 1;
