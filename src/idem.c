@@ -3,6 +3,7 @@
  * in lua/ touching exactly one key, so a fresh charge costs two round trips
  * (claim, record), a replay one (claim returns the record) and a lookup one.
  */
+#include <assert.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -609,11 +610,51 @@ on_script_reply(const struct redis_result *rr, void *arg)
 	free(op);
 }
 
-/* Sends script s for cb; 0, or -1 (ENOMEM: cb will not be called). */
+/* A script's arguments, as every sender builds them. */
+#define OP_ARGS_MAX 14 /* record.lua's, the most */
+#define OP_NUM_LEN 24  /* a long long as decimal text */
+
+struct op_args {
+	const char *v[OP_ARGS_MAX];
+	size_t len[OP_ARGS_MAX];
+	char num[OP_ARGS_MAX][OP_NUM_LEN]; /* the text of the numbers */
+	int n;
+};
+
+/* Appends n bytes at p (binary-safe, not copied). */
+static void
+arg_bytes(struct op_args *a, const char *p, size_t n)
+{
+	assert(a->n < OP_ARGS_MAX);
+	a->v[a->n] = p;
+	a->len[a->n++] = n;
+}
+
+static void
+arg_str(struct op_args *a, const char *s)
+{
+	arg_bytes(a, s, strlen(s));
+}
+
+/* Appends v in decimal. */
+static void
+arg_num(struct op_args *a, long long v)
+{
+	char *t;
+
+	assert(a->n < OP_ARGS_MAX);
+	t = a->num[a->n];
+	(void)util_lltoa(v, t, OP_NUM_LEN);
+	arg_str(a, t);
+}
+
+/*
+ * Sends script s with key rkey and the arguments a for cb; 0, or -1 (ENOMEM:
+ * cb will not be called).
+ */
 static int
 op_send(struct redis_client *c, struct lua_script *s, enum idem_op_kind kind,
-    const char *rkey, int argc, const char **argv, const size_t *argvlen,
-    int wait, idem_cb *cb, void *arg)
+    const char *rkey, struct op_args *a, int wait, idem_cb *cb, void *arg)
 {
 	struct idem_op *op;
 
@@ -622,7 +663,7 @@ op_send(struct redis_client *c, struct lua_script *s, enum idem_op_kind kind,
 	op->kind = kind;
 	op->cb = cb;
 	op->arg = arg;
-	if (redis_eval(c, s, rkey, strlen(rkey), argc, argv, argvlen, wait,
+	if (redis_eval(c, s, rkey, strlen(rkey), a->n, a->v, a->len, wait,
 	        on_script_reply, op) != 0) {
 		free(op);
 		return -1;
@@ -635,22 +676,14 @@ idem_claim(struct redis_client *c, const char *rkey, const char *fingerprint,
     const char *params, const char *owner, long long now_ms,
     long long lock_ttl_ms, idem_cb *cb, void *arg)
 {
-	char now[24], ttl[24];
-	const char *argv[5];
-	size_t argvlen[5];
-	int i;
+	struct op_args a = { .n = 0 };
 
-	(void)util_lltoa(now_ms, now, sizeof(now));
-	(void)util_lltoa(lock_ttl_ms, ttl, sizeof(ttl));
-	argv[0] = fingerprint;
-	argv[1] = owner;
-	argv[2] = now;
-	argv[3] = ttl;
-	argv[4] = params;
-	for (i = 0; i < 5; i++)
-		argvlen[i] = strlen(argv[i]);
-	return op_send(c, &script_claim, OP_CLAIM, rkey, 5, argv, argvlen, 0,
-	    cb, arg);
+	arg_str(&a, fingerprint);
+	arg_str(&a, owner);
+	arg_num(&a, now_ms);
+	arg_num(&a, lock_ttl_ms);
+	arg_str(&a, params);
+	return op_send(c, &script_claim, OP_CLAIM, rkey, &a, 0, cb, arg);
 }
 
 int
@@ -659,124 +692,98 @@ idem_record(struct redis_client *c, const char *rkey, const char *owner,
     const char *request, long long ttl_ms, long long now_ms, idem_cb *cb,
     void *arg)
 {
-	char status[8], ttl[24], now[24], expires[24], blen[24] = "";
-	const char *argv[14];
-	size_t argvlen[14];
-	int file = out->body_file[0] != '\0', i, n;
+	struct op_args a = { .n = 0 };
 
-	(void)util_lltoa(out->status, status, sizeof(status));
-	(void)util_lltoa(ttl_ms, ttl, sizeof(ttl));
-	(void)util_lltoa(now_ms, now, sizeof(now));
-	(void)util_lltoa(now_ms + ttl_ms, expires, sizeof(expires));
-	if (file)
-		(void)util_lltoa((long long)out->body_len, blen, sizeof(blen));
-	argv[0] = owner;
-	argv[1] = fingerprint;
-	argv[2] = params;
-	argv[3] = out->state;
-	argv[4] = status;
-	argv[5] = out->content_type;
-	argv[6] = out->retry_after;
-	argv[7] = ttl;
-	argv[8] = now;
-	argv[9] = expires;
-	argv[10] = file ? "file" : "inline";
-	argv[11] = file ? out->body_file : (out->body != NULL ? out->body : "");
-	argv[12] = blen; /* file only: an inline record sends 12 arguments */
-	argv[13] = out->body_sha256;
-	n = file ? 14 : 12;
-	if (!file && request != NULL) {
-		argv[12] = request; /* an unknown outcome: to ask again */
-		n = 13;
+	arg_str(&a, owner);
+	arg_str(&a, fingerprint);
+	arg_str(&a, params);
+	arg_str(&a, out->state);
+	arg_num(&a, out->status);
+	arg_str(&a, out->content_type);
+	arg_str(&a, out->retry_after);
+	arg_num(&a, ttl_ms);
+	arg_num(&a, now_ms);
+	arg_num(&a, now_ms + ttl_ms); /* expires_ms */
+	if (out->body_file[0] != '\0') {
+		arg_str(&a, "file");
+		arg_str(&a, out->body_file);
+		arg_num(&a, (long long)out->body_len);
+		arg_str(&a, out->body_sha256);
+	} else {
+		arg_str(&a, "inline");
+		/* binary-safe inline body */
+		arg_bytes(&a, out->body != NULL ? out->body : "",
+		    out->body_len);
+		if (request != NULL)
+			arg_str(&a,
+			    request); /* an unknown outcome: to ask again */
 	}
-	for (i = 0; i < n; i++)
-		argvlen[i] = strlen(argv[i]);
-	if (!file)
-		argvlen[11] = out->body_len; /* binary-safe inline body */
-	return op_send(c, &script_record, OP_RECORD, rkey, n, argv, argvlen, 1,
-	    cb, arg);
+	return op_send(c, &script_record, OP_RECORD, rkey, &a, 1, cb, arg);
 }
 
 int
 idem_release(struct redis_client *c, const char *rkey, const char *owner,
     idem_cb *cb, void *arg)
 {
-	const char *argv[1] = { owner };
-	size_t argvlen[1] = { strlen(owner) };
+	struct op_args a = { .n = 0 };
 
-	return op_send(c, &script_release, OP_RELEASE, rkey, 1, argv, argvlen,
-	    0, cb, arg);
+	arg_str(&a, owner);
+	return op_send(c, &script_release, OP_RELEASE, rkey, &a, 0, cb, arg);
 }
 
 int
 idem_lookup(struct redis_client *c, const char *rkey, idem_cb *cb, void *arg)
 {
-	return op_send(c, &script_lookup, OP_LOOKUP, rkey, 0, NULL, NULL, 0, cb,
-	    arg);
+	struct op_args a = { .n = 0 };
+
+	return op_send(c, &script_lookup, OP_LOOKUP, rkey, &a, 0, cb, arg);
 }
 
 int
 idem_resume(struct redis_client *c, const char *rkey, const char *owner,
     long long now_ms, long long lease_ms, idem_cb *cb, void *arg)
 {
-	char now[24], lease[24];
-	const char *argv[3];
-	size_t argvlen[3];
-	int i;
+	struct op_args a = { .n = 0 };
 
-	(void)util_lltoa(now_ms, now, sizeof(now));
-	(void)util_lltoa(lease_ms, lease, sizeof(lease));
-	argv[0] = owner;
-	argv[1] = now;
-	argv[2] = lease;
-	for (i = 0; i < 3; i++)
-		argvlen[i] = strlen(argv[i]);
-	return op_send(c, &script_resume, OP_RESUME, rkey, 3, argv, argvlen, 0,
-	    cb, arg);
-}
-
-/* pending.lua with op and two arguments (b may be NULL: one). */
-static int
-pending_send(struct redis_client *c, const char *index, enum idem_op_kind kind,
-    const char *op, const char *a, const char *b, idem_cb *cb, void *arg)
-{
-	const char *argv[3] = { op, a, b };
-	size_t argvlen[3];
-	int i, n = b != NULL ? 3 : 2;
-
-	for (i = 0; i < n; i++)
-		argvlen[i] = strlen(argv[i]);
-	return op_send(c, &script_pending, kind, index, n, argv, argvlen, 0, cb,
-	    arg);
+	arg_str(&a, owner);
+	arg_num(&a, now_ms);
+	arg_num(&a, lease_ms);
+	return op_send(c, &script_resume, OP_RESUME, rkey, &a, 0, cb, arg);
 }
 
 int
 idem_pending_add(struct redis_client *c, const char *index, const char *rkey,
     long long due_ms, idem_cb *cb, void *arg)
 {
-	char due[24];
+	struct op_args a = { .n = 0 };
 
-	(void)util_lltoa(due_ms, due, sizeof(due));
-	return pending_send(c, index, OP_PENDING, "add", rkey, due, cb, arg);
+	arg_str(&a, "add");
+	arg_str(&a, rkey);
+	arg_num(&a, due_ms);
+	return op_send(c, &script_pending, OP_PENDING, index, &a, 0, cb, arg);
 }
 
 int
 idem_pending_remove(struct redis_client *c, const char *index, const char *rkey,
     idem_cb *cb, void *arg)
 {
-	return pending_send(c, index, OP_PENDING, "remove", rkey, NULL, cb,
-	    arg);
+	struct op_args a = { .n = 0 };
+
+	arg_str(&a, "remove");
+	arg_str(&a, rkey);
+	return op_send(c, &script_pending, OP_PENDING, index, &a, 0, cb, arg);
 }
 
 int
 idem_pending_due(struct redis_client *c, const char *index, long long now_ms,
     int limit, idem_cb *cb, void *arg)
 {
-	char now[24], lim[24];
+	struct op_args a = { .n = 0 };
 
-	(void)util_lltoa(now_ms, now, sizeof(now));
-	(void)util_lltoa(limit, lim, sizeof(lim));
-	return pending_send(c, index, OP_DUE, "due", now, lim, cb, arg);
+	arg_str(&a, "due");
+	arg_num(&a, now_ms);
+	arg_num(&a, limit);
+	return op_send(c, &script_pending, OP_DUE, index, &a, 0, cb, arg);
 }
 
 int
