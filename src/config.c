@@ -15,6 +15,8 @@
 #include "log.h"
 #include "redis_url.h"
 
+/* Room for a string value: the longest a URL or a path may be. */
+#define CFG_VALUE_MAX (URL_MAX_LEN > PATH_MAX_LEN ? URL_MAX_LEN : PATH_MAX_LEN)
 #define CONF_ECHO_MAX 48 /* bytes of a bad value quoted back */
 #define MS_PER_S 1000L
 
@@ -322,12 +324,60 @@ cfg_parse_url(const struct cfg_row *r, const char *url, struct redis_target *t,
 	return 0;
 }
 
+/*
+ * A path (buf, *n bytes) resolved against the configuration's directory,
+ * and a unix:// URL's relative socket path made absolute (unix:///abs), in
+ * place in buf (buflen bytes). 0, or -1 with why.
+ */
+static int
+cfg_resolve(const struct config *c, const struct cfg_row *r, char *buf,
+    size_t buflen, size_t *n, char *why, size_t whylen)
+{
+	char res[CFG_VALUE_MAX];
+
+	if (r->type == CFG_PATH &&
+	    !((r->flags & CFG_F_NONE_OK) &&
+	        (*n == 0 || strcmp(buf, "none") == 0))) {
+		if (*n == 0) {
+			util_err(why, whylen, "%s: must not be empty", r->name);
+			return -1;
+		}
+		if (cfg_path_resolve(c->conf_dir, buf, res, sizeof(res)) != 0) {
+			util_err(why, whylen,
+			    "%s: resolved path is longer than %ld bytes",
+			    r->name, r->max);
+			return -1;
+		}
+		memcpy(buf, res, strlen(res) + 1);
+		*n = strlen(buf);
+	}
+	if (r->type == CFG_URL && strncmp(buf, "unix://", 7) == 0 &&
+	    buf[7] != '/') {
+		/* A relative socket path is stored resolved: unix:///abs. */
+		if (buf[7] == '\0') {
+			util_err(why, whylen, "%s: unix:// needs a socket path",
+			    r->name);
+			return -1;
+		}
+		if (cfg_path_resolve(c->conf_dir, buf + 7, res, sizeof(res)) !=
+		        0 ||
+		    res[0] != '/' || strlen(res) + 7 >= buflen) {
+			util_err(why, whylen,
+			    "%s: cannot resolve the socket path against %s",
+			    r->name, c->conf_dir);
+			return -1;
+		}
+		memcpy(buf + 7, res, strlen(res) + 1);
+		*n = strlen(buf);
+	}
+	return 0;
+}
+
 int
 cfg_set(struct config *c, const struct cfg_row *r, const char *v, size_t n,
     char *why, size_t whylen)
 {
-	char buf[URL_MAX_LEN > PATH_MAX_LEN ? URL_MAX_LEN : PATH_MAX_LEN];
-	char res[sizeof(buf)];
+	char buf[CFG_VALUE_MAX];
 	char echo[CONF_ECHO_MAX];
 	long num;
 	int over, lvl;
@@ -381,41 +431,8 @@ cfg_set(struct config *c, const struct cfg_row *r, const char *v, size_t n,
 	memcpy(buf, v, n);
 	buf[n] = '\0';
 
-	if (r->type == CFG_PATH &&
-	    !((r->flags & CFG_F_NONE_OK) &&
-	        (n == 0 || strcmp(buf, "none") == 0))) {
-		if (n == 0) {
-			util_err(why, whylen, "%s: must not be empty", r->name);
-			return -1;
-		}
-		if (cfg_path_resolve(c->conf_dir, buf, res, sizeof(res)) != 0) {
-			util_err(why, whylen,
-			    "%s: resolved path is longer than %ld bytes",
-			    r->name, r->max);
-			return -1;
-		}
-		memcpy(buf, res, strlen(res) + 1);
-		n = strlen(buf);
-	}
-	if (r->type == CFG_URL && strncmp(buf, "unix://", 7) == 0 &&
-	    buf[7] != '/') {
-		/* A relative socket path is stored resolved: unix:///abs. */
-		if (buf[7] == '\0') {
-			util_err(why, whylen, "%s: unix:// needs a socket path",
-			    r->name);
-			return -1;
-		}
-		if (cfg_path_resolve(c->conf_dir, buf + 7, res, sizeof(res)) !=
-		        0 ||
-		    res[0] != '/' || strlen(res) + 7 >= sizeof(buf)) {
-			util_err(why, whylen,
-			    "%s: cannot resolve the socket path against %s",
-			    r->name, c->conf_dir);
-			return -1;
-		}
-		memcpy(buf + 7, res, strlen(res) + 1);
-		n = strlen(buf);
-	}
+	if (cfg_resolve(c, r, buf, sizeof(buf), &n, why, whylen) != 0)
+		return -1;
 	if (cfg_check_len(r, n, why, whylen) != 0)
 		return -1;
 	if (r->type == CFG_URL &&
