@@ -35,7 +35,7 @@
 #include "clock.h"
 #include "conn.h"
 #include "conn_frame.h"
-#include "conn_work.h"
+#include "conn_admit.h"
 #include "exchange.h"
 #include "fcgi_codec.h"
 #include "log.h"
@@ -162,7 +162,7 @@ conn_read_more(struct conn *c)
 static void
 conn_exchange_free(struct conn_host *h, struct exchange *x)
 {
-	conn_work_free(x);
+	conn_admit_free(x);
 	h->nexchanges--;
 	if (h->on_idle != NULL)
 		h->on_idle(h);
@@ -329,7 +329,7 @@ params_done(struct conn *c, const struct fcgi_event *ev)
 	const struct config *cfg = c->h->w->cfg;
 	struct exchange *x;
 
-	if ((x = conn_work_new(&c->h->bounds)) == NULL)
+	if ((x = conn_admit_new(&c->h->bounds)) == NULL)
 		return -1;
 	x->w = c->h->w;
 	x->done = on_exchange_done;
@@ -341,7 +341,7 @@ params_done(struct conn *c, const struct fcgi_event *ev)
 	        (size_t)cfg->max_request_bytes, &c->req.want) != 0)
 		return -1;
 	/* the slot is held until the work ends (exchange_free) */
-	if (!conn_work_admit(x, cfg->max_inflight))
+	if (!conn_admit_slot(x, cfg->max_inflight))
 		refuse(c, REFUSAL_OVERLOADED);
 	if (x->req.body_status != BODY_OK || c->req.want == 0 ||
 	    c->req.refusing || x->req.nul_param) {
@@ -366,7 +366,7 @@ body_data(struct conn *c, const char *p, size_t n)
 	if (take > n)
 		take = n; /* bytes past CONTENT_LENGTH are not the body */
 	c->req.discarded += n - take;
-	switch (conn_work_append(c->req.x, p, take, c->req.want,
+	switch (conn_admit_body(c->req.x, p, take, c->req.want,
 	    c->h->w->cfg->body_memory_max_bytes)) {
 	case CONN_BODY_NOMEM: return -1;
 	case CONN_BODY_FULL:

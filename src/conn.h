@@ -13,7 +13,7 @@
 #include <uv.h>
 
 #include "conn_sock.h"
-#include "conn_work.h"
+#include "conn_admit.h"
 #include "worker.h"
 
 struct conn;
