@@ -623,38 +623,39 @@ struct op_args {
 
 /* Appends n bytes at p (binary-safe, not copied). */
 static void
-arg_bytes(struct op_args *a, const char *p, size_t n)
+arg_bytes(struct op_args *args, const char *p, size_t n)
 {
-	assert(a->n < OP_ARGS_MAX);
-	a->v[a->n] = p;
-	a->len[a->n++] = n;
+	assert(args->n < OP_ARGS_MAX);
+	args->v[args->n] = p;
+	args->len[args->n++] = n;
 }
 
 static void
-arg_str(struct op_args *a, const char *s)
+arg_str(struct op_args *args, const char *s)
 {
-	arg_bytes(a, s, strlen(s));
+	arg_bytes(args, s, strlen(s));
 }
 
 /* Appends v in decimal. */
 static void
-arg_num(struct op_args *a, long long v)
+arg_num(struct op_args *args, long long v)
 {
 	char *t;
 
-	assert(a->n < OP_ARGS_MAX);
-	t = a->num[a->n];
+	assert(args->n < OP_ARGS_MAX);
+	t = args->num[args->n];
 	(void)util_lltoa(v, t, OP_NUM_LEN);
-	arg_str(a, t);
+	arg_str(args, t);
 }
 
 /*
- * Sends script s with key rkey and the arguments a for cb; 0, or -1 (ENOMEM:
+ * Sends script with key rkey and the arguments args for cb; 0, or -1 (ENOMEM:
  * cb will not be called).
  */
 static int
-op_send(struct redis_client *c, struct lua_script *s, enum idem_op_kind kind,
-    const char *rkey, struct op_args *a, int wait, idem_cb *cb, void *arg)
+op_send(struct redis_client *redis, struct lua_script *script,
+    enum idem_op_kind kind, const char *rkey, struct op_args *args, int wait,
+    idem_cb *cb, void *arg)
 {
 	struct idem_op *op;
 
@@ -663,8 +664,8 @@ op_send(struct redis_client *c, struct lua_script *s, enum idem_op_kind kind,
 	op->kind = kind;
 	op->cb = cb;
 	op->arg = arg;
-	if (redis_eval(c, s, rkey, strlen(rkey), a->n, a->v, a->len, wait,
-	        on_script_reply, op) != 0) {
+	if (redis_eval(redis, script, rkey, strlen(rkey), args->n, args->v,
+	        args->len, wait, on_script_reply, op) != 0) {
 		free(op);
 		return -1;
 	}
@@ -672,118 +673,126 @@ op_send(struct redis_client *c, struct lua_script *s, enum idem_op_kind kind,
 }
 
 int
-idem_claim(struct redis_client *c, const char *rkey, const char *fingerprint,
-    const char *params, const char *owner, long long now_ms,
-    long long lock_ttl_ms, idem_cb *cb, void *arg)
+idem_claim(struct redis_client *redis, const char *rkey,
+    const char *fingerprint, const char *params, const char *owner,
+    long long now_ms, long long lock_ttl_ms, idem_cb *cb, void *arg)
 {
-	struct op_args a = { .n = 0 };
+	struct op_args args = { .n = 0 };
 
-	arg_str(&a, fingerprint);
-	arg_str(&a, owner);
-	arg_num(&a, now_ms);
-	arg_num(&a, lock_ttl_ms);
-	arg_str(&a, params);
-	return op_send(c, &script_claim, OP_CLAIM, rkey, &a, 0, cb, arg);
+	arg_str(&args, fingerprint);
+	arg_str(&args, owner);
+	arg_num(&args, now_ms);
+	arg_num(&args, lock_ttl_ms);
+	arg_str(&args, params);
+	return op_send(redis, &script_claim, OP_CLAIM, rkey, &args, 0, cb, arg);
 }
 
 int
-idem_record(struct redis_client *c, const char *rkey, const char *owner,
+idem_record(struct redis_client *redis, const char *rkey, const char *owner,
     const char *fingerprint, const char *params, const struct idem_record *out,
     const char *request, long long ttl_ms, long long now_ms, idem_cb *cb,
     void *arg)
 {
-	struct op_args a = { .n = 0 };
+	struct op_args args = { .n = 0 };
 
-	arg_str(&a, owner);
-	arg_str(&a, fingerprint);
-	arg_str(&a, params);
-	arg_str(&a, out->state);
-	arg_num(&a, out->status);
-	arg_str(&a, out->content_type);
-	arg_str(&a, out->retry_after);
-	arg_num(&a, ttl_ms);
-	arg_num(&a, now_ms);
-	arg_num(&a, now_ms + ttl_ms); /* expires_ms */
+	arg_str(&args, owner);
+	arg_str(&args, fingerprint);
+	arg_str(&args, params);
+	arg_str(&args, out->state);
+	arg_num(&args, out->status);
+	arg_str(&args, out->content_type);
+	arg_str(&args, out->retry_after);
+	arg_num(&args, ttl_ms);
+	arg_num(&args, now_ms);
+	arg_num(&args, now_ms + ttl_ms); /* expires_ms */
 	if (out->body_file[0] != '\0') {
-		arg_str(&a, "file");
-		arg_str(&a, out->body_file);
-		arg_num(&a, (long long)out->body_len);
-		arg_str(&a, out->body_sha256);
+		arg_str(&args, "file");
+		arg_str(&args, out->body_file);
+		arg_num(&args, (long long)out->body_len);
+		arg_str(&args, out->body_sha256);
 	} else {
-		arg_str(&a, "inline");
+		arg_str(&args, "inline");
 		/* binary-safe inline body */
-		arg_bytes(&a, out->body != NULL ? out->body : "",
+		arg_bytes(&args, out->body != NULL ? out->body : "",
 		    out->body_len);
 		if (request != NULL)
-			arg_str(&a,
+			arg_str(&args,
 			    request); /* an unknown outcome: to ask again */
 	}
-	return op_send(c, &script_record, OP_RECORD, rkey, &a, 1, cb, arg);
+	return op_send(redis, &script_record, OP_RECORD, rkey, &args, 1, cb,
+	    arg);
 }
 
 int
-idem_release(struct redis_client *c, const char *rkey, const char *owner,
+idem_release(struct redis_client *redis, const char *rkey, const char *owner,
     idem_cb *cb, void *arg)
 {
-	struct op_args a = { .n = 0 };
+	struct op_args args = { .n = 0 };
 
-	arg_str(&a, owner);
-	return op_send(c, &script_release, OP_RELEASE, rkey, &a, 0, cb, arg);
+	arg_str(&args, owner);
+	return op_send(redis, &script_release, OP_RELEASE, rkey, &args, 0, cb,
+	    arg);
 }
 
 int
-idem_lookup(struct redis_client *c, const char *rkey, idem_cb *cb, void *arg)
+idem_lookup(struct redis_client *redis, const char *rkey, idem_cb *cb,
+    void *arg)
 {
-	struct op_args a = { .n = 0 };
+	struct op_args args = { .n = 0 };
 
-	return op_send(c, &script_lookup, OP_LOOKUP, rkey, &a, 0, cb, arg);
+	return op_send(redis, &script_lookup, OP_LOOKUP, rkey, &args, 0, cb,
+	    arg);
 }
 
 int
-idem_resume(struct redis_client *c, const char *rkey, const char *owner,
+idem_resume(struct redis_client *redis, const char *rkey, const char *owner,
     long long now_ms, long long lease_ms, idem_cb *cb, void *arg)
 {
-	struct op_args a = { .n = 0 };
+	struct op_args args = { .n = 0 };
 
-	arg_str(&a, owner);
-	arg_num(&a, now_ms);
-	arg_num(&a, lease_ms);
-	return op_send(c, &script_resume, OP_RESUME, rkey, &a, 0, cb, arg);
+	arg_str(&args, owner);
+	arg_num(&args, now_ms);
+	arg_num(&args, lease_ms);
+	return op_send(redis, &script_resume, OP_RESUME, rkey, &args, 0, cb,
+	    arg);
 }
 
 int
-idem_pending_add(struct redis_client *c, const char *index, const char *rkey,
-    long long due_ms, idem_cb *cb, void *arg)
+idem_pending_add(struct redis_client *redis, const char *index,
+    const char *rkey, long long due_ms, idem_cb *cb, void *arg)
 {
-	struct op_args a = { .n = 0 };
+	struct op_args args = { .n = 0 };
 
-	arg_str(&a, "add");
-	arg_str(&a, rkey);
-	arg_num(&a, due_ms);
-	return op_send(c, &script_pending, OP_PENDING, index, &a, 0, cb, arg);
+	arg_str(&args, "add");
+	arg_str(&args, rkey);
+	arg_num(&args, due_ms);
+	return op_send(redis, &script_pending, OP_PENDING, index, &args, 0, cb,
+	    arg);
 }
 
 int
-idem_pending_remove(struct redis_client *c, const char *index, const char *rkey,
-    idem_cb *cb, void *arg)
+idem_pending_remove(struct redis_client *redis, const char *index,
+    const char *rkey, idem_cb *cb, void *arg)
 {
-	struct op_args a = { .n = 0 };
+	struct op_args args = { .n = 0 };
 
-	arg_str(&a, "remove");
-	arg_str(&a, rkey);
-	return op_send(c, &script_pending, OP_PENDING, index, &a, 0, cb, arg);
+	arg_str(&args, "remove");
+	arg_str(&args, rkey);
+	return op_send(redis, &script_pending, OP_PENDING, index, &args, 0, cb,
+	    arg);
 }
 
 int
-idem_pending_due(struct redis_client *c, const char *index, long long now_ms,
-    int limit, idem_cb *cb, void *arg)
+idem_pending_due(struct redis_client *redis, const char *index,
+    long long now_ms, int limit, idem_cb *cb, void *arg)
 {
-	struct op_args a = { .n = 0 };
+	struct op_args args = { .n = 0 };
 
-	arg_str(&a, "due");
-	arg_num(&a, now_ms);
-	arg_num(&a, limit);
-	return op_send(c, &script_pending, OP_DUE, index, &a, 0, cb, arg);
+	arg_str(&args, "due");
+	arg_num(&args, now_ms);
+	arg_num(&args, limit);
+	return op_send(redis, &script_pending, OP_DUE, index, &args, 0, cb,
+	    arg);
 }
 
 int
