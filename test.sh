@@ -152,11 +152,13 @@ suite_unit_asan() {
 # build/'s objects) follow the module map of src/LAYERS (library headers
 # kept to their folder by its `only` lines); every state machine is one
 # enum, one table and one asserting setter, its only writer
-# (tools/check-states.py); the checkers fail on planted faults
-# (tests/structure/run.sh).
+# (tools/check-states.py); no function of src/ over 90 lines and no file
+# of src/ or sim/ over 1 000 (tools/check-sizes.py); the checkers fail on
+# planted faults (tests/structure/run.sh).
 suite_structure() {
 	python3 tools/check-map.py --stats src build
 	python3 tools/check-states.py src
+	python3 tools/check-sizes.py   # no function of src/ over 90 lines, no file over 1 000
 	tests/structure/run.sh | grep -vE '^1\.\.'
 	# one message, one literal (git grep finds where a text is written)
 	python3 tools/check-literals.py src

@@ -6,7 +6,8 @@
 # from the map, a map line naming no module, a library header included
 # outside the folder its `only` line names), tools/check-literals.py on a
 # message cut in two, and tools/check-states.py on a state written outside
-# its setter (and a setter or a table out of form). Each tree is compiled with cc
+# its setter (and a setter or a table out of form), and tools/check-sizes.py
+# on a function and a file one line over their bounds. Each tree is compiled with cc
 # into a build directory with a compile_commands.json, as meson writes it;
 # one module sits in a subfolder (src/sub/), as the Redis client will.
 # Prints TAP lines; exits 1 when a case went the wrong way.
@@ -324,6 +325,43 @@ states fail "a table without a row for one state" 'door_allowed has no row for D
 machine
 sed -i 's/\[D_SHUT\] = B(D_OPEN) | B(D_LOCKED),/[D_SHUT] = ~0u,/' "$DIR/m/src/door.c"
 states fail "a row that allows every state" 'door_allowed\[D_SHUT\] allows every state'
+
+# tools/check-sizes.py: a function of 91 lines and a file of 1 001 fail;
+# 90 and 1 000 pass
+sizes() {
+	local want=$1 name=$2 pattern=$3 out rc
+	N=$((N + 1))
+	out=$(cd "$DIR/s" && python3 "$ROOT/tools/check-sizes.py" --functions=src --files=src 2>&1)
+	rc=$?
+	if { [ "$want" = pass ] && [ $rc -eq 0 ]; } ||
+		{ [ "$want" = fail ] && [ $rc -eq 1 ] && grep -qE -- "$pattern" <<<"$out"; }; then
+		echo "ok $N - $name: check-sizes says $want"
+	else
+		echo "not ok $N - $name: want $want, got status $rc"
+		sed 's/^/# /' <<<"$out"
+		FAILED=$((FAILED + 1))
+	fi
+}
+# long_c BODY_LINES FILLER_LINES: src/long.c, a function of BODY_LINES + 4
+# lines (its name, braces, return) and FILLER_LINES comment lines after it
+long_c() {
+	rm -rf "$DIR/s"
+	mkdir -p "$DIR/s/src"
+	{
+		printf 'int\nlong_one(int v)\n{\n'
+		for _ in $(seq 1 "$1"); do printf '\tv++;\n'; done
+		printf '\treturn v;\n}\n'
+		for _ in $(seq 1 "$2"); do printf '/* filler */\n'; done
+	} >"$DIR/s/src/long.c"
+}
+long_c 86 0
+sizes pass "a function of 90 lines" ''
+long_c 87 0
+sizes fail "a function of 91 lines" 'long_one\(\) 91 lines'
+long_c 86 909
+sizes pass "a file of 1 000 lines" ''
+long_c 86 910
+sizes fail "a file of 1 001 lines" 'long.c: 1001 lines'
 
 echo "1..$N"
 [ "$FAILED" -eq 0 ]
