@@ -87,10 +87,30 @@ provider_start() {
 		export CHARGE_PROVIDER_URL=
 		return 0
 	fi
-	stack_sim_start "$VAR" "$VAR/log" ||
+	# The simulator's webhooks go to the responder's route through
+	# lighttpd, signed with a secret made for this run: in a file (var/run
+	# is 0700), not on the command line, which every local user can read.
+	local webhook_secret
+	webhook_secret=whsec_$(od -An -N24 -tx1 /dev/urandom | tr -d ' \n')
+	(umask 077 && printf '%s\n' "$webhook_secret" >"$VAR/run/webhook-secret")
+	stack_sim_start "$VAR" "$VAR/log" "$REPO/build/charge-provider-sim" \
+		--webhook-url "http://127.0.0.1:$PORT/webhooks/provider" \
+		--webhook-secret-file "$VAR/run/webhook-secret" ||
 		die "could not start the provider simulator (see $VAR/log/provider-sim.log)"
 	export CHARGE_PROVIDER_URL=$STACK_PROVIDER_URL
 	provider_note="Provider: charge-provider-sim on $STACK_PROVIDER_URL (store $VAR/provider-sim.data, log $VAR/log/provider-sim.log); provider_url points at it"
+	# the responder verifies the events with the same secret (when this
+	# build has the webhook route: an unknown CHARGE_ variable is an error)
+	local effective
+	effective=$("$REPO/build/charge" --check-config 2>/dev/null || true)
+	if printf '%s\n' "$effective" | grep -q '^provider_webhook_secret '; then
+		export CHARGE_PROVIDER_WEBHOOK_SECRET=$webhook_secret
+		provider_note="$provider_note
+  Webhooks: the simulator signs an event per charge and posts it to http://127.0.0.1:$PORT/webhooks/provider (secret in $VAR/run/webhook-secret, CHARGE_PROVIDER_WEBHOOK_SECRET); GET $STACK_PROVIDER_URL/_sim/events shows the deliveries"
+	else
+		provider_note="$provider_note
+  Webhooks: the simulator posts its events to http://127.0.0.1:$PORT/webhooks/provider, which this build of charge does not serve yet (404, retried); GET $STACK_PROVIDER_URL/_sim/events shows them"
+	fi
 }
 
 case $PORT in

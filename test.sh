@@ -158,7 +158,9 @@ suite_unit_asan() {
 suite_structure() {
 	python3 tools/check-map.py --stats src build
 	python3 tools/check-states.py src
-	python3 tools/check-sizes.py   # no function of src/ over 90 lines, no file over 1 000
+	# no function of src/ over 90 lines, no file of src/ or sim/ over 1 000;
+	# pending their owners' rewrite: charge-reconcile's main(), sim/api.c
+	python3 tools/check-sizes.py --pending=src/reconcile/rc_main.c,sim/api.c
 	tests/structure/run.sh | grep -vE '^1\.\.'
 	# one message, one literal (git grep finds where a text is written)
 	python3 tools/check-literals.py src
@@ -285,6 +287,12 @@ suite_faults() { with_asan faults tests/faults/run.sh; }
 # and by the completer.
 suite_provider() { with_asan provider tests/provider/run.sh; }
 
+# The provider's webhook route (POST /webhooks/provider) through lighttpd
+# with the simulator: every signature case with nothing changed in Redis,
+# an unknown outcome settled by its signed event, duplicates, out-of-order
+# events, a mismatching charge, the metrics, Redis down. About 30 s.
+suite_webhook() { with_asan webhook tests/webhook/run.sh; }
+
 # The responder against the provider simulator over HTTP, through lighttpd:
 # every fault token and token chains, fault rates with a seed, the simulator
 # killed and restarted mid-flight and down, many clients per key; a checker
@@ -303,6 +311,21 @@ suite_stripe_mock() { with_asan stripe_mock tests/stripe_mock/run.sh; }
 # with openssl): the right CA trusted, the system store, another CA and a
 # wrong name refused.
 suite_provider_tls() { with_asan provider_tls tests/provider_tls/run.sh; }
+
+# Settling an ambiguous provider outcome (issue 27's reproductions) against
+# a scripted hostile provider (tests/settle/hostile_provider.py), ASan
+# build: a key reused after expiry, 401/403 on a re-ask, a slow provider, a
+# charge on page 2 of the list, a wrong 200, a 402 without an id, a
+# never-delivered request settled read-only, a provider's replay passed on.
+# About two minutes (bounded at 420 s).
+suite_settle() { with_asan settle tests/settle/run.sh; }
+
+# charge-reconcile (ASan build) on a seeded history through Redis, the
+# simulator and lighttpd: a clean history is 0/0/0 and exit 0; a planted
+# orphan, phantom and duplicate are found exactly, exit 1; --json against
+# docs/reconcile.schema.json, --prometheus, the window, -c, read-only (a
+# Redis user that may only read), Sentinel and Cluster, exit 2 on errors.
+suite_reconcile() { with_asan reconcile tests/reconcile/run.sh; }
 
 # Scale-out: the e2e suite against a Redis Cluster; the responders behind
 # Redis Sentinel (failover under load, WAIT), on a Redis Cluster (routing,
@@ -326,6 +349,9 @@ suite_signals() { with_asan signals tests/signals/run.sh; }
 # The edges of a connection's and a process's life (misbehaving FastCGI
 # peers, bounds, the drain) and a churn-and-stop soak, under ASan.
 suite_edges() { with_asan edges tests/edges/run.sh; }
+# 4 096 idle kept FastCGI connections: descriptors, memory per connection,
+# reaped after keepalive_idle_timeout_ms (plain build: RSS as deployed).
+suite_kept_conns() { tests/kept_conns/run.sh; }
 
 # ThreadSanitizer: the threaded listener (nginx, 4 worker threads) through
 # the whole e2e suite, and the signal tests.
@@ -379,9 +405,9 @@ suite_bench_smoke() { bench/run --smoke; }
 suite_examples() { tests/with-stack.sh tests/examples/run.sh; }
 suite_browser() { STACK_WITH_SIM=1 tests/with-stack.sh tests/browser/run.sh; }
 
-SUITES=(structure builds docs unit unit_asan lua redis_async fuzz fcgi_diff fcgi_wire sim cgi signals edges e2e e2e_apache
+SUITES=(structure builds docs unit unit_asan lua redis_async fuzz fcgi_diff fcgi_wire sim cgi signals edges kept_conns e2e e2e_apache
 	e2e_apache_cgi e2e_nginx e2e_apache_proxy concurrency e2e_cluster ha_sentinel ha_cluster ha_nodes partitions faults provider
-	provider_faults stripe_mock provider_tls
+	webhook provider_faults stripe_mock provider_tls settle reconcile
 	tsan deploy install systemd package examples browser
 	bench_smoke)
 QUICK=0

@@ -95,6 +95,17 @@ class BenchError(Exception):
     """Something failed to run (not a missed target)."""
 
 
+def shipped_keepalive():
+    """The upstream keepalive pool conf/nginx.conf ships (its first
+    `keepalive N;` line)."""
+    with open(os.path.join(BENCH, '..', 'conf', 'nginx.conf')) as f:
+        for line in f:
+            m = re.match(r'\s*keepalive\s+(\d+)\s*;', line)
+            if m:
+                return int(m.group(1))
+    raise BenchError('conf/nginx.conf: no upstream keepalive line')
+
+
 def deployment_defaults():
     """Processes and threads of the default deployment, read from the tree.
 
@@ -585,6 +596,7 @@ class Bench:
         self.nginx = None           # --concurrency: nginx + charge --listen
         self.nginx_charge = None
         self.nginx_port = None
+        self.nginxes = []           # every nginx started (start_nginx)
         self.sim = None             # the simulator charge_http calls (a dict)
         self.sim_n = 0              # simulators started (names sim1, sim2, ...)
         self.sim_exits = []         # (name, exit status) of stopped simulators
@@ -1033,65 +1045,94 @@ class Bench:
         return res
 
     # -- nginx with kept-alive FastCGI connections (--concurrency)
-    def start_nginx(self):
+    def start_nginx(self, keepalive=None, name='nginx', threads=None):
         """charge --listen on a unix socket (threads_n event loops) behind
-        nginx with upstream keepalive 64 + fastcgi_keep_conn on."""
+        an nginx of its own (bench/nginx.conf): upstream keepalive
+        `keepalive` (None: NGINX_KEEPALIVE from the environment, else the
+        pool conf/nginx.conf ships) + fastcgi_keep_conn on; 0: no kept
+        connections (a FastCGI connection per request). threads: the
+        responder's event loops (None: threads_n; 0: one per core). The first one
+        started is also self.nginx / nginx_charge / nginx_port. Returns
+        {'name', 'keepalive', 'port', 'nginx', 'charge'}."""
+        if keepalive is None:
+            keepalive = int(os.environ.get('NGINX_KEEPALIVE', shipped_keepalive()))
         self.write_charge_conf()
-        sock = os.path.join(self.run, 'sock', 'charge-nginx.sock')
+        ndir = os.path.join(self.run, name)
+        sock = os.path.join(self.run, 'sock', 'charge-%s.sock' % name)
         os.makedirs(os.path.dirname(sock), exist_ok=True)
         for d in ('body', 'fastcgi', 'proxy', 'uwsgi', 'scgi'):
-            os.makedirs(os.path.join(self.run, 'nginx-tmp', d), exist_ok=True)
+            os.makedirs(os.path.join(ndir, 'nginx-tmp', d), exist_ok=True)
         if os.path.exists(sock):
             os.unlink(sock)
+        inst = {'name': name, 'keepalive': keepalive, 'port': None, 'nginx': None,
+                'charge': None}
+        self.nginxes.append(inst)
         env = dict(self.base_env(), **self.charge_env)
-        out = open(os.path.join(self.run, 'charge-nginx.log'), 'a')
-        self.nginx_charge = self.procs.start(
+        if threads is not None:
+            env['CHARGE_THREADS'] = str(threads)
+        out = open(os.path.join(self.run, 'charge-%s.log' % name), 'a')
+        inst['charge'] = self.procs.start(
             'charge', [self.bins['charge'], '--listen', sock], stdout=out,
             stderr=subprocess.STDOUT, env=env, cwd=self.run)
-        wait_for(lambda: os.path.exists(sock) or self.nginx_charge.poll() is not None,
+        wait_for(lambda: os.path.exists(sock) or inst['charge'].poll() is not None,
                  10, 'charge --listen ' + sock)
-        if self.nginx_charge.poll() is not None:
-            raise BenchError('charge --listen exited; see charge-nginx.log')
+        if inst['charge'].poll() is not None:
+            raise BenchError('charge --listen exited; see charge-%s.log' % name)
         with open(os.path.join(BENCH, 'nginx.conf')) as f:
             tpl = ''.join(x for x in f if not x.startswith('#'))
-        self.nginx_port = port_free()
-        conf = (tpl.replace('@RUN@', self.run)
-                .replace('@PORT@', str(self.nginx_port))
+        inst['port'] = port_free()
+        ka = ('keepalive %d; keepalive_timeout 60s; keepalive_requests 100000;' % keepalive
+              if keepalive > 0 else '')
+        conf = (tpl.replace('@RUN@', ndir).replace('@SOCK@', sock)
+                .replace('@PORT@', str(inst['port']))
+                .replace('@KEEPALIVE@', ka)
+                .replace('@KEEP_CONN@', 'on' if keepalive > 0 else 'off')
                 .replace('@USER@', 'user root root;' if os.geteuid() == 0 else ''))
-        path = os.path.join(self.run, 'nginx.conf')
+        path = os.path.join(ndir, 'nginx.conf')
         with open(path, 'w') as f:
             f.write(conf)
-        elog = os.path.join(self.run, 'nginx-error.log')
-        run_checked(['nginx', '-t', '-q', '-p', self.run, '-c', path, '-e', elog],
+        elog = os.path.join(ndir, 'nginx-error.log')
+        run_checked(['nginx', '-t', '-q', '-p', ndir, '-c', path, '-e', elog],
                     'nginx -t')
-        nout = open(os.path.join(self.run, 'nginx.out'), 'w')
-        self.nginx = self.procs.start(
-            'nginx', ['nginx', '-p', self.run, '-c', path, '-e', elog],
-            stdout=nout, stderr=subprocess.STDOUT, env=self.base_env(), cwd=self.run)
-        wait_for(lambda: tcp_listening(self.nginx_port) or self.nginx.poll() is not None,
+        nout = open(os.path.join(ndir, 'nginx.out'), 'w')
+        inst['nginx'] = self.procs.start(
+            'nginx', ['nginx', '-p', ndir, '-c', path, '-e', elog],
+            stdout=nout, stderr=subprocess.STDOUT, env=self.base_env(), cwd=ndir)
+        wait_for(lambda: tcp_listening(inst['port']) or inst['nginx'].poll() is not None,
                  10, 'nginx')
-        if self.nginx.poll() is not None:
-            raise BenchError('nginx exited; see nginx-error.log')
+        if inst['nginx'].poll() is not None:
+            raise BenchError('nginx exited; see %s' % elog)
+        if self.nginx is None:
+            self.nginx, self.nginx_charge = inst['nginx'], inst['charge']
+            self.nginx_port = inst['port']
         key = 'bench-sanity-nginx-' + uuid.uuid4().hex
-        st, h, b = http_post(self.nginx_port, '/charge', key, DEFAULT_BODY)
+        st, h, b = http_post(inst['port'], '/charge', key, DEFAULT_BODY)
         if st != 201:
             raise BenchError('fresh /charge through nginx answered %d: %r' % (st, b[:300]))
+        return inst
 
     def stop_nginx(self):
-        if self.nginx is not None:
-            self.procs.stop(self.nginx, signal.SIGQUIT)
-            self.nginx = None
-        if self.nginx_charge is not None:
-            rc = self.procs.stop(self.nginx_charge)
-            self.nginx_charge = None
-            if rc not in (0, None):
-                log('charge --listen behind nginx exited with status %s' % rc)
+        for inst in self.nginxes:
+            if inst['nginx'] is not None:
+                self.procs.stop(inst['nginx'], signal.SIGQUIT)
+                inst['nginx'] = None
+            if inst['charge'] is not None:
+                rc = self.procs.stop(inst['charge'])
+                inst['charge'] = None
+                if rc not in (0, None):
+                    log('charge --listen behind %s exited with status %s' % (
+                        inst['name'], rc))
+        self.nginxes = []
+        self.nginx = self.nginx_charge = self.nginx_port = None
 
     def log_files(self):
         """The logs of the servers and responders of this run directory."""
         return [os.path.join(self.run, x) for x in
-                ('lighttpd.out', 'lighttpd-error.log', 'charge-nginx.log',
-                 'nginx-error.log')] + ([self.sim['log']] if self.sim else [])
+                ('lighttpd.out', 'lighttpd-error.log')] + [
+            os.path.join(self.run, x) for inst in self.nginxes for x in (
+                'charge-%s.log' % inst['name'],
+                os.path.join(inst['name'], 'nginx-error.log'))] + (
+            [self.sim['log']] if self.sim else [])
 
     def log_offsets(self):
         out = {}
@@ -1121,7 +1162,8 @@ class Bench:
                     count[key] = count.get(key, 0) + 1
         return sorted(count.items(), key=lambda kv: -kv[1])[:top]
 
-    def measure_plain(self, label, scenario, conns, duration, port, pids, rnd=1):
+    def measure_plain(self, label, scenario, conns, duration, port, pids, rnd=1,
+                      web_pids=None):
         """One wrk run on port without the CPU accounting of measure():
         throughput, latency, errors, requests in flight, RSS and threads of
         the responder processes pids, and what the logs got meanwhile; for
@@ -1134,12 +1176,14 @@ class Bench:
         if use_sim:
             s0, c0, t0 = self.sim_stats(), proc_cpu_ticks(self.sim['pid']), time.monotonic()
         r0 = sum(proc_cpu_ticks(p) for p in pids)
+        g0 = sum(proc_cpu_ticks(p) for p in web_pids or [])
         w, argv = self.wrk(scenario, conns, duration, run_id, port=port)
         w.pop('machine_window', None)
         # requests wrk left in flight complete (at a provider latency too)
         time.sleep(0.3 + 2.0 * (self.sim['latency_ms'] if use_sim else self.latency_ms) / 1e3)
         n = w['requests']
         r1 = sum(proc_cpu_ticks(p) for p in pids)
+        g1 = sum(proc_cpu_ticks(p) for p in web_pids or [])
         secs = w['duration_us'] / 1e6 if w['duration_us'] else 0
         if scenario == 'fresh' or scenario == 'replay':
             self.charge_requests += n
@@ -1154,6 +1198,7 @@ class Bench:
                'rss_kb': [proc_rss_kb(p) for p in pids],
                'threads': [proc_threads(p) for p in pids],
                'responder_cpu_us': (r1 - r0) * 1e6 / CLK_TCK / n if n else None,
+               'web_cpu_us': (g1 - g0) * 1e6 / CLK_TCK / n if n and web_pids else None,
                'logs': self.log_summary(offsets)}
         if use_sim:
             ticks = proc_cpu_ticks(self.sim['pid']) - c0
@@ -1592,6 +1637,13 @@ def parse_args(argv):
                     help='--concurrency: connection counts through the HTTP '
                          'provider (the simulator) at --latency-ms ("64 1024"; '
                          '--smoke "64"; "" skips that part)')
+    ap.add_argument('--pool-connections', default=None,
+                    help='--concurrency: replays through nginx with the pool '
+                         'conf/nginx.conf ships, the pool of 64, no kept '
+                         'connections, and lighttpd, at these connection counts '
+                         '("32 1024"; --smoke "32"; "" skips that part)')
+    ap.add_argument('--pool-only', action='store_true',
+                    help='--concurrency: only the pool part (--pool-connections)')
     ap.add_argument('--http-fsync', default='batch', choices=('always', 'batch', 'never'),
                     help='--concurrency: the simulator\'s --fsync (batch, its default)')
     ap.add_argument('--no-http-unix', action='store_true',
@@ -1651,6 +1703,10 @@ def parse_args(argv):
                                    ('32' if a.smoke else '32 64')).split()]
     a.http_conns = [int(x) for x in (a.http_connections if a.http_connections is not None
                                      else '64' if a.smoke else '64 1024').split()]
+    a.pool_conns = [int(x) for x in (a.pool_connections if a.pool_connections is not None
+                                     else '32' if a.smoke else '32 1024').split()]
+    if a.pool_only:
+        a.lat_conns, a.http_conns = [], []
     # runs at a provider latency last at least 10 s (4 096 connections need
     # a while to reach a steady state); --smoke: --duration
     a.lat_duration = a.duration if a.smoke else max(a.duration, 10.0)
@@ -1753,7 +1809,11 @@ def concurrency(bench, args):
     2. provider_latency_ms = 0: fresh and replay through lighttpd and
        through nginx with kept-alive FastCGI connections (charge --listen,
        one process), and the libfcgi baseline through lighttpd, interleaved
-       for --rounds at each of --keepalive-connections."""
+       for --rounds at each of --keepalive-connections.
+    3. provider_latency_ms = 0: replays through nginx with the upstream
+       pool conf/nginx.conf ships, the pool of 64, no kept connections,
+       and through lighttpd, at each of --pool-connections (pool_part).
+    --pool-only: part 3 alone."""
     out = {'procs': bench.procs_n, 'threads': bench.threads_n,
            'latency_ms': args.latency_ms, 'latency_runs': [], 'http_runs': [],
            'keepalive_runs': [], 'latency_duration_s': args.lat_duration,
@@ -1797,12 +1857,24 @@ def concurrency(bench, args):
         bench.stop_lighttpd()
         bench.stop_sim()
     bench.latency_ms = 0
+    if not args.pool_only:
+        keepalive_part(bench, args, out)
+    if args.pool_conns:
+        pool_part(bench, args, out)
+    return out
+
+
+def keepalive_part(bench, args, out):
+    """--concurrency part 2: latency 0, kept connections against lighttpd
+    and the baseline."""
     bench.start_lighttpd(['charge', 'baseline'], bench.procs_n, bench.threads_n)
-    bench.start_nginx()
+    inst = bench.start_nginx()
+    out['nginx_keepalive'] = inst['keepalive']
     bench.prime_replay()
     log('concurrency: lighttpd on 127.0.0.1:%d (charge, baseline %dx%d), nginx on '
-        '127.0.0.1:%d (charge --listen, threads %d, keepalive 64)' % (
-            bench.port, bench.procs_n, bench.threads_n, bench.nginx_port, bench.threads_n))
+        '127.0.0.1:%d (charge --listen, threads %d, keepalive %d)' % (
+            bench.port, bench.procs_n, bench.threads_n, bench.nginx_port, bench.threads_n,
+            inst['keepalive']))
     cases = [('fresh lighttpd', 'fresh', bench.port, bench.backends['charge']),
              ('fresh nginx-keepalive', 'fresh', bench.nginx_port, [bench.nginx_charge.pid]),
              ('replay lighttpd', 'replay', bench.port, bench.backends['charge']),
@@ -1819,7 +1891,49 @@ def concurrency(bench, args):
                     label, sc, c, args.duration, port, pids, rnd))
     bench.stop_nginx()
     bench.stop_lighttpd()
-    return out
+
+
+def pool_part(bench, args, out):
+    """--concurrency part 3 (issue 31): replays at --pool-connections
+    through nginx with the upstream pool conf/nginx.conf ships, with the
+    pool of 64 it shipped before, without kept connections (a FastCGI
+    connection per request, as NGINX_KEEPALIVE=0), and through lighttpd
+    (a connection per request, procs x threads); each nginx in front of a
+    charge --listen of its own (one process, a loop per core, as the
+    package deploys it). Interleaved rounds; CPU per replay of the
+    responder and of the web server."""
+    shipped = shipped_keepalive()
+    pools = [('nginx pool %d (shipped)' % shipped, shipped)]
+    if shipped != 64:
+        pools.append(('nginx pool 64 (before)', 64))
+    pools.append(('nginx no keep-alive', 0))
+    bench.start_lighttpd(['charge'], bench.procs_n, bench.threads_n)
+    cases = []
+    for i, (label, ka) in enumerate(pools):
+        inst = bench.start_nginx(ka, name='nginx-pool%d' % i, threads=0)
+        master = inst['nginx'].pid
+        cases.append((label, inst['port'], [inst['charge'].pid],
+                      [master] + proc_children(master)))
+    cases.append(('lighttpd', bench.port, bench.backends['charge'], [bench.lighttpd.pid]))
+    bench.prime_replay()
+    out['pool'] = {'shipped': shipped, 'pools': [ka for _, ka in pools],
+                   'nginx_threads': eff_threads(0),
+                   'conns': args.pool_conns, 'runs': []}
+    log('concurrency: replays through nginx (pools %s, charge --listen threads %d each) '
+        'and lighttpd (charge %dx%d) at %s connections' % (
+            ', '.join(str(ka) for _, ka in pools), eff_threads(0), bench.procs_n,
+            bench.threads_n, ' '.join(str(c) for c in args.pool_conns)))
+    if args.warmup > 0:
+        for label, port, pids, web in cases:
+            bench.measure_plain('warm-up ' + label, 'replay', max(args.pool_conns),
+                                args.warmup, port, pids, web_pids=web)
+    for c in args.pool_conns:
+        for rnd in range(1, args.conc_rounds + 1):
+            for label, port, pids, web in cases:
+                out['pool']['runs'].append(bench.measure_plain(
+                    label, 'replay', c, args.duration, port, pids, rnd, web_pids=web))
+    bench.stop_nginx()
+    bench.stop_lighttpd()
 
 
 def main(argv):

@@ -654,6 +654,7 @@ def concurrency_section(res, L):
             L += ['- %d × `%s`' % (k, msg.replace('`', "'")) for msg, k in r['logs']]
             L.append('')
     http_section(c, L)
+    pool_section(c, L)
     runs = c['keepalive_runs']
     if not runs:
         return
@@ -664,10 +665,11 @@ def concurrency_section(res, L):
     L.append('lighttpd: `bin-path`, %d process(es) of each responder (`threads` = %d; the '
              'baseline: libfcgi, one accepting thread per core when 0). nginx: '
              '`charge --listen` on a unix socket, one process, `threads` = %d, upstream '
-             '`keepalive 64` + `fastcgi_keep_conn on` (`bench/nginx.conf`). Interleaved, '
+             '`keepalive %d` + `fastcgi_keep_conn on` (`bench/nginx.conf`). Interleaved, '
              '%d round(s) of %g s; req/s median [min–max] over rounds, "in flight" as '
              'above (a backend that starves kept connections shows few in flight).\n' % (
-                 c['procs'], c['threads'], c['threads'], c['rounds'], c['duration_s']))
+                 c['procs'], c['threads'], c['threads'], c.get('nginx_keepalive', 64),
+                 c['rounds'], c['duration_s']))
 
     def vals(label, conn, f):
         return [f(r) for r in runs if r['label'] == label and r['conns'] == conn]
@@ -689,6 +691,90 @@ def concurrency_section(res, L):
                                     vals(label, conn, lambda r: r['rss_kb'])[-1])])
     L.append(table(['connections', 'path', 'req/s', '÷ baseline (per round)', 'p50 ms',
                     'p99 ms', 'in flight', 'errors', 'RSS MiB per process'], rows, left=2))
+    L.append('')
+
+
+TARGET_POOL_CPU_VS_32 = 1.10    # pool part: CPU per replay at the most connections
+TARGET_CHURN_CPU_VS_KEPT = 1.3  # ... a connection per request vs kept
+
+
+def pool_section(c, L):
+    """--concurrency part 3 (issue 31): replays through nginx with the pool
+    as shipped, the pool of 64, no kept connections, and lighttpd."""
+    p = c.get('pool')
+    if not p or not p.get('runs'):
+        return
+    runs = p['runs']
+    labels = list(dict.fromkeys(r['label'] for r in runs))
+    conns = list(dict.fromkeys(r['conns'] for r in runs))
+    kept = labels[0]  # the shipped pool
+
+    def cpu(r):
+        if r.get('responder_cpu_us') is None:
+            return None
+        return r['responder_cpu_us'] + (r.get('web_cpu_us') or 0)
+
+    def sel(label, conn):
+        return sorted((r for r in runs if r['label'] == label and r['conns'] == conn),
+                      key=lambda r: r['round'])
+
+    def med_of(xs):
+        xs = [x for x in xs if x is not None]
+        return statistics.median(xs) if xs else None
+    L.append('## Replays and the web server\'s connection pool\n')
+    L.append('Provider latency 0, one key replayed. nginx: one worker, each nginx in '
+             'front of a `charge --listen` of its own (one process, %d event loops (one '
+             'per core), a unix socket), upstream `keepalive` %s + `fastcgi_keep_conn on`, or no kept '
+             'connections (`fastcgi_keep_conn off`: a FastCGI connection per request, '
+             'as `NGINX_KEEPALIVE=0`); `conf/nginx.conf` ships `keepalive %d`. lighttpd: '
+             '`bin-path`, %d process(es) × `threads` = %d, a FastCGI connection per '
+             'request. Interleaved, %d round(s) of %g s. CPU µs per replay: the '
+             'responder\'s processes, the web server\'s (nginx master and worker, '
+             'lighttpd), and both ("server"); ratios are medians of per-round ratios '
+             'against the shipped pool at the same connection count.\n' % (
+                 p.get('nginx_threads', c['threads']),
+                 ' / '.join(str(k) for k in p['pools'] if k), p['shipped'],
+                 c['procs'], c['threads'], c['rounds'], c['duration_s']))
+    rows = []
+    for conn in conns:
+        base = sel(kept, conn)
+        for label in labels:
+            rs = sel(label, conn)
+            ratio = [cpu(a) / cpu(b) for a, b in zip(rs, base) if cpu(a) and cpu(b)]
+            rows.append([conn, label, spread([r['rps'] for r in rs], f_rps),
+                         f_ms(med_of(r['wrk']['p50_us'] for r in rs)),
+                         f_ms(med_of(r['wrk']['p99_us'] for r in rs)),
+                         '%.1f' % med_of(r['responder_cpu_us'] for r in rs),
+                         '%.1f' % (med_of(r.get('web_cpu_us') for r in rs) or 0),
+                         '%.1f' % med_of(cpu(r) for r in rs),
+                         '%.2f' % statistics.median(ratio) if ratio else '–',
+                         sum(r['errors'] for r in rs)])
+    L.append(table(['connections', 'path', 'replays/s', 'p50 ms', 'p99 ms',
+                    'responder CPU µs', 'web server CPU µs', 'server CPU µs',
+                    'server CPU ÷ shipped pool', 'errors'], rows, left=2))
+    L.append('')
+    if len(conns) < 1:
+        return
+    lo, hi = min(conns), max(conns)
+    L.append('| target | measured | |')
+    L.append('|---|---:|---|')
+    if lo != hi:
+        a, b = med_of(cpu(r) for r in sel(kept, hi)), med_of(cpu(r) for r in sel(kept, lo))
+        if a and b:
+            L.append('| server CPU per replay at %d connections (shipped pool) ≤ %.2f × '
+                     'at %d | %.2f | %s |' % (hi, TARGET_POOL_CPU_VS_32, lo, a / b,
+                                              verdict(a / b <= TARGET_POOL_CPU_VS_32)))
+    for label in labels[1:]:
+        if 'no keep-alive' not in label and label != 'lighttpd':
+            continue
+        rs, base = sel(label, hi), sel(kept, hi)
+        ratio = [cpu(x) / cpu(y) for x, y in zip(rs, base) if cpu(x) and cpu(y)]
+        if ratio:
+            m = statistics.median(ratio)
+            L.append('| %s: server CPU per replay ≤ %.1f × the kept connections\' '
+                     '(%d connections) | %.2f | %s |' % (
+                         label, TARGET_CHURN_CPU_VS_KEPT, hi, m,
+                         verdict(m <= TARGET_CHURN_CPU_VS_KEPT)))
     L.append('')
 
 

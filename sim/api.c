@@ -1,6 +1,7 @@
 /*
  * api.c - the Stripe v1 subset the simulator answers: POST /v1/charges,
- * GET /v1/charges/<id>, GET /v1/charges/search, and its own /_sim/ pages.
+ * GET /v1/charges (the list), GET /v1/charges/<id>, GET
+ * /v1/charges/search, and its own /_sim/ pages.
  */
 #include "api.h"
 
@@ -694,6 +695,11 @@ sim_api_execute(struct sim_api *api, struct sim_exchange_data *x)
 		    "The simulator holds --max-keys charges without a key; a new one is refused until old ones expire.");
 		return;
 	}
+	/* the event goes out whatever the wire does with the answer */
+	if (api->webhooks != NULL)
+		sim_webhooks_charge(api->webhooks, c,
+		    x->has_idem ? x->idem : NULL,
+		    x->has_idem ? x->idem_len : 0);
 	answer(x, status);
 	switch (x->token) {
 	case SIM_TOK_CHARGED_500: answer_500(x); break;
@@ -739,90 +745,397 @@ get_charge(struct sim_api *api, struct sim_exchange_data *x, const char *id,
 	answer(x, 200);
 }
 
-/* True when the metadata form meta has the pair (name, value). */
+/* --- lists and search ------------------------------------------------------ */
+
+/* The query parameters of GET /v1/charges and /v1/charges/search. */
+struct page_params {
+	int64_t lo; /* created range, inclusive */
+	int64_t hi;
+	size_t limit;
+	const struct sim_charge *after; /* starting_after, or the page cursor */
+	const struct sim_charge *before; /* ending_before */
+	const char *query;
+	size_t query_len;
+	bool has_query;
+};
+
+/* A decimal integer, an optional '-' and 1 to 18 digits, into *out. */
 static bool
-meta_has(struct sim_exchange_data *x, const char *meta, size_t meta_len,
-    const char *name, size_t nl, const char *value, size_t vl)
+parse_int(const char *p, size_t n, int64_t *out)
+{
+	size_t i = n > 0 && p[0] == '-' ? 1 : 0;
+	int64_t v = 0;
+
+	if (n == i || n - i > 18)
+		return false;
+	for (; i < n; i++) {
+		if (!isdigit((unsigned char)p[i]))
+			return false;
+		v = v * 10 + (p[i] - '0');
+	}
+	*out = p[0] == '-' ? -v : v;
+	return true;
+}
+
+/* The caller's charge named by a cursor parameter, or 400 (NULL). */
+static const struct sim_charge *
+cursor_charge(struct sim_api *api, struct sim_exchange_data *x,
+    const struct sim_pair *p)
+{
+	const struct sim_charge *c =
+	    sim_store_charge_find(api->store, p->value, p->value_len);
+	char msg[96];
+
+	if (c != NULL && c->scope == x->scope)
+		return c;
+	snprintf(msg, sizeof(msg), "No such charge: '%.*s'",
+	    (int)(p->value_len > 40 ? 40 : p->value_len), p->value);
+	answer_invalid(x, "resource_missing", p->name, p->name_len, msg);
+	return NULL;
+}
+
+/* The search cursor: "pg_" and the 24 hex digits of the last charge's id. */
+static void
+add_page_cursor(struct sim_buf *b, const struct sim_charge *c)
+{
+	sim_buf_adds(b, "\"pg_");
+	sim_buf_add(b, c->id + 3, SIM_CHARGE_ID_LEN - 3);
+	sim_buf_adds(b, "\"");
+}
+
+static const struct sim_charge *
+page_cursor_charge(struct sim_api *api, struct sim_exchange_data *x,
+    const struct sim_pair *p)
+{
+	char id[SIM_CHARGE_ID_LEN];
+	const struct sim_charge *c = NULL;
+
+	if (p->value_len == SIM_CHARGE_ID_LEN &&
+	    memcmp(p->value, "pg_", 3) == 0) {
+		memcpy(id, "ch_", 3);
+		memcpy(id + 3, p->value + 3, SIM_CHARGE_ID_LEN - 3);
+		c = sim_store_charge_find(api->store, id, sizeof(id));
+	}
+	if (c != NULL && c->scope == x->scope)
+		return c;
+	answer_invalid(x, "parameter_invalid", "page", 4,
+	    "Invalid page: not a next_page of this search, or its charge has expired.");
+	return NULL;
+}
+
+/*
+ * Decodes and checks the query of a list (search false: created[...],
+ * limit, starting_after, ending_before) or a search (query, limit, page);
+ * false after answering 400.
+ */
+static bool
+page_params(struct sim_api *api, struct sim_exchange_data *x, const char *qs,
+    size_t qn, bool search, struct page_params *pp)
 {
 	struct sim_form *f = &x->form;
+	const struct sim_pair *p;
+	enum sim_form_status fs;
+	int64_t v;
 	size_t i;
+	char msg[160];
 
+	memset(pp, 0, sizeof(*pp));
+	pp->lo = INT64_MIN;
+	pp->hi = INT64_MAX;
+	pp->limit = SIM_LIST_DEFAULT_LIMIT;
 	x->scratch.len = 0;
-	sim_buf_reserve(&x->scratch, meta_len);
-	if (sim_form_decode(meta, meta_len, x->scratch.p, f) != SIM_FORM_OK)
+	sim_buf_reserve(&x->scratch, qn);
+	fs = sim_form_decode(qs, qn, x->scratch.p, f);
+	if (fs != SIM_FORM_OK) {
+		answer_invalid(x, "parameter_invalid", NULL, 0,
+		    fs == SIM_FORM_TOO_MANY
+		        ? "Too many parameters."
+		        : "The query string is not valid percent-encoding.");
 		return false;
-	for (i = 0; i < f->n; i++)
-		if (f->pairs[i].name_len == nl && f->pairs[i].value_len == vl &&
-		    memcmp(f->pairs[i].name, name, nl) == 0 &&
-		    memcmp(f->pairs[i].value, value, vl) == 0)
+	}
+	sim_form_sort(f);
+	for (i = 0; i < f->n; i++) {
+		p = &f->pairs[i];
+		if (i > 0 && p->name_len == f->pairs[i - 1].name_len &&
+		    memcmp(p->name, f->pairs[i - 1].name, p->name_len) == 0) {
+			snprintf(msg, sizeof(msg),
+			    "Received the parameter %.*s more than once.",
+			    (int)(p->name_len > 64 ? 64 : p->name_len),
+			    p->name);
+			answer_invalid(x, "parameter_invalid", p->name,
+			    p->name_len, msg);
+			return false;
+		}
+		if (!sim_utf8_valid(p->name, p->name_len) ||
+		    !sim_utf8_valid(p->value, p->value_len)) {
+			answer_invalid(x, "parameter_invalid_string", p->name,
+			    p->name_len,
+			    "Parameters must be UTF-8 text without NUL.");
+			return false;
+		}
+		if (name_is(p, "limit")) {
+			if (!parse_int(p->value, p->value_len, &v) || v < 1 ||
+			    v > SIM_LIST_MAX_LIMIT) {
+				answer_invalid(x, "parameter_invalid_integer",
+				    "limit", 5,
+				    "Invalid integer: limit must be an integer from 1 to 100.");
+				return false;
+			}
+			pp->limit = (size_t)v;
+		} else if (!search &&
+		    (name_is(p, "created") || name_is(p, "created[gt]") ||
+		        name_is(p, "created[gte]") ||
+		        name_is(p, "created[lt]") ||
+		        name_is(p, "created[lte]"))) {
+			if (!parse_int(p->value, p->value_len, &v)) {
+				snprintf(msg, sizeof(msg),
+				    "Invalid integer: %.*s must be a Unix time in seconds.",
+				    (int)p->name_len, p->name);
+				answer_invalid(x, "parameter_invalid_integer",
+				    p->name, p->name_len, msg);
+				return false;
+			}
+			if (name_is(p, "created[gt]"))
+				v++;
+			if (name_is(p, "created[lt]"))
+				v--;
+			if ((name_is(p, "created") ||
+			        name_is(p, "created[gt]") ||
+			        name_is(p, "created[gte]")) &&
+			    v > pp->lo)
+				pp->lo = v;
+			if ((name_is(p, "created") ||
+			        name_is(p, "created[lt]") ||
+			        name_is(p, "created[lte]")) &&
+			    v < pp->hi)
+				pp->hi = v;
+		} else if (!search && name_is(p, "starting_after")) {
+			if ((pp->after = cursor_charge(api, x, p)) == NULL)
+				return false;
+		} else if (!search && name_is(p, "ending_before")) {
+			if ((pp->before = cursor_charge(api, x, p)) == NULL)
+				return false;
+		} else if (search && name_is(p, "query")) {
+			pp->query = p->value;
+			pp->query_len = p->value_len;
+			pp->has_query = true;
+		} else if (search && name_is(p, "page")) {
+			if ((pp->after = page_cursor_charge(api, x, p)) == NULL)
+				return false;
+		} else {
+			snprintf(msg, sizeof(msg),
+			    "Received unknown parameter: %.*s",
+			    (int)(p->name_len > 64 ? 64 : p->name_len),
+			    p->name);
+			answer_invalid(x, "parameter_unknown", p->name,
+			    p->name_len, msg);
+			return false;
+		}
+	}
+	if (pp->after != NULL && pp->before != NULL) {
+		answer_invalid(x, "parameter_invalid", "ending_before", 13,
+		    "You may only specify one of these parameters: starting_after, ending_before.");
+		return false;
+	}
+	if (search && !pp->has_query) {
+		answer_invalid(x, "parameter_missing", "query", 5,
+		    "Missing required param: query.");
+		return false;
+	}
+	return true;
+}
+
+/* The index of the first charge of v[0..n) created after hi. */
+static size_t
+upper_of(struct sim_charge *const *v, size_t n, int64_t hi)
+{
+	return hi == INT64_MAX ? n : sim_store_lower_bound(v, n, hi + 1, 0);
+}
+
+/*
+ * GET /v1/charges: the caller's charges by (created, seq) descending, a
+ * created range, cursors. O(log n + limit) with the scope's index.
+ */
+static void
+list_charges(struct sim_api *api, struct sim_exchange_data *x, const char *qs,
+    size_t qn)
+{
+	struct sim_buf *b = &x->body_out;
+	struct sim_charge *const *v;
+	struct page_params pp;
+	size_t n, bottom, top, last, j;
+	bool more;
+
+	if (!authenticate(api, x) || !page_params(api, x, qs, qn, false, &pp))
+		return;
+	v = sim_store_charges_of(api->store, x->scope, &n);
+	bottom = pp.lo > pp.hi ? 0 : sim_store_lower_bound(v, n, pp.lo, 0);
+	top = pp.lo > pp.hi ? 0 : upper_of(v, n, pp.hi);
+	b->len = 0;
+	sim_buf_adds(b, "{\"object\":\"list\",\"data\":[");
+	if (pp.before != NULL) {
+		/* the limit charges just newer than the cursor, newest first */
+		j = sim_store_index_of(v, n, pp.before) + 1;
+		if (j > bottom)
+			bottom = j;
+		last = top > bottom && top - bottom > pp.limit
+		    ? bottom + pp.limit
+		    : top;
+		more = top > last;
+		for (j = last; j > bottom; j--) {
+			if (j < last)
+				sim_buf_add(b, ",", 1);
+			sim_buf_add(b, v[j - 1]->json, v[j - 1]->json_len);
+		}
+	} else {
+		if (pp.after != NULL) {
+			j = sim_store_index_of(v, n, pp.after);
+			if (j < top)
+				top = j;
+		}
+		last = top > bottom && top - bottom > pp.limit ? top - pp.limit
+		                                               : bottom;
+		more = last > bottom;
+		for (j = top; j > last; j--) {
+			if (j < top)
+				sim_buf_add(b, ",", 1);
+			sim_buf_add(b, v[j - 1]->json, v[j - 1]->json_len);
+		}
+	}
+	sim_buf_adds(b, more ? "],\"has_more\":true" : "],\"has_more\":false");
+	sim_buf_adds(b, ",\"url\":\"/v1/charges\"}");
+	answer(x, 200);
+}
+
+static void
+skip_ws(const char *s, size_t n, size_t *i)
+{
+	while (*i < n && (s[*i] == ' ' || s[*i] == '\t'))
+		(*i)++;
+}
+
+/* Skips blanks, then the literal lit; false when it is not there. */
+static bool
+expect_lit(const char *s, size_t n, size_t *i, const char *lit)
+{
+	size_t l = strlen(lit);
+
+	skip_ws(s, n, i);
+	if (n - *i < l || memcmp(s + *i, lit, l) != 0)
+		return false;
+	*i += l;
+	return true;
+}
+
+/*
+ * A quoted string of the search language at s[*i..n) after blanks: '...'
+ * or "...", a backslash makes the next character literal (\' is a quote,
+ * \\ a backslash), as Stripe's query language escapes. Appended to out.
+ */
+static bool
+parse_quoted(const char *s, size_t n, size_t *i, struct sim_buf *out)
+{
+	char q, c;
+
+	skip_ws(s, n, i);
+	if (*i >= n || (s[*i] != '\'' && s[*i] != '"'))
+		return false;
+	q = s[(*i)++];
+	while (*i < n) {
+		c = s[(*i)++];
+		if (c == q)
 			return true;
+		if (c == '\\') {
+			if (*i >= n)
+				return false;
+			c = s[(*i)++];
+		}
+		sim_buf_add(out, &c, 1);
+	}
 	return false;
 }
 
+/* True when the metadata form meta (name=value&..., percent-encoded as
+ * sim_pct_encode does) has the pair want (encoded the same way). */
+static bool
+meta_has(const char *meta, size_t meta_len, const char *want, size_t wl)
+{
+	const char *p = meta, *end = meta + meta_len, *amp;
+	size_t sl;
+
+	while (p < end) {
+		amp = memchr(p, '&', (size_t)(end - p));
+		sl = amp ? (size_t)(amp - p) : (size_t)(end - p);
+		if (sl == wl && memcmp(p, want, wl) == 0)
+			return true;
+		p += sl + 1;
+	}
+	return false;
+}
+
+/*
+ * GET /v1/charges/search?query=metadata['NAME']:'VALUE'[&limit=N][&page=C]:
+ * newest first, paged like Stripe's search (next_page). A linear scan of
+ * the caller's charges from the cursor.
+ */
 static void
 search_charges(struct sim_api *api, struct sim_exchange_data *x, const char *qs,
     size_t qn)
 {
-	static const char pre[] = "metadata['", mid[] = "']:'";
-	struct sim_buf q = { 0 }, name = { 0 }, value = { 0 };
-	struct sim_form f;
-	const char *s, *m;
-	size_t n, i;
-	struct sim_charge *c;
+	struct sim_buf name = { 0 }, value = { 0 }, want = { 0 };
 	struct sim_buf *b = &x->body_out;
-	bool first = true;
+	struct sim_charge *const *v;
+	const struct sim_charge *last = NULL;
+	struct page_params pp;
+	size_t n, j, got = 0, i = 0;
+	bool more = false;
 
-	if (!authenticate(api, x))
+	if (!authenticate(api, x) || !page_params(api, x, qs, qn, true, &pp))
 		return;
-	sim_buf_reserve(&q, qn);
-	if (sim_form_decode(qs, qn, q.p, &f) != SIM_FORM_OK || f.n != 1 ||
-	    f.pairs[0].name_len != 5 || memcmp(f.pairs[0].name, "query", 5)) {
+	if (!expect_lit(pp.query, pp.query_len, &i, "metadata") ||
+	    !expect_lit(pp.query, pp.query_len, &i, "[") ||
+	    !parse_quoted(pp.query, pp.query_len, &i, &name) ||
+	    !expect_lit(pp.query, pp.query_len, &i, "]") ||
+	    !expect_lit(pp.query, pp.query_len, &i, ":") ||
+	    !parse_quoted(pp.query, pp.query_len, &i, &value) ||
+	    (skip_ws(pp.query, pp.query_len, &i), i != pp.query_len)) {
 		answer_invalid(x, "parameter_invalid", "query", 5,
-		    "Exactly one parameter, query, is expected.");
+		    "The simulator's search understands one clause: metadata['NAME']:'VALUE' (\\' is a quote, \\\\ a backslash).");
 		goto done;
 	}
-	s = f.pairs[0].value;
-	n = f.pairs[0].value_len;
-	m = n > sizeof(pre) ? memmem(s, n, mid, sizeof(mid) - 1) : NULL;
-	if (m == NULL || memcmp(s, pre, sizeof(pre) - 1) != 0 ||
-	    s[n - 1] != '\'' || m < s + sizeof(pre) - 1 ||
-	    (size_t)(m - s) + sizeof(mid) - 1 > n - 1) {
-		answer_invalid(x, "parameter_invalid", "query", 5,
-		    "The simulator's search understands one clause: metadata['NAME']:'VALUE'.");
-		goto done;
-	}
-	sim_buf_add(&name, s + sizeof(pre) - 1,
-	    (size_t)(m - s) - (sizeof(pre) - 1));
-	sim_buf_add(&value, m + sizeof(mid) - 1,
-	    n - 1 - ((size_t)(m - s) + sizeof(mid) - 1));
-	for (i = 0; i < name.len; i++)
-		if (name.p[i] == '\'')
-			break;
-	if (i < name.len || memchr(value.p, '\'', value.len) != NULL) {
-		answer_invalid(x, "parameter_invalid", "query", 5,
-		    "Quotes inside a name or value are not supported by the simulator.");
-		goto done;
-	}
+	sim_pct_encode(&want, name.p ? name.p : "", name.len);
+	sim_buf_add(&want, "=", 1);
+	sim_pct_encode(&want, value.p ? value.p : "", value.len);
+	v = sim_store_charges_of(api->store, x->scope, &n);
+	j = pp.after != NULL ? sim_store_index_of(v, n, pp.after) : n;
 	b->len = 0;
 	sim_buf_adds(b, "{\"object\":\"search_result\",\"data\":[");
-	TAILQ_FOREACH_REVERSE(c, &api->store->charge_list, sim_charge_list,
-	    entry)
-	{
-		if (c->scope != x->scope ||
-		    !meta_has(x, c->meta, c->meta_len, name.p, name.len,
-		        value.p, value.len))
+	for (; j > 0; j--) {
+		if (!meta_has(v[j - 1]->meta, v[j - 1]->meta_len, want.p,
+		        want.len))
 			continue;
-		if (!first)
+		if (got == pp.limit) {
+			more = true;
+			break;
+		}
+		if (got++ > 0)
 			sim_buf_add(b, ",", 1);
-		first = false;
-		sim_buf_add(b, c->json, c->json_len);
+		sim_buf_add(b, v[j - 1]->json, v[j - 1]->json_len);
+		last = v[j - 1];
 	}
-	sim_buf_adds(b, "],\"has_more\":false,\"url\":\"/v1/charges/search\"}");
+	sim_buf_adds(b,
+	    more ? "],\"has_more\":true,\"next_page\":"
+	         : "],\"has_more\":false,\"next_page\":");
+	if (more)
+		add_page_cursor(b, last);
+	else
+		sim_buf_adds(b, "null");
+	sim_buf_adds(b, ",\"url\":\"/v1/charges/search\"}");
 	answer(x, 200);
 done:
-	sim_buf_free(&q);
 	sim_buf_free(&name);
 	sim_buf_free(&value);
+	sim_buf_free(&want);
 }
 
 /* Appends the /_sim/keys object of key. */
@@ -918,7 +1231,49 @@ sim_stats(struct sim_api *api, struct sim_exchange_data *x)
 	for (f = 0; f < SIM_FAULT_COUNT; f++)
 		sim_buf_addf(b, "%s\"%s\":%lu", f ? "," : "", fault_names[f],
 		    api->faults[f]);
-	sim_buf_adds(b, "}}");
+	sim_buf_adds(b, "}");
+	sim_webhooks_stats(api->webhooks, b);
+	sim_buf_adds(b, "}");
+	answer(x, 200);
+}
+
+/* GET /_sim/events[?charge=ch_...] and /_sim/events/<evt_...>. */
+static void
+sim_events(struct sim_api *api, struct sim_exchange_data *x, const char *id,
+    size_t id_len, const char *qs, size_t qn)
+{
+	struct sim_buf *b = &x->body_out;
+	const char *charge = NULL;
+	size_t charge_len = 0, i;
+
+	b->len = 0;
+	if (id_len > 0) {
+		if (!sim_webhooks_render(api->webhooks, b, id, id_len, NULL,
+		        0)) {
+			answer_error(x, 404, "invalid_request_error",
+			    "resource_missing", "id", 2, "No such event.");
+			return;
+		}
+		answer(x, 200);
+		return;
+	}
+	x->scratch.len = 0;
+	sim_buf_reserve(&x->scratch, qn);
+	if (sim_form_decode(qs, qn, x->scratch.p, &x->form) == SIM_FORM_OK) {
+		for (i = 0; i < x->form.n; i++) {
+			if (name_is(&x->form.pairs[i], "charge")) {
+				charge = x->form.pairs[i].value;
+				charge_len = x->form.pairs[i].value_len;
+			}
+		}
+	}
+	if (charge != NULL && charge_len == 0) {
+		answer_invalid(x, "parameter_invalid", "charge", 6,
+		    "charge: a charge id is expected.");
+		return;
+	}
+	(void)sim_webhooks_render(api->webhooks, b, NULL, 0, charge,
+	    charge_len);
 	answer(x, 200);
 }
 
@@ -960,6 +1315,8 @@ sim_api_handle(struct sim_api *api, struct sim_exchange_data *x)
 		post_charge(api, x);
 	} else if (x->method != HTTP_GET) {
 		answer_not_found(x);
+	} else if (path_is(path, plen, "/v1/charges")) {
+		list_charges(api, x, q ? q : "", qlen);
 	} else if (path_is(path, plen, "/v1/charges/search")) {
 		search_charges(api, x, q ? q : "", qlen);
 	} else if (path_under(path, plen, "/v1/charges/")) {
@@ -968,6 +1325,10 @@ sim_api_handle(struct sim_api *api, struct sim_exchange_data *x)
 		sim_keys(api, x, NULL, 0, false);
 	} else if (path_under(path, plen, "/_sim/keys/")) {
 		sim_keys(api, x, path + 11, plen - 11, true);
+	} else if (path_is(path, plen, "/_sim/events")) {
+		sim_events(api, x, NULL, 0, q ? q : "", qlen);
+	} else if (path_under(path, plen, "/_sim/events/")) {
+		sim_events(api, x, path + 13, plen - 13, "", 0);
 	} else if (path_is(path, plen, "/_sim/stats")) {
 		sim_stats(api, x);
 	} else {

@@ -2,7 +2,8 @@
  * api.h - the Stripe v1 subset: one request in, one answer out (status,
  * body, the idempotency headers and what to do with the connection). Owns
  * the rules (auth, validation, idempotency, tokens, faults); never touches
- * a socket. server.c runs what it decides.
+ * a socket. server.c runs what it decides; a charge created is handed to
+ * the webhooks (webhook.c), which send its event.
  */
 #ifndef SIM_API_H
 #define SIM_API_H
@@ -15,6 +16,7 @@
 #include "defaults.h"
 #include "form.h"
 #include "store.h"
+#include "webhook.h"
 
 enum sim_fault {
 	SIM_FAULT_ERROR,
@@ -53,6 +55,7 @@ struct sim_api {
 	unsigned long replays;
 	unsigned long in_use;
 	unsigned long faults[SIM_FAULT_COUNT];
+	struct sim_webhooks *webhooks; /* NULL without --webhook-url */
 };
 
 enum sim_action {

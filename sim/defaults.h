@@ -29,6 +29,18 @@
 #define SIM_MAX_META_PAIRS 50
 #define SIM_MAX_META_NAME 40
 #define SIM_MAX_META_VALUE 500
+#define SIM_LIST_DEFAULT_LIMIT 10 /* list and search pages, as Stripe's */
+#define SIM_LIST_MAX_LIMIT 100
+
+#define SIM_MAX_WEBHOOK_URLS 8    /* --webhook-url */
+#define SIM_MAX_WEBHOOK_SECRETS 4 /* --webhook-secret: a v1 each */
+#define SIM_DEFAULT_WEBHOOK_ATTEMPTS 8
+#define SIM_DEFAULT_WEBHOOK_RETRY_MS 1000      /* then doubled */
+#define SIM_DEFAULT_WEBHOOK_RETRY_MAX_MS 60000 /* the backoff's cap */
+#define SIM_DEFAULT_WEBHOOK_TIMEOUT_MS 10000   /* Stripe waits about 10 s */
+#define SIM_DEFAULT_WEBHOOK_SHUFFLE_MS 2000    /* a shuffled one waits <= */
+#define SIM_DEFAULT_WEBHOOK_MAX_EVENTS 10000   /* kept for /_sim/events */
+#define SIM_DEFAULT_WEBHOOK_CONCURRENCY 32     /* attempts in flight */
 
 #define SIM_SWEEP_MS 1000          /* idle-connection sweep period */
 #define SIM_PRUNE_MS 60000         /* expired keys pruned every minute */

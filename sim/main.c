@@ -18,6 +18,7 @@
 #include "defaults.h"
 #include "server.h"
 #include "store.h"
+#include "webhook.h"
 
 #ifndef CHARGE_VERSION
 #define CHARGE_VERSION "0"
@@ -31,9 +32,19 @@ static const char usage[] =
     "         [--latency-ms N | --latency-p50-ms N --latency-p99-ms N]\n"
     "         [--late-ms N] [--trickle-ms N] [--fault-rate NAME=P]... [--seed N]\n"
     "         [--idle-timeout-s N] [--max-connections N] [--max-keys N]\n"
+    "         [--webhook-url URL]... [--webhook-secret SECRET | --webhook-secret-file FILE]...\n"
+    "         [--webhook-attempts N] [--webhook-retry-ms N] [--webhook-retry-max-ms N]\n"
+    "         [--webhook-timeout-ms N] [--webhook-drop-rate P] [--webhook-dup-rate P]\n"
+    "         [--webhook-shuffle-rate P] [--webhook-shuffle-ms N]\n"
+    "         [--webhook-max-events N] [--webhook-concurrency N]\n"
     "       charge-provider-sim --help | --version\n"
     "fault names: error, charged_then_500, charged_then_close, charged_then_reset,\n"
-    "  charged_then_late, reset, refuse, trickle, rate_limited\n";
+    "  charged_then_late, reset, refuse, trickle, rate_limited\n"
+    "webhook URLs: http://HOST[:PORT][/PATH] (HOST an IPv4 or [IPv6] address or\n"
+    "  localhost) or unix:SOCKET[:/PATH]\n";
+
+static const char too_many_secrets[] =
+    "charge-provider-sim: --webhook-secret, --webhook-secret-file: at most 4, none empty\n";
 
 enum opt {
 	OPT_LISTEN = 256,
@@ -51,6 +62,19 @@ enum opt {
 	OPT_IDLE,
 	OPT_MAXCONN,
 	OPT_MAXKEYS,
+	OPT_WH_URL,
+	OPT_WH_SECRET,
+	OPT_WH_SECRET_FILE,
+	OPT_WH_ATTEMPTS,
+	OPT_WH_RETRY,
+	OPT_WH_RETRY_MAX,
+	OPT_WH_TIMEOUT,
+	OPT_WH_DROP,
+	OPT_WH_DUP,
+	OPT_WH_SHUFFLE,
+	OPT_WH_SHUFFLE_MS,
+	OPT_WH_MAX_EVENTS,
+	OPT_WH_CONCURRENCY,
 	OPT_VERSION,
 	OPT_HELP,
 };
@@ -71,6 +95,19 @@ static const struct option options[] = {
 	{ "idle-timeout-s", required_argument, NULL, OPT_IDLE },
 	{ "max-connections", required_argument, NULL, OPT_MAXCONN },
 	{ "max-keys", required_argument, NULL, OPT_MAXKEYS },
+	{ "webhook-url", required_argument, NULL, OPT_WH_URL },
+	{ "webhook-secret", required_argument, NULL, OPT_WH_SECRET },
+	{ "webhook-secret-file", required_argument, NULL, OPT_WH_SECRET_FILE },
+	{ "webhook-attempts", required_argument, NULL, OPT_WH_ATTEMPTS },
+	{ "webhook-retry-ms", required_argument, NULL, OPT_WH_RETRY },
+	{ "webhook-retry-max-ms", required_argument, NULL, OPT_WH_RETRY_MAX },
+	{ "webhook-timeout-ms", required_argument, NULL, OPT_WH_TIMEOUT },
+	{ "webhook-drop-rate", required_argument, NULL, OPT_WH_DROP },
+	{ "webhook-dup-rate", required_argument, NULL, OPT_WH_DUP },
+	{ "webhook-shuffle-rate", required_argument, NULL, OPT_WH_SHUFFLE },
+	{ "webhook-shuffle-ms", required_argument, NULL, OPT_WH_SHUFFLE_MS },
+	{ "webhook-max-events", required_argument, NULL, OPT_WH_MAX_EVENTS },
+	{ "webhook-concurrency", required_argument, NULL, OPT_WH_CONCURRENCY },
 	{ "version", no_argument, NULL, OPT_VERSION },
 	{ "help", no_argument, NULL, OPT_HELP },
 	{ NULL, 0, NULL, 0 },
@@ -94,6 +131,56 @@ parse_ulong(const char *name, const char *s, unsigned long min,
 		return false;
 	}
 	*out = v;
+	return true;
+}
+
+/*
+ * The first line of path (without its newline) into out[0..outlen): a
+ * webhook secret kept out of the command line, which every local user can
+ * read. False with a message.
+ */
+static bool
+read_secret_file(const char *path, char *out, size_t outlen)
+{
+	FILE *f = fopen(path, "re");
+	size_t n;
+
+	if (f == NULL) {
+		fprintf(stderr,
+		    "charge-provider-sim: --webhook-secret-file %s: %s\n", path,
+		    strerror(errno));
+		return false;
+	}
+	if (fgets(out, (int)outlen, f) == NULL)
+		out[0] = '\0';
+	fclose(f);
+	n = strcspn(out, "\r\n");
+	out[n] = '\0';
+	if (n == 0 || n == outlen - 1) {
+		fprintf(stderr,
+		    "charge-provider-sim: --webhook-secret-file %s: the first line must hold the secret (1 to 254 bytes)\n",
+		    path);
+		return false;
+	}
+	return true;
+}
+
+/* A probability in [0, 1] into *out; false otherwise. */
+static bool
+parse_rate(const char *name, const char *s, double *out)
+{
+	char *end;
+	double p;
+
+	errno = 0;
+	p = strtod(s, &end);
+	if (errno != 0 || end == s || *end != '\0' || !(p >= 0 && p <= 1)) {
+		fprintf(stderr,
+		    "charge-provider-sim: --%s %s: not a probability in [0, 1]\n",
+		    name, s);
+		return false;
+	}
+	*out = p;
 	return true;
 }
 
@@ -130,6 +217,8 @@ main(int argc, char **argv)
 	static struct sim_server_config scfg;
 	static struct sim_store store;
 	static struct sim_api api;
+	static struct sim_webhook_config wcfg;
+	static char secret_files[SIM_MAX_WEBHOOK_SECRETS][256];
 	const char *data = NULL;
 	enum sim_fsync fsync_mode = SIM_FSYNC_BATCH;
 	unsigned long retention = SIM_DEFAULT_RETENTION_S, v,
@@ -144,6 +233,13 @@ main(int argc, char **argv)
 	scfg.idle_timeout_s = SIM_DEFAULT_IDLE_TIMEOUT_S;
 	scfg.max_connections = SIM_DEFAULT_MAX_CONNECTIONS;
 	acfg.seed = SIM_DEFAULT_SEED;
+	wcfg.attempts = SIM_DEFAULT_WEBHOOK_ATTEMPTS;
+	wcfg.retry_ms = SIM_DEFAULT_WEBHOOK_RETRY_MS;
+	wcfg.retry_max_ms = SIM_DEFAULT_WEBHOOK_RETRY_MAX_MS;
+	wcfg.timeout_ms = SIM_DEFAULT_WEBHOOK_TIMEOUT_MS;
+	wcfg.shuffle_ms = SIM_DEFAULT_WEBHOOK_SHUFFLE_MS;
+	wcfg.max_events = SIM_DEFAULT_WEBHOOK_MAX_EVENTS;
+	wcfg.concurrency = SIM_DEFAULT_WEBHOOK_CONCURRENCY;
 	while ((o = getopt_long(argc, argv, "", options, NULL)) != -1) {
 		const char *name = o >= OPT_LISTEN && o <= OPT_HELP
 		    ? options[o - OPT_LISTEN].name
@@ -220,6 +316,81 @@ main(int argc, char **argv)
 		case OPT_MAXKEYS:
 			ok = parse_ulong(name, optarg, 1, 100000000, &max_keys);
 			break;
+		case OPT_WH_URL:
+			if (wcfg.n_urls == SIM_MAX_WEBHOOK_URLS) {
+				fprintf(stderr,
+				    "charge-provider-sim: --webhook-url: at most 8\n");
+				return EXIT_USAGE;
+			}
+			if (!sim_webhook_url_check(optarg, err, sizeof(err))) {
+				fprintf(stderr,
+				    "charge-provider-sim: --webhook-url %s\n",
+				    err);
+				return EXIT_USAGE;
+			}
+			wcfg.urls[wcfg.n_urls++] = optarg;
+			break;
+		case OPT_WH_SECRET:
+			if (wcfg.n_secrets == SIM_MAX_WEBHOOK_SECRETS ||
+			    optarg[0] == '\0') {
+				fputs(too_many_secrets, stderr);
+				return EXIT_USAGE;
+			}
+			wcfg.secrets[wcfg.n_secrets++] = optarg;
+			break;
+		case OPT_WH_SECRET_FILE:
+			if (wcfg.n_secrets == SIM_MAX_WEBHOOK_SECRETS) {
+				fputs(too_many_secrets, stderr);
+				return EXIT_USAGE;
+			}
+			if (!read_secret_file(optarg,
+			        secret_files[wcfg.n_secrets],
+			        sizeof(secret_files[0])))
+				return EXIT_USAGE;
+			wcfg.secrets[wcfg.n_secrets] =
+			    secret_files[wcfg.n_secrets];
+			wcfg.n_secrets++;
+			break;
+		case OPT_WH_ATTEMPTS:
+			ok = parse_ulong(name, optarg, 1, 100, &v);
+			wcfg.attempts = (unsigned)v;
+			break;
+		case OPT_WH_RETRY:
+			ok = parse_ulong(name, optarg, 1, SIM_MAX_LATENCY_MS,
+			    &v);
+			wcfg.retry_ms = (unsigned)v;
+			break;
+		case OPT_WH_RETRY_MAX:
+			ok = parse_ulong(name, optarg, 1, SIM_MAX_LATENCY_MS,
+			    &v);
+			wcfg.retry_max_ms = (unsigned)v;
+			break;
+		case OPT_WH_TIMEOUT:
+			ok = parse_ulong(name, optarg, 1, 600000, &v);
+			wcfg.timeout_ms = (unsigned)v;
+			break;
+		case OPT_WH_DROP:
+			ok = parse_rate(name, optarg, &wcfg.drop_rate);
+			break;
+		case OPT_WH_DUP:
+			ok = parse_rate(name, optarg, &wcfg.dup_rate);
+			break;
+		case OPT_WH_SHUFFLE:
+			ok = parse_rate(name, optarg, &wcfg.shuffle_rate);
+			break;
+		case OPT_WH_SHUFFLE_MS:
+			ok = parse_ulong(name, optarg, 1, SIM_MAX_LATENCY_MS,
+			    &v);
+			wcfg.shuffle_ms = (unsigned)v;
+			break;
+		case OPT_WH_MAX_EVENTS:
+			ok = parse_ulong(name, optarg, 1, 10000000, &v);
+			wcfg.max_events = v;
+			break;
+		case OPT_WH_CONCURRENCY:
+			ok = parse_ulong(name, optarg, 1, 10000, &v);
+			wcfg.concurrency = v;
+			break;
 		case OPT_VERSION:
 			printf("charge-provider-sim %s\n", CHARGE_VERSION);
 			return 0;
@@ -239,6 +410,19 @@ main(int argc, char **argv)
 		    "charge-provider-sim: --latency-p50-ms and --latency-p99-ms go together, p50 <= p99\n");
 		return EXIT_USAGE;
 	}
+	if ((wcfg.n_urls > 0) != (wcfg.n_secrets > 0)) {
+		fprintf(stderr,
+		    "charge-provider-sim: --webhook-url and --webhook-secret go together\n");
+		return EXIT_USAGE;
+	}
+	if (wcfg.retry_max_ms < wcfg.retry_ms) {
+		fprintf(stderr,
+		    "charge-provider-sim: --webhook-retry-max-ms is below --webhook-retry-ms\n");
+		return EXIT_USAGE;
+	}
+	wcfg.seed = acfg.seed;
+	if (wcfg.n_urls > 0)
+		scfg.webhooks = &wcfg;
 	for (f = 0; f < SIM_FAULT_COUNT; f++)
 		if (f != SIM_FAULT_REFUSE)
 			sum += acfg.rates[f];

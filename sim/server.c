@@ -531,6 +531,8 @@ on_prepare(uv_prepare_t *h)
 	}
 	if (sim_store_dirty(srv->store))
 		sim_store_commit(srv->store); /* deliveries of detached ones */
+	/* every charge of the turn is on disk: its webhook may go */
+	sim_webhooks_committed(srv->api->webhooks);
 }
 
 /* After the latency: charge now; answer if the connection is still there. */
@@ -839,6 +841,7 @@ on_signal(uv_signal_t *s, int signum)
 		exchange_put(ex);
 	}
 	sim_store_commit(srv->store);
+	sim_webhooks_stop(srv->api->webhooks);
 	uv_close((uv_handle_t *)&srv->commit, NULL);
 	uv_close((uv_handle_t *)&srv->sweep, NULL);
 	uv_close((uv_handle_t *)&srv->prune, NULL);
@@ -968,6 +971,8 @@ sim_server_run(const struct sim_server_config *cfg, struct sim_api *api,
 	    uv_signal_start(&srv->sigterm, on_signal, SIGTERM) != 0 ||
 	    uv_signal_start(&srv->sigint, on_signal, SIGINT) != 0)
 		sim_fatal("libuv handle start failed");
+	if (cfg->webhooks != NULL)
+		api->webhooks = sim_webhooks_new(&loop, cfg->webhooks);
 	fprintf(stderr, "charge-provider-sim: listening on %s\n", shown);
 	uv_run(&loop, UV_RUN_DEFAULT);
 	sim_store_commit(store);
@@ -978,8 +983,11 @@ done:
 		TAILQ_REMOVE(&srv->pool, ex, entry);
 		uv_close((uv_handle_t *)&ex->timer, exchange_timer_closed);
 	}
+	sim_webhooks_stop(api->webhooks);
 	uv_walk(&loop, walk_close, NULL);
 	uv_run(&loop, UV_RUN_DEFAULT);
+	sim_webhooks_free(api->webhooks);
+	api->webhooks = NULL;
 	if (uv_loop_close(&loop) != 0)
 		fprintf(stderr,
 		    "charge-provider-sim: the loop did not close cleanly\n");

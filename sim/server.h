@@ -12,6 +12,7 @@
 
 #include "api.h"
 #include "store.h"
+#include "webhook.h"
 
 struct sim_server_config {
 	const char *listen; /* HOST:PORT, [V6]:PORT or unix:/path */
@@ -19,6 +20,7 @@ struct sim_server_config {
 	unsigned trickle_ms;
 	unsigned idle_timeout_s;
 	size_t max_connections;
+	const struct sim_webhook_config *webhooks; /* NULL: none */
 };
 
 /*

@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "form.h"
@@ -162,6 +163,109 @@ sim_store_delivery(struct sim_store *st, struct sim_key *key, int64_t now,
 	appended(st);
 }
 
+static struct sim_scope_index *
+scope_index(struct sim_store *st, uint64_t scope, bool add)
+{
+	size_t i;
+
+	for (i = 0; i < st->n_scopes; i++)
+		if (st->scopes[i].scope == scope)
+			return &st->scopes[i];
+	if (!add)
+		return NULL;
+	st->scopes = sim_xrealloc(st->scopes,
+	    (st->n_scopes + 1) * sizeof(st->scopes[0]));
+	memset(&st->scopes[st->n_scopes], 0, sizeof(st->scopes[0]));
+	st->scopes[st->n_scopes].scope = scope;
+	return &st->scopes[st->n_scopes++];
+}
+
+size_t
+sim_store_lower_bound(struct sim_charge *const *v, size_t n, int64_t created,
+    uint64_t seq)
+{
+	size_t lo = 0, hi = n, mid;
+
+	while (lo < hi) {
+		mid = lo + (hi - lo) / 2;
+		if (v[mid]->created < created ||
+		    (v[mid]->created == created && v[mid]->seq < seq))
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return lo;
+}
+
+size_t
+sim_store_index_of(struct sim_charge *const *v, size_t n,
+    const struct sim_charge *c)
+{
+	size_t i = sim_store_lower_bound(v, n, c->created, c->seq);
+
+	return i < n && v[i] == c ? i : n;
+}
+
+/* Adds c to its scope's index, in (created, seq) order. */
+static void
+index_add(struct sim_store *st, struct sim_charge *c)
+{
+	struct sim_scope_index *ix = scope_index(st, c->scope, true);
+	size_t i;
+
+	if (ix->n == ix->cap) {
+		ix->cap = ix->cap ? 2 * ix->cap : 64;
+		ix->v = sim_xrealloc(ix->v, ix->cap * sizeof(ix->v[0]));
+	}
+	i = sim_store_lower_bound(ix->v, ix->n, c->created, c->seq);
+	memmove(ix->v + i + 1, ix->v + i, (ix->n - i) * sizeof(ix->v[0]));
+	ix->v[i] = c;
+	ix->n++;
+}
+
+/* Rebuilds every scope's index from the charge list (after a prune). */
+static void
+index_rebuild(struct sim_store *st)
+{
+	struct sim_charge *c;
+	size_t i;
+
+	for (i = 0; i < st->n_scopes; i++)
+		st->scopes[i].n = 0;
+	TAILQ_FOREACH(c, &st->charge_list, entry)
+	index_add(st, c);
+}
+
+struct sim_charge *const *
+sim_store_charges_of(const struct sim_store *st, uint64_t scope, size_t *n)
+{
+	size_t i;
+
+	for (i = 0; i < st->n_scopes; i++) {
+		if (st->scopes[i].scope == scope) {
+			*n = st->scopes[i].n;
+			return st->scopes[i].v;
+		}
+	}
+	*n = 0;
+	return NULL;
+}
+
+/* Inserts c into the charge list after every charge created no later
+ * (the tail, unless the clock went back). */
+static void
+list_insert(struct sim_store *st, struct sim_charge *c)
+{
+	struct sim_charge *p = TAILQ_LAST(&st->charge_list, sim_charge_list);
+
+	while (p != NULL && p->created > c->created)
+		p = TAILQ_PREV(p, sim_charge_list, entry);
+	if (p == NULL)
+		TAILQ_INSERT_HEAD(&st->charge_list, c, entry);
+	else
+		TAILQ_INSERT_AFTER(&st->charge_list, p, c, entry);
+}
+
 static struct sim_charge *
 charge_new(struct sim_store *st, struct sim_key *key, uint64_t scope,
     int64_t now, int status, const char *id, const char *json, size_t json_len,
@@ -174,6 +278,7 @@ charge_new(struct sim_store *st, struct sim_key *key, uint64_t scope,
 	c->key = key;
 	c->scope = scope;
 	c->created = now;
+	c->seq = ++st->next_seq;
 	memcpy(c->id, id, SIM_CHARGE_ID_LEN);
 	c->id[SIM_CHARGE_ID_LEN] = '\0';
 	c->json = sim_xmemdup(json, json_len);
@@ -181,7 +286,8 @@ charge_new(struct sim_store *st, struct sim_key *key, uint64_t scope,
 	c->meta = sim_xmemdup(meta, meta_len);
 	c->meta_len = meta_len;
 	sim_table_put(&st->charges, c);
-	TAILQ_INSERT_TAIL(&st->charge_list, c, entry);
+	list_insert(st, c);
+	index_add(st, c);
 	st->charge_count++;
 	if (key != NULL) {
 		key->charge = c;
@@ -279,6 +385,7 @@ sim_store_commit(struct sim_store *st)
 	st->wbuf.len = 0;
 }
 
+/* Frees c; its scope's index still names it until index_rebuild. */
 static void
 charge_free(struct sim_store *st, struct sim_charge *c)
 {
@@ -309,7 +416,7 @@ sim_store_prune(struct sim_store *st, int64_t now)
 	int64_t cutoff = now - st->retention_s;
 	struct sim_key *key, *knext;
 	struct sim_charge *c, *cnext;
-	size_t n = 0;
+	size_t n = 0, freed = 0;
 
 	for (key = TAILQ_FIRST(&st->key_list); key != NULL; key = knext) {
 		knext = TAILQ_NEXT(key, entry);
@@ -324,9 +431,13 @@ sim_store_prune(struct sim_store *st, int64_t now)
 		cnext = TAILQ_NEXT(c, entry);
 		if (c->created >= cutoff)
 			break;
-		if (c->key == NULL)
+		if (c->key == NULL) {
 			charge_free(st, c);
+			freed++;
+		}
 	}
+	if (n > 0 || freed > 0)
+		index_rebuild(st);
 	return n;
 }
 
@@ -515,8 +626,8 @@ compact(struct sim_store *st, const char *path, char *err, size_t errlen)
 
 	sim_buf_adds(&tmp, path);
 	sim_buf_adds(&tmp, ".compact");
-	fd = open(tmp.p, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-	if (fd < 0)
+	fd = open(tmp.p, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+	if (fd < 0 || fchmod(fd, 0600) != 0) /* a stale one kept its mode */
 		goto fail;
 	TAILQ_FOREACH(key, &st->key_list, entry)
 	{
@@ -583,7 +694,7 @@ sim_store_open(struct sim_store *st, const char *path, enum sim_fsync mode,
 	st->fsync = mode;
 	st->retention_s = retention_s;
 	st->max_keys = max_keys;
-	st->fd = open(path, O_RDWR | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+	st->fd = open(path, O_RDWR | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
 	if (st->fd < 0) {
 		snprintf(err, errlen, "%s: %s", path, strerror(errno));
 		return -1;
@@ -603,6 +714,7 @@ sim_store_close(struct sim_store *st)
 {
 	struct sim_key *key;
 	struct sim_charge *c;
+	size_t i;
 
 	if (st->fd >= 0) {
 		sim_store_commit(st);
@@ -616,4 +728,9 @@ sim_store_close(struct sim_store *st)
 	sim_table_free(&st->keys);
 	sim_table_free(&st->charges);
 	sim_buf_free(&st->wbuf);
+	for (i = 0; i < st->n_scopes; i++)
+		free(st->scopes[i].v);
+	free(st->scopes);
+	st->scopes = NULL;
+	st->n_scopes = 0;
 }

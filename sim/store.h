@@ -37,11 +37,13 @@ enum sim_fsync {
 struct sim_key;
 
 struct sim_charge {
-	TAILQ_ENTRY(sim_charge) entry; /* store's charges, oldest first */
-	struct sim_key *key;           /* the key that owns it, or NULL */
+	/* store's charges by (created, seq), oldest first */
+	TAILQ_ENTRY(sim_charge) entry;
+	struct sim_key *key; /* the key that owns it, or NULL */
 	uint64_t scope;
 	int64_t created;
-	int status; /* 200 or 402 */
+	uint64_t seq; /* creation order in this process: ties of created */
+	int status;   /* 200 or 402 */
 	char id[SIM_CHARGE_ID_LEN + 1];
 	char *json; /* the charge object, as created */
 	size_t json_len;
@@ -68,6 +70,18 @@ struct sim_key {
 	char k[];
 };
 
+/*
+ * One account's charges by (created, seq), oldest first: the list API's
+ * index (a binary search finds a created bound or a cursor). Rebuilt from
+ * the charge list after a prune.
+ */
+struct sim_scope_index {
+	uint64_t scope;
+	struct sim_charge **v;
+	size_t n;
+	size_t cap;
+};
+
 struct sim_store {
 	struct sim_table keys;
 	struct sim_table charges;
@@ -83,6 +97,9 @@ struct sim_store {
 	unsigned long charge_count;
 	unsigned long replayed_lines;
 	bool compacted; /* the file was rewritten at start */
+	uint64_t next_seq;
+	struct sim_scope_index *scopes; /* one per account seen */
+	size_t n_scopes;
 };
 
 /*
@@ -120,6 +137,21 @@ struct sim_charge *sim_store_charge_add(struct sim_store *st,
 
 struct sim_charge *sim_store_charge_find(struct sim_store *st, const char *id,
     size_t n);
+
+/*
+ * The charges of scope by (created, seq), oldest first (*n of them, NULL
+ * when none). Valid until the store next changes.
+ */
+struct sim_charge *const *sim_store_charges_of(const struct sim_store *st,
+    uint64_t scope, size_t *n);
+
+/* The first index of v[0..n) whose (created, seq) is >= (created, seq). */
+size_t sim_store_lower_bound(struct sim_charge *const *v, size_t n,
+    int64_t created, uint64_t seq);
+
+/* The index of c among the charges of its scope (v, n), or n. */
+size_t sim_store_index_of(struct sim_charge *const *v, size_t n,
+    const struct sim_charge *c);
 
 /* True when records are waiting for sim_store_commit. */
 bool sim_store_dirty(const struct sim_store *st);

@@ -1,6 +1,7 @@
 /*
  * app.c - the routes: /charge, /charge/keys/<key>, /healthz, /metrics, by
- * exact path or (the keys) by exact prefix.
+ * exact path or (the keys) by exact prefix; and the provider's webhook
+ * path (provider_webhook_path) when a secret is configured.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -8,10 +9,13 @@
 
 #include "app.h"
 #include "charge.h"
+#include "clock.h"
+#include "idem.h"
 #include "introspect.h"
 #include "log.h"
 #include "metrics.h"
 #include "spill.h"
+#include "webhook.h"
 
 static int
 method_is_get(const char *m)
@@ -92,7 +96,7 @@ health_route(struct exchange *x)
 }
 
 static void
-metrics_route(struct exchange *x)
+metrics_answer(struct exchange *x)
 {
 	size_t len = 0;
 	char *text = metrics_render(&len);
@@ -105,6 +109,38 @@ metrics_route(struct exchange *x)
 		x->resp.outcome = OUTCOME_OK;
 	}
 	exchange_finish(x);
+}
+
+/*
+ * The index's oldest entry (pending.lua 'oldest': when it was first named,
+ * by Redis's clock) as an age at this scrape; not known (Redis down): the
+ * gauge's sample is left out.
+ */
+static void
+on_oldest(struct idem_result *res, void *arg)
+{
+	struct exchange *x = arg;
+	long long age_s = -1;
+
+	if (res->st == IDEM_DONE)
+		age_s = res->due.first_ms > 0
+		    ? (now_wall_ms() - res->due.first_ms) / 1000
+		    : 0;
+	metrics_unknown_oldest_age(age_s < -1 ? 0 : age_s);
+	metrics_answer(x);
+}
+
+/* Prometheus text; one read of the unknown index first (redis_timeout_ms). */
+static void
+metrics_route(struct exchange *x)
+{
+	char index[KEY_PREFIX_MAX + 16];
+
+	if (idem_index_name(index, sizeof(index), x->w->cfg->key_prefix) < 0 ||
+	    idem_pending_oldest(x->w->redis, index, on_oldest, x) != 0) {
+		metrics_unknown_oldest_age(-1);
+		metrics_answer(x);
+	}
 }
 
 /* /charge checks its method itself (POST only, 405 with Allow: POST). */
@@ -144,6 +180,10 @@ app_handle(struct exchange *x)
 	const struct route *r;
 	size_t i;
 
+	if (webhook_route_on(x->w->cfg, req->path)) {
+		webhook_handle(x);
+		return;
+	}
 	for (i = 0; i < sizeof(routes) / sizeof(routes[0]); i++) {
 		r = &routes[i];
 		if (r->prefix

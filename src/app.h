@@ -1,5 +1,6 @@
 /*
- * app.h - routing: /charge, /charge/keys/<key>, /healthz, /metrics.
+ * app.h - routing: /charge, /charge/keys/<key>, /healthz, /metrics, the
+ * provider's webhook path.
  */
 #ifndef CHARGE_APP_H
 #define CHARGE_APP_H

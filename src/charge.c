@@ -27,8 +27,8 @@
  *   (Prefer:   ├─▶ REPLAY, RELEASE ─▶ ANSWER
  *    wait) ◀───┘
  *
- * QUIET: a retry that took an unknown outcome over past the completer's
- * last step searches the provider, after waiting until no earlier delivery
+ * QUIET: a retry that took an unknown outcome over past the execute window
+ * probes the provider read-only, after waiting until no earlier delivery
  * can be in flight (completer_settle_step).
  *
  * and every step may end in ANSWER when it answers at once (a refusal, an
@@ -538,7 +538,8 @@ on_quiet_timer(uv_timer_t *t)
 /*
  * The key is ours (or its unknown outcome is): ask the provider. An
  * unknown outcome takes the completer's settle step (the same rule): ask
- * again, or search, after the quiet it asks for (state QUIET).
+ * again within the execute window, or probe read-only after the quiet it
+ * asks for (state QUIET).
  */
 static void
 provider_start(struct charge_ctx *cx)
@@ -551,6 +552,7 @@ provider_start(struct charge_ctx *cx)
 	if (cx->resumed) {
 		wait_ms = completer_settle_step(cx->w->cfg, &cx->taken,
 		    now_wall_ms(), &call);
+		/* waited once already: the probe goes now, found or not */
 		if (wait_ms > 0 && cx->state != CS_QUIET) {
 			charge_set_state(cx, CS_QUIET);
 			(void)uv_timer_start(&cx->timer, on_quiet_timer,
@@ -573,9 +575,13 @@ provider_start(struct charge_ctx *cx)
 	if (provider_charge_start(cx->w->provider, &call, on_provider_done,
 	        cx) == 0)
 		return;
-	/* nothing was sent: the outcome is known, a provider error */
+	/*
+	 * Nothing was sent: a fresh request's outcome is known, a provider
+	 * error; an unknown outcome taken over stays unknown (an earlier
+	 * delivery may have charged).
+	 */
 	memset(&res, 0, sizeof(res));
-	res.outcome = PROV_ERROR;
+	res.outcome = cx->resumed ? PROV_UNKNOWN : PROV_ERROR;
 	(void)snprintf(res.why, sizeof(res.why), "cannot start the call");
 	on_provider_done(&res, cx);
 }
@@ -611,7 +617,7 @@ on_record_reply(struct idem_result *res, void *arg)
 	switch (st) {
 	case IDEM_RECORDED:
 		answer_recorded(&cx->x->resp, out, cx->prob,
-		    cx->now_ms + cx->ttl_ms);
+		    cx->now_ms + cx->ttl_ms, cx->pr.replayed);
 		break;
 	case IDEM_NOT_DURABLE:
 		/*

@@ -220,11 +220,13 @@ answer_outcome_render(const struct provider_result *pr, const char *canon,
 		*prob = PROB_DECLINED;
 		(void)snprintf(detail, sizeof(detail),
 		    "The payment was declined: %s.", pr->decline_code);
+		/* a decline that names no charge has no "charge" member */
 		if ((extras = cJSON_CreateObject()) == NULL ||
 		    cJSON_AddStringToObject(extras, "decline_code",
 		        pr->decline_code) == NULL ||
-		    cJSON_AddStringToObject(extras, "charge", pr->charge_id) ==
-		        NULL)
+		    (pr->charge_id[0] != '\0' &&
+		        cJSON_AddStringToObject(extras, "charge",
+		            pr->charge_id) == NULL))
 			goto enomem;
 		break;
 	case PROV_UNKNOWN:
@@ -269,14 +271,15 @@ enomem:
 
 void
 answer_recorded(struct response *r, struct idem_record *out, enum problem prob,
-    long long expires_ms)
+    long long expires_ms, int replayed)
 {
 	response_set_body(r, out->status, out->content_type, out->body,
 	    out->body_len);
 	out->body = NULL;
 	r->outcome =
 	    prob == PROB_NONE ? OUTCOME_CREATED : problem_info(prob)->slug;
-	(void)response_header(r, "Idempotent-Replayed", "false");
+	(void)response_header(r, "Idempotent-Replayed",
+	    replayed ? "true" : "false");
 	if (out->retry_after[0] != '\0')
 		(void)response_header(r, "Retry-After", "%s", out->retry_after);
 	header_expires(r, expires_ms);

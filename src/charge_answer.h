@@ -70,11 +70,13 @@ int answer_outcome_render(const struct provider_result *pr, const char *canon,
     struct idem_record *out, enum problem *prob);
 
 /*
- * Answers with out, just recorded (Idempotent-Replayed: false; out->body
- * moves into r), expiring at expires_ms.
+ * Answers with out, just recorded (out->body moves into r), expiring at
+ * expires_ms. Idempotent-Replayed: true when the provider said its first
+ * delivery of this call was a replay (an earlier run charged, and Redis
+ * lost its record): the same answer, said the same way; else false.
  */
 void answer_recorded(struct response *r, struct idem_record *out,
-    enum problem prob, long long expires_ms);
+    enum problem prob, long long expires_ms, int replayed);
 
 /*
  * Answers with a recorded outcome: body (malloc'd, moves into r) of

@@ -2,9 +2,10 @@
  * completer.c - one record at a time: due ─ resume ─ provider ─ [pending
  * add, if still unknown] ─ record ─ [pending remove, if settled] ─ next.
  * Every step ends in a callback named for it. The settle step (ask again,
- * or search after the last step) is completer_settle_step, which a retry
+ * or probe read-only after the execute window) is completer_settle_step, which a retry
  * that takes an unknown record over (charge.c) takes too.
  */
+#include <assert.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -17,11 +18,42 @@
 #include "log.h"
 #include "metrics.h"
 #include "provider_wire.h"
+#include "settle.h"
 #include "validate.h"
 
+/* What the completer waits for (see completer_set_state). */
+enum completer_state {
+	CP_IDLE,     /* nothing out: the next tick may start a batch */
+	CP_DUE,      /* asking the index for the records that are due */
+	CP_RESUME,   /* taking a record over (resume.lua) */
+	CP_QUIET,    /* waiting until no earlier delivery can execute */
+	CP_PROVIDER, /* the provider call: a re-send or a probe */
+	CP_INDEX,    /* naming a still unknown record's next look */
+	CP_RECORD,   /* the record script */
+	CP_FORGET,   /* removing a settled record from the index */
+	CP_NSTATES
+};
+
+#define B(s) (1u << (s))
+/* completer_set_state's map: completer_allowed[from] has bit `to`. */
+static const unsigned completer_allowed[CP_NSTATES] = {
+	[CP_IDLE] = B(CP_DUE),
+	[CP_DUE] = B(CP_RESUME) | B(CP_IDLE),
+	/* RESUME to RESUME: the record was not ours to take, the next one */
+	[CP_RESUME] = B(CP_QUIET) | B(CP_PROVIDER) | B(CP_FORGET) |
+	    B(CP_RESUME) | B(CP_IDLE),
+	[CP_QUIET] = B(CP_PROVIDER) | B(CP_RESUME) | B(CP_IDLE),
+	[CP_PROVIDER] = B(CP_INDEX) | B(CP_RECORD) | B(CP_RESUME) | B(CP_IDLE),
+	[CP_INDEX] = B(CP_RECORD),
+	[CP_RECORD] = B(CP_FORGET) | B(CP_RESUME) | B(CP_IDLE),
+	[CP_FORGET] = B(CP_RESUME) | B(CP_IDLE),
+};
+#undef B
+
 struct completer {
+	enum completer_state state; /* only completer_set_state changes it */
 	uv_timer_t tick;
-	uv_timer_t quiet; /* the settle step's wait before a search */
+	uv_timer_t quiet; /* the settle step's wait before a probe */
 	long long quiet_wait_ms;
 	int handles; /* tick and quiet, not yet closed */
 	const struct config *cfg;
@@ -30,9 +62,8 @@ struct completer {
 	char index[KEY_PREFIX_MAX + 16];
 	long steps[CONFIG_SCHEDULE_MAX];
 	int nsteps;
-	int busy; /* a batch is being worked through: one command or call out */
 	int stopped; /* completer_stop: finish, start nothing */
-	int closed;  /* both timers closed: freed once not busy */
+	int closed;  /* both timers closed: freed once idle */
 	/* the batch */
 	char *names[IDEM_DUE_MAX];
 	size_t n, i;
@@ -48,6 +79,17 @@ struct completer {
 };
 
 static void item_next(struct completer *cp);
+
+static void
+completer_set_state(struct completer *cp, enum completer_state to)
+{
+	(void)completer_allowed; /* read by the asserts only */
+	assert(cp->state < CP_NSTATES && to < CP_NSTATES);
+	assert((completer_allowed[cp->state] & (1u << to)) != 0);
+	/* a stopped completer starts nothing new: no batch, no call */
+	assert(!cp->stopped || (to != CP_DUE && to != CP_PROVIDER));
+	cp->state = to;
+}
 
 static void
 item_clear(struct completer *cp)
@@ -68,7 +110,6 @@ batch_clear(struct completer *cp)
 		free(cp->names[i]);
 	cp->n = cp->i = 0;
 	item_clear(cp);
-	cp->busy = 0;
 }
 
 /*
@@ -81,6 +122,8 @@ static void
 completer_idle(struct completer *cp)
 {
 	batch_clear(cp);
+	if (cp->state != CP_IDLE)
+		completer_set_state(cp, CP_IDLE);
 	if (cp->closed)
 		free(cp);
 }
@@ -104,28 +147,39 @@ on_step_done(struct idem_result *res, void *arg)
 	item_next(cp);
 }
 
+int
+completer_index_forgets(enum idem_status st, int settled)
+{
+	switch (st) {
+	case IDEM_RECORDED:
+	case IDEM_NOT_DURABLE: return settled;
+	case IDEM_REPLAY: return 1; /* settled by someone else meanwhile */
+	default: return 0; /* FENCED, MISMATCH, errors: not ours to forget */
+	}
+}
+
 static void
 on_recorded(struct idem_result *res, void *arg)
 {
 	struct completer *cp = arg;
 	int settled = cp->prob != PROB_OUTCOME_UNKNOWN;
 
-	if (res->st == IDEM_RECORDED || res->st == IDEM_NOT_DURABLE) {
-		if (settled) {
-			metrics_completer_settled(cp->out.state);
-			log_info(NULL, "completer: %s settled %s (%d)",
-			    item_name(cp), cp->out.state, cp->out.status);
-		}
-	} else if (res->st == IDEM_REPLAY)
-		settled = 1; /* settled by someone else meanwhile */
-	else if (res->st == IDEM_ERR_REDIS) {
+	if ((res->st == IDEM_RECORDED || res->st == IDEM_NOT_DURABLE) &&
+	    settled) {
+		metrics_completer_settled(cp->out.state);
+		log_info(NULL, "completer: %s settled %s (%d)", item_name(cp),
+		    cp->out.state, cp->out.status);
+	} else if (res->st == IDEM_ERR_REDIS) {
 		on_step_done(res, cp);
 		return;
 	}
-	if (settled && !cp->stopped &&
-	    idem_pending_remove(cp->redis, cp->index, item_name(cp),
-	        on_step_done, cp) == 0)
-		return;
+	settled = completer_index_forgets(res->st, settled);
+	if (settled && !cp->stopped) {
+		completer_set_state(cp, CP_FORGET);
+		if (idem_pending_remove(cp->redis, cp->index, item_name(cp),
+		        on_step_done, cp) == 0)
+			return;
+	}
 	cp->i++;
 	item_next(cp);
 }
@@ -139,6 +193,7 @@ record_send(struct completer *cp)
 	    (cp->prob == PROB_NONE || unknown ? cfg->completed_ttl_s
 	                                      : cfg->failed_ttl_s);
 
+	completer_set_state(cp, CP_RECORD);
 	if (cp->stopped ||
 	    idem_record(cp->redis, item_name(cp), cp->owner, cp->rs.fingerprint,
 	        cp->rs.params, &cp->out, unknown ? cp->rs.request : NULL,
@@ -186,6 +241,7 @@ on_provider_done(const struct provider_result *pr, void *arg)
 	    now_wall_ms(), &last);
 	log_warn(NULL, "completer: %s still unknown (%s); next at +%lld s",
 	    item_name(cp), pr->why, (next_ms - now_wall_ms()) / 1000);
+	completer_set_state(cp, CP_INDEX);
 	if (idem_pending_add(cp->redis, cp->index, item_name(cp), next_ms,
 	        on_pending_readded, cp) != 0)
 		record_send(cp);
@@ -195,33 +251,26 @@ long long
 completer_settle_step(const struct config *cfg, const struct idem_resume *rs,
     long long now_ms, struct provider_call *call)
 {
-	long steps[CONFIG_SCHEDULE_MAX];
-	char err[256];
-	long long quiet_ms, wait_ms;
-	int n, last = 0;
+	struct settle_clock clk;
+	long long wait_ms;
 
+	clk.now_ms = now_ms;
+	clk.created_ms = rs->created_ms;
+	clk.quiet_ms = rs->quiet_ms;
+	clk.window_ms = 1000LL * cfg->provider_execute_window_s;
+	clk.timeout_ms = cfg->provider_timeout_ms;
+	clk.deadline_ms = cfg->provider_deadline_ms;
 	call->resume = 1;
-	call->search = 0;
-	if (rs->created_ms < 1 || rs->quiet_ms < 1 ||
-	    (n = config_schedule_parse(cfg->completer_schedule_s, steps, err,
-	         sizeof(err))) < 1)
-		return 0;
-	(void)wire_schedule_next(steps, n, rs->created_ms, now_ms, &last);
-	if (!last)
-		return 0;
-	/* the original attempt's deadline, or a later attempt's last send */
-	quiet_ms = rs->created_ms + cfg->provider_deadline_ms;
-	if (rs->quiet_ms > quiet_ms)
-		quiet_ms = rs->quiet_ms;
-	wait_ms = quiet_ms + cfg->provider_timeout_ms - now_ms;
-	if (wait_ms > cfg->provider_timeout_ms)
-		return 0; /* too young to wait for: ask again */
-	call->search = 1;
-	return wait_ms > 0 ? wait_ms : 0;
+	call->probe = settle_step(&clk, &wait_ms) == SETTLE_PROBE;
+	call->resend_until_ms =
+	    call->probe ? 0 : rs->created_ms + clk.window_ms;
+	call->created_ms = rs->created_ms;
+	call->quiet_ms = settle_quiet_ms(&clk);
+	return wait_ms;
 }
 
 /*
- * Asks the provider (or searches it: completer_settle_step). waited_ms: the
+ * Asks the provider again, or probes it read-only (completer_settle_step). waited_ms: the
  * part of the lease already spent waiting for the quiet.
  */
 static void
@@ -247,6 +296,7 @@ provider_call_start(struct completer *cp, long long waited_ms)
 	call.deadline_us = now_mono_us() + 1000LL * (budget_ms - waited_ms);
 	(void)completer_settle_step(cp->cfg, &cp->rs, now_wall_ms(), &call);
 	metrics_inc(MC_PROVIDER_CALLS);
+	completer_set_state(cp, CP_PROVIDER);
 	if (provider_charge_start(cp->provider, &call, on_provider_done, cp) !=
 	    0) {
 		cp->i++;
@@ -264,7 +314,7 @@ on_quiet(uv_timer_t *t)
 }
 
 /*
- * The record is ours for a lease: ask the provider again, or search it
+ * The record is ours for a lease: ask the provider again, or probe it
  * (after the quiet the settle step asks for).
  */
 static void
@@ -285,6 +335,7 @@ provider_ask(struct completer *cp)
 	cp->quiet_wait_ms =
 	    completer_settle_step(cp->cfg, &cp->rs, now_wall_ms(), &call);
 	if (cp->quiet_wait_ms > 0) {
+		completer_set_state(cp, CP_QUIET);
 		(void)uv_timer_start(&cp->quiet, on_quiet,
 		    (uint64_t)cp->quiet_wait_ms, 0);
 		return;
@@ -310,8 +361,10 @@ on_resume_reply(struct idem_result *res, void *arg)
 		return;
 	case IDEM_SETTLED:
 		/* settled by a retry, or expired: the index forgets it */
-		if (!cp->stopped &&
-		    idem_pending_remove(cp->redis, cp->index, item_name(cp),
+		if (cp->stopped)
+			break;
+		completer_set_state(cp, CP_FORGET);
+		if (idem_pending_remove(cp->redis, cp->index, item_name(cp),
 		        on_step_done, cp) == 0)
 			return;
 		break;
@@ -336,8 +389,10 @@ item_next(struct completer *cp)
 			    item_name(cp));
 			continue;
 		}
-		if (digest_random_hex(cp->owner, TOKEN_HEX_LEN / 2) != 0 ||
-		    idem_resume(cp->redis, item_name(cp), cp->owner,
+		if (digest_random_hex(cp->owner, TOKEN_HEX_LEN / 2) != 0)
+			break;
+		completer_set_state(cp, CP_RESUME);
+		if (idem_resume(cp->redis, item_name(cp), cp->owner,
 		        now_wall_ms(), 1000LL * cp->cfg->lock_ttl_s,
 		        on_resume_reply, cp) != 0)
 			break;
@@ -375,12 +430,12 @@ on_tick(uv_timer_t *t)
 {
 	struct completer *cp = t->data;
 
-	if (cp->busy || cp->stopped)
+	if (cp->state != CP_IDLE || cp->stopped)
 		return;
-	cp->busy = 1;
+	completer_set_state(cp, CP_DUE);
 	if (idem_pending_due(cp->redis, cp->index, now_wall_ms(),
 	        COMPLETER_BATCH, on_due, cp) != 0)
-		cp->busy = 0;
+		completer_set_state(cp, CP_IDLE);
 }
 
 struct completer *
@@ -420,7 +475,7 @@ on_tick_closed(uv_handle_t *h)
 	if (--cp->handles > 0)
 		return;
 	cp->closed = 1;
-	if (!cp->busy)
+	if (cp->state == CP_IDLE)
 		completer_idle(cp);
 }
 
@@ -432,7 +487,7 @@ completer_stop(struct completer *cp)
 	cp->stopped = 1;
 	(void)uv_timer_stop(&cp->tick);
 	if (uv_is_active((uv_handle_t *)&cp->quiet)) {
-		/* a search waited for: it never starts; the batch ends */
+		/* a probe waited for: it never starts; the batch ends */
 		(void)uv_timer_stop(&cp->quiet);
 		cp->i++;
 		item_next(cp);

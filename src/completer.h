@@ -13,8 +13,9 @@
 
 #include <uv.h>
 
+#include "idem.h" /* enum idem_status: an enum has no forward declaration */
+
 struct config;        /* config.h */
-struct idem_resume;   /* idem.h */
 struct provider;      /* provider.h */
 struct provider_call; /* provider.h */
 struct redis_client;  /* redis.h */
@@ -22,21 +23,27 @@ struct completer;
 
 /*
  * The settle step of an unknown record taken over (by the completer, or by
- * a retry with the same key: one rule for both). Sets call->resume, and
- * call->search when the provider is to be searched for a charge under the
- * key instead of asked again: the record's age (rs->created_ms, now_ms,
- * Unix ms) is past the last step of completer_schedule_s. The search must
- * not start while a delivery of an earlier attempt may still be in flight:
- * before provider_timeout_ms after the later of the original attempt's
- * provider_deadline_ms and rs->quiet_ms. Returns how many ms the caller
- * waits before starting the search (0: start now); a record too young to
- * wait for (more than provider_timeout_ms) is asked again instead. The
- * search's answer settles it: a charge with that charge, a positive "none"
- * failed (502); anything else leaves it unknown. A created_ms or quiet_ms
- * of 0 (not known) never searches. Pure.
+ * a retry with the same key: one rule for both, settle_step of settle.h).
+ * Sets call->resume, call->created_ms and call->quiet_ms, and call->probe
+ * once the record is older than provider_execute_window_s (rs->created_ms,
+ * now_ms, Unix ms): then the provider is only read (the list of charges,
+ * every page), never sent the charge again. Returns how many ms the caller
+ * waits before the probe so that a "none" can prove absence (no earlier
+ * delivery can still execute: provider_timeout_ms after the later of the
+ * original attempt's provider_deadline_ms and rs->quiet_ms); 0: now. The
+ * probe's answer settles it: this request's charge completed, a proven
+ * absence failed (502); anything else leaves it unknown. Pure.
  */
 long long completer_settle_step(const struct config *cfg,
     const struct idem_resume *rs, long long now_ms, struct provider_call *call);
+
+/*
+ * After the completer's record reply st: 1 when the index of unknown
+ * outcomes forgets the record (ours written settled, or another attempt's
+ * outcome found); 0 when a retry holds it now (FENCED) or another request
+ * took the key (MISMATCH): their holder keeps the entry. Pure.
+ */
+int completer_index_forgets(enum idem_status st, int settled);
 
 /* Starts it on loop. NULL on ENOMEM. */
 struct completer *completer_start(uv_loop_t *loop, const struct config *cfg,

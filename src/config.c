@@ -79,6 +79,9 @@ const struct cfg_row cfg_rows[] = {
 	    DEF_PROVIDER_CA_FILE, FIELD(provider_ca_file), CFG_F_NONE_OK },
 	{ "provider_tls_verify", CFG_INT, 0, 1, DEF_PROVIDER_TLS_VERIFY, NULL,
 	    FIELD(provider_tls_verify), 0 },
+	{ "provider_execute_window_s", CFG_INT, 1, EXECUTE_WINDOW_S_MAX,
+	    DEF_PROVIDER_EXECUTE_WINDOW_S, NULL,
+	    FIELD(provider_execute_window_s), 0 },
 	{ "completer_schedule_s", CFG_STRING, 1,
 	    FIELD_LEN(completer_schedule_s), 0, DEF_COMPLETER_SCHEDULE_S,
 	    FIELD(completer_schedule_s), CFG_F_TOKEN },
@@ -105,6 +108,22 @@ const struct cfg_row cfg_rows[] = {
 	    FIELD(conn_output_max_bytes), 0 },
 	{ "body_memory_max_bytes", CFG_LONG, 1, BODY_MEMORY_MAX_BYTES_MAX,
 	    DEF_BODY_MEMORY_MAX_BYTES, NULL, FIELD(body_memory_max_bytes), 0 },
+	{ "provider_webhook_path", CFG_STRING, 1,
+	    FIELD_LEN(provider_webhook_path), 0, DEF_PROVIDER_WEBHOOK_PATH,
+	    FIELD(provider_webhook_path), CFG_F_TOKEN },
+	/* "": the webhook route is off */
+	{ "provider_webhook_secret", CFG_STRING, 0,
+	    FIELD_LEN(provider_webhook_secret), 0, DEF_PROVIDER_WEBHOOK_SECRET,
+	    FIELD(provider_webhook_secret), CFG_F_SECRET | CFG_F_TOKEN },
+	/* the secret being rolled out of use: its signatures still count */
+	{ "provider_webhook_secret_previous", CFG_STRING, 0,
+	    FIELD_LEN(provider_webhook_secret_previous), 0,
+	    DEF_PROVIDER_WEBHOOK_SECRET,
+	    FIELD(provider_webhook_secret_previous),
+	    CFG_F_SECRET | CFG_F_TOKEN },
+	{ "provider_webhook_tolerance_s", CFG_INT, 1, WEBHOOK_TOLERANCE_S_MAX,
+	    DEF_PROVIDER_WEBHOOK_TOLERANCE_S, NULL,
+	    FIELD(provider_webhook_tolerance_s), 0 },
 };
 
 const size_t cfg_nrows = sizeof(cfg_rows) / sizeof(cfg_rows[0]);
@@ -501,6 +520,41 @@ config_defaults(struct config *cfg, const char *base_dir)
 	}
 }
 
+/*
+ * The webhook route's path is its own: absolute, and none of the routes
+ * the responder serves already.
+ */
+static int
+cfg_validate_webhook(const struct config *cfg, char *errstr, size_t errlen)
+{
+	static const char *const taken[] = { "/charge", "/healthz",
+		"/metrics" };
+	const char *p = cfg->provider_webhook_path;
+	size_t i;
+
+	if (p[0] != '/' || strchr(p, '?') != NULL || strchr(p, '#') != NULL) {
+		util_err(errstr, errlen,
+		    "provider_webhook_path: must be an absolute path (/webhooks/provider), without a query");
+		return -1;
+	}
+	for (i = 0; i < sizeof(taken) / sizeof(taken[0]); i++)
+		if (strcmp(p, taken[i]) == 0)
+			goto taken;
+	if (strncmp(p, "/charge/keys/", 13) == 0)
+		goto taken;
+	if (cfg->provider_webhook_secret[0] == '\0' &&
+	    cfg->provider_webhook_secret_previous[0] != '\0') {
+		util_err(errstr, errlen,
+		    "provider_webhook_secret_previous: set only together with provider_webhook_secret (the new secret)");
+		return -1;
+	}
+	return 0;
+taken:
+	util_err(errstr, errlen,
+	    "provider_webhook_path: %s is a route of the API already", p);
+	return -1;
+}
+
 int
 config_validate(const struct config *cfg, char *errstr, size_t errlen)
 {
@@ -548,7 +602,8 @@ config_validate(const struct config *cfg, char *errstr, size_t errlen)
 		return -1;
 	}
 	if (config_schedule_parse(cfg->completer_schedule_s, steps, errstr,
-	        errlen) < 0)
+	        errlen) < 0 ||
+	    cfg_validate_webhook(cfg, errstr, errlen) != 0)
 		return -1;
 	if (cfg->provider_url[0] == '\0')
 		return 0;

@@ -39,7 +39,8 @@ struct config {
 	int provider_deadline_ms;            /* every attempt of one request */
 	char provider_ca_file[PATH_MAX_LEN]; /* "": the system's store */
 	int provider_tls_verify;
-	char completer_schedule_s[256]; /* "1,5,30,300,3600" */
+	int provider_execute_window_s; /* re-send an unknown only this long after its request */
+	char completer_schedule_s[256]; /* "1,5,30,90,300,3600" */
 	char
 	    metrics_file[PATH_MAX_LEN]; /* "" or "none": per-process counters */
 	int log_level;                  /* enum log_level */
@@ -51,6 +52,10 @@ struct config {
 	int keepalive_idle_timeout_ms; /* a kept connection between requests */
 	long conn_output_max_bytes;    /* unsent; above it reading pauses */
 	long body_memory_max_bytes;    /* bodies held by the process */
+	char provider_webhook_path[256];   /* POST: the provider's events */
+	char provider_webhook_secret[256]; /* "": the route is off (404) */
+	char provider_webhook_secret_previous[256]; /* while rolling it */
+	int provider_webhook_tolerance_s; /* Stripe-Signature t, either way */
 	char conf_dir
 	    [PATH_MAX_LEN]; /* directory of the file; base of relative paths */
 };

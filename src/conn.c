@@ -97,7 +97,6 @@ struct conn {
 	struct fcgi_reader *rd;
 	enum conn_state state; /* only conn_set_state changes it */
 	struct conn_req req;
-	struct conn_frame frame; /* an answer being rendered */
 	int served;              /* requests begun on this connection */
 	unsigned processing : 1; /* inside conn_process (re-entry guard) */
 	unsigned linger : 1;     /* end by shutdown, then wait for the peer */
@@ -193,8 +192,7 @@ conn_end(struct conn *c)
 	conn_drop_request(c);
 	(void)uv_timer_stop(&c->timer);
 	conn_set_state(c, C_ENDING);
-	sock_read(&c->sock, 0);
-	sock_end(&c->sock, c->linger && !c->rd_eof);
+	sock_end(&c->sock, c->linger && !c->rd_eof); /* reading stops */
 }
 
 static void
@@ -260,7 +258,7 @@ on_exchange_done(struct exchange *x)
 	assert(c->state == C_SERVING && c->req.x == x);
 	c->req.x = NULL;
 	if (!c->req.aborted &&
-	    conn_frame_response(&c->sock, &c->frame, c->req.id, x) != 0)
+	    conn_frame_response(&c->sock, &c->h->frame, c->req.id, x) != 0)
 		log_warn(x->req.request_id, "cannot frame the response");
 	else if (c->req.aborted &&
 	    conn_frame_end(&c->sock, c->req.id, FCGI_REQUEST_COMPLETE))
@@ -594,7 +592,6 @@ on_handle_closed(struct conn *c)
 	if (--c->handles > 0)
 		return;
 	fcgi_reader_free(c->rd);
-	conn_frame_free(&c->frame);
 	free(c);
 	if (h->on_idle != NULL)
 		h->on_idle(h);
@@ -678,6 +675,7 @@ conn_open(struct conn_host *h, int fd)
 	h->nconns++;
 	timer_start(c, on_read_timeout, cfg->request_timeout_ms);
 	conn_read_more(c);
+	sock_read_now(&c->sock); /* c may be gone after this */
 	return 0;
 }
 
@@ -691,6 +689,8 @@ conn_host_init(struct conn_host *h, uv_loop_t *loop)
 void
 conn_host_close(struct conn_host *h)
 {
+	conn_frame_free(&h->frame);
+	memset(&h->frame, 0, sizeof(h->frame));
 	sock_set_close(&h->socks);
 }
 
@@ -732,7 +732,7 @@ conn_expire_all(struct conn_host *h)
 				    sizeof(tmp.req.request_id));
 			}
 			response_refusal(&tmp.resp, REFUSAL_STOPPING);
-			(void)conn_frame_response(&c->sock, &c->frame,
+			(void)conn_frame_response(&c->sock, &c->h->frame,
 			    c->req.id, &tmp);
 			response_free(&tmp.resp);
 			conn_drop_request(c);

@@ -12,6 +12,7 @@
 
 #include <uv.h>
 
+#include "conn_frame.h"
 #include "conn_sock.h"
 #include "conn_admit.h"
 #include "worker.h"
@@ -29,7 +30,8 @@ struct conn_host {
 	int listen_unix;     /* the listener is AF_UNIX (TCP lingers) */
 	/* a connection closed or a request ended (the loop may be done) */
 	void (*on_idle)(struct conn_host *h);
-	struct sock_set socks; /* the connections' descriptors */
+	struct sock_set socks;   /* the connections' descriptors */
+	struct conn_frame frame; /* the answer being framed, the loop's */
 };
 
 /* Prepares h's epoll set on loop. 0, or -1 (errno). */

@@ -47,24 +47,26 @@ conn_frame_response(struct sock *s, struct conn_frame *f, unsigned id,
 	struct response_sink sink = { scratch_write, f };
 	int head = x->req.method != NULL && strcmp(x->req.method, "HEAD") == 0;
 	size_t n;
-	char *p;
+	int rc;
 
 	f->len = 0;
 	if (response_send(&x->resp, x->req.request_id, &sink, head) != 0)
 		return -1;
 	n = fcgi_stream_size(f->len) + fcgi_stream_size(0) +
 	    FCGI_END_REQUEST_SIZE;
-	if ((p = sock_out_room(s, n)) == NULL)
+	if (util_grow(&f->framed, &f->framed_cap, n, SCRATCH_FIRST, SIZE_MAX) !=
+	    0)
 		return -1;
-	n = fcgi_write_stream(p, FCGI_STDOUT, id, f->scratch, f->len);
-	n += fcgi_write_stream(p + n, FCGI_STDOUT, id, NULL, 0);
-	n += fcgi_write_end(p + n, id, 0, FCGI_REQUEST_COMPLETE);
-	sock_out_commit(s, n);
-	if (f->cap > SCRATCH_KEEP) { /* after one large answer */
+	n = fcgi_write_stream(f->framed, FCGI_STDOUT, id, f->scratch, f->len);
+	n += fcgi_write_stream(f->framed + n, FCGI_STDOUT, id, NULL, 0);
+	n += fcgi_write_end(f->framed + n, id, 0, FCGI_REQUEST_COMPLETE);
+	rc = sock_write(s, f->framed, n);
+	if (f->cap > SCRATCH_KEEP || f->framed_cap > SCRATCH_KEEP) {
+		/* after one large answer */
 		conn_frame_free(f);
 		memset(f, 0, sizeof(*f));
 	}
-	return 0;
+	return rc;
 }
 
 void
@@ -92,6 +94,8 @@ conn_frame_management(struct sock *s, const struct fcgi_event *ev,
 void
 conn_frame_free(struct conn_frame *f)
 {
-	if (f != NULL)
-		free(f->scratch);
+	if (f == NULL)
+		return;
+	free(f->scratch);
+	free(f->framed);
 }

@@ -13,18 +13,25 @@
 #include "exchange.h"
 #include "fcgi_codec.h"
 
-/* An answer being rendered, before its framing; kept between answers. */
+/*
+ * An answer being rendered, then framed as records: a loop's, shared by
+ * its connections (an answer is rendered, framed and handed to the socket
+ * in one call) and kept between answers.
+ */
 struct conn_frame {
-	char *scratch;
+	char *scratch; /* the rendered answer */
 	size_t len, cap;
+	char *framed; /* the same as records */
+	size_t framed_cap;
 };
 
 /* Appends END_REQUEST (and nothing else) for id. 0 or -1 (ENOMEM). */
 int conn_frame_end(struct sock *s, unsigned id, int protocol_status);
 
 /*
- * Appends x's response as STDOUT records of id, the empty one and
- * END_REQUEST, rendered through f. 0 or -1 (ENOMEM).
+ * Writes x's response as STDOUT records of id, the empty one and
+ * END_REQUEST, rendered through f (sock_write: what the socket does not
+ * take at once is kept as its output). 0 or -1 (ENOMEM).
  */
 int conn_frame_response(struct sock *s, struct conn_frame *f, unsigned id,
     const struct exchange *x);

@@ -173,9 +173,35 @@ sock_flush(struct sock *s)
 	}
 }
 
+int
+sock_write(struct sock *s, const char *p, size_t n)
+{
+	ssize_t w = -1;
+	char *room;
+
+	while (!s->closed && n > 0 && sock_out_pending(s) == 0) {
+		w = write(s->fd, p, n);
+		if (w < 0 && errno == EINTR)
+			continue;
+		if (w <= 0)
+			break; /* EAGAIN; an error shows at the next flush */
+		p += w;
+		n -= (size_t)w;
+	}
+	if (n == 0)
+		return 0;
+	if ((room = sock_out_room(s, n)) == NULL)
+		return -1;
+	memcpy(room, p, n);
+	sock_out_commit(s, n);
+	return 0;
+}
+
 void
 sock_end(struct sock *s, int linger)
 {
+	/* the poll follows with the flush, or the close makes it moot */
+	s->read_room = 0;
 	s->ending = 1;
 	s->linger = linger != 0;
 	sock_flush(s);
@@ -226,6 +252,13 @@ sock_on_readable(struct sock *s)
 		if ((size_t)n < room)
 			return;
 	}
+}
+
+void
+sock_read_now(struct sock *s)
+{
+	if (!s->closed && s->read_room > 0 && !s->rd_eof)
+		sock_on_readable(s);
 }
 
 /* The set is readable: one batch of its events. */
@@ -309,10 +342,13 @@ sock_open(struct sock *s, struct sock_set *set, int fd, sock_cb on_event,
 	s->on_event = on_event;
 	s->out_max = out_max;
 	s->stall_ms = stall_ms;
+	/* polled for reading from the start: a connection's first need */
 	memset(&ev, 0, sizeof(ev));
+	ev.events = EPOLLIN;
 	ev.data.ptr = s;
 	if (epoll_ctl(set->epfd, EPOLL_CTL_ADD, fd, &ev) != 0)
 		return -1;
+	s->poll_events = EPOLLIN;
 	(void)uv_timer_init(set->loop, &s->timer);
 	s->timer.data = s;
 	return 0;

@@ -66,13 +66,20 @@ int sock_set_init(struct sock_set *set, uv_loop_t *loop);
 void sock_set_close(struct sock_set *set);
 
 /*
- * Starts s on the accepted, non-blocking fd (not reading yet: sock_read).
- * 0, or -1 (fd is left to the caller).
+ * Starts s on the accepted, non-blocking fd, in the set for reading (one
+ * epoll_ctl), but taking nothing until sock_read gives it room. 0, or -1
+ * (fd is left to the caller).
  */
 int sock_open(struct sock *s, struct sock_set *set, int fd, sock_cb on_event,
     size_t out_max, uint64_t stall_ms);
 /* Reads at most room bytes at a time from now on (0: stops reading). */
 void sock_read(struct sock *s, size_t room);
+/*
+ * Reads now, without waiting for the poll, what the socket holds: a new
+ * connection's first records have usually arrived before its accept.
+ * SOCK_EV_DATA may follow (and anything the owner does with it).
+ */
+void sock_read_now(struct sock *s);
 
 /* Output bytes not yet written. */
 size_t sock_out_pending(const struct sock *s);
@@ -84,9 +91,16 @@ char *sock_out_room(struct sock *s, size_t n);
 void sock_out_commit(struct sock *s, size_t n);
 /* Writes what is pending; the rest when the socket is writable. */
 void sock_flush(struct sock *s);
+/*
+ * Writes n bytes from p at once when no output is pending, and keeps what
+ * the socket did not take (or everything, behind pending output) as
+ * output: an answer that fits the socket's buffer never touches the
+ * output buffer. Errors show at the next sock_flush. 0, or -1 (ENOMEM).
+ */
+int sock_write(struct sock *s, const char *p, size_t n);
 
 /*
- * Ends s once its output is out: with linger (a TCP peer may still be
+ * Stops reading and ends s once its output is out: with linger (a TCP peer may still be
  * sending), shut down writing and read until the peer closes, at most
  * stall_ms; then SOCK_EV_CLOSE.
  */

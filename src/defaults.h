@@ -56,7 +56,14 @@
 #define DEF_PROVIDER_DEADLINE_MS 12000 /* all attempts of one request */
 #define DEF_PROVIDER_CA_FILE ""        /* the system's trust store */
 #define DEF_PROVIDER_TLS_VERIFY 1
-#define DEF_COMPLETER_SCHEDULE_S "1,5,30,300,3600" /* ages, seconds */
+#define DEF_COMPLETER_SCHEDULE_S "1,5,30,90,300,3600" /* ages, seconds */
+/*
+ * An unknown outcome is sent to the provider again (which executes it if
+ * the first delivery never arrived) only this long after the request was
+ * first claimed; after it the provider is only read (docs/API.md §17.3).
+ */
+#define DEF_PROVIDER_EXECUTE_WINDOW_S 60
+#define EXECUTE_WINDOW_S_MAX 86400 /* 1 day */
 #define DEF_METRICS_FILE "../var/metrics.shm"
 #define DEF_LOG_LEVEL "info"
 #define DEF_THREADS 0              /* event loops per process: one per core */
@@ -111,9 +118,28 @@
  * peer never closes one just as it is reused.
  */
 #define PROVIDER_MAXAGE_CONN_S 60
+/*
+ * Kept-alive connections to the provider per loop, busy or idle. libcurl's
+ * own default (4 per transfer in the multi handle at the moment one ends)
+ * shrinks with the calls in flight, and closed a connection every few
+ * charges at latency 0: about one call in eight paid a new connection.
+ */
+#define PROVIDER_CONNS_KEPT 1024
 /* The completer: how often each process looks for due unknown records. */
 #define COMPLETER_TICK_MS 1000
 #define COMPLETER_BATCH 16 /* records taken per look */
+
+/*
+ * The provider's webhook route (docs/API.md §17.5): off until a secret is
+ * configured. An event id is kept this long after it was decided, longer
+ * than Stripe redelivers (3 days), so a redelivery changes nothing.
+ */
+#define DEF_PROVIDER_WEBHOOK_PATH "/webhooks/provider"
+#define DEF_PROVIDER_WEBHOOK_SECRET ""       /* none: the route answers 404 */
+#define DEF_PROVIDER_WEBHOOK_TOLERANCE_S 300 /* Stripe's libraries' */
+#define WEBHOOK_TOLERANCE_S_MAX 86400        /* 1 day */
+#define WEBHOOK_EVENT_ID_MAX 255             /* bytes of an event's id */
+#define WEBHOOK_EVENT_TTL_S 345600           /* 4 days */
 
 /* How long a 409 / 503 client should wait before retrying. */
 #define RETRY_AFTER_IN_PROGRESS_S 1

@@ -184,25 +184,38 @@ done:
 }
 
 int
-digest_hmac_sha256(const void *key, size_t keylen, const void *data, size_t n,
+digest_hmac_sha256_parts(const void *key, size_t keylen,
+    const struct digest_part *parts, size_t nparts,
     unsigned char out[SHA256_LEN])
 {
 	EVP_MD_CTX *ctx = work_ctx();
 	unsigned char in[SHA256_LEN];
 	unsigned int l1 = 0, l2 = 0;
+	size_t i;
 	int rc = -1;
 
-	if (ctx == NULL || hmac_key(key, keylen) != 0)
+	if (ctx == NULL || hmac_key(key, keylen) != 0 ||
+	    EVP_MD_CTX_copy_ex(ctx, tls.inner) != 1)
 		return -1;
-	if (EVP_MD_CTX_copy_ex(ctx, tls.inner) == 1 &&
-	    EVP_DigestUpdate(ctx, data, n) == 1 &&
-	    EVP_DigestFinal_ex(ctx, in, &l1) == 1 && l1 == SHA256_LEN &&
+	for (i = 0; i < nparts; i++)
+		if (EVP_DigestUpdate(ctx, parts[i].p, parts[i].n) != 1)
+			return -1;
+	if (EVP_DigestFinal_ex(ctx, in, &l1) == 1 && l1 == SHA256_LEN &&
 	    EVP_MD_CTX_copy_ex(ctx, tls.outer) == 1 &&
 	    EVP_DigestUpdate(ctx, in, sizeof(in)) == 1 &&
 	    EVP_DigestFinal_ex(ctx, out, &l2) == 1 && l2 == SHA256_LEN)
 		rc = 0;
 	OPENSSL_cleanse(in, sizeof(in));
 	return rc;
+}
+
+int
+digest_hmac_sha256(const void *key, size_t keylen, const void *data, size_t n,
+    unsigned char out[SHA256_LEN])
+{
+	struct digest_part part = { data, n };
+
+	return digest_hmac_sha256_parts(key, keylen, &part, 1, out);
 }
 
 /*

@@ -33,6 +33,10 @@ int digest_sha1_hex(const void *p, size_t n, char out[41]);
 /* HMAC-SHA256(key, data) into out[32]; key at most 256 bytes. 0 or -1. */
 int digest_hmac_sha256(const void *key, size_t keylen, const void *data,
     size_t n, unsigned char out[SHA256_LEN]);
+/* HMAC-SHA256 over several pieces, as if concatenated. 0 or -1. */
+int digest_hmac_sha256_parts(const void *key, size_t keylen,
+    const struct digest_part *parts, size_t nparts,
+    unsigned char out[SHA256_LEN]);
 /* nbytes from the CSPRNG as hex into out[2*nbytes+1]. 0 or -1. */
 int digest_random_hex(char *out, size_t nbytes);
 /* Lower-case hex of in[0..n) into out[2n+1]. */

@@ -357,7 +357,8 @@ enum idem_op_kind {
 	OP_LOOKUP,
 	OP_RESUME,
 	OP_PENDING,
-	OP_DUE
+	OP_DUE,
+	OP_OLDEST
 };
 
 struct idem_op {
@@ -550,6 +551,28 @@ bad:
 	res->errstr = "pending: unexpected reply";
 }
 
+/* {count, first_ms or nil} of pending.lua's 'oldest'. */
+static void
+oldest_decode(const struct redis_reply *r, struct idem_result *res)
+{
+	const struct redis_reply *count = redis_reply_at(r, 0);
+	struct idem_field f;
+
+	if (redis_reply_len(r) != 2 ||
+	    redis_reply_type(count) != REDIS_R_INTEGER ||
+	    reply_field(r, 1, &f) != 0)
+		goto bad;
+	res->due.count = redis_reply_int(count);
+	res->due.first_ms = 0;
+	if (f.p != NULL &&
+	    (res->due.first_ms = field_number(&f, STORED_MS_MAX)) < 0)
+		goto bad;
+	res->st = IDEM_DONE;
+	return;
+bad:
+	res->errstr = "pending: unexpected reply";
+}
+
 static void
 result_free(struct idem_result *res)
 {
@@ -603,6 +626,7 @@ on_script_reply(const struct redis_result *rr, void *arg)
 				res.errstr = "pending: unexpected reply";
 			break;
 		case OP_DUE: due_decode(r, &res); break;
+		case OP_OLDEST: oldest_decode(r, &res); break;
 		}
 	}
 	op->cb(&res, op->arg);
@@ -792,6 +816,17 @@ idem_pending_due(struct redis_client *redis, const char *index,
 	arg_num(&args, now_ms);
 	arg_num(&args, limit);
 	return op_send(redis, &script_pending, OP_DUE, index, &args, 0, cb,
+	    arg);
+}
+
+int
+idem_pending_oldest(struct redis_client *redis, const char *index, idem_cb *cb,
+    void *arg)
+{
+	struct op_args args = { .n = 0 };
+
+	arg_str(&args, "oldest");
+	return op_send(redis, &script_pending, OP_OLDEST, index, &args, 0, cb,
 	    arg);
 }
 

@@ -154,9 +154,14 @@ struct idem_resume {
 
 #define IDEM_DUE_MAX 64 /* names one pending 'due' can return */
 
-/* What pending.lua's 'due' found: the index's size, names due now. */
+/*
+ * What pending.lua's 'due' found: the index's size, names due now; or its
+ * 'oldest': the size and first_ms.
+ */
 struct idem_due {
 	long long count;
+	long long
+	    first_ms; /* oldest: when the longest-named was first named; 0: none */
 	size_t n;
 	char *names[IDEM_DUE_MAX]; /* freed after the callback */
 };
@@ -226,6 +231,14 @@ int idem_pending_remove(struct redis_client *redis, const char *index,
     const char *rkey, idem_cb *cb, void *arg);
 int idem_pending_due(struct redis_client *redis, const char *index,
     long long now_ms, int limit, idem_cb *cb, void *arg);
+
+/*
+ * pending.lua's 'oldest': res.due.count (the index's size) and
+ * res.due.first_ms, when the name longest in the index was first added
+ * (Unix ms, Redis's clock; 0 when none). DONE or ERR_REDIS.
+ */
+int idem_pending_oldest(struct redis_client *redis, const char *index,
+    idem_cb *cb, void *arg);
 
 /* Builds <prefix>unknown into out. Length, or -1 if too long. */
 int idem_index_name(char *out, size_t outlen, const char *prefix);

@@ -27,6 +27,7 @@
 #include "provider_http.h"
 #include "redis.h"
 #include "spill.h"
+#include "webhook_store.h"
 
 extern char **environ;
 
@@ -135,11 +136,12 @@ main(int argc, char **argv)
 		auth_free(&auth);
 		return 0;
 	}
-	if (digest_init() != 0 || idem_init() != 0) {
+	if (digest_init() != 0 || idem_init() != 0 || wstore_init() != 0) {
 		log_error(NULL, "OpenSSL digests unavailable");
 		goto done;
 	}
-	if (provider_http_global_init() != 0) {
+	/* libcurl (and its TLS) only for a provider over HTTP */
+	if (cfg.provider_url[0] != '\0' && provider_http_global_init() != 0) {
 		log_error(NULL, "libcurl cannot be initialised");
 		goto done;
 	}

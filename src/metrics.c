@@ -21,9 +21,9 @@
 #include "response.h"
 
 #define METRICS_MAGIC                                                          \
-	0x6368726736ULL /* "chrg6": bump when the layout changes */
+	0x6368726737ULL /* "chrg7": bump when the layout changes */
 #define METRICS_FILE_MODE 0600
-#define RENDER_MAX 16384 /* bytes of exposition text */
+#define RENDER_MAX 32768 /* bytes of exposition text */
 
 #define OUTCOMES OUTCOME_COUNT
 
@@ -54,6 +54,10 @@ static const char *const counter_names[MC_COUNT][2] = {
 	    "Connections closed: output unsent for request_timeout_ms" },
 	[MC_CONN_IDLE_CLOSED] = { "charge_conn_idle_closed_total",
 	    "Kept connections closed after keepalive_idle_timeout_ms idle" },
+	[MC_PROVIDER_MISMATCH] = { "charge_provider_mismatch_total",
+	    "Alerts: the provider answered with a charge that is not the request's (not recorded; the outcome stays unknown)" },
+	[MC_PROVIDER_REFUSED_AMBIGUOUS] = { "charge_provider_refused_after_ambiguity_total",
+	    "Alerts: the provider refused a delivery after one that may have executed (the outcome stays unknown)" },
 };
 
 /* Upper bounds of the latency buckets, microseconds. */
@@ -74,19 +78,39 @@ static const long long bucket_us[] = {
 };
 #define BUCKETS (sizeof(bucket_us) / sizeof(bucket_us[0]))
 
-const char *const metrics_attempt_labels[] = { "transport", "charge", "decline",
-	"idempotency_error", "in_use", "rate_limited", "server_error",
-	"should_retry", "rejected", "unexpected", NULL };
-#define ATTEMPT_LABELS 10
+const char *const metrics_attempt_labels[MA_COUNT + 1] = {
+	[MA_TRANSPORT] = "transport",
+	[MA_CHARGE] = "charge",
+	[MA_DECLINE] = "decline",
+	[MA_IDEMPOTENCY_ERROR] = "idempotency_error",
+	[MA_IN_USE] = "in_use",
+	[MA_RATE_LIMITED] = "rate_limited",
+	[MA_SERVER_ERROR] = "server_error",
+	[MA_SHOULD_RETRY] = "should_retry",
+	[MA_REJECTED] = "rejected",
+	[MA_UNEXPECTED] = "unexpected",
+	[MA_COUNT] = NULL,
+};
+#define ATTEMPT_LABELS MA_COUNT
 
 static const char *const settled_labels[] = { "completed", "failed" };
 #define SETTLED_LABELS 2
+
+static const char *const webhook_types[] = { "charge.succeeded",
+	"charge.failed", "other" };
+#define WEBHOOK_TYPES 3
+const char *const metrics_webhook_results[] = { "settled", "duplicate",
+	"ignored", "bad_signature", "malformed", "mismatch", "not_found",
+	"retry", "error", NULL };
+#define WEBHOOK_RESULTS 9
 
 struct metrics_shm {
 	uint64_t magic;
 	uint64_t attempts[ATTEMPT_LABELS];
 	uint64_t settled[SETTLED_LABELS];
 	uint64_t unknown_outstanding; /* a gauge: the last count seen */
+	int64_t unknown_oldest_age_s; /* a gauge, at the last scrape; -1 */
+	uint64_t webhook[WEBHOOK_TYPES][WEBHOOK_RESULTS];
 	uint64_t outcomes[OUTCOMES];
 	uint64_t counters[MC_COUNT];
 	uint64_t buckets[BUCKETS + 1]; /* last: +Inf */
@@ -240,15 +264,10 @@ metrics_request(const char *outcome, long long duration_us)
 }
 
 void
-metrics_provider_attempt(const char *label)
+metrics_provider_attempt(enum metrics_attempt a)
 {
-	size_t i;
-
-	for (i = 0; i < ATTEMPT_LABELS; i++)
-		if (strcmp(label, metrics_attempt_labels[i]) == 0) {
-			add(&m->attempts[i], 1);
-			return;
-		}
+	if (a < MA_COUNT)
+		add(&m->attempts[a], 1);
 }
 
 void
@@ -268,6 +287,28 @@ metrics_unknown_outstanding(long long n)
 {
 	__atomic_store_n(&m->unknown_outstanding, (uint64_t)(n < 0 ? 0 : n),
 	    __ATOMIC_RELAXED);
+}
+
+void
+metrics_webhook_event(const char *type, const char *result)
+{
+	size_t t, r;
+
+	for (t = 0; t < WEBHOOK_TYPES - 1; t++)
+		if (type != NULL && strcmp(type, webhook_types[t]) == 0)
+			break;
+	for (r = 0; r < WEBHOOK_RESULTS; r++)
+		if (strcmp(result, metrics_webhook_results[r]) == 0) {
+			add(&m->webhook[t][r], 1);
+			return;
+		}
+}
+
+void
+metrics_unknown_oldest_age(long long age_s)
+{
+	__atomic_store_n(&m->unknown_oldest_age_s,
+	    (int64_t)(age_s < -1 ? -1 : age_s), __ATOMIC_RELAXED);
 }
 
 /* Appends printf output to buf; returns -1 once it no longer fits. */
@@ -297,8 +338,9 @@ char *
 metrics_render(size_t *len)
 {
 	char *buf;
-	size_t off = 0, i;
+	size_t off = 0, i, j;
 	uint64_t cum = 0;
+	int64_t age;
 	int rc = 0;
 
 	if ((buf = malloc(RENDER_MAX)) == NULL)
@@ -336,6 +378,22 @@ metrics_render(size_t *len)
 	    "# TYPE charge_unknown_outstanding gauge\n"
 	    "charge_unknown_outstanding %llu\n",
 	    (unsigned long long)get(&m->unknown_outstanding));
+	rc |= emit(buf, &off,
+	    "# HELP charge_unknown_oldest_age_seconds How long the record unknown the longest has been unknown (from the index when scraped)\n"
+	    "# TYPE charge_unknown_oldest_age_seconds gauge\n");
+	if ((age = __atomic_load_n(&m->unknown_oldest_age_s,
+	         __ATOMIC_RELAXED)) >= 0)
+		rc |= emit(buf, &off,
+		    "charge_unknown_oldest_age_seconds %lld\n", (long long)age);
+	rc |= emit(buf, &off,
+	    "# HELP charge_webhook_events_total Events of the provider's webhook route by type and result\n"
+	    "# TYPE charge_webhook_events_total counter\n");
+	for (i = 0; i < WEBHOOK_TYPES; i++)
+		for (j = 0; j < WEBHOOK_RESULTS; j++)
+			rc |= emit(buf, &off,
+			    "charge_webhook_events_total{type=\"%s\",result=\"%s\"} %llu\n",
+			    webhook_types[i], metrics_webhook_results[j],
+			    (unsigned long long)get(&m->webhook[i][j]));
 	rc |= emit(buf, &off,
 	    "# HELP charge_request_duration_seconds Time to answer a request\n"
 	    "# TYPE charge_request_duration_seconds histogram\n");

@@ -18,7 +18,7 @@
 /* The CGI variables the responder reads. */
 struct cgi_vars {
 	const char *method, *uri, *script, *info, *ctype, *clen, *auth, *key,
-	    *prefer;
+	    *prefer, *signature;
 };
 
 #define VAR(name, field)                                                       \
@@ -39,12 +39,13 @@ static const struct {
 	VAR("HTTP_AUTHORIZATION", auth),
 	VAR("HTTP_IDEMPOTENCY_KEY", key),
 	VAR("HTTP_PREFER", prefer),
+	VAR("HTTP_STRIPE_SIGNATURE", signature),
 };
 #undef VAR
 
 /*
  * One pass over the variables (a FastCGI request carries 30 or more):
- * looking each name up separately scanned the list nine times. The first
+ * looking each name up separately scanned the list ten times. The first
  * occurrence of a name wins, as with getenv().
  */
 static void
@@ -167,6 +168,7 @@ request_start(struct request *r, char **envp, struct cgi_vars *v)
 	r->authorization = v->auth;
 	r->idem_key = v->key;
 	r->prefer = v->prefer;
+	r->signature = v->signature;
 	request_set_path(r, v);
 	return 0;
 }

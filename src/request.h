@@ -44,6 +44,7 @@ struct request {
 	const char *authorization;
 	const char *idem_key;
 	const char *prefer;
+	const char *signature; /* Stripe-Signature (the webhook route) */
 	/*
 	 * The path part of REQUEST_URI (or SCRIPT_NAME+PATH_INFO), still
 	 * percent-encoded; room for /charge/keys/ and the longest key of

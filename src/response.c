@@ -47,6 +47,10 @@ static const struct problem_info problems[PROB_COUNT] = {
 	    "The outcome could not be made durable" },
 	[PROB_KEY_NOT_FOUND] = { "key-not-found", 404,
 	    "Idempotency-Key not found" },
+	[PROB_WEBHOOK_INVALID] = { "invalid-webhook", 400,
+	    "The webhook request is malformed" },
+	[PROB_WEBHOOK_REJECTED] = { "webhook-signature-rejected", 401,
+	    "The webhook signature is not accepted" },
 };
 
 const char OUTCOME_CREATED[] = "created";

@@ -30,6 +30,8 @@ enum problem {
 	PROB_INTERNAL,
 	PROB_NOT_DURABLE,
 	PROB_KEY_NOT_FOUND,
+	PROB_WEBHOOK_INVALID,  /* 400: the provider's event, or its header */
+	PROB_WEBHOOK_REJECTED, /* 401: its signature is not accepted */
 	PROB_COUNT
 };
 

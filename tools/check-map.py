@@ -12,7 +12,7 @@ module has a step number, counted over the whole file:
     tier codec
     fcgi_codec headers          <- step 3 (may use steps 1 and 2)
     circle redis/cmd redis/node  # why these two call each other
-    only redis/ hiredis.h async.h  # why only that folder includes them
+    only redis/ hiredis.h async.h  # why only that folder (or those) include them
 
 A module may use (include a header of, or call a function or read a
 variable of) only modules on lower steps. A use of a module on a higher
@@ -22,7 +22,7 @@ connected component of the graph of uses) fails too, unless a `circle`
 line names exactly its modules and explains it after a `#`; uses between
 the modules of a named circle are allowed in any direction. A named
 circle that no longer exists fails too: the map must be true. An `only`
-line keeps library headers to one folder: a source outside it that
+line keeps library headers to its folders: a source outside them that
 includes one of them (#include <h>) fails, and so does an `only` line
 without its reason or naming no folder of src/. A name in the map that is
 no module's path but the file name of exactly one module (one moved into
@@ -76,14 +76,16 @@ def parse_map(path):
                 circles.append((frozenset(words[1:]), lineno, comment.strip()))
                 continue
             if words[0] == 'only':
-                if len(words) < 3 or not words[1].endswith('/'):
-                    problems.append(f'LAYERS:{lineno}: "only FOLDER/ HEADER...", '
+                folders = [w for w in words[1:] if w.endswith('/')]
+                headers = [w for w in words[1:] if not w.endswith('/')]
+                if not folders or not headers:
+                    problems.append(f'LAYERS:{lineno}: "only FOLDER/... HEADER...", '
                                     f'got {raw.strip()!r}')
                 elif not comment.strip():
-                    problems.append(f'LAYERS:{lineno}: only {words[1]} is not explained '
-                                    '(add "# why")')
+                    problems.append(f'LAYERS:{lineno}: only {" ".join(folders)} is not '
+                                    'explained (add "# why")')
                 else:
-                    onlys.append((words[1], words[2:], lineno))
+                    onlys.append((folders, headers, lineno))
                 continue
             if current is None:
                 problems.append(f'LAYERS:{lineno}: modules before the first "tier NAME" line')
@@ -269,9 +271,10 @@ def main(argv):
     step, tier, circles, onlys, problems = parse_map(
         maps[-1] if maps else os.path.join(src, 'LAYERS'))
     modules = read_modules(src)
-    for folder, _, lineno in onlys:
-        if not any(m.startswith(folder) for m in modules):
-            problems.append(f'LAYERS:{lineno}: only {folder}: no module of src/ is in it')
+    for folders, _, lineno in onlys:
+        for folder in folders:
+            if not any(m.startswith(folder) for m in modules):
+                problems.append(f'LAYERS:{lineno}: only {folder}: no module of src/ is in it')
     sys_includes = read_sys_includes(src)
     objects, obj_problems = read_objects(src, build, modules, step)
     problems += obj_problems
@@ -340,10 +343,10 @@ def main(argv):
         if mod not in step:
             bad.append('not in src/LAYERS')
         for file, h in sys_includes.get(mod, []):
-            for folder, headers, lineno in onlys:
-                if h in headers and not mod.startswith(folder):
-                    bad.append(f'{file} includes <{h}>, which only {folder} may '
-                               f'(LAYERS:{lineno})')
+            for folders, headers, lineno in onlys:
+                if h in headers and not any(mod.startswith(f) for f in folders):
+                    bad.append(f'{file} includes <{h}>, which only {" ".join(folders)} '
+                               f'may (LAYERS:{lineno})')
         for dst, whats in sorted(uses.get(mod, {}).items()):
             if mod not in step:
                 break

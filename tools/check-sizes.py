@@ -4,9 +4,10 @@
 Every function of the C files under the function folders is at most
 FUNC_MAX lines (from its name at column 0 to its closing brace at column 0,
 this tree's style), and every C file under the file folders at most
-FILE_MAX lines. Prints TAP: one line per folder and rule, then 1..N.
-Exits 1 when one is over.
-    tools/check-sizes.py [--functions=DIR,...] [--files=DIR,...]
+FILE_MAX lines. A file named with --pending (its owner is rewriting it)
+is reported but does not fail. Prints TAP: one line per folder and rule,
+then 1..N. Exits 1 when one is over.
+    tools/check-sizes.py [--functions=DIR,...] [--files=DIR,...] [--pending=FILE,...]
 (defaults: functions in src, files in src and sim)
 """
 import os
@@ -46,8 +47,11 @@ def long_functions(path):
 
 
 def main(argv):
-    funcs, files = ['src'], ['src', 'sim']
+    funcs, files, pending = ['src'], ['src', 'sim'], set()
     for a in argv:
+        if a.startswith('--pending='):
+            pending |= {os.path.normpath(f) for f in a.split('=', 1)[1].split(',') if f}
+            continue
         if a.startswith('--functions='):
             funcs = [d for d in a.split('=', 1)[1].split(',') if d]
         elif a.startswith('--files='):
@@ -59,6 +63,9 @@ def main(argv):
     for top in funcs:
         n += 1
         over = [(ln, name, p) for p in c_files(top) for ln, name in long_functions(p)]
+        for ln, name, p in [o for o in over if os.path.normpath(o[2]) in pending]:
+            print(f'# pending its owner: {p}: {name}() {ln} lines')
+        over = [o for o in over if os.path.normpath(o[2]) not in pending]
         if over:
             failed += 1
             print(f'not ok {n} - sizes: a function of {top}/ over {FUNC_MAX} lines')
@@ -72,7 +79,9 @@ def main(argv):
         for p in c_files(top):
             with open(p, encoding='utf-8') as f:
                 k = sum(1 for _ in f)
-            if k > FILE_MAX:
+            if k > FILE_MAX and os.path.normpath(p) in pending:
+                print(f'# pending its owner: {p}: {k} lines')
+            elif k > FILE_MAX:
                 over.append((k, p))
         if over:
             failed += 1

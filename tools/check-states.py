@@ -11,7 +11,8 @@ Each must have the form charge.c has:
 
 so this checks, for each such enum: one table NAME_allowed in the file of
 the setter, with a row for every state (a row lists its targets: no row
-may allow everything); exactly one setter NAME_set_state in src/ that
+may allow everything); exactly one setter in src/ (a function *_set_state
+that reads NAME_allowed: NAME_set_state, or shorter) that
 asserts against the table and has no blanket self-transition (`== to`);
 and no write of the state outside that setter: no assignment of one of
 the enum's states (`x->f = S_IDLE`) anywhere in src/, and no assignment
@@ -98,20 +99,29 @@ def main(argv):
         for m in MEMBER_DECL.finditer(text):
             fields.setdefault(m.group(1), set()).add(m.group(2))
 
-    sharing = {f'{m}_set_state': m for m in machines}
+    sharing = {}  # each setter -> its machine
+    for m in machines:
+        for fs in funcs.values():
+            for f in fs:
+                if f[0].endswith('_set_state') and re.search(r'\b' + m + r'_allowed\b', f[3]):
+                    sharing[f[0]] = m
     n = failed = setters = 0
     for name in sorted(machines):
         decl, members = machines[name]
         states, count = members[:-1], members[-1] if members else ''
-        setter, table = f'{name}_set_state', f'{name}_allowed'
+        table = f'{name}_allowed'
         rel = os.path.relpath(decl, src)
         bad = []
         if not count.endswith('NSTATES'):
             bad.append(f'enum {name}_state does not end with its count (..._NSTATES)')
             states = members
-        defs = [(p, f) for p, fs in funcs.items() for f in fs if f[0] == setter]
+        # the setter: a function *_set_state that reads the table (named
+        # NAME_set_state, or shorter: call_set_state for http_call_state)
+        defs = [(p, f) for p, fs in funcs.items() for f in fs
+                if f[0].endswith('_set_state') and re.search(r'\b' + table + r'\b', f[3])]
+        setter = defs[0][1][0] if len(defs) == 1 else f'{name}_set_state'
         if len(defs) != 1:
-            bad.append(f'{len(defs)} definitions of {setter}(), want one')
+            bad.append(f'{len(defs)} functions *_set_state() read {table}, want one')
         else:
             setters += 1
             path, (_, _, _, body) = defs[0]

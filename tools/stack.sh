@@ -329,17 +329,21 @@ stack_api_keys_write() {
 	chmod 600 "$file"
 }
 
-# stack_sim_start DATA_DIR LOG_DIR [SIM_BIN]: starts the provider simulator
-# (build/charge-provider-sim) on a free port of 127.0.0.1 with its store in
-# DATA_DIR/provider-sim.data; sets STACK_SIM_PID, STACK_PROVIDER_PORT (for
-# lighttpd's /provider/keys) and STACK_PROVIDER_URL. 1 when the binary is
-# missing or it does not start (LOG_DIR/provider-sim.log says why).
+# stack_sim_start DATA_DIR LOG_DIR [SIM_BIN [ARG...]]: starts the provider
+# simulator (build/charge-provider-sim; an empty SIM_BIN is that one) on a
+# free port of 127.0.0.1 with its store in DATA_DIR/provider-sim.data and
+# the further ARGs (e.g. --webhook-url ...); sets STACK_SIM_PID,
+# STACK_PROVIDER_PORT (for lighttpd's /provider/keys) and
+# STACK_PROVIDER_URL. 1 when the binary is missing or it does not start
+# (LOG_DIR/provider-sim.log says why).
 stack_sim_start() {
 	local data=$1 logs=$2 bin=${3:-$STACK_ROOT/build/charge-provider-sim} port
+	shift 2
+	[ $# -gt 0 ] && shift
 	[ -x "$bin" ] || { stack_log "provider simulator $bin is not built"; return 1; }
 	port=$(stack_port_pick) || return 1
 	mkdir -p "$data" "$logs" || return 1
-	setsid "$bin" --listen "127.0.0.1:$port" --data "$data/provider-sim.data" \
+	setsid "$bin" --listen "127.0.0.1:$port" --data "$data/provider-sim.data" "$@" \
 		</dev/null >>"$logs/provider-sim.log" 2>&1 &
 	STACK_SIM_PID=$!
 	disown "$STACK_SIM_PID"

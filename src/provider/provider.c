@@ -61,4 +61,3 @@ provider_charge_id(const char *secret, const char *principal, const char *key,
 	out[3 + CHARGE_ID_HEX_LEN] = '\0';
 	return 0;
 }
-

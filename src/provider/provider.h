@@ -29,11 +29,13 @@ enum provider_outcome {
 	PROV_TIMEOUT,   /* the simulation's tok_providerTimeout (unknown) */
 	PROV_LAPSED,    /* not called: the caller's deadline had passed */
 	PROV_UNKNOWN,   /* ambiguous at the deadline: may have charged */
-	PROV_ABSENT,    /* asked again: the provider positively has no charge */
+	PROV_ABSENT,    /* a probe proved the provider has no charge for it */
 };
 
 #define PROVIDER_ID_MAX 256 /* bytes of a provider's charge id, NUL included */
 #define PROVIDER_CODE_MAX 64
+#define PROVIDER_REQUEST_MAX 80 /* metadata.charge_request, NUL included */
+#define PROVIDER_CURRENCY_MAX 8
 
 struct provider_result {
 	enum provider_outcome outcome;
@@ -43,7 +45,14 @@ struct provider_result {
 	char decline_buf[PROVIDER_CODE_MAX];
 	long long created; /* Unix seconds, the provider's */
 	int attempts;      /* deliveries made for this call */
-	char why[128];     /* for the log: what the last attempt came to */
+	/* what the charge object said of itself (settle_is_ours) */
+	char seen_request[PROVIDER_REQUEST_MAX]; /* metadata.charge_request */
+	long long seen_amount;
+	char seen_currency[PROVIDER_CURRENCY_MAX];
+	int replayed; /* the first delivery was answered Idempotent-Replayed: true */
+	int mismatches; /* charges that were not this request's (alert) */
+	int refused_after_ambiguity; /* 4xx after a delivery that may have executed (alert) */
+	char why[128]; /* for the log: what the last attempt came to */
 };
 
 /* What one charge asks the provider; borrowed for the call. */
@@ -64,8 +73,18 @@ struct provider_call {
 	long long deadline_us;
 	/* 1: the outcome was unknown before (a retry or the completer asks again) */
 	int resume;
-	/* 1: the last step of the completer: ask whether a charge exists */
-	int search;
+	/*
+	 * 1: past the execute window (settle_step): read only, never send the
+	 * charge again; list the provider's charges for one carrying this
+	 * request (every page). Its "none" proves absence only when asked
+	 * after quiet_ms + provider_timeout_ms.
+	 */
+	int probe;
+	long long created_ms; /* Unix ms: the request's first claim (probe) */
+	/* Unix ms: no delivery starts at or after it (a re-send: the end of the execute window); 0: none */
+	long long resend_until_ms;
+	long long
+	    quiet_ms; /* Unix ms: the latest an earlier delivery may have been sent (probe) */
 };
 
 /* Called exactly once per call, never before provider_charge_start returned. */

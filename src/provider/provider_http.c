@@ -1,21 +1,15 @@
 /*
  * provider_http.c - POST /v1/charges with libcurl's multi-socket interface
- * on libuv. One multi handle per loop owns the kept-alive connections.
- * libcurl is never called from inside one of its own callbacks: its timer
- * callback only (re)arms a uv timer (0 ms becomes 1 ms), its socket
- * callback only starts and stops uv_poll handles, and the transfers are
- * driven from those handles' callbacks. A socket's poll handle is stopped
- * before the socket is closed (CURLOPT_CLOSESOCKETFUNCTION: we close it).
+ * on libuv (curl_uv.c: the sockets and the timeout on the loop). One multi
+ * handle per loop owns the kept-alive connections.
  *
  * What one attempt costs is kept low (a fresh charge through the provider
  * should cost little more CPU than one with the in-process simulation):
  * easy handles are reused from a per-loop pool with the options that never
  * change set once; the headers are a constant list behind two per-call
- * nodes (Authorization, Idempotency-Key); a socket's poll handle outlives
- * the transfers of its kept connection (left armed between them while it
- * waits to read, freed when the socket closes); the charges URL is parsed
- * once; the timer is not re-armed for the same deadline.
+ * nodes (Authorization, Idempotency-Key); the charges URL is parsed once.
  */
+#include <assert.h>
 #include <errno.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -28,6 +22,7 @@
 #include <curl/curl.h>
 
 #include "clock.h"
+#include "curl_uv.h"
 #include "log.h"
 #include "metrics.h"
 #include "provider_http.h"
@@ -35,9 +30,10 @@
 #include "util.h"
 
 #define CHARGES_PATH "/v1/charges"
-#define SEARCH_PATH "/v1/charges/search?"
+#define LIST_PATH "/v1/charges?"
+#define PROBE_PAGES_MAX 1000 /* pages of one probe: 100 000 charges */
+#define PROBE_SKEW_S 60      /* the provider's clock against ours, either way */
 #define BODY_MAX (1024 * 1024) /* bytes of a provider's answer */
-#define SOCKS_MAX 65536        /* descriptors the poll table can hold */
 #define ATTEMPT_MIN_MS 50      /* an attempt with less time left: none */
 #define EASY_POOL_MAX 64       /* idle easy handles kept per loop */
 
@@ -45,27 +41,13 @@ struct http_call;
 
 struct http_provider;
 
-/* A socket's poll handle: from libcurl's first interest until it closes. */
-struct sock_ctx {
-	uv_poll_t poll;
-	curl_socket_t fd;
-	int events; /* UV_READABLE | UV_WRITABLE polled now; 0: stopped */
-	int conn; /* a connection's socket: closed through on_curl_close_socket */
-	int idle; /* no transfer wants it: readiness stops the poll */
-	struct http_provider *hp;
-};
-
 struct http_provider {
 	uv_loop_t *loop;
 	const struct config *cfg;
-	CURLM *multi;
-	uv_timer_t timer;       /* libcurl's timeout */
+	struct curl_uv *cu;     /* the multi handle on the loop */
 	char base[URL_MAX_LEN]; /* scheme://host:port, or http://localhost */
 	char unix_path[URL_MAX_LEN]; /* "" unless unix: */
 	char auth[300];              /* Authorization: Bearer ... */
-	struct sock_ctx **socks;     /* by descriptor */
-	size_t socks_cap;
-	uint64_t timer_due;          /* uv_now of the armed deadline */
 	int proxy_off;               /* 1: no proxy variable at start */
 	struct curl_slist *hdr_post; /* Expect:, Content-Type: (constant) */
 	struct curl_slist *hdr_get;  /* Expect: (constant) */
@@ -76,17 +58,50 @@ struct http_provider {
 	uint64_t rng; /* the backoff's jitter */
 };
 
+/* Where one call is (see call_set_state). */
+enum http_call_state {
+	HC_NEW,     /* made, no attempt yet */
+	HC_ATTEMPT, /* a transfer in flight */
+	HC_BACKOFF, /* waiting before the next attempt */
+	HC_DONE,    /* its callback had the result; closing */
+	HC_NSTATES
+};
+
+#define B(s) (1u << (s))
+/* call_set_state's map: http_call_allowed[from] has bit `to`. */
+static const unsigned http_call_allowed[HC_NSTATES] = {
+	[HC_NEW] = B(HC_ATTEMPT) | B(HC_DONE),
+	/* ATTEMPT to ATTEMPT: a probe's next page */
+	[HC_ATTEMPT] = B(HC_ATTEMPT) | B(HC_BACKOFF) | B(HC_DONE),
+	[HC_BACKOFF] = B(HC_ATTEMPT) | B(HC_DONE),
+	[HC_DONE] = 0,
+};
+#undef B
+
 struct http_call {
+	enum http_call_state state; /* only call_set_state changes it */
 	struct http_provider *hp;
 	provider_cb *cb;
 	void *arg;
 	char dkey[WIRE_KEY_LEN + 1];
-	char principal[PRINCIPAL_MAX + 1];
-	char *form; /* POST body; NULL for a search */
+	char currency[PROVIDER_CURRENCY_MAX];
+	struct settle_expect expect; /* what proves a charge ours */
+	struct settle_fold fold;     /* the attempts so far */
+	char *form;                  /* POST body; NULL for a probe */
 	size_t formlen;
-	char url[URL_MAX_LEN + 2 * IDEM_KEY_MAX * 3 + 128];
+	char url[URL_MAX_LEN + 256];
 	long long deadline_us;
-	int search;
+	/* a probe: the list over [gte, lte], page by page */
+	int probe;
+	long long gte, lte;      /* Unix seconds */
+	long long quiet_ms;      /* no delivery went out after it */
+	long long probe_sent_ms; /* when the first page was asked for */
+	int pages;
+	int probe_mismatch; /* a page named us with another amount */
+	long long
+	    resend_until_ms; /* no delivery starts from then on; 0: none */
+	int sends; /* requests libcurl sent in this transfer (its own re-send counts) */
+	char after[PROVIDER_ID_MAX];
 	CURL *easy; /* the attempt in flight, or NULL */
 	/* Authorization, Idempotency-Key, then the provider's constant list */
 	struct curl_slist hdr_auth, hdr_key;
@@ -104,199 +119,6 @@ int
 provider_http_global_init(void)
 {
 	return curl_global_init(CURL_GLOBAL_DEFAULT) == CURLE_OK ? 0 : -1;
-}
-
-/* --- sockets and the timer: libcurl's two hooks ------------------------ */
-
-static void check_multi_info(struct http_provider *hp);
-
-static void
-on_sock_closed(uv_handle_t *h)
-{
-	free(h->data);
-}
-
-static struct sock_ctx *
-sock_find(struct http_provider *hp, curl_socket_t fd)
-{
-	if (fd < 0 || (size_t)fd >= hp->socks_cap)
-		return NULL;
-	return hp->socks[fd];
-}
-
-/* Stops and forgets fd's poll handle (before the descriptor closes). */
-static void
-sock_forget(struct http_provider *hp, curl_socket_t fd)
-{
-	struct sock_ctx *sc;
-
-	if ((sc = sock_find(hp, fd)) == NULL)
-		return;
-	hp->socks[fd] = NULL;
-	(void)uv_poll_stop(&sc->poll);
-	uv_close((uv_handle_t *)&sc->poll, on_sock_closed);
-}
-
-static void
-on_sock_ready(uv_poll_t *p, int status, int events)
-{
-	struct sock_ctx *sc = p->data;
-	struct http_provider *hp = sc->hp;
-	int flags = 0, running;
-
-	/* a kept connection between transfers: libcurl checks it on reuse */
-	if (sc->idle) {
-		(void)uv_poll_stop(&sc->poll);
-		sc->events = 0;
-		sc->idle = 0;
-		return;
-	}
-	if (status < 0)
-		flags = CURL_CSELECT_ERR;
-	if (events & UV_READABLE)
-		flags |= CURL_CSELECT_IN;
-	if (events & UV_WRITABLE)
-		flags |= CURL_CSELECT_OUT;
-	(void)curl_multi_socket_action(hp->multi, sc->fd, flags, &running);
-	check_multi_info(hp);
-}
-
-/* fd's poll handle, made on first use; NULL on ENOMEM. */
-static struct sock_ctx *
-sock_get(struct http_provider *hp, curl_socket_t s)
-{
-	struct sock_ctx *sc;
-	size_t cap;
-
-	if (s < 0 || s >= SOCKS_MAX)
-		return NULL;
-	if ((size_t)s >= hp->socks_cap) {
-		cap = hp->socks_cap;
-		if (util_grow((char **)&hp->socks, &cap,
-		        ((size_t)s + 1) * sizeof(*hp->socks),
-		        64 * sizeof(*hp->socks),
-		        SOCKS_MAX * sizeof(*hp->socks)) != 0)
-			return NULL;
-		memset(hp->socks + hp->socks_cap, 0,
-		    cap - hp->socks_cap * sizeof(*hp->socks));
-		hp->socks_cap = cap / sizeof(*hp->socks);
-	}
-	if ((sc = hp->socks[s]) != NULL)
-		return sc;
-	if ((sc = calloc(1, sizeof(*sc))) == NULL)
-		return NULL;
-	sc->hp = hp;
-	if (uv_poll_init_socket(hp->loop, &sc->poll, s) != 0) {
-		free(sc);
-		return NULL;
-	}
-	sc->fd = s;
-	sc->poll.data = sc;
-	hp->socks[s] = sc;
-	return sc;
-}
-
-/*
- * A new connection's socket (not a resolver's): it is closed through
- * on_curl_close_socket, so its poll handle may stay armed between
- * transfers. Only marks it: never calls libcurl.
- */
-static int
-on_curl_sockopt(void *clientp, curl_socket_t fd, curlsocktype purpose)
-{
-	struct sock_ctx *sc;
-
-	if (purpose == CURLSOCKTYPE_IPCXN &&
-	    (sc = sock_get(clientp, fd)) != NULL)
-		sc->conn = 1;
-	return CURL_SOCKOPT_OK;
-}
-
-static int
-on_curl_socket(CURL *easy, curl_socket_t s, int what, void *userp,
-    void *socketp)
-{
-	struct http_provider *hp = userp;
-	struct sock_ctx *sc;
-	int events = 0;
-
-	(void)easy;
-	(void)socketp;
-	/*
-	 * No transfer wants the socket now (a kept connection between
-	 * requests). A connection's socket read-polled stays armed, idle: the
-	 * next transfer on it usually wants the same, which then costs no
-	 * system call; readiness while idle (the peer closed) stops it.
-	 * Otherwise the poll stops. The handle stays until the socket closes
-	 * (on_curl_close_socket); one of a descriptor closed without that
-	 * callback (not a connection) is stopped, and libuv knows it only by
-	 * the number: the next socket of that number starts it again.
-	 */
-	if (what == CURL_POLL_REMOVE) {
-		if ((sc = sock_find(hp, s)) == NULL || sc->events == 0)
-			return 0;
-		if (sc->conn && sc->events == UV_READABLE) {
-			sc->idle = 1;
-			return 0;
-		}
-		(void)uv_poll_stop(&sc->poll);
-		sc->events = 0;
-		sc->idle = 0;
-		return 0;
-	}
-	if ((sc = sock_get(hp, s)) == NULL)
-		return -1;
-	if (what == CURL_POLL_IN || what == CURL_POLL_INOUT)
-		events |= UV_READABLE;
-	if (what == CURL_POLL_OUT || what == CURL_POLL_INOUT)
-		events |= UV_WRITABLE;
-	sc->idle = 0;
-	if (sc->conn && events == sc->events)
-		return 0; /* armed already, on the same open socket */
-	if (uv_poll_start(&sc->poll, events, on_sock_ready) != 0)
-		return -1;
-	sc->events = events;
-	return 0;
-}
-
-/* libcurl closes a socket through us: its poll handle stops first. */
-static int
-on_curl_close_socket(void *clientp, curl_socket_t s)
-{
-	sock_forget(clientp, s);
-	return close(s);
-}
-
-static void
-on_curl_timer_due(uv_timer_t *t)
-{
-	struct http_provider *hp = t->data;
-	int running;
-
-	(void)curl_multi_socket_action(hp->multi, CURL_SOCKET_TIMEOUT, 0,
-	    &running);
-	check_multi_info(hp);
-}
-
-/* Arms the uv timer only: never calls libcurl (we are inside it). */
-static int
-on_curl_timer(CURLM *multi, long timeout_ms, void *userp)
-{
-	struct http_provider *hp = userp;
-	uint64_t ms = timeout_ms <= 0 ? 1 : (uint64_t)timeout_ms;
-
-	(void)multi;
-	if (timeout_ms < 0) {
-		(void)uv_timer_stop(&hp->timer);
-		return 0;
-	}
-	/* the same deadline armed already: leave it */
-	if (uv_is_active((uv_handle_t *)&hp->timer) &&
-	    hp->timer_due == uv_now(hp->loop) + ms)
-		return 0;
-	hp->timer_due = uv_now(hp->loop) + ms;
-	(void)uv_timer_start(&hp->timer, on_curl_timer_due, ms, 0);
-	return 0;
 }
 
 /* --- one attempt --------------------------------------------------------- */
@@ -322,9 +144,14 @@ static size_t
 on_curl_header(char *p, size_t size, size_t n, void *arg)
 {
 	static const char name[] = "Stripe-Should-Retry:";
+	static const char replayed[] = "Idempotent-Replayed: true";
 	struct http_call *c = arg;
 	size_t len = size * n, i = sizeof(name) - 1;
 
+	/* the first delivery of this call replayed: an earlier call executed */
+	if (c->res.attempts == 1 && len >= sizeof(replayed) - 1 &&
+	    strncasecmp(p, replayed, sizeof(replayed) - 1) == 0)
+		c->res.replayed = 1;
 	if (len >= i && strncasecmp(p, name, i) == 0) {
 		while (i < len && (p[i] == ' ' || p[i] == '\t'))
 			i++;
@@ -337,6 +164,27 @@ on_curl_header(char *p, size_t size, size_t n, void *arg)
 }
 
 static void attempt_start(struct http_call *c);
+static void call_settle(struct http_call *c, enum settle_verdict v);
+
+/*
+ * Called by libcurl each time it is about to send the request, its own
+ * re-send included: after a kept connection died it sends a POST again on
+ * a fresh one within the same transfer, and the first may have executed.
+ */
+static int
+on_curl_prereq(void *arg, char *conn_primary_ip, char *conn_local_ip,
+    int conn_primary_port, int conn_local_port)
+{
+	struct http_call *c = arg;
+
+	(void)conn_primary_ip;
+	(void)conn_local_ip;
+	(void)conn_primary_port;
+	(void)conn_local_port;
+	if (c != NULL)
+		c->sends++;
+	return CURL_PREREQFUNC_OK;
+}
 
 static void
 on_backoff_closed(uv_handle_t *h)
@@ -355,10 +203,11 @@ attempt_cleanup(struct http_call *c)
 
 	if (c->easy == NULL)
 		return;
-	(void)curl_multi_remove_handle(hp->multi, c->easy);
+	curl_uv_remove(hp->cu, c->easy);
 	/* no pointer into the call stays behind in a pooled handle */
 	(void)curl_easy_setopt(c->easy, CURLOPT_HTTPHEADER, NULL);
 	(void)curl_easy_setopt(c->easy, CURLOPT_PRIVATE, NULL);
+	(void)curl_easy_setopt(c->easy, CURLOPT_PREREQDATA, NULL);
 	if (hp->idle_n < EASY_POOL_MAX)
 		hp->idle[hp->idle_n++] = c->easy;
 	else
@@ -366,11 +215,23 @@ attempt_cleanup(struct http_call *c)
 	c->easy = NULL;
 }
 
+static void
+call_set_state(struct http_call *c, enum http_call_state to)
+{
+	(void)http_call_allowed; /* read by the asserts only */
+	assert(c->state < HC_NSTATES && to < HC_NSTATES);
+	assert((http_call_allowed[c->state] & (1u << to)) != 0);
+	/* one attempt in flight at a time: none when another starts */
+	assert(to != HC_ATTEMPT || c->easy == NULL);
+	c->state = to;
+}
+
 /* The call is over: the caller learns res, then the call is freed. */
 static void
 call_done(struct http_call *c)
 {
 	attempt_cleanup(c);
+	call_set_state(c, HC_DONE);
 	LIST_REMOVE(c, entry);
 	c->cb(&c->res, c->arg);
 	uv_close((uv_handle_t *)&c->backoff, on_backoff_closed);
@@ -398,12 +259,97 @@ attempt_retry(struct http_call *c)
 	    wire_backoff_ms(c->res.attempts, (double)(hp->rng % 1000) / 1000.0);
 	left_ms = (c->deadline_us - now_mono_us()) / 1000;
 	if (left_ms - pause_ms < ATTEMPT_MIN_MS) {
-		c->res.outcome = PROV_UNKNOWN;
-		call_done(c);
+		call_settle(c, c->probe ? SV_UNKNOWN : settle_end(&c->fold));
 		return;
 	}
+	call_set_state(c, HC_BACKOFF);
 	(void)uv_timer_start(&c->backoff, on_backoff_due, (uint64_t)pause_ms,
 	    0);
+}
+
+/*
+ * What a transfer that got no HTTP answer proves: nothing reached the
+ * provider when the certificate was refused, or when no connection could
+ * be made and libcurl never got to send the request (sends: its
+ * CURLOPT_PREREQFUNCTION calls; it re-sends on a fresh connection after a
+ * kept one died, and the first may have arrived). Anything else may have
+ * executed.
+ */
+static enum settle_class
+transport_class(CURLcode rc, int sends)
+{
+	if (rc == CURLE_PEER_FAILED_VERIFICATION ||
+	    rc == CURLE_SSL_CACERT_BADFILE)
+		return SC_NOT_SENT;
+	if ((rc == CURLE_COULDNT_CONNECT || rc == CURLE_COULDNT_RESOLVE_HOST) &&
+	    sends == 0)
+		return SC_NOT_SENT;
+	return SC_MAYBE;
+}
+
+/* The call ends with what the settle module decided. */
+static void
+call_settle(struct http_call *c, enum settle_verdict v)
+{
+	switch (v) {
+	case SV_COMPLETED: c->res.outcome = PROV_SUCCEEDED; break;
+	case SV_DECLINED: c->res.outcome = PROV_DECLINED; break;
+	case SV_FAILED:
+		c->res.outcome = c->probe ? PROV_ABSENT : PROV_ERROR;
+		break;
+	case SV_RETRY:
+	case SV_UNKNOWN: c->res.outcome = PROV_UNKNOWN; break;
+	}
+	c->res.mismatches = c->fold.mismatches + (c->probe_mismatch ? 1 : 0);
+	c->res.refused_after_ambiguity = c->fold.refused_after_ambiguity;
+	if (c->res.mismatches > 0) {
+		metrics_inc(MC_PROVIDER_MISMATCH);
+		log_error(NULL,
+		    "provider-mismatch: a charge that is not this request's (downstream key %.20s...): not recorded, the outcome stays unknown",
+		    c->dkey);
+	}
+	if (c->res.refused_after_ambiguity > 0) {
+		metrics_inc(MC_PROVIDER_REFUSED_AMBIGUOUS);
+		log_error(NULL,
+		    "provider refused a delivery after one that may have executed (%s): the outcome stays unknown",
+		    c->res.why);
+	}
+	call_done(c);
+}
+
+/* One page of a probe came back (status 200): next page, or the verdict. */
+static void
+probe_page_done(struct http_call *c)
+{
+	enum settle_probe p;
+	int more = 0;
+
+	p = wire_parse_list(c->body != NULL ? c->body : "", c->body_len,
+	    &c->expect, &c->res, &more, c->after);
+	if (p == PROBE_NOT_OURS) {
+		c->probe_mismatch = 1;
+		p = PROBE_NONE; /* go on: ours may still come */
+	}
+	if (p == PROBE_NONE && more) {
+		if (++c->pages >= PROBE_PAGES_MAX || c->after[0] == '\0') {
+			(void)snprintf(c->res.why, sizeof(c->res.why),
+			    "list: more than %d pages", PROBE_PAGES_MAX);
+			call_settle(c, SV_UNKNOWN);
+			return;
+		}
+		c->res.attempts = 0; /* a page is not a failed attempt */
+		attempt_start(c);
+		return;
+	}
+	if (p == PROBE_NONE && c->probe_mismatch)
+		p = PROBE_NOT_OURS;
+	(void)snprintf(c->res.why, sizeof(c->res.why), "list: %s",
+	    p == PROBE_FOUND || p == PROBE_FOUND_DECLINED ? "found"
+	        : p == PROBE_NONE                         ? "none"
+	                                                  : "not settled");
+	call_settle(c,
+	    settle_probe(p, c->probe_sent_ms, c->quiet_ms,
+	        c->hp->cfg->provider_timeout_ms));
 }
 
 /* What one finished transfer came to, by the table of provider_wire.c. */
@@ -412,12 +358,16 @@ attempt_done(struct http_call *c, CURLcode rc)
 {
 	struct wire_attempt a = { 0, NULL, NULL, -1 };
 	char type[PROVIDER_CODE_MAX] = "", code[PROVIDER_CODE_MAX] = "";
+	struct settle_seen seen;
+	enum settle_class sc;
+	enum settle_verdict sv;
 	struct wire_verdict v;
 	long status = 0;
 
 	if (rc == CURLE_OK)
 		(void)curl_easy_getinfo(c->easy, CURLINFO_RESPONSE_CODE,
 		    &status);
+	sc = rc == CURLE_OK ? SC_MAYBE : transport_class(rc, c->sends);
 	attempt_cleanup(c);
 	a.status = rc == CURLE_OK ? status : 0;
 	a.should_retry = c->should_retry;
@@ -428,7 +378,7 @@ attempt_done(struct http_call *c, CURLcode rc)
 		a.err_code = code;
 	}
 	v = wire_classify(&a);
-	metrics_provider_attempt(v.label);
+	metrics_provider_attempt(v.attempt);
 	if (rc != CURLE_OK)
 		(void)snprintf(c->res.why, sizeof(c->res.why), "%s",
 		    curl_easy_strerror(rc));
@@ -445,72 +395,61 @@ attempt_done(struct http_call *c, CURLcode rc)
 		log_error(NULL,
 		    "provider: %s (provider_ca_file, provider_tls_verify)",
 		    c->res.why);
-		c->res.outcome = PROV_UNKNOWN;
-		call_done(c);
+		(void)settle_attempt(&c->fold, sc);
+		call_settle(c, settle_end(&c->fold));
 		return;
 	}
-	if (c->search) {
-		int found = -1;
-
-		if (a.status == 200 && c->body != NULL)
-			found = wire_parse_search(c->body, c->body_len,
-			    c->principal, &c->res);
-		if (found == 0)
-			c->res.outcome = PROV_ABSENT;
-		if (found >= 0) {
-			call_done(c);
+	if (c->probe) {
+		if (a.status == 200) {
+			probe_page_done(c);
 			return;
 		}
-		attempt_retry(c);
+		attempt_retry(c); /* the page again, within the deadline */
 		return;
 	}
-	switch (v.cls) {
-	case WIRE_CHARGE:
-		if (c->body != NULL &&
-		    wire_parse_charge(c->body, c->body_len, &c->res) == 0) {
-			call_done(c);
-			return;
+	if (rc == CURLE_OK)
+		sc = v.settle;
+	if (sc == SC_CHARGE) {
+		if (c->body == NULL ||
+		    wire_parse_charge(c->body, c->body_len, &c->res) != 0)
+			sc = SC_MAYBE; /* a 200 that is no charge */
+		else {
+			seen.request = c->res.seen_request;
+			seen.amount = c->res.seen_amount;
+			seen.currency = c->res.seen_currency;
+			if (!settle_is_ours(&c->expect, &seen))
+				sc = SC_NOT_OURS;
 		}
-		break; /* a 200 that is no charge: ask again */
-	case WIRE_DECLINE:
-		if (c->res.outcome == PROV_DECLINED) {
-			call_done(c);
-			return;
-		}
-		break;
-	case WIRE_BUG:
+	}
+	if (sc == SC_DECLINE && c->res.outcome != PROV_DECLINED)
+		sc = SC_MAYBE; /* a 402 without an error object */
+	if (v.cls == WIRE_BUG)
 		log_error(NULL,
-		    "provider: downstream key %.20s... was used with other parameters (idempotency_error): a bug; recorded failed",
+		    "provider: downstream key %.20s... was used with other parameters (idempotency_error): a bug",
 		    c->dkey);
-		c->res.outcome = PROV_ERROR;
-		call_done(c);
+	else if (v.cls == WIRE_REJECTED)
+		log_warn(NULL, "provider refused the delivery: %s", c->res.why);
+	/* libcurl sent it more than once: the earlier one may have executed */
+	if (c->sends > 1)
+		(void)settle_attempt(&c->fold, SC_MAYBE);
+	sv = settle_attempt(&c->fold, sc);
+	if (sv != SV_RETRY) {
+		call_settle(c, sv);
 		return;
-	case WIRE_REJECTED:
-		log_warn(NULL, "provider rejected the charge: %s", c->res.why);
-		c->res.outcome = PROV_ERROR;
-		call_done(c);
-		return;
-	case WIRE_RETRY: break;
 	}
 	attempt_retry(c);
 }
 
+/* A transfer is over (curl_uv.c): the attempt it was comes to an end. */
 static void
-check_multi_info(struct http_provider *hp)
+on_transfer_done(CURL *easy, CURLcode result, void *arg)
 {
-	struct http_call *c;
-	CURLMsg *msg;
-	int left;
+	struct http_call *c = NULL;
 
-	while ((msg = curl_multi_info_read(hp->multi, &left)) != NULL) {
-		if (msg->msg != CURLMSG_DONE)
-			continue;
-		c = NULL;
-		(void)curl_easy_getinfo(msg->easy_handle, CURLINFO_PRIVATE,
-		    (char **)&c);
-		if (c != NULL)
-			attempt_done(c, msg->data.result);
-	}
+	(void)arg;
+	(void)curl_easy_getinfo(easy, CURLINFO_PRIVATE, (char **)&c);
+	if (c != NULL)
+		attempt_done(c, result);
 }
 
 /* The options every attempt shares, set once per easy handle; 0 or -1. */
@@ -524,6 +463,7 @@ easy_setup(struct http_provider *hp, CURL *e)
 		rc |= curl_easy_setopt(e, CURLOPT_UNIX_SOCKET_PATH,
 		    hp->unix_path);
 	rc |= curl_easy_setopt(e, CURLOPT_WRITEFUNCTION, on_curl_body);
+	rc |= curl_easy_setopt(e, CURLOPT_PREREQFUNCTION, on_curl_prereq);
 	rc |= curl_easy_setopt(e, CURLOPT_HEADERFUNCTION, on_curl_header);
 	rc |= curl_easy_setopt(e, CURLOPT_NOSIGNAL, 1L);
 	rc |= curl_easy_setopt(e, CURLOPT_CONNECTTIMEOUT_MS,
@@ -539,11 +479,7 @@ easy_setup(struct http_provider *hp, CURL *e)
 	    strcmp(cfg->provider_ca_file, "none") != 0)
 		rc |=
 		    curl_easy_setopt(e, CURLOPT_CAINFO, cfg->provider_ca_file);
-	rc |= curl_easy_setopt(e, CURLOPT_CLOSESOCKETFUNCTION,
-	    on_curl_close_socket);
-	rc |= curl_easy_setopt(e, CURLOPT_CLOSESOCKETDATA, hp);
-	rc |= curl_easy_setopt(e, CURLOPT_SOCKOPTFUNCTION, on_curl_sockopt);
-	rc |= curl_easy_setopt(e, CURLOPT_SOCKOPTDATA, hp);
+	rc |= curl_uv_easy_setup(hp->cu, e);
 	if (hp->proxy_off) {
 		/* no proxy variable was set: none looked up per transfer */
 		rc |= curl_easy_setopt(e, CURLOPT_PROXY, "");
@@ -584,17 +520,17 @@ attempt_setup(struct http_call *c)
 	c->hdr_auth.data = hp->auth;
 	c->hdr_auth.next = &c->hdr_key;
 	c->hdr_key.data = c->key_hdr;
-	c->hdr_key.next = c->search ? hp->hdr_get : hp->hdr_post;
+	c->hdr_key.next = c->probe ? hp->hdr_get : hp->hdr_post;
 	/*
 	 * The charges URL is parsed once (CURLOPT_CURLU, read by libcurl at
 	 * every transfer); a search's URL is a string. CURLOPT_URL is set
 	 * too: the handle's URL for everything else libcurl reports.
 	 */
 	rc |= curl_easy_setopt(e, CURLOPT_CURLU,
-	    c->search ? NULL : hp->charges_url);
+	    c->probe ? NULL : hp->charges_url);
 	rc |= curl_easy_setopt(e, CURLOPT_URL, c->url);
 	rc |= curl_easy_setopt(e, CURLOPT_HTTPHEADER, &c->hdr_auth);
-	if (!c->search) {
+	if (!c->probe) {
 		rc |= curl_easy_setopt(e, CURLOPT_POST, 1L);
 		rc |= curl_easy_setopt(e, CURLOPT_POSTFIELDS, c->form);
 		rc |= curl_easy_setopt(e, CURLOPT_POSTFIELDSIZE,
@@ -603,31 +539,53 @@ attempt_setup(struct http_call *c)
 		rc |= curl_easy_setopt(e, CURLOPT_HTTPGET, 1L);
 	}
 	rc |= curl_easy_setopt(e, CURLOPT_PRIVATE, c);
+	rc |= curl_easy_setopt(e, CURLOPT_PREREQDATA, c);
 	rc |= curl_easy_setopt(e, CURLOPT_WRITEDATA, c);
 	rc |= curl_easy_setopt(e, CURLOPT_HEADERDATA, c);
 	rc |= curl_easy_setopt(e, CURLOPT_TIMEOUT_MS, timeout_ms);
 	return rc == 0 ? 0 : -1;
 }
 
+/* A probe's page URL: the list over [gte, lte] after c->after. 0 or -1. */
+static int
+probe_url(struct http_call *c)
+{
+	char q[256];
+
+	return wire_list_query(c->gte, c->lte, c->after, q, sizeof(q)) < 0 ||
+	        (size_t)snprintf(c->url, sizeof(c->url), "%s%s%s", c->hp->base,
+	            LIST_PATH, q) >= sizeof(c->url)
+	    ? -1
+	    : 0;
+}
+
 static void
 attempt_start(struct http_call *c)
 {
-	/* a backoff that ended late leaves no time: no attempt, unknown */
-	if ((c->deadline_us - now_mono_us()) / 1000 < ATTEMPT_MIN_MS) {
-		c->res.outcome = PROV_UNKNOWN;
-		call_done(c);
+	/*
+	 * A backoff that ended late leaves no time, and a re-send of an
+	 * unknown outcome never starts past the execute window: no attempt,
+	 * the call ends with what the attempts so far proved.
+	 */
+	if ((c->deadline_us - now_mono_us()) / 1000 < ATTEMPT_MIN_MS ||
+	    (c->resend_until_ms > 0 && now_wall_ms() >= c->resend_until_ms)) {
+		call_settle(c, c->probe ? SV_UNKNOWN : settle_end(&c->fold));
 		return;
 	}
+	call_set_state(c, HC_ATTEMPT);
 	c->body_len = 0;
 	c->should_retry = -1;
+	c->sends = 0;
 	c->res.attempts++;
-	if ((c->easy = easy_take(c->hp)) == NULL || attempt_setup(c) != 0 ||
-	    curl_multi_add_handle(c->hp->multi, c->easy) != CURLM_OK) {
+	if (c->probe && c->pages == 0)
+		c->probe_sent_ms = now_wall_ms(); /* the list's moment */
+	if ((c->probe && probe_url(c) != 0) ||
+	    (c->easy = easy_take(c->hp)) == NULL || attempt_setup(c) != 0 ||
+	    curl_uv_add(c->hp->cu, c->easy) != 0) {
 		(void)snprintf(c->res.why, sizeof(c->res.why),
 		    "cannot start a transfer");
 		attempt_cleanup(c);
-		c->res.outcome = PROV_UNKNOWN;
-		call_done(c);
+		call_settle(c, c->probe ? SV_UNKNOWN : settle_end(&c->fold));
 	}
 }
 
@@ -639,31 +597,39 @@ http_start(void *impl, const struct provider_call *call, provider_cb *cb,
 {
 	struct http_provider *hp = impl;
 	struct http_call *c;
-	char q[3 * (2 * IDEM_KEY_MAX + 64) + 16];
-	if (strlen(call->principal) > PRINCIPAL_MAX ||
+
+	if (strlen(call->currency) >= PROVIDER_CURRENCY_MAX ||
 	    (c = calloc(1, sizeof(*c))) == NULL)
 		return -1;
 	c->hp = hp;
 	c->cb = cb;
 	c->arg = arg;
-	c->search = call->search;
+	c->probe = call->probe;
+	c->resend_until_ms = call->probe ? 0 : call->resend_until_ms;
 	c->res.outcome = PROV_UNKNOWN;
 	c->deadline_us = call->deadline_us;
-	memcpy(c->principal, call->principal, strlen(call->principal) + 1);
+	settle_begin(&c->fold, call->resume);
 	if (wire_downstream_key(hp->cfg->provider_secret, call->principal,
 	        call->key, call->keylen, call->fingerprint, c->dkey) != 0)
 		goto fail;
+	memcpy(c->currency, call->currency, strlen(call->currency) + 1);
+	c->expect.request = c->dkey;
+	c->expect.amount = call->amount;
+	c->expect.currency = c->currency;
 	(void)snprintf(c->key_hdr, sizeof(c->key_hdr), "Idempotency-Key: %s",
 	    c->dkey);
-	if (c->search) {
-		if (wire_search_query(call->key, call->keylen, q, sizeof(q)) <
-		        0 ||
-		    (size_t)snprintf(c->url, sizeof(c->url), "%s%s%s", hp->base,
-		        SEARCH_PATH, q) >= sizeof(c->url))
-			goto fail;
+	if (c->probe) {
+		/* every charge a delivery of this request could have made */
+		c->quiet_ms = call->quiet_ms;
+		c->gte = call->created_ms / 1000 - PROBE_SKEW_S;
+		c->lte = (call->quiet_ms > 0 ? call->quiet_ms : now_wall_ms()) /
+		        1000 +
+		    hp->cfg->provider_timeout_ms / 1000 + 1 + PROBE_SKEW_S;
+		if (c->gte < 0)
+			c->gte = 0;
 	} else {
 		if ((c->form = wire_form_body(call->canon, call->canonlen,
-		         call->principal, call->key, call->keylen,
+		         call->principal, call->key, call->keylen, c->dkey,
 		         &c->formlen)) == NULL)
 			goto fail;
 		(void)snprintf(c->url, sizeof(c->url), "%s%s", hp->base,
@@ -681,23 +647,10 @@ fail:
 }
 
 static void
-on_timer_closed(uv_handle_t *h)
-{
-	struct http_provider *hp = h->data;
-
-	curl_slist_free_all(hp->hdr_post);
-	curl_slist_free_all(hp->hdr_get);
-	curl_url_cleanup(hp->charges_url);
-	free(hp->socks);
-	free(hp);
-}
-
-static void
 http_free(void *impl)
 {
 	struct http_provider *hp = impl;
 	struct http_call *c;
-	curl_socket_t fd;
 
 	while ((c = LIST_FIRST(&hp->calls)) != NULL) {
 		(void)uv_timer_stop(&c->backoff);
@@ -707,14 +660,12 @@ http_free(void *impl)
 	}
 	while (hp->idle_n > 0)
 		curl_easy_cleanup(hp->idle[--hp->idle_n]);
-	/* closes the kept connections: through on_curl_close_socket */
-	(void)curl_multi_cleanup(hp->multi);
-	hp->multi = NULL;
-	/* the stopped handles of descriptors closed without our callback */
-	for (fd = 0; (size_t)fd < hp->socks_cap; fd++)
-		sock_forget(hp, fd);
-	(void)uv_timer_stop(&hp->timer);
-	uv_close((uv_handle_t *)&hp->timer, on_timer_closed);
+	/* closes the kept connections; freed once the loop closed its handles */
+	curl_uv_free(hp->cu);
+	curl_slist_free_all(hp->hdr_post);
+	curl_slist_free_all(hp->hdr_get);
+	curl_url_cleanup(hp->charges_url);
+	free(hp);
 }
 
 static const struct provider_ops http_ops = { http_start, http_free };
@@ -801,35 +752,27 @@ provider_http_new(uv_loop_t *loop, const struct config *cfg, char *errstr,
 		curl_url_cleanup(hp->charges_url);
 		hp->charges_url = NULL;
 	}
+	/* no Expect: 100-continue, no Accept: */
 	if ((hp->hdr_get = curl_slist_append(NULL, "Expect:")) == NULL ||
+	    curl_slist_append(hp->hdr_get, "Accept:") == NULL ||
 	    (hp->hdr_post = curl_slist_append(NULL, "Expect:")) == NULL ||
+	    curl_slist_append(hp->hdr_post, "Accept:") == NULL ||
 	    curl_slist_append(hp->hdr_post,
 	        "Content-Type: application/x-www-form-urlencoded") == NULL) {
 		util_err(errstr, errlen, "provider: out of memory");
 		goto fail;
 	}
-	if ((hp->multi = curl_multi_init()) == NULL) {
+	if ((hp->cu = curl_uv_new(loop, PROVIDER_CONNS_KEPT, on_transfer_done,
+	         hp)) == NULL) {
 		util_err(errstr, errlen, "provider: curl_multi_init failed");
 		goto fail;
 	}
-	if (curl_multi_setopt(hp->multi, CURLMOPT_SOCKETFUNCTION,
-	        on_curl_socket) != CURLM_OK ||
-	    curl_multi_setopt(hp->multi, CURLMOPT_SOCKETDATA, hp) != CURLM_OK ||
-	    curl_multi_setopt(hp->multi, CURLMOPT_TIMERFUNCTION,
-	        on_curl_timer) != CURLM_OK ||
-	    curl_multi_setopt(hp->multi, CURLMOPT_TIMERDATA, hp) != CURLM_OK) {
-		util_err(errstr, errlen, "provider: curl_multi_setopt failed");
-		goto fail;
-	}
-	(void)uv_timer_init(loop, &hp->timer);
-	hp->timer.data = hp;
 	p->ops = &http_ops;
 	p->impl = hp;
 	return p;
 fail:
 	if (hp != NULL) {
-		if (hp->multi != NULL)
-			(void)curl_multi_cleanup(hp->multi);
+		curl_uv_free(hp->cu);
 		curl_slist_free_all(hp->hdr_post);
 		curl_slist_free_all(hp->hdr_get);
 		curl_url_cleanup(hp->charges_url);

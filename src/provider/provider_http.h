@@ -14,7 +14,10 @@
 #include "config.h"
 #include "provider.h"
 
-/* Once per process before any thread starts (curl_global_init). 0 or -1. */
+/*
+ * Once per process before any thread starts (curl_global_init), when a
+ * loop will use the HTTP provider. 0 or -1.
+ */
 int provider_http_global_init(void);
 
 /*

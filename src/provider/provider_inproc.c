@@ -274,7 +274,7 @@ sim_start(void *impl, const struct provider_call *call, provider_cb *cb,
 	 * answers at once that it has no charge; any other token charges as
 	 * it would have (the same charge id).
 	 */
-	if ((call->resume || call->search) && sc->res.outcome == PROV_TIMEOUT) {
+	if ((call->resume || call->probe) && sc->res.outcome == PROV_TIMEOUT) {
 		sc->res.outcome = PROV_ABSENT;
 		delay_ms = 0;
 	}

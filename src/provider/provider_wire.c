@@ -12,6 +12,7 @@
 
 #include "defaults.h"
 #include "digest.h"
+#include "metrics.h"
 #include "provider_wire.h"
 #include "util.h"
 
@@ -99,7 +100,7 @@ number_format(double v, char *out, size_t outlen)
 
 char *
 wire_form_body(const char *canon, size_t canonlen, const char *principal,
-    const char *key, size_t keylen, size_t *len)
+    const char *key, size_t keylen, const char *dkey, size_t *len)
 {
 	const cJSON *amount, *currency, *source, *desc;
 	char num[24], *out = NULL;
@@ -122,8 +123,8 @@ wire_form_body(const char *canon, size_t canonlen, const char *principal,
 	cap = 3 *
 	        (strlen(currency->valuestring) + strlen(source->valuestring) +
 	            (cJSON_IsString(desc) ? strlen(desc->valuestring) : 0) +
-	            strlen(principal) + keylen) +
-	    160;
+	            strlen(principal) + keylen + strlen(dkey)) +
+	    192;
 	if ((out = malloc(cap)) == NULL)
 		goto done;
 	number_format(amount->valuedouble, num, sizeof(num));
@@ -139,6 +140,7 @@ wire_form_body(const char *canon, size_t canonlen, const char *principal,
 	form_pair(&b, "metadata[charge_principal]", principal,
 	    strlen(principal));
 	form_pair(&b, "metadata[charge_idempotency_key]", key, keylen);
+	form_pair(&b, "metadata[charge_request]", dkey, strlen(dkey));
 	if ((n = util_buf_len(&b)) < 0 || (size_t)n >= cap) {
 		free(out);
 		out = NULL;
@@ -152,33 +154,20 @@ done:
 }
 
 int
-wire_search_query(const char *key, size_t keylen, char *out, size_t outlen)
+wire_list_query(long long gte, long long lte, const char *after, char *out,
+    size_t outlen)
 {
-	char q[2 * IDEM_KEY_MAX + 64];
-	struct util_buf b, qb;
-	size_t i;
-	long n;
+	int n;
 
-	if (keylen > IDEM_KEY_MAX)
-		return -1;
-	/* the value is quoted: a quote or backslash in the key is escaped */
-	util_buf_init(&qb, q, sizeof(q));
-	util_buf_str(&qb, "metadata['charge_idempotency_key']:'");
-	for (i = 0; i < keylen; i++) {
-		if (key[i] == '\'' || key[i] == '\\')
-			util_buf_put(&qb, "\\", 1);
-		util_buf_put(&qb, key + i, 1);
-	}
-	util_buf_put(&qb, "'", 1);
-	if ((n = util_buf_len(&qb)) < 0)
-		return -1;
-	util_buf_init(&b, out, outlen);
-	util_buf_str(&b, "query=");
-	form_escape(&b, q, (size_t)n);
-	if ((n = util_buf_len(&b)) < 0 || (size_t)n >= outlen)
-		return -1;
-	out[n] = '\0';
-	return (int)n;
+	if (after != NULL && after[0] != '\0')
+		n = snprintf(out, outlen,
+		    "created[gte]=%lld&created[lte]=%lld&limit=%d&starting_after=%s",
+		    gte, lte, WIRE_LIST_LIMIT, after);
+	else
+		n = snprintf(out, outlen,
+		    "created[gte]=%lld&created[lte]=%lld&limit=%d", gte, lte,
+		    WIRE_LIST_LIMIT);
+	return n < 0 || (size_t)n >= outlen ? -1 : n;
 }
 
 /*
@@ -193,31 +182,31 @@ struct class_row {
 	const char *err_code; /* NULL: any */
 	int should_retry;     /* -1: any; 1: the header said true */
 	enum wire_class cls;
-	const char *label;
+	enum settle_class settle; /* what it proves (settle.h) */
+	enum metrics_attempt
+	    attempt; /* its charge_provider_attempts_total label */
 };
 
 static const struct class_row class_rows[] = {
-	/* no HTTP answer: refused, reset, closed, timed out */
-	{ 0, 0, NULL, NULL, -1, WIRE_RETRY, "transport" },
-	{ 200, 200, NULL, NULL, -1, WIRE_CHARGE, "charge" },
-	{ 402, 402, NULL, NULL, -1, WIRE_DECLINE, "decline" },
+	/* no HTTP answer: refused, reset, closed, timed out (see wire_transport) */
+	{ 0, 0, NULL, NULL, -1, WIRE_RETRY, SC_MAYBE, MA_TRANSPORT },
+	/* a charge: proven the request's or not by the caller (settle_is_ours) */
+	{ 200, 200, NULL, NULL, -1, WIRE_CHARGE, SC_CHARGE, MA_CHARGE },
+	{ 402, 402, NULL, NULL, -1, WIRE_DECLINE, SC_DECLINE, MA_DECLINE },
 	/* our key reused with other parameters: a bug, never retried */
-	{ 400, 400, "idempotency_error", NULL, -1, WIRE_BUG,
-	    "idempotency_error" },
+	{ 400, 400, "idempotency_error", NULL, -1, WIRE_BUG, SC_REJECTED,
+	    MA_IDEMPOTENCY_ERROR },
 	/* the first delivery under the key is still running */
-	{ 409, 409, NULL, NULL, -1, WIRE_RETRY, "in_use" },
-	{ 429, 429, NULL, NULL, -1, WIRE_RETRY, "rate_limited" },
-	{ 500, 599, NULL, NULL, -1, WIRE_RETRY, "server_error" },
-	{ 400, 499, NULL, NULL, 1, WIRE_RETRY, "should_retry" },
-	/* the request's own fault: nothing was charged */
-	{ 400, 499, NULL, NULL, -1, WIRE_REJECTED, "rejected" },
+	{ 409, 409, NULL, NULL, -1, WIRE_RETRY, SC_MAYBE, MA_IN_USE },
+	/* not processed: try again */
+	{ 429, 429, NULL, NULL, -1, WIRE_RETRY, SC_LATER, MA_RATE_LIMITED },
+	{ 500, 599, NULL, NULL, -1, WIRE_RETRY, SC_MAYBE, MA_SERVER_ERROR },
+	{ 400, 499, NULL, NULL, 1, WIRE_RETRY, SC_LATER, MA_SHOULD_RETRY },
+	/* refused (the request's fault, the key, a WAF): this delivery did not execute */
+	{ 400, 499, NULL, NULL, -1, WIRE_REJECTED, SC_REJECTED, MA_REJECTED },
 	/* anything else (1xx, 2xx other than 200, 3xx): ambiguous */
-	{ 0, 999, NULL, NULL, -1, WIRE_RETRY, "unexpected" },
+	{ 0, 999, NULL, NULL, -1, WIRE_RETRY, SC_MAYBE, MA_UNEXPECTED },
 };
-
-const char *const wire_class_labels[] = { "transport", "charge", "decline",
-	"idempotency_error", "in_use", "rate_limited", "server_error",
-	"should_retry", "rejected", "unexpected", NULL };
 
 static int
 row_str_matches(const char *want, const char *have)
@@ -228,7 +217,8 @@ row_str_matches(const char *want, const char *have)
 struct wire_verdict
 wire_classify(const struct wire_attempt *a)
 {
-	struct wire_verdict v = { WIRE_RETRY, "unexpected" };
+	struct wire_verdict v = { WIRE_RETRY, SC_MAYBE, MA_UNEXPECTED,
+		"unexpected" };
 	size_t i;
 
 	for (i = 0; i < sizeof(class_rows) / sizeof(class_rows[0]); i++) {
@@ -241,7 +231,9 @@ wire_classify(const struct wire_attempt *a)
 		        a->should_retry != r->should_retry))
 			continue;
 		v.cls = r->cls;
-		v.label = r->label;
+		v.settle = r->settle;
+		v.attempt = r->attempt;
+		v.label = metrics_attempt_labels[r->attempt];
 		return v;
 	}
 	return v;
@@ -299,7 +291,31 @@ charge_id_ok(const char *id)
 	return i > 0;
 }
 
-/* A charge object (200, or an element of a search) into res. */
+/*
+ * What a charge object says of itself: metadata.charge_request, amount,
+ * currency ("" and -1 when absent or not of their type).
+ */
+static void
+charge_seen_from_json(const cJSON *o, struct provider_result *res)
+{
+	const cJSON *amount = cJSON_GetObjectItemCaseSensitive(o, "amount");
+	const cJSON *md = cJSON_GetObjectItemCaseSensitive(o, "metadata");
+
+	res->seen_amount = cJSON_IsNumber(amount) && amount->valuedouble >= 0 &&
+	        amount->valuedouble < 1e15 &&
+	        amount->valuedouble == (double)(long long)amount->valuedouble
+	    ? (long long)amount->valuedouble
+	    : -1;
+	if (json_string_copy(o, "currency", res->seen_currency,
+	        sizeof(res->seen_currency)) != 0)
+		res->seen_currency[0] = '\0';
+	if (!cJSON_IsObject(md) ||
+	    json_string_copy(md, "charge_request", res->seen_request,
+	        sizeof(res->seen_request)) != 0)
+		res->seen_request[0] = '\0';
+}
+
+/* A charge object (200, or an element of a list) into res. */
 static int
 charge_from_json(const cJSON *o, struct provider_result *res)
 {
@@ -315,6 +331,7 @@ charge_from_json(const cJSON *o, struct provider_result *res)
 	    !cJSON_IsString(status))
 		return -1;
 	res->created = (long long)created->valuedouble;
+	charge_seen_from_json(o, res);
 	if (strcmp(status->valuestring, "succeeded") == 0) {
 		res->outcome = PROV_SUCCEEDED;
 		res->decline_code = NULL;
@@ -496,15 +513,77 @@ scan_value(struct scan *s, int depth)
 	}
 }
 
+/*
+ * The metadata object at s->p: the raw value of its charge_request member
+ * (a plain string) into *v and *vlen (left NULL when absent). 0, or -1 when
+ * the fast path cannot answer.
+ */
+static int
+scan_metadata(struct scan *s, const char **v, size_t *vlen)
+{
+	static const char name[] = "charge_request";
+	const char *key, *str;
+	size_t klen, len;
+	int esc;
+
+	if (s->p >= s->end || *s->p++ != '{')
+		return -1;
+	scan_ws(s);
+	if (s->p < s->end && *s->p == '}') {
+		s->p++;
+		return 0;
+	}
+	for (;;) {
+		if (scan_string(s, &key, &klen, &esc) != 0 || esc)
+			return -1;
+		scan_ws(s);
+		if (s->p >= s->end || *s->p++ != ':')
+			return -1;
+		scan_ws(s);
+		if (klen == sizeof(name) - 1 && memcmp(key, name, klen) == 0) {
+			if (*v != NULL ||
+			    scan_string(s, &str, &len, &esc) != 0 || esc)
+				return -1;
+			*v = str;
+			*vlen = len;
+		} else if (scan_value(s, 2) != 0)
+			return -1;
+		scan_ws(s);
+		if (s->p >= s->end)
+			return -1;
+		if (*s->p == '}') {
+			s->p++;
+			return 0;
+		}
+		if (*s->p++ != ',')
+			return -1;
+		scan_ws(s);
+	}
+}
+
+/* A plain non-negative integer of n digits (n <= 15) from its text. */
+static long long
+digits_value(const char *d, size_t n)
+{
+	long long x = 0;
+	size_t i;
+
+	for (i = 0; i < n; i++)
+		x = x * 10 + (d[i] - '0');
+	return x;
+}
+
+/* Members the fast path reads; the first four must be there. */
+enum { F_OBJECT, F_ID, F_CREATED, F_STATUS, F_AMOUNT, F_CURRENCY, F_META, F_N };
+
 static int
 charge_fast(const char *body, size_t len, struct provider_result *res)
 {
-	static const char *const names[] = { "object", "id", "created",
-		"status" };
+	static const char *const names[F_N] = { "object", "id", "created",
+		"status", "amount", "currency", "metadata" };
 	struct scan s = { body, body + len };
-	const char *val[4] = { NULL, NULL, NULL, NULL }, *key, *v;
-	size_t vlen[4] = { 0, 0, 0, 0 }, klen, i;
-	long long created = 0;
+	const char *val[F_N] = { NULL }, *key, *v, *rq = NULL;
+	size_t vlen[F_N] = { 0 }, klen, i, rqlen = 0;
 	int esc, plain;
 
 	scan_ws(&s);
@@ -520,20 +599,24 @@ charge_fast(const char *body, size_t len, struct provider_result *res)
 		if (s.p >= s.end || *s.p++ != ':')
 			return -1;
 		scan_ws(&s);
-		for (i = 0; i < 4; i++)
+		for (i = 0; i < F_N; i++)
 			if (val[i] == NULL && strlen(names[i]) == klen &&
 			    memcmp(key, names[i], klen) == 0)
 				break;
 		v = s.p;
-		if (i == 4) {
+		if (i == F_N) {
 			if (scan_value(&s, 1) != 0)
 				return -1;
-		} else if (i == 2) {
+		} else if (i == F_CREATED || i == F_AMOUNT) {
 			if (scan_number(&s, &plain) != 0 || !plain ||
 			    *v == '-' || s.p - v > 13)
 				return -1;
 			val[i] = v;
 			vlen[i] = (size_t)(s.p - v);
+		} else if (i == F_META) {
+			if (scan_metadata(&s, &rq, &rqlen) != 0)
+				return -1;
+			val[i] = v;
 		} else {
 			if (scan_string(&s, &val[i], &vlen[i], &esc) != 0 ||
 			    esc)
@@ -550,25 +633,33 @@ charge_fast(const char *body, size_t len, struct provider_result *res)
 	}
 	s.p++;
 	scan_ws(&s);
-	if (s.p != s.end || val[0] == NULL || val[1] == NULL ||
-	    val[2] == NULL || val[3] == NULL || vlen[0] != 6 ||
-	    memcmp(val[0], "charge", 6) != 0 || vlen[3] != 9 ||
-	    memcmp(val[3], "succeeded", 9) != 0 || vlen[1] == 0 ||
-	    vlen[1] >= sizeof(res->charge_id))
+	if (s.p != s.end || val[F_OBJECT] == NULL || val[F_ID] == NULL ||
+	    val[F_CREATED] == NULL || val[F_STATUS] == NULL ||
+	    vlen[F_OBJECT] != 6 || memcmp(val[F_OBJECT], "charge", 6) != 0 ||
+	    vlen[F_STATUS] != 9 || memcmp(val[F_STATUS], "succeeded", 9) != 0 ||
+	    vlen[F_ID] == 0 || vlen[F_ID] >= sizeof(res->charge_id) ||
+	    vlen[F_CURRENCY] >= sizeof(res->seen_currency) ||
+	    rqlen >= sizeof(res->seen_request))
 		return -1;
-	for (i = 0; i < vlen[1]; i++)
-		if (!((val[1][i] >= 'a' && val[1][i] <= 'z') ||
-		        (val[1][i] >= 'A' && val[1][i] <= 'Z') ||
-		        (val[1][i] >= '0' && val[1][i] <= '9') ||
-		        val[1][i] == '_'))
+	for (i = 0; i < vlen[F_ID]; i++)
+		if (!((val[F_ID][i] >= 'a' && val[F_ID][i] <= 'z') ||
+		        (val[F_ID][i] >= 'A' && val[F_ID][i] <= 'Z') ||
+		        (val[F_ID][i] >= '0' && val[F_ID][i] <= '9') ||
+		        val[F_ID][i] == '_'))
 			return -1;
-	for (i = 0; i < vlen[2]; i++)
-		created = created * 10 + (val[2][i] - '0');
-	if (created > 1000000000000LL)
+	res->created = digits_value(val[F_CREATED], vlen[F_CREATED]);
+	if (res->created > 1000000000000LL)
 		return -1;
-	memcpy(res->charge_id, val[1], vlen[1]);
-	res->charge_id[vlen[1]] = '\0';
-	res->created = created;
+	memcpy(res->charge_id, val[F_ID], vlen[F_ID]);
+	res->charge_id[vlen[F_ID]] = '\0';
+	res->seen_amount = val[F_AMOUNT] != NULL
+	    ? digits_value(val[F_AMOUNT], vlen[F_AMOUNT])
+	    : -1;
+	memcpy(res->seen_currency,
+	    val[F_CURRENCY] != NULL ? val[F_CURRENCY] : "", vlen[F_CURRENCY]);
+	res->seen_currency[vlen[F_CURRENCY]] = '\0';
+	memcpy(res->seen_request, rq != NULL ? rq : "", rqlen);
+	res->seen_request[rqlen] = '\0';
 	res->outcome = PROV_SUCCEEDED;
 	res->decline_code = NULL;
 	return 0;
@@ -610,9 +701,11 @@ wire_parse_error(const char *body, size_t len, long status,
 	    json_string_copy(err, "code", code, PROVIDER_CODE_MAX) != 0)
 		goto done;
 	if (status == 402) {
+		/* a decline that names no charge is a decline all the same */
 		if (json_string_copy(err, "charge", res->charge_id,
 		        sizeof(res->charge_id)) != 0 ||
-		    !charge_id_ok(res->charge_id) ||
+		    (res->charge_id[0] != '\0' &&
+		        !charge_id_ok(res->charge_id)) ||
 		    json_string_copy(err, "decline_code", reason,
 		        sizeof(reason)) != 0)
 			goto done;
@@ -625,31 +718,62 @@ done:
 	return rc;
 }
 
-int
-wire_parse_search(const char *body, size_t len, const char *principal,
-    struct provider_result *res)
+enum settle_probe
+wire_parse_list(const char *body, size_t len, const struct settle_expect *e,
+    struct provider_result *res, int *has_more, char after[PROVIDER_ID_MAX])
 {
 	cJSON *root = cJSON_ParseWithLength(body, len);
 	const cJSON *data = cJSON_GetObjectItemCaseSensitive(root, "data");
-	const cJSON *c, *md, *p;
-	int rc = -1;
+	const cJSON *more = cJSON_GetObjectItemCaseSensitive(root, "has_more");
+	const cJSON *c, *id, *md, *rq;
+	enum settle_probe found = PROBE_NONE;
+	struct provider_result r;
+	struct settle_seen seen;
 
-	if (!cJSON_IsArray(data))
+	*has_more = 0;
+	after[0] = '\0';
+	if (!cJSON_IsArray(data) || !cJSON_IsBool(more)) {
+		found = PROBE_INCOMPLETE;
 		goto done;
-	rc = 0;
+	}
+	*has_more = cJSON_IsTrue(more);
 	cJSON_ArrayForEach(c, data)
 	{
+		id = cJSON_GetObjectItemCaseSensitive(c, "id");
+		if (!cJSON_IsString(id) || !charge_id_ok(id->valuestring) ||
+		    strlen(id->valuestring) >= PROVIDER_ID_MAX) {
+			found = PROBE_INCOMPLETE; /* no cursor to go on from */
+			goto done;
+		}
+		memcpy(after, id->valuestring, strlen(id->valuestring) + 1);
 		md = cJSON_GetObjectItemCaseSensitive(c, "metadata");
-		p = cJSON_GetObjectItemCaseSensitive(md, "charge_principal");
-		if (!cJSON_IsString(p) ||
-		    strcmp(p->valuestring, principal) != 0)
+		rq = cJSON_GetObjectItemCaseSensitive(md, "charge_request");
+		if (found == PROBE_FOUND || found == PROBE_FOUND_DECLINED ||
+		    !cJSON_IsString(rq) ||
+		    strcmp(rq->valuestring, e->request) != 0)
 			continue;
-		rc = charge_from_json(c, res) == 0 ? 1 : -1;
-		break;
+		memset(&r, 0, sizeof(r));
+		if (charge_from_json(c, &r) != 0) {
+			found =
+			    PROBE_NOT_OURS; /* names us, but no settled charge */
+			continue;
+		}
+		seen.request = r.seen_request;
+		seen.amount = r.seen_amount;
+		seen.currency = r.seen_currency;
+		if (!settle_is_ours(e, &seen)) {
+			found = PROBE_NOT_OURS;
+			continue;
+		}
+		*res = r;
+		if (r.decline_code == r.decline_buf)
+			res->decline_code = res->decline_buf;
+		found = r.outcome == PROV_SUCCEEDED ? PROBE_FOUND
+		                                    : PROBE_FOUND_DECLINED;
 	}
 done:
 	cJSON_Delete(root);
-	return rc;
+	return found;
 }
 
 long
@@ -680,4 +804,10 @@ wire_schedule_next(const long *steps, int n, long long created_ms,
 	return now_ms +
 	    1000LL *
 	    (n > 1 ? steps[n - 1] - steps[n - 2] : (n == 1 ? steps[0] : 3600));
+}
+
+int
+wire_charge_object(const struct cJSON *o, struct provider_result *res)
+{
+	return cJSON_IsObject(o) ? charge_from_json(o, res) : -1;
 }

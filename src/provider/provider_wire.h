@@ -9,7 +9,9 @@
 
 #include <stddef.h>
 
+#include "metrics.h"
 #include "provider.h"
+#include "settle.h"
 
 #define WIRE_KEY_PREFIX "charge_"
 /* "charge_" + 64 hex + NUL */
@@ -27,19 +29,25 @@ int wire_downstream_key(const char *secret, const char *principal,
 /*
  * The form body of POST /v1/charges from the request's canonical
  * parameters (amount, currency, source, description), with
- * metadata[charge_principal] and metadata[charge_idempotency_key].
- * Values percent-encoded. Malloc'd, NUL-terminated, length in *len; NULL
- * on ENOMEM or when canon is not a charge's canonical text.
+ * metadata[charge_principal], metadata[charge_idempotency_key] and
+ * metadata[charge_request] (dkey, the downstream key: what proves a charge
+ * is this request's). Values percent-encoded. Malloc'd, NUL-terminated,
+ * length in *len; NULL on ENOMEM or when canon is not a charge's
+ * canonical text.
  */
 char *wire_form_body(const char *canon, size_t canonlen, const char *principal,
-    const char *key, size_t keylen, size_t *len);
+    const char *key, size_t keylen, const char *dkey, size_t *len);
+
+#define WIRE_LIST_LIMIT 100 /* charges per page of the list, Stripe's most */
 
 /*
- * The query string of the charges search for a client key:
- * "query=" + percent-encoded metadata['charge_idempotency_key']:'KEY'.
- * Length, or -1 when it does not fit.
+ * The query string of one page of the charges list (GET /v1/charges):
+ * created in [gte, lte] (Unix seconds), WIRE_LIST_LIMIT a page, after the
+ * charge id after (NULL or "": the first page). Length, or -1 when it does
+ * not fit.
  */
-int wire_search_query(const char *key, size_t keylen, char *out, size_t outlen);
+int wire_list_query(long long gte, long long lte, const char *after, char *out,
+    size_t outlen);
 
 /* What one attempt came to, as the classification table sees it. */
 struct wire_attempt {
@@ -57,20 +65,21 @@ enum wire_class {
 	WIRE_BUG,      /* 400 idempotency_error: logged, recorded failed */
 };
 
-/* The row of the table that a matched: its class and its metrics label. */
+/* The row of the table that a matched: its classes and its metrics label. */
 struct wire_verdict {
 	enum wire_class cls;
-	const char *label; /* static: charge_provider_attempts_total{class} */
+	enum settle_class settle; /* what the attempt proves */
+	enum metrics_attempt
+	    attempt;       /* charge_provider_attempts_total{class} */
+	const char *label; /* static: its label, metrics_attempt_labels */
 };
 
 struct wire_verdict wire_classify(const struct wire_attempt *a);
 
-/* Every label wire_classify can give, NULL-terminated (for /metrics). */
-extern const char *const wire_class_labels[];
-
 /*
- * A 200's charge object into res (PROV_SUCCEEDED: id, created). 0, or -1
- * when the body is not a charge object.
+ * A 200's charge object into res (PROV_SUCCEEDED: id, created; and what it
+ * says of itself: seen_request, seen_amount, seen_currency). 0, or -1
+ * when the body is not a succeeded charge object.
  */
 int wire_parse_charge(const char *body, size_t len,
     struct provider_result *res);
@@ -78,21 +87,26 @@ int wire_parse_charge(const char *body, size_t len,
 /*
  * An error body: type and code copied into type/code (each
  * PROVIDER_CODE_MAX; "" when absent); for a 402 also res (PROV_DECLINED:
- * charge id from error.charge, decline_code). 0, or -1 when no error
- * object (or a 402 without its charge).
+ * decline_code, and the charge id from error.charge, "" when it names
+ * none). 0, or -1 when no error object.
  */
 int wire_parse_error(const char *body, size_t len, long status,
     char type[PROVIDER_CODE_MAX], char code[PROVIDER_CODE_MAX],
     struct provider_result *res);
 
 /*
- * A search result: the first charge whose metadata names principal.
- * 1 and res filled (PROV_SUCCEEDED or PROV_DECLINED), 0 when there is
- * none (the provider positively has no charge), -1 when the body is not a
- * search result.
+ * One page of the charges list: the first charge whose metadata names the
+ * request e->request. PROBE_FOUND (res filled: PROV_SUCCEEDED) or
+ * PROBE_FOUND_DECLINED (PROV_DECLINED) when it is this request's
+ * (settle_is_ours); PROBE_NOT_OURS when one names the request but its
+ * amount or currency differ (and none is ours); PROBE_NONE when none on
+ * this page names it; PROBE_INCOMPLETE when the body is not a list.
+ * *has_more: the list's has_more; after (PROVIDER_ID_MAX): the page's last
+ * charge id, for the next page's starting_after ("" when the page is empty).
  */
-int wire_parse_search(const char *body, size_t len, const char *principal,
-    struct provider_result *res);
+enum settle_probe wire_parse_list(const char *body, size_t len,
+    const struct settle_expect *e, struct provider_result *res, int *has_more,
+    char after[PROVIDER_ID_MAX]);
 
 #define WIRE_BACKOFF_BASE_MS 250
 #define WIRE_BACKOFF_CAP_MS 2000
@@ -111,5 +125,13 @@ long wire_backoff_ms(int n, double r);
  */
 long long wire_schedule_next(const long *steps, int n, long long created_ms,
     long long now_ms, int *last);
+
+/*
+ * A charge object already parsed (a webhook event's data.object) into res
+ * as a poll would read it: PROV_SUCCEEDED (id, created) or PROV_DECLINED
+ * (id, created, decline_code). 0, or -1 when it is not a settled charge.
+ */
+struct cJSON;
+int wire_charge_object(const struct cJSON *o, struct provider_result *res);
 
 #endif

@@ -24,7 +24,8 @@ else
 fi
 
 for f in sbin/charge share/man/man8/charge.8 sbin/charge-provider-sim \
-	share/man/man8/charge-provider-sim.8 etc/charge/charge.conf \
+	share/man/man8/charge-provider-sim.8 sbin/charge-reconcile \
+	share/man/man8/charge-reconcile.8 etc/charge/charge.conf \
 	etc/charge/api-keys share/charge/www/index.html \
 	share/charge/www/problems/idempotency-key-reused \
 	share/charge/conf/lighttpd.conf share/charge/conf/nginx.conf \
@@ -51,6 +52,12 @@ v=$("$P/sbin/charge-provider-sim" --version)
 	notok "charge-provider-sim --version" "got '$v', want 'charge-provider-sim $want'"
 "$P/sbin/charge-provider-sim" --help | grep -q -- '--fault-rate NAME=P' &&
 	ok "charge-provider-sim --help lists the options" || notok "charge-provider-sim --help lists the options"
+
+v=$("$P/sbin/charge-reconcile" --version)
+[ "$v" = "charge-reconcile $want" ] && ok "charge-reconcile --version: $v" ||
+	notok "charge-reconcile --version" "got '$v', want 'charge-reconcile $want'"
+"$P/sbin/charge-reconcile" --help | grep -q -- '--prometheus FILE' &&
+	ok "charge-reconcile --help lists the options" || notok "charge-reconcile --help lists the options"
 
 # the installed binary reads the installed configuration, not the checkout's
 out=$(env -i PATH=/usr/bin:/bin "$P/sbin/charge" --check-config 2>&1)

@@ -82,6 +82,8 @@ t "holds /usr/sbin/charge" has '-rwxr-xr-x' root/root usr/sbin/charge
 t "holds charge(8)" has '-rw-r--r--' root/root usr/share/man/man8/charge.8.gz
 t "holds /usr/sbin/charge-provider-sim" has '-rwxr-xr-x' root/root usr/sbin/charge-provider-sim
 t "holds charge-provider-sim(8)" has '-rw-r--r--' root/root usr/share/man/man8/charge-provider-sim.8.gz
+t "holds /usr/sbin/charge-reconcile" has '-rwxr-xr-x' root/root usr/sbin/charge-reconcile
+t "holds charge-reconcile(8)" has '-rw-r--r--' root/root usr/share/man/man8/charge-reconcile.8.gz
 t "holds /etc/charge/api-keys, mode 0640" has '-rw-r-----' root/root etc/charge/api-keys
 t "holds /etc/charge/charge.conf, mode 0640" has '-rw-r-----' root/root etc/charge/charge.conf
 t "/etc/charge/charge.conf and /etc/charge/api-keys are conffiles" \

@@ -96,6 +96,9 @@ export CHARGE_MAX_WAIT_S=10
 export CHARGE_SPILL_THRESHOLD_BYTES=16384
 export CHARGE_PROVIDER_LATENCY_MS=300
 export CHARGE_PROVIDER_TIMEOUT_MS=600
+# the webhook route on (tests/webhook covers it; here: every web server
+# routes it and passes Stripe-Signature through)
+export CHARGE_PROVIDER_WEBHOOK_SECRET="whsec_e2e_$RANDOM$RANDOM"
 export CHARGE_THREADS=1
 # mod_fcgid notices dead responders only on its next scan (1 s) and a
 # waiting request sleeps 1 s before it asks for a new one: after the crash

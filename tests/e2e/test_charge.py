@@ -27,6 +27,7 @@ when any test failed. Python standard library only.
 import concurrent.futures
 import email.utils
 import hashlib
+import hmac
 import http.client
 import json
 import os
@@ -668,6 +669,23 @@ def t_404():
 def t_404_problem():
     r = request("GET", "/nope")
     expect_problem(r, 404, "not-found", "GET /nope")
+
+
+@test("POST /webhooks/provider reaches the responder with Stripe-Signature: signed 200 ignored, a wrong signature 401, none 400")
+def t_webhook_route():
+    secret = os.environ.get("CHARGE_PROVIDER_WEBHOOK_SECRET", "")
+    check(secret, "CHARGE_PROVIDER_WEBHOOK_SECRET is not set")
+    body = json.dumps({"id": "evt_%s_%s" % (RUN_ID, uuid.uuid4().hex[:8]), "type": "customer.created",
+                       "data": {"object": {"id": "cus_1", "object": "customer"}}}, separators=(",", ":")).encode()
+    t = int(time.time())
+    mac = hmac.new(secret.encode(), str(t).encode() + b"." + body, hashlib.sha256).hexdigest()
+    hdr = {"Content-Type": "application/json"}
+    r = request("POST", "/webhooks/provider", body, dict(hdr, **{"Stripe-Signature": "t=%d,v1=%s" % (t, mac)}))
+    check(r.status == 200 and r.json() == {"received": True, "result": "ignored"}, "signed: %r" % r)
+    r = request("POST", "/webhooks/provider", body, dict(hdr, **{"Stripe-Signature": "t=%d,v1=%s" % (t, "0" * 64)}))
+    expect_problem(r, 401, "webhook-signature-rejected", "wrong signature")
+    r = request("POST", "/webhooks/provider", body, hdr)
+    expect_problem(r, 400, "invalid-webhook", "no Stripe-Signature")
 
 
 @test("problem type pages /problems/<slug> are served as text/html")

@@ -198,7 +198,7 @@ keyspace_with() {
 for tool in "$REDIS_SERVER" "$REDIS_CLI" od timeout sha1sum; do
 	command -v "$tool" >/dev/null 2>&1 || bail "$tool not found"
 done
-for s in claim record release lookup resume pending; do
+for s in claim record release lookup resume pending webhook; do
 	[ -f "$LUA/$s.lua" ] || bail "$LUA/$s.lua missing"
 done
 
@@ -593,7 +593,7 @@ echo "# EVALSHA and NOSCRIPT"
 fresh
 r SCRIPT FLUSH >/dev/null
 declare -A SHAS
-for s in claim record release lookup resume pending; do
+for s in claim record release lookup resume pending webhook; do
 	sha=$(timeout 5 "$REDIS_CLI" -s "$SOCK" --raw -x SCRIPT LOAD <"$LUA/$s.lua")
 	is "SCRIPT LOAD $s.lua returns the SHA-1 of the file's bytes" "$sha" \
 		"$(sha1sum <"$LUA/$s.lua" | cut -d' ' -f1)"
@@ -715,7 +715,55 @@ is "add again moves it later" "$(ev pending $IDX , due 8000 16)" "$(lines '(inte
 ev pending $IDX , remove charge:idem:demo:c >/dev/null
 is "remove forgets it" "$(ev pending $IDX , due 20000 16)" "$(lines '(integer) 2' '"charge:idem:demo:b"' '"charge:idem:demo:a"')"
 is "bad arguments are refused" "$(ev pending $IDX , due x 16 2>&1 | grep -c 'ERR pending: bad arguments')" "1"
-sentinels_intact "pending touched only KEYS[1]" "$IDX"
+SINCE="{$IDX}:since"
+is "beside the index, when each name was first named: a and b left" "$(rv ZRANGE "$SINCE" 0 -1 | LC_ALL=C sort | tr '\n' ' ')" \
+	"charge:idem:demo:a charge:idem:demo:b "
+a_first=$(rv ZSCORE "$SINCE" charge:idem:demo:a)
+now_ms=$(( $(date +%s%N) / 1000000 ))
+in_range "first named at Redis's clock (ms)" "$a_first" $((now_ms - 60000)) $((now_ms + 1000))
+sleep 0.01
+ev pending $IDX , add charge:idem:demo:a 30000 >/dev/null
+is "named again: its first time is kept" "$(rv ZSCORE "$SINCE" charge:idem:demo:a)" "$a_first"
+is "oldest: the index's size and the earliest first time" "$(ev pending $IDX , oldest)" \
+	"$(lines '(integer) 2' "\"$a_first\"")"
+ev pending $IDX , remove charge:idem:demo:a >/dev/null
+ev pending $IDX , remove charge:idem:demo:b >/dev/null
+is "oldest of an empty index: size 0, nil" "$(ev pending $IDX , oldest)" "$(lines '(integer) 0' '(nil)')"
+ev pending '{t}charge:unknown' , add charge:idem:demo:t 5000 >/dev/null
+is "an index name with a hash tag keeps it: <index>:since, the same cluster slot" \
+	"$(rv ZRANGE '{t}charge:unknown:since' 0 -1)" "charge:idem:demo:t"
+is "an index name with a '}' and no hash tag has no second set" \
+	"$(ev pending 'a}b:unknown' , add charge:idem:demo:u 5000 >/dev/null; ev pending 'a}b:unknown' , oldest)" \
+	"$(lines '(integer) 1' '(nil)')"
+r DEL '{t}charge:unknown' '{t}charge:unknown:since' 'a}b:unknown' >/dev/null
+sentinels_intact "pending touched only KEYS[1] and its second set (both gone once empty)" ""
+
+echo "# the webhook route's keys (webhook.lua)"
+fresh
+EK=charge:event:evt_1
+is "begin: a new event is claimed" "$(ev webhook $EK , begin 5000)" '"new"'
+in_range "its claim lapses after the lease" "$(rv PTTL $EK)" 1 5000
+is "begin again while claimed: seen, processing" "$(ev webhook $EK , begin 5000)" "$(lines '"seen"' '"processing"')"
+is "forget: the claim goes" "$(ev webhook $EK , forget; rv EXISTS $EK)" "$(lines '(integer) 1' 0)"
+ev webhook $EK , begin 5000 >/dev/null
+is "done: kept with its result" "$(ev webhook $EK , done settled 345600000; rv GET $EK)" "$(lines '(integer) 1' settled)"
+in_range "for the TTL given (4 days)" "$(rv PTTL $EK)" 345000000 345600000
+is "begin after done: seen, with the result" "$(ev webhook $EK , begin 5000)" "$(lines '"seen"' '"settled"')"
+is "forget after done changes nothing" "$(ev webhook $EK , forget >/dev/null; rv GET $EK)" "settled"
+is "done with the value 'processing' is refused" "$(ev webhook $EK , done processing 1000 2>&1 | grep -c 'ERR webhook: bad arguments')" "1"
+is "begin with a bad lease is refused" "$(ev webhook charge:event:x , begin 0 2>&1 | grep -c 'ERR webhook: bad arguments')" "1"
+ev claim $K , $FP ownerA 1000 $CLAIM_TTL $PR >/dev/null
+before=$(snap $K)
+is "peek of a claim: its state and fingerprint, nothing else" \
+	"$(ev webhook $K , peek | sed -n '1p;10p;11p')" "$(lines '"in_progress"' "\"$FP\"" '(nil)')"
+ev record $K , ownerA $FP $PR unknown 504 $PT 1 $DONE_TTL 1500 $((1500 + DONE_TTL)) inline "$UNK" "$REQ" >/dev/null
+is "peek of an unknown record: its kept request too" \
+	"$(ev webhook $K , peek | sed -n '1p;11p')" "$(lines '"unknown"' "$(printf '%s' "$REQ" | repr)")"
+before=$(snap $K)
+ev webhook $K , peek >/dev/null
+is "peek writes nothing" "$(snap $K)" "$before"
+is "peek of no record: state nil" "$(ev webhook charge:idem:demo:none , peek | head -1)" "(nil)"
+sentinels_intact "webhook touched only KEYS[1]" "$EK $K"
 
 if [ "${LUA_HARDENING:-1}" = 1 ]; then
 	echo "# hardening (beyond the header contract): bad arguments must not leave partial writes"

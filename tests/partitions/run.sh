@@ -259,6 +259,7 @@ provider_api_key = sk_test_partitions
 provider_connect_timeout_ms = 300
 provider_deadline_ms = 1500
 completer_schedule_s = 1,2,3
+provider_execute_window_s = 4
 EOF
 		export CHARGE_CONF="$dir/charge.conf"
 	fi

@@ -84,6 +84,8 @@ export CHARGE_PROVIDER_CONNECT_TIMEOUT_MS=500
 export CHARGE_PROVIDER_TIMEOUT_MS=500
 export CHARGE_PROVIDER_DEADLINE_MS=1500
 export CHARGE_COMPLETER_SCHEDULE_S=1,6
+# re-sent within 10 s of the request (ages 1 and 6), read only after it
+export CHARGE_PROVIDER_EXECUTE_WINDOW_S=10
 export CHARGE_THREADS=2
 
 if ! "$BIN" --check-config >"$RUN/check-config.txt" 2>&1; then
@@ -106,9 +108,9 @@ echo "# provider: $BASE_URL, responder $BIN, simulator $SIM at $SIM_URL, run dir
 timeout --foreground -k 10 240 python3 "$REPO/tests/provider/test_provider.py" | tee "$RUN/tap.txt"
 rc=${PIPESTATUS[0]}
 
-# Phase 2: HTTP over a unix socket to a second simulator, and a completer
-# schedule of one step (1 s): an unknown outcome is settled by the search at
-# its last step.
+# Phase 2: HTTP over a unix socket to a second simulator, a completer
+# schedule of one step (1 s) and an execute window of 1 s: an unknown
+# outcome is settled by the read-only probe (the list of charges).
 stack_lighttpd_stop "$RUN"
 setsid "$SIM" --listen "unix:$RUN/sim.sock" --data "$RUN/sim2.data" \
 	--secret-key sk_test_provider --fsync never </dev/null >"$RUN/sim2.log" 2>&1 &
@@ -119,6 +121,7 @@ for _ in $(seq 1 100); do
 done
 export CHARGE_PROVIDER_URL="unix:$RUN/sim.sock"
 export CHARGE_COMPLETER_SCHEDULE_S=1
+export CHARGE_PROVIDER_EXECUTE_WINDOW_S=1
 if ! grep -q "listening on" "$RUN/sim2.log" ||
 	! stack_lighttpd_start "$RUN" "$RUN" "$PORT" "$BIN" 2 2>"$RUN/stack.err"; then
 	sed 's/^/# /' "$RUN/sim2.log" "$RUN/stack.err"
@@ -154,7 +157,8 @@ for _ in $(seq 1 100); do
 	sleep 0.05
 done
 export CHARGE_PROVIDER_URL="https://localhost:$TLS_PORT"
-export CHARGE_COMPLETER_SCHEDULE_S=1,5,30,300,3600
+export CHARGE_COMPLETER_SCHEDULE_S=1,5,30,90,300,3600
+export CHARGE_PROVIDER_EXECUTE_WINDOW_S=60
 for trust in ca none; do
 	if [ $trust = ca ]; then
 		export CHARGE_PROVIDER_CA_FILE="$RUN/ca.pem"

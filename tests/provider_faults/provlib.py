@@ -217,10 +217,12 @@ class Stack:
         ("max_wait_s", 10), ("spill_threshold_bytes", 16384), ("log_level", "info"), ("threads", 1),
     ])
     # with a provider_url: an attempt 800 ms, all attempts 2.5 s, the
-    # completer asks again 1, 2 and 3 s after an unknown outcome
+    # completer looks again 1, 2 and 3 s after an unknown outcome; it sends
+    # again within 6 s of the request, then only reads the list of charges
     HTTP_PROVIDER = collections.OrderedDict([
         ("provider_timeout_ms", 800), ("provider_connect_timeout_ms", 300),
         ("provider_deadline_ms", 2500), ("completer_schedule_s", "1,2,3"),
+        ("provider_execute_window_s", 6),
     ])
 
     def __init__(self, name, procs=2, **cfg):

@@ -409,6 +409,344 @@ def t_search():
         check(st == 400 and err_of(b)["param"] == "query", "%r: %d %s" % (bad, st, b))
 
 
+# --- the list API and paged search ----------------------------------------
+
+def get_json(sim, path, sk=SK, conn=None):
+    st, _, b = req(sim, "GET", path, sk=sk, conn=conn)
+    return st, json.loads(b)
+
+
+def make_charges(sim, n, extra=None, sk=SK, source="tok_visa"):
+    """n key-less charges on one kept-alive connection; their objects."""
+    c = sim.conn()
+    out = []
+    for i in range(n):
+        st, _, b = charge(sim, None, source, amount=100 + i, extra=extra, sk=sk,
+                          conn=c)
+        check(st in (200, 402), "charge %d: %d %s" % (i, st, b))
+        out.append(json.loads(b) if st == 200 else
+                   json.loads(req(sim, "GET", "/v1/charges/" + err_of(b)["charge"],
+                                  sk=sk, conn=c)[2]))
+    c.close()
+    return out
+
+
+def walk(sim, query, limit, sk=SK):
+    """Follows starting_after from the newest page; (ids, pages)."""
+    ids, pages, after = [], 0, None
+    c = sim.conn()
+    while True:
+        q = query + "&limit=%d" % limit + ("&starting_after=" + after if after else "")
+        st, o = get_json(sim, "/v1/charges?" + q, sk=sk, conn=c)
+        check(st == 200 and o["object"] == "list" and o["url"] == "/v1/charges",
+              "page %d: %d %s" % (pages, st, str(o)[:200]))
+        check(len(o["data"]) <= limit, "page over the limit")
+        pages += 1
+        ids += [d["id"] for d in o["data"]]
+        if not o["has_more"]:
+            break
+        check(o["data"], "has_more with an empty page")
+        after = o["data"][-1]["id"]
+        check(pages < 10000, "paging does not end")
+    c.close()
+    return ids, pages
+
+
+def order_key(o):
+    return o["created"]
+
+
+@test("GET /v1/charges: newest first, ties in created kept in creation order; paging visits each charge once")
+def t_list_paging():
+    s = Sim("--secret-key", SK, "--secret-key", SK2, "--fsync", "never")
+    try:
+        made = make_charges(s, 30, extra=[("metadata[charge_request]", "r1"),
+                                          ("metadata[x]", "a&b=c")])
+        made += make_charges(s, 3, source="tok_chargeDeclined")
+        time.sleep(1.1)
+        made += make_charges(s, 24)
+        other = make_charges(s, 5, sk=SK2)
+        created = [m["created"] for m in made]
+        check(len(set(created)) < len(created), "ties in created: %s" % sorted(set(created)))
+        want = [m["id"] for m in reversed(made)]     # created desc, then sequence desc
+        for limit in (1, 7, 10, 57, 100):
+            ids, pages = walk(s, "", limit)
+            check(ids == want, "limit %d: order %s..., want %s..." % (limit, ids[:3], want[:3]))
+            check(pages == max(1, -(-len(want) // limit)) or
+                  (len(want) % limit == 0 and pages == len(want) // limit),
+                  "limit %d: %d pages" % (limit, pages))
+        st, o = get_json(s, "/v1/charges")
+        check(len(o["data"]) == 10 and o["has_more"], "default limit 10")
+        full = {d["id"]: d for d in o["data"]}
+        st, o = get_json(s, "/v1/charges?limit=100")
+        byid = {d["id"]: d for d in o["data"]}
+        for m in made[:33]:
+            d = byid.get(m["id"])
+            if d is None:
+                continue
+            check(d == m, "the listed object is the created one: %s" % m["id"])
+        check(any(d["status"] == "failed" for d in byid.values()), "declines are listed")
+        r1 = [d for d in byid.values() if d["metadata"].get("charge_request") == "r1"]
+        check(r1 and all(d["metadata"] == {"charge_request": "r1", "x": "a&b=c"} for d in r1),
+              "full metadata: %s" % (r1[:1],))
+        check(not set(byid) & {m["id"] for m in other}, "another account's charges are not listed")
+        ids, _ = walk(s, "", 2, sk=SK2)
+        check(ids == [m["id"] for m in reversed(other)], "the other account sees its own")
+        # ending_before: the page just newer than the cursor, newest first
+        mid = want[20]
+        st, o = get_json(s, "/v1/charges?limit=5&ending_before=" + mid)
+        check([d["id"] for d in o["data"]] == want[15:20] and o["has_more"],
+              "ending_before: %s" % [d["id"] for d in o["data"]])
+        st, o = get_json(s, "/v1/charges?limit=5&ending_before=" + want[3])
+        check([d["id"] for d in o["data"]] == want[0:3] and not o["has_more"],
+              "ending_before near the top")
+        st, o = get_json(s, "/v1/charges?limit=100&starting_after=" + want[-1])
+        check(o["data"] == [] and not o["has_more"], "after the oldest: empty")
+        # the order survives a restart (the file is replayed in order)
+        check(s.stop() == 0, "exit 0")
+        s = Sim("--secret-key", SK, "--secret-key", SK2, data=s.data)
+        ids, _ = walk(s, "", 9)
+        check(ids == want, "after a restart: the same order")
+    finally:
+        s.stop()
+
+
+@test("GET /v1/charges: created[gt|gte|lt|lte] and created at their edges")
+def t_list_ranges():
+    s = Sim("--fsync", "never")
+    try:
+        made = make_charges(s, 4)
+        time.sleep(1.1)
+        made += make_charges(s, 4)
+        time.sleep(1.1)
+        made += make_charges(s, 4)
+        secs = sorted(set(m["created"] for m in made))
+        check(len(secs) >= 3, "three distinct seconds: %s" % secs)
+        t = secs[1]
+        at = [m["id"] for m in reversed(made) if m["created"] == t]
+        older = [m["id"] for m in reversed(made) if m["created"] < t]
+        newer = [m["id"] for m in reversed(made) if m["created"] > t]
+        cases = {
+            "created[gte]=%d&created[lte]=%d" % (t, t): at,
+            "created=%d" % t: at,
+            "created[gt]=%d" % t: newer,
+            "created[gte]=%d" % t: newer + at,
+            "created[lt]=%d" % t: older,
+            "created[lte]=%d" % t: at + older,
+            "created[gt]=%d&created[lt]=%d" % (t, t): [],
+            "created[gt]=%d&created[lte]=%d" % (t - 1, t): at,
+            "created[gte]=%d&created[lt]=%d" % (t, t + 1): at,
+            "created[gte]=%d&created[lte]=%d" % (t + 1, t - 1): [],
+            "created[gte]=0&created[lte]=%d" % (secs[-1] + 100): newer + at + older,
+            "created[lt]=-5": [],
+        }
+        for q, want in cases.items():
+            for limit in (1, 3, 100):
+                ids, _ = walk(s, q, limit)
+                check(ids == want, "%s limit %d: %d ids, want %d" % (q, limit, len(ids), len(want)))
+        # a cursor outside the range still pages within it
+        st, o = get_json(s, "/v1/charges?created[lte]=%d&starting_after=%s" % (t, newer[0]))
+        check([d["id"] for d in o["data"]] == (at + older)[:10], "cursor newer than the range")
+        st, o = get_json(s, "/v1/charges?created[gte]=%d&ending_before=%s" % (t, older[-1]))
+        check([d["id"] for d in o["data"]] == (newer + at)[-10:], "ending_before older than the range")
+    finally:
+        check(s.stop() == 0, "exit 0")
+
+
+@test("GET /v1/charges: limit 0/1/100/101 and bad parameters are 400 naming the param")
+def t_list_params():
+    s = Sim("--secret-key", SK, "--secret-key", SK2, "--fsync", "never")
+    try:
+        made = make_charges(s, 101)
+        other = make_charges(s, 1, sk=SK2)[0]
+        st, o = get_json(s, "/v1/charges?limit=1")
+        check(st == 200 and len(o["data"]) == 1 and o["has_more"], "limit 1")
+        st, o = get_json(s, "/v1/charges?limit=100")
+        check(st == 200 and len(o["data"]) == 100 and o["has_more"], "limit 100")
+        st, o = get_json(s, "/v1/charges?limit=100&starting_after=" + o["data"][-1]["id"])
+        check(st == 200 and [d["id"] for d in o["data"]] == [made[0]["id"]] and
+              not o["has_more"], "the 101st")
+        bad = {
+            "limit=0": ("limit", "parameter_invalid_integer"),
+            "limit=101": ("limit", "parameter_invalid_integer"),
+            "limit=": ("limit", "parameter_invalid_integer"),
+            "limit=ten": ("limit", "parameter_invalid_integer"),
+            "limit=-1": ("limit", "parameter_invalid_integer"),
+            "limit=1&limit=2": ("limit", "parameter_invalid"),
+            "created[gte]=abc": ("created[gte]", "parameter_invalid_integer"),
+            "created%5Blte%5D=1.5": ("created[lte]", "parameter_invalid_integer"),
+            "created[gt]=": ("created[gt]", "parameter_invalid_integer"),
+            "created[lt]=99999999999999999999": ("created[lt]", "parameter_invalid_integer"),
+            "created[eq]=5": ("created[eq]", "parameter_unknown"),
+            "customer=cus_1": ("customer", "parameter_unknown"),
+            "starting_after=ch_nope": ("starting_after", "resource_missing"),
+            "ending_before=ch_000000000000000000000000": ("ending_before", "resource_missing"),
+            "starting_after=" + other["id"]: ("starting_after", "resource_missing"),
+            "starting_after=%s&ending_before=%s" % (made[5]["id"], made[1]["id"]):
+                ("ending_before", "parameter_invalid"),
+            "query=x": ("query", "parameter_unknown"),
+        }
+        for q, (param, code) in bad.items():
+            st, h, b = req(s, "GET", "/v1/charges?" + q)
+            e = err_of(b) if st == 400 else {}
+            check(st == 400 and e.get("type") == "invalid_request_error" and
+                  e.get("param") == param and e.get("code") == code,
+                  "%s: %d %s" % (q, st, b))
+            check(h["stripe-should-retry"] == "false", "%s: Should-Retry false" % q)
+        st, _, b = req(s, "GET", "/v1/charges", sk=None)
+        check(st == 401, "no key: %d" % st)
+        st, _, b = req(s, "POST", "/v1/charges?limit=5", raw=b"amount=1")
+        check(st == 400, "POST still creates (and validates): %d" % st)
+    finally:
+        check(s.stop() == 0, "exit 0")
+
+
+@test("GET /v1/charges: paging 3000 charges by 100 stays fast (the index, not a scan per page)")
+def t_list_scale():
+    s = Sim("--fsync", "never")
+    try:
+        c = s.conn()
+        body = urllib.parse.urlencode([("amount", "5"), ("currency", "usd"),
+                                       ("source", "tok_visa"),
+                                       ("metadata[charge_request]", "bulk")]).encode()
+        h = {"Authorization": "Bearer " + SK,
+             "Content-Type": "application/x-www-form-urlencoded"}
+        for _ in range(3000):
+            c.request("POST", "/v1/charges", body=body, headers=h)
+            r = c.getresponse()
+            r.read()
+            check(r.status == 200, "charge: %d" % r.status)
+        c.close()
+        t0 = time.monotonic()
+        ids, pages = walk(s, "created[gte]=0&created[lte]=%d" % (int(time.time()) + 5), 100)
+        dt = time.monotonic() - t0
+        check(len(ids) == 3000 and len(set(ids)) == 3000 and pages == 30,
+              "%d ids, %d distinct, %d pages" % (len(ids), len(set(ids)), pages))
+        diag("3000 charges in 30 pages of 100: %.2f s" % dt)
+        check(dt < 20, "paging took %.1f s" % dt)
+    finally:
+        check(s.stop() == 0, "exit 0")
+
+
+def search(sim, q, extra="", sk=SK):
+    st, _, b = req(sim, "GET", "/v1/charges/search?query=" +
+                   urllib.parse.quote(q, safe="") + extra, sk=sk)
+    return st, json.loads(b)
+
+
+def quote_sq(v):
+    return "'" + v.replace("\\", "\\\\").replace("'", "\\'") + "'"
+
+
+@test("search: a ' or \\ in the metadata name or value, escaped as Stripe's query language")
+def t_search_escapes():
+    s = main_sim()
+    tag = fresh("esc")
+    values = [tag + "-o'brien", tag + "-back\\slash", tag + "-both\\'x", tag + "-\\\\",
+              tag + "-\"dq\"", tag + "-end\\"]
+    ids = {}
+    for v in values:
+        st, _, b = charge(s, fresh(), extra=[("metadata[charge_request]", v),
+                                              ("metadata[it's\\]", v)])
+        check(st == 200, "charge %r: %d" % (v, st))
+        ids[v] = json.loads(b)["id"]
+    for v in values:
+        for name in ("charge_request", "it's\\"):
+            st, o = search(s, "metadata[%s]:%s" % (quote_sq(name), quote_sq(v)))
+            check(st == 200 and [d["id"] for d in o["data"]] == [ids[v]],
+                  "%r in %r: %d %s" % (v, name, st, str(o)[:200]))
+    # double quotes, blanks around the colon
+    v = values[0]
+    st, o = search(s, "metadata[\"charge_request\"] : \"%s\"" % v.replace("\\", "\\\\"))
+    check(st == 200 and [d["id"] for d in o["data"]] == [ids[v]], "double quotes: %s" % o)
+    # a prefix is not a match; an unescaped quote ends the string (then 400)
+    st, o = search(s, "metadata['charge_request']:'%s'" % tag)
+    check(st == 200 and o["data"] == [], "no prefix match")
+    for bad in ["metadata['charge_request']:'%s'" % values[0],  # o'brien unescaped
+                "metadata['charge_request']:'abc",
+                "metadata['charge_request']:'abc\\'",
+                "metadata[charge_request]:'x'",
+                "metadata['a']:'b' x"]:
+        st, o = search(s, bad)
+        check(st == 400 and o["error"]["param"] == "query", "%r: %d %s" % (bad, st, o))
+
+
+@test("search paging: limit, has_more, next_page (opaque) visit every match once")
+def t_search_paging():
+    s = main_sim()
+    tag = fresh("pg")
+    made = []
+    c = s.conn()
+    for i in range(25):
+        st, _, b = charge(s, None, extra=[("metadata[batch]", tag)], conn=c)
+        made.append(json.loads(b)["id"])
+        if i % 5 == 0:
+            charge(s, None, extra=[("metadata[batch]", "x" + tag)], conn=c)
+    c.close()
+    q = "metadata['batch']:'%s'" % tag
+    st, o = search(s, q)
+    check(st == 200 and len(o["data"]) == 10 and o["has_more"] and
+          isinstance(o["next_page"], str), "default limit 10: %s" % str(o)[:200])
+    for limit in (1, 10, 24, 25, 100):
+        seen, page, n = [], None, 0
+        while True:
+            st, o = search(s, q, "&limit=%d" % limit +
+                           ("&page=" + urllib.parse.quote(page) if page else ""))
+            check(st == 200 and o["object"] == "search_result" and len(o["data"]) <= limit,
+                  "limit %d: %d %s" % (limit, st, str(o)[:200]))
+            seen += [d["id"] for d in o["data"]]
+            n += 1
+            if not o["has_more"]:
+                check(o["next_page"] is None, "next_page null on the last page")
+                break
+            page = o["next_page"]
+            check(n < 100, "endless")
+        check(seen == made[::-1], "limit %d: %d seen" % (limit, len(seen)))
+    for extra, param in (("&limit=0", "limit"), ("&limit=101", "limit"),
+                         ("&page=pg_nope", "page"), ("&page=" + made[3], "page"),
+                         ("&starting_after=" + made[3], "starting_after")):
+        st, o = search(s, q, extra)
+        check(st == 400 and o["error"]["param"] == param, "%s: %d %s" % (extra, st, o))
+    st, o = search(s, q, "&limit=5", sk=SK2)
+    check(st == 200 and o["data"] == [], "another account finds nothing")
+    st, _, b = req(s, "GET", "/v1/charges/search?limit=5")
+    check(st == 400 and err_of(b)["param"] == "query", "no query: %d %s" % (st, b))
+
+
+@test("files are created 0600 whatever the umask: the store and its compaction")
+def t_file_mode():
+    old = os.umask(0)
+    try:
+        s = Sim()
+    finally:
+        os.umask(old)
+    try:
+        check(os.stat(s.data).st_mode & 0o777 == 0o600,
+              "store mode %o" % (os.stat(s.data).st_mode & 0o777))
+        c = s.conn()
+        k = fresh()
+        for _ in range(80):
+            charge(s, k, conn=c)
+        c.close()
+    finally:
+        check(s.stop() == 0, "exit 0")
+    os.chmod(s.data, 0o644)
+    open(s.data + ".compact", "w").close()
+    os.chmod(s.data + ".compact", 0o666)   # a stale one from a crash
+    old = os.umask(0)
+    try:
+        s2 = Sim(data=s.data)
+    finally:
+        os.umask(old)
+    try:
+        n = open(s2.data, "rb").read().count(b"\n")
+        check(n < 80, "compacted: %d lines" % n)
+        check(os.stat(s2.data).st_mode & 0o777 == 0o600,
+              "compacted store mode %o" % (os.stat(s2.data).st_mode & 0o777))
+    finally:
+        check(s2.stop() == 0, "exit 0")
+
+
 @test("/_sim/keys: every key seen, with metadata; 404 for an unknown key")
 def t_sim_keys():
     s = main_sim()
@@ -423,8 +761,8 @@ def t_sim_keys():
     check(any(x["idempotency_key"] == k for x in keys), "listed in /_sim/keys")
     check(all(x["charges"] <= 1 for x in keys), "charges per key <= 1")
     st = stats(s)
-    check(set(st) == {"deliveries", "charges", "keys", "replays", "in_use", "faults"},
-          str(st))
+    check(set(st) == {"deliveries", "charges", "keys", "replays", "in_use", "faults",
+                      "webhooks"}, str(st))
     check(set(st["faults"]) == {"error", "charged_then_500", "charged_then_close",
                                 "charged_then_reset", "charged_then_late", "reset",
                                 "refuse", "trickle", "rate_limited"}, str(st["faults"]))
@@ -1072,6 +1410,401 @@ def t_cli():
     s = Sim()
     charge(s, fresh())
     check(s.stop() == 0, "SIGTERM: exit 0")
+
+
+# --- webhooks ----------------------------------------------------------------
+
+WHSEC = "whsec_test_0123456789abcdef"
+
+
+class Receiver:
+    """A webhook endpoint on 127.0.0.1 (or a unix socket) that checks every
+    Stripe-Signature against its secrets and records each delivery;
+    behave(event, nth) -> (status, delay_s) decides the answer, nth being the
+    0-based count of earlier deliveries of that event id."""
+
+    def __init__(self, secrets=(WHSEC,), behave=None, unix=None):
+        import http.server
+        import socketserver
+        self.secrets = list(secrets)
+        self.behave = behave or (lambda ev, nth: (200, 0))
+        self.got = []        # (monotonic, path, event dict, sig ok, header)
+        self.lock = threading.Lock()
+        rec = self
+
+        class H(http.server.BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def do_POST(self):
+                n = int(self.headers.get("Content-Length", "0"))
+                body = self.rfile.read(n)
+                hdr = self.headers.get("Stripe-Signature", "")
+                ok = rec.verify(hdr, body)
+                ev = json.loads(body)
+                with rec.lock:
+                    nth = sum(1 for g in rec.got if g[2]["id"] == ev["id"])
+                    rec.got.append((time.monotonic(), self.path, ev, ok, hdr,
+                                    dict(self.headers)))
+                status, delay = rec.behave(ev, nth)
+                if delay:
+                    time.sleep(delay)
+                out = b'{"received":true}'
+                try:
+                    self.send_response(status)
+                    self.send_header("Content-Length", str(len(out)))
+                    self.end_headers()
+                    self.wfile.write(out)
+                except OSError:
+                    pass
+
+            def log_message(self, *a):
+                pass
+
+            def address_string(self):
+                return "peer"
+
+        if unix:
+            class U(socketserver.ThreadingMixIn, socketserver.UnixStreamServer):
+                daemon_threads = True
+                request_queue_size = 128
+
+            class HU(H):
+                def setup(self):
+                    self.client_address = ("unix", 0)
+                    super().setup()
+            self.srv = U(unix, HU)
+            self.url = "unix:%s:/hooks/unix" % unix
+        else:
+            class T(http.server.ThreadingHTTPServer):
+                daemon_threads = True
+                request_queue_size = 128   # the simulator connects many at once
+            self.srv = T(("127.0.0.1", 0), H)
+            self.url = "http://127.0.0.1:%d/webhooks/provider" % self.srv.server_address[1]
+        self.thread = threading.Thread(target=self.srv.serve_forever, daemon=True)
+        self.thread.start()
+
+    def verify(self, hdr, body):
+        """True when t is within 300 s and some v1 matches some secret."""
+        import hashlib
+        import hmac
+        try:
+            items = [p.split("=", 1) for p in hdr.split(",")]
+            t = [v for k, v in items if k == "t"][0]
+            v1s = [v for k, v in items if k == "v1"]
+        except (ValueError, IndexError):
+            return False
+        if abs(int(t) - time.time()) > 300:
+            return False
+        want = [hmac.new(s.encode(), t.encode() + b"." + body, hashlib.sha256).hexdigest()
+                for s in self.secrets]
+        return any(hmac.compare_digest(v, w) for v in v1s for w in want)
+
+    def events(self):
+        with self.lock:
+            return list(self.got)
+
+    def wait(self, cond, timeout=10):
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if cond(self.events()):
+                return True
+            time.sleep(0.02)
+        return False
+
+    def close(self):
+        self.srv.shutdown()
+        self.srv.server_close()
+
+
+def wh_sim(rec, *args):
+    urls = rec if isinstance(rec, list) else [rec]
+    a = []
+    for r in urls:
+        a += ["--webhook-url", r if isinstance(r, str) else r.url]
+    return Sim(*(a + ["--webhook-secret", WHSEC, "--fsync", "never"] + list(args)))
+
+
+def sim_events(sim, q=""):
+    st, _, b = req(sim, "GET", "/_sim/events" + q, sk=None)
+    check(st == 200, "/_sim/events: %d" % st)
+    return json.loads(b)["events"]
+
+
+@test("webhooks: one signed event per charge outcome, the charge object inside, /_sim/events")
+def t_webhook_basic():
+    rec = Receiver()
+    s = wh_sim(rec)
+    try:
+        k = fresh()
+        st, _, b = charge(s, k, extra=[("metadata[charge_request]", "r-" + k)])
+        ok_charge = json.loads(b)
+        st2, _, b2 = charge(s, fresh(), "tok_chargeDeclinedInsufficientFunds")
+        failed_id = err_of(b2)["charge"]
+        _, _, fb = req(s, "GET", "/v1/charges/" + failed_id)
+        check(rec.wait(lambda g: len(g) >= 2), "two deliveries: %d" % len(rec.events()))
+        time.sleep(0.3)
+        got = rec.events()
+        check(len(got) == 2, "exactly two deliveries: %d" % len(got))
+        by_type = {g[2]["type"]: g for g in got}
+        check(set(by_type) == {"charge.succeeded", "charge.failed"}, str(list(by_type)))
+        for g in got:
+            _, path, ev, sig_ok, hdr, headers = g
+            check(sig_ok, "signature verifies: %s" % hdr)
+            check(re.fullmatch(r"t=\d+,v1=[0-9a-f]{64}", hdr), "header shape: %s" % hdr)
+            check(path == "/webhooks/provider", "path " + path)
+            check(headers.get("Content-Type", "").startswith("application/json"),
+                  "content type %s" % headers.get("Content-Type"))
+            check(re.fullmatch(r"evt_[0-9a-f]{24}", ev["id"]) and ev["object"] == "event" and
+                  abs(ev["created"] - time.time()) < 30, "event: %s" % str(ev)[:200])
+            check(list(ev)[:2] == ["id", "object"] and "data" in ev and "type" in ev,
+                  "members %s" % list(ev))
+        ev = by_type["charge.succeeded"][2]
+        check(ev["data"]["object"] == ok_charge, "the succeeded charge object")
+        check(ev["data"]["object"]["metadata"] == {"charge_request": "r-" + k}, "metadata")
+        check(ev["request"]["idempotency_key"] == k, "request.idempotency_key")
+        ev = by_type["charge.failed"][2]
+        check(ev["data"]["object"] == json.loads(fb) and
+              ev["data"]["object"]["status"] == "failed", "the failed charge object")
+        evs = sim_events(s)
+        check(len(evs) == 2 and all(e["deliveries"][0]["state"] == "delivered" and
+                                    len(e["deliveries"][0]["attempts"]) == 1 and
+                                    e["deliveries"][0]["attempts"][0]["status"] == 200
+                                    for e in evs), "introspection: %s" % str(evs)[:300])
+        check([e["charge"] for e in evs] == [ok_charge["id"], failed_id], "oldest first")
+        one = sim_events(s, "?charge=" + failed_id)
+        check(len(one) == 1 and one[0]["type"] == "charge.failed", "?charge= filter")
+        st, _, b = req(s, "GET", "/_sim/events/" + one[0]["id"], sk=None)
+        check(st == 200 and json.loads(b)["id"] == one[0]["id"], "one event by id")
+        st, _, _ = req(s, "GET", "/_sim/events/evt_000000000000000000000000", sk=None)
+        check(st == 404, "unknown event: %d" % st)
+        w = stats(s)["webhooks"]
+        check(w["events"] == 2 and w["delivered"] == 2 and w["attempts"] == 2, str(w))
+        # a replay is no new charge: no new event
+        charge(s, k, extra=[("metadata[charge_request]", "r-" + k)])
+        time.sleep(0.3)
+        check(len(rec.events()) == 2, "a replay sends nothing")
+    finally:
+        check(s.stop() == 0, "exit 0")
+        rec.close()
+    s = Sim()
+    try:
+        check(stats(s)["webhooks"] is None and sim_events(s) == [], "no --webhook-url: none")
+    finally:
+        check(s.stop() == 0, "exit 0")
+
+
+@test("webhooks: a 500 is retried with exponential backoff, re-signed; bounded by --webhook-attempts")
+def t_webhook_retry():
+    rec = Receiver(behave=lambda ev, nth: (500, 0) if nth < 2 else (200, 0))
+    s = wh_sim(rec, "--webhook-retry-ms", "150", "--webhook-attempts", "4")
+    try:
+        st, _, b = charge(s, fresh())
+        cid = json.loads(b)["id"]
+        check(rec.wait(lambda g: len(g) >= 3), "three attempts: %d" % len(rec.events()))
+        time.sleep(0.5)
+        got = rec.events()
+        check(len(got) == 3 and len({g[2]["id"] for g in got}) == 1, "%d deliveries" % len(got))
+        check(all(g[3] for g in got), "every attempt signed")
+        gaps = [got[i + 1][0] - got[i][0] for i in range(2)]
+        check(0.13 <= gaps[0] < 1.0 and 0.28 <= gaps[1] < 1.5 and gaps[1] > gaps[0],
+              "backoff 150 ms then 300 ms: %s" % gaps)
+        d = sim_events(s, "?charge=" + cid)[0]["deliveries"][0]
+        check(d["state"] == "delivered" and [a["status"] for a in d["attempts"]] == [500, 500, 200],
+              str(d))
+    finally:
+        check(s.stop() == 0, "exit 0")
+        rec.close()
+    rec = Receiver(behave=lambda ev, nth: (503, 0))
+    s = wh_sim(rec, "--webhook-retry-ms", "50", "--webhook-attempts", "3")
+    try:
+        charge(s, fresh())
+        check(rec.wait(lambda g: len(g) >= 3), "3 attempts")
+        time.sleep(0.6)
+        check(len(rec.events()) == 3, "then no more: %d" % len(rec.events()))
+        d = sim_events(s)[0]["deliveries"][0]
+        check(d["state"] == "failed" and len(d["attempts"]) == 3, str(d))
+        check(stats(s)["webhooks"]["failed"] == 1, str(stats(s)["webhooks"]))
+    finally:
+        check(s.stop() == 0, "exit 0")
+        rec.close()
+
+
+@test("webhooks: no answer (refused, timeout) is retried; a hanging endpoint never blocks the loop")
+def t_webhook_no_answer():
+    dead = socket.socket()
+    dead.bind(("127.0.0.1", 0))
+    port = dead.getsockname()[1]
+    dead.close()                       # nothing listens there now
+    hang = Receiver(behave=lambda ev, nth: (200, 3.0) if nth == 0 else (200, 0))
+    s = wh_sim(["http://127.0.0.1:%d/x" % port, hang], "--webhook-retry-ms", "100",
+               "--webhook-attempts", "4", "--webhook-timeout-ms", "400")
+    try:
+        cids = []
+        c = s.conn()
+        for _ in range(20):
+            t0 = time.monotonic()
+            st, _, b = charge(s, fresh(), conn=c)
+            check(st == 200 and time.monotonic() - t0 < 1.0,
+                  "a charge answered while deliveries hang: %.2f s" % (time.monotonic() - t0))
+            cids.append(json.loads(b)["id"])
+        c.close()
+        check(hang.wait(lambda g: len({x[2]["id"] for x in g}) == 20 and len(g) >= 40,
+                        timeout=30),
+              "each event again after its timeout: %d" % len(hang.events()))
+        time.sleep(1.0)
+        evs = sim_events(s)
+        for e in evs:
+            dead_d = [d for d in e["deliveries"] if d["url"].endswith("/x")][0]
+            check(dead_d["state"] == "failed" and len(dead_d["attempts"]) == 4 and
+                  all(a["status"] is None and "ECONNREFUSED" in a["error"]
+                      for a in dead_d["attempts"]), "refused: %s" % dead_d)
+            hd = [d for d in e["deliveries"] if not d["url"].endswith("/x")][0]
+            check(hd["state"] == "delivered" and hd["attempts"][0]["error"] ==
+                  "timeout after 400 ms" and hd["attempts"][-1]["status"] == 200,
+                  "timeout then 200: %s" % hd)
+    finally:
+        check(s.stop() == 0, "exit 0")
+        hang.close()
+
+
+@test("webhooks: --webhook-dup-rate, --webhook-drop-rate, --webhook-shuffle-rate, seeded")
+def t_webhook_faults():
+    rec = Receiver()
+    s = wh_sim(rec, "--webhook-dup-rate", "1")
+    try:
+        charge(s, fresh())
+        check(rec.wait(lambda g: len(g) >= 2), "two copies")
+        time.sleep(0.3)
+        got = rec.events()
+        check(len(got) == 2 and got[0][2] == got[1][2] and all(g[3] for g in got),
+              "the same event twice, both signed")
+        ds = sim_events(s)[0]["deliveries"]
+        check(sorted(d["duplicate"] for d in ds) == [False, True], str(ds))
+    finally:
+        check(s.stop() == 0, "exit 0")
+        rec.close()
+    rec = Receiver()
+    s = wh_sim(rec, "--webhook-drop-rate", "1")
+    try:
+        charge(s, fresh())
+        time.sleep(0.5)
+        check(rec.events() == [], "dropped: nothing arrives")
+        d = sim_events(s)[0]["deliveries"][0]
+        check(d["state"] == "dropped" and d["attempts"] == [], str(d))
+    finally:
+        check(s.stop() == 0, "exit 0")
+        rec.close()
+
+    def run(seed):
+        rec = Receiver()
+        s = wh_sim(rec, "--seed", str(seed), "--webhook-shuffle-rate", "0.5",
+                   "--webhook-shuffle-ms", "600", "--webhook-dup-rate", "0.3",
+                   "--webhook-drop-rate", "0.2")
+        try:
+            made = []
+            c = s.conn()
+            for _ in range(30):
+                made.append(json.loads(charge(s, None, conn=c)[2])["id"])
+            c.close()
+            time.sleep(1.5)
+            evs = sim_events(s)
+            shape = [(len(e["deliveries"]), [(d["duplicate"], d["state"], d["delay_ms"] > 0)
+                                             for d in e["deliveries"]]) for e in evs]
+            order = [g[2]["data"]["object"]["id"] for g in rec.events()]
+            return made, shape, order, stats(s)["webhooks"]
+        finally:
+            check(s.stop() == 0, "exit 0")
+            rec.close()
+
+    made, shape, order, w = run(7)
+    _, shape2, _, w2 = run(7)
+    _, shape3, _, _ = run(8)
+    check(shape == shape2 and shape != shape3, "the same seed, the same faults")
+    check(w["dropped"] > 0 and w["duplicated"] > 0 and w["shuffled"] > 0, str(w))
+    delivered = [cid for cid in made if cid in order]
+    first_seen = sorted(set(order), key=order.index)
+    check(first_seen != delivered, "arrival order differs from creation order")
+    check(len(order) == w["delivered"] == w["deliveries"] - w["dropped"],
+          "every undropped delivery arrived once: %d, %s" % (len(order), w))
+
+
+@test("webhooks: a charge whose answer is lost (close, late) still sends its event at once")
+def t_webhook_lost_answer():
+    rec = Receiver()
+    s = wh_sim(rec, "--late-ms", "3000")
+    try:
+        k = fresh()
+        got, how = send_raw(s, raw_post(k, "tok_providerChargedThenClose"), timeout=5)
+        check(got == b"" and how == "eof", "closed without an answer: %r %s" % (got[:50], how))
+        check(rec.wait(lambda g: len(g) == 1, timeout=3), "the event arrived")
+        check(rec.events()[0][2]["request"]["idempotency_key"] == k, "its key")
+        t0 = time.monotonic()
+        sk = s.sock()
+        sk.sendall(raw_post(fresh(), "tok_providerChargedThenLate"))
+        check(rec.wait(lambda g: len(g) == 2, timeout=2), "late answer: the event first")
+        check(time.monotonic() - t0 < 2.0, "before the late answer")
+        sk.close()
+    finally:
+        check(s.stop() == 0, "exit 0")
+        rec.close()
+
+
+@test("webhooks: several secrets (one from a file) sign one v1 each (rotation); a unix socket endpoint")
+def t_webhook_secrets_unix():
+    path = os.path.join(TMP, "hook.sock")
+    rec_old = Receiver(secrets=["whsec_old"])
+    rec_new = Receiver(secrets=["whsec_new"], unix=path)
+    sf = os.path.join(TMP, "whsec")
+    with open(sf, "w") as f:
+        f.write("whsec_new\n")
+    s = Sim("--webhook-url", rec_old.url, "--webhook-url", rec_new.url,
+            "--webhook-secret", "whsec_old", "--webhook-secret-file", sf)
+    try:
+        charge(s, fresh())
+        check(rec_old.wait(lambda g: len(g) == 1) and rec_new.wait(lambda g: len(g) == 1),
+              "both endpoints")
+        for r in (rec_old, rec_new):
+            g = r.events()[0]
+            check(g[3] and g[4].count("v1=") == 2, "two v1, one valid here: %s" % g[4])
+        check(rec_new.events()[0][1] == "/hooks/unix", "path after the socket")
+        check(rec_new.events()[0][5].get("Host") == "localhost", "Host: localhost")
+    finally:
+        check(s.stop() == 0, "exit 0")
+        rec_old.close()
+        rec_new.close()
+
+
+@test("webhooks: SIGTERM with deliveries in flight and pending exits 0; the command line")
+def t_webhook_stop_cli():
+    rec = Receiver(behave=lambda ev, nth: (200, 2.0))
+    s = wh_sim(rec, "--webhook-concurrency", "2", "--webhook-max-events", "5")
+    c = s.conn()
+    for _ in range(12):
+        charge(s, None, conn=c)
+    c.close()
+    time.sleep(0.3)
+    w = stats(s)["webhooks"]
+    check(w["in_flight"] == 2 and w["evicted"] == 7, "bounded: %s" % w)
+    check(len(sim_events(s)) == 5, "5 events kept")
+    check(s.stop() == 0, "SIGTERM with deliveries in flight: exit 0 (no leak under ASan)")
+    rec.close()
+    for bad in (["--webhook-url", "http://127.0.0.1:9/x"],
+                ["--webhook-secret", "whsec_x"],
+                ["--webhook-url", "https://127.0.0.1/x", "--webhook-secret", "s"],
+                ["--webhook-url", "http://example.com/x", "--webhook-secret", "s"],
+                ["--webhook-url", "http://127.0.0.1:70000/x", "--webhook-secret", "s"],
+                ["--webhook-url", "unix:", "--webhook-secret", "s"],
+                ["--webhook-url", "http://127.0.0.1/x", "--webhook-secret", "s",
+                 "--webhook-dup-rate", "1.5"],
+                ["--webhook-url", "http://127.0.0.1/x", "--webhook-secret", "s",
+                 "--webhook-attempts", "0"],
+                ["--webhook-url", "http://127.0.0.1/x", "--webhook-secret-file",
+                 os.path.join(TMP, "no-such-secret")],
+                ["--webhook-url", "http://127.0.0.1/x", "--webhook-secret-file", "/dev/null"]):
+        r = subprocess.run([BIN, "--listen", "127.0.0.1:0",
+                            "--data", os.path.join(TMP, "cli.log")] + bad,
+                           capture_output=True, timeout=10)
+        check(r.returncode == 2, "%s: exit %d" % (bad, r.returncode))
 
 
 def main():

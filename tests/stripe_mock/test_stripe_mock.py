@@ -155,10 +155,12 @@ def t_concurrent():
     diag("answers %s" % P.statuses([r for r in P.HISTORY if r.tag == "sm-conc"]))
 
 
-def never_settles(tok, tag, threads):
+def never_charged(tok, tag, threads):
     """A token the mock fails on every delivery under our key: documented
-    answers, never a 201, nothing charged at the mock, the record unknown
-    (the mock cannot say that it has no charge: no search)."""
+    answers, never a 201, nothing charged at the mock; past the execute
+    window (6 s) the completer reads the mock's list of charges (it serves
+    GET /v1/charges with has_more and starting_after, though it ignores
+    created[...]: a superset) and settles the record failed (502)."""
     jobs = [(P.new_key(tag), P.charge_body(tok, amount=4200))]
     P.hammer(STACK, jobs, threads_per_key=threads, deadline_s=8, tag=tag)
     rs = [r for r in P.HISTORY if r.tag == tag]
@@ -166,23 +168,31 @@ def never_settles(tok, tag, threads):
     check(any(r.status == 504 and r.ptype() == P.UNKNOWN_TYPE for r in rs),
           "no 504 outcome-unknown: %s" % P.statuses(rs))
     check(MOCK.charges_for(jobs[0][0]) == [], "the mock charged: %r" % MOCK.charges_for(jobs[0][0]))
-    time.sleep(4.5)     # past the completer's schedule (1,2,3 s)
-    st, j = P.key_state(STACK, jobs[0][0])
-    check(st == 200 and j.get("state") == "unknown", "GET /charge/keys after the schedule: %d %r" % (st, j))
+    # past the execute window and the last send's deadline + timeout, the
+    # completer's next look (every 1 s) settles it: bounded at 15 s
+    end = time.monotonic() + 15
+    while True:
+        st, j = P.key_state(STACK, jobs[0][0])
+        if (st == 200 and j.get("state") == "failed") or time.monotonic() > end:
+            break
+        time.sleep(0.5)
+    check(st == 200 and j.get("state") == "failed" and j.get("status") == 502,
+          "GET /charge/keys after the schedule: %d %r" % (st, j))
+    check(MOCK.charges_for(jobs[0][0]) == [], "the mock charged: %r" % MOCK.charges_for(jobs[0][0]))
     diag("answers %s; the key after the completer's schedule: %s" % (P.statuses(rs), j.get("state")))
     documented(rs)
 
 
 @test("stripe-stateful-mock: tok_429 (429 on every delivery, not stored by the mock), 4 clients: "
-      "504 outcome-unknown, nothing charged, the key stays unknown (the mock has no search)")
+      "504 outcome-unknown, nothing charged; the read-only list settles it failed (502)")
 def t_429():
-    never_settles("tok_429", "sm-429", 4)
+    never_charged("tok_429", "sm-429", 4)
 
 
 @test("stripe-stateful-mock: tok_500 (the mock stores the 500 under the key and replays it), 4 clients: "
-      "504 outcome-unknown, nothing charged, the key stays unknown")
+      "504 outcome-unknown, nothing charged; the read-only list settles it failed (502)")
 def t_500():
-    never_settles("tok_500", "sm-500", 4)
+    never_charged("tok_500", "sm-500", 4)
 
 
 @test("stripe-stateful-mock: a chain tok_429|tok_429|tok_visa|nonce rides through the rate limits "
@@ -198,9 +208,9 @@ def t_chain_429():
 
 
 @test("stripe-stateful-mock: a chain tok_500|tok_visa|nonce: the mock stores the 500 under the key, so the "
-      "chain never moves on: 504 outcome-unknown, nothing charged, the key stays unknown")
+      "chain never moves on: 504 outcome-unknown, nothing charged; the read-only list settles it failed (502)")
 def t_chain_500():
-    never_settles("tok_500|tok_visa|n%s" % uuid.uuid4().hex[:8], "sm-c500", 2)
+    never_charged("tok_500|tok_visa|n%s" % uuid.uuid4().hex[:8], "sm-c500", 2)
 
 
 @test("stripe-stateful-mock: its other declines (insufficient funds, expired card, incorrect CVC): 402 with "

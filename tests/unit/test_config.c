@@ -758,6 +758,12 @@ test_validate_table(void **state)
 	assert_contains(err, "redis_url");
 }
 
+/*
+ * The webhook route: off by default; its path is its own; the previous
+ * secret only beside a current one; both masked when printed.
+ */
+static void test_webhook(void **state);
+
 /* config_print() into a malloc'd string the caller frees. */
 static char *
 print_config(const struct config *c)
@@ -887,6 +893,68 @@ test_shipped_conf(void **state)
 	free(b);
 }
 
+static void
+test_webhook(void **state)
+{
+	struct config c;
+	char err[256], *out;
+
+	(void)state;
+	config_defaults(&c, BASE);
+	assert_string_equal(c.provider_webhook_path, "/webhooks/provider");
+	assert_string_equal(c.provider_webhook_secret, "");
+	assert_int_equal(c.provider_webhook_tolerance_s, 300);
+	assert_int_equal(config_validate(&c, err, sizeof(err)), 0);
+	(void)snprintf(c.provider_webhook_path, sizeof(c.provider_webhook_path),
+	    "/charge");
+	assert_int_equal(config_validate(&c, err, sizeof(err)), -1);
+	assert_string_equal(err,
+	    "provider_webhook_path: /charge is a route of the API already");
+	(void)snprintf(c.provider_webhook_path, sizeof(c.provider_webhook_path),
+	    "/charge/keys/x");
+	assert_int_equal(config_validate(&c, err, sizeof(err)), -1);
+	(void)snprintf(c.provider_webhook_path, sizeof(c.provider_webhook_path),
+	    "hooks");
+	assert_int_equal(config_validate(&c, err, sizeof(err)), -1);
+	assert_contains(err, "absolute path");
+	(void)snprintf(c.provider_webhook_path, sizeof(c.provider_webhook_path),
+	    "/hooks?x=1");
+	assert_int_equal(config_validate(&c, err, sizeof(err)), -1);
+	config_defaults(&c, BASE);
+	(void)snprintf(c.provider_webhook_secret_previous,
+	    sizeof(c.provider_webhook_secret_previous), "whsec_old");
+	assert_int_equal(config_validate(&c, err, sizeof(err)), -1);
+	assert_contains(err, "provider_webhook_secret_previous");
+	assert_int_equal(parse(&c,
+	                     "provider_webhook_secret = whsec_new\n"
+	                     "provider_webhook_secret_previous = whsec_old\n"
+	                     "provider_webhook_tolerance_s = 600\n",
+	                     err, sizeof(err)),
+	    0);
+	assert_int_equal(config_validate(&c, err, sizeof(err)), 0);
+	assert_int_equal(c.provider_webhook_tolerance_s, 600);
+	assert_int_equal(parse(&c, "provider_webhook_tolerance_s = 0\n", err,
+	                     sizeof(err)),
+	    -1);
+	assert_int_equal(parse(&c, "provider_webhook_secret = two words\n", err,
+	                     sizeof(err)),
+	    -1);
+	assert_int_equal(parse(&c,
+	                     "provider_webhook_secret = whsec_new\n"
+	                     "provider_webhook_secret_previous = whsec_old\n",
+	                     err, sizeof(err)),
+	    0);
+	out = print_config(&c);
+	assert_contains(out, "provider_webhook_secret = ********\n");
+	assert_contains(out, "provider_webhook_secret_previous = ********\n");
+	assert_null(strstr(out, "whsec_"));
+	free(out);
+	config_defaults(&c, BASE);
+	out = print_config(&c);
+	assert_contains(out, "provider_webhook_secret = \n");
+	free(out);
+}
+
 int
 main(void)
 {
@@ -911,6 +979,7 @@ main(void)
 		cmocka_unit_test(test_load_missing),
 		cmocka_unit_test(test_cross_check),
 		cmocka_unit_test(test_validate_table),
+		cmocka_unit_test(test_webhook),
 		cmocka_unit_test(test_print),
 		cmocka_unit_test(test_default_path),
 		cmocka_unit_test(test_shipped_conf),

@@ -79,13 +79,17 @@ test_classify(void **state)
 			fail_msg("row %zu (%ld): class %d label %s", i,
 			    rows[i].status, v.cls, v.label);
 	}
-	/* every label is one /metrics renders, in the same order */
-	for (j = 0; wire_class_labels[j] != NULL; j++) {
-		assert_non_null(metrics_attempt_labels[j]);
-		assert_string_equal(wire_class_labels[j],
-		    metrics_attempt_labels[j]);
+	/* the label is the one /metrics renders for the verdict's class */
+	for (i = 0; i < sizeof(rows) / sizeof(rows[0]); i++) {
+		struct wire_verdict v = classify(rows[i].status, rows[i].type,
+		    rows[i].code, rows[i].retry);
+
+		assert_true(v.attempt < MA_COUNT);
+		assert_string_equal(v.label, metrics_attempt_labels[v.attempt]);
 	}
-	assert_null(metrics_attempt_labels[j]);
+	for (j = 0; j < MA_COUNT; j++)
+		assert_non_null(metrics_attempt_labels[j]);
+	assert_null(metrics_attempt_labels[MA_COUNT]);
 }
 
 static void
@@ -143,20 +147,23 @@ test_form_body(void **state)
 	char *f;
 
 	(void)state;
-	f = wire_form_body(CANON, strlen(CANON), "demo", "k&y=1 2", 7, &len);
+	f = wire_form_body(CANON, strlen(CANON), "demo", "k&y=1 2", 7,
+	    "charge_ab", &len);
 	assert_non_null(f);
 	assert_int_equal(len, strlen(f));
 	assert_string_equal(f,
 	    "amount=1999&currency=usd&source=tok_visa&description=Caf%C3%A9%20%26%20tea"
 	    "&metadata[charge_principal]=demo"
-	    "&metadata[charge_idempotency_key]=k%26y%3D1%202");
+	    "&metadata[charge_idempotency_key]=k%26y%3D1%202"
+	    "&metadata[charge_request]=charge_ab");
 	free(f);
 	/* no description: none sent */
-	f = wire_form_body(NODESC, strlen(NODESC), "p", "k", 1, &len);
+	f = wire_form_body(NODESC, strlen(NODESC), "p", "k", 1, "d", &len);
 	assert_non_null(f);
 	assert_string_equal(f,
 	    "amount=5&currency=eur&source=tok_a%7Ctok_b"
-	    "&metadata[charge_principal]=p&metadata[charge_idempotency_key]=k");
+	    "&metadata[charge_principal]=p&metadata[charge_idempotency_key]=k"
+	    "&metadata[charge_request]=d");
 	free(f);
 	/* amounts as "%.0f" wrote them: whole numbers, and the rest */
 	{
@@ -183,7 +190,7 @@ test_form_body(void **state)
 
 		for (i = 0; i < sizeof(amounts) / sizeof(amounts[0]); i++) {
 			f = wire_form_body(amounts[i].canon,
-			    strlen(amounts[i].canon), "p", "k", 1, &len);
+			    strlen(amounts[i].canon), "p", "k", 1, "d", &len);
 			if (amounts[i].want == NULL) {
 				/* 301 digits: longer than the buffer */
 				free(f);
@@ -197,22 +204,24 @@ test_form_body(void **state)
 		}
 	}
 	assert_null(
-	    wire_form_body("{\"amount\":\"5\"}", 14, "p", "k", 1, &len));
-	assert_null(wire_form_body("not json", 8, "p", "k", 1, &len));
+	    wire_form_body("{\"amount\":\"5\"}", 14, "p", "k", 1, "d", &len));
+	assert_null(wire_form_body("not json", 8, "p", "k", 1, "d", &len));
 }
 
 static void
-test_search_query(void **state)
+test_list_query(void **state)
 {
-	char q[1024];
+	char q[256];
 
 	(void)state;
-	assert_true(wire_search_query("k1", 2, q, sizeof(q)) > 0);
+	assert_true(wire_list_query(100, 200, NULL, q, sizeof(q)) > 0);
+	assert_string_equal(q, "created[gte]=100&created[lte]=200&limit=100");
+	assert_true(wire_list_query(100, 200, "ch_9", q, sizeof(q)) > 0);
 	assert_string_equal(q,
-	    "query=metadata%5B%27charge_idempotency_key%27%5D%3A%27k1%27");
-	assert_true(wire_search_query("a'b", 3, q, sizeof(q)) > 0);
-	assert_non_null(strstr(q, "a%5C%27b"));
-	assert_int_equal(wire_search_query("k1", 2, q, 10), -1);
+	    "created[gte]=100&created[lte]=200&limit=100&starting_after=ch_9");
+	assert_true(wire_list_query(1, 2, "", q, sizeof(q)) > 0);
+	assert_null(strstr(q, "starting_after"));
+	assert_int_equal(wire_list_query(100, 200, NULL, q, 10), -1);
 }
 
 #define CHARGE_JSON                                                            \
@@ -377,42 +386,83 @@ test_parse_error(void **state)
 	assert_string_equal(type, "idempotency_error");
 	assert_string_equal(code, "");
 	assert_int_equal(r.outcome, PROV_SUCCEEDED); /* untouched */
-	/* a 402 without its charge is not a decline we can record */
+	/* a 402 that names no charge is a decline all the same (issue 27) */
+	memset(&r, 0, sizeof(r));
 	assert_int_equal(wire_parse_error(idem, strlen(idem), 402, type, code,
 	                     &r),
-	    -1);
+	    0);
+	assert_int_equal(r.outcome, PROV_DECLINED);
+	assert_string_equal(r.charge_id, "");
 	assert_int_equal(wire_parse_error("<html>", 6, 500, type, code, &r),
 	    -1);
 }
 
 static void
-test_parse_search(void **state)
+test_parse_list(void **state)
 {
 	static const char none[] =
-	    "{\"object\":\"search_result\",\"data\":[],\"has_more\":false}";
+	    "{\"object\":\"list\",\"data\":[],\"has_more\":false}";
+	/* another principal's charge under the same client key */
 	static const char other[] =
-	    "{\"object\":\"search_result\",\"data\":[{\"id\":\"ch_x\","
-	    "\"created\":1,\"status\":\"succeeded\",\"metadata\":{"
-	    "\"charge_principal\":\"acme\"}}]}";
-	char one[512], failed[512];
+	    "{\"object\":\"list\",\"has_more\":true,\"data\":[{\"id\":\"ch_x\","
+	    "\"created\":1,\"amount\":1999,\"currency\":\"usd\","
+	    "\"status\":\"succeeded\",\"metadata\":{"
+	    "\"charge_principal\":\"acme\",\"charge_request\":\"charge_o\"}}]}";
+	/* names us, but for 1 jpy */
+	static const char wrong[] =
+	    "{\"object\":\"list\",\"has_more\":false,\"data\":[{\"id\":\"ch_w\","
+	    "\"created\":1,\"amount\":1,\"currency\":\"jpy\","
+	    "\"status\":\"succeeded\",\"metadata\":{"
+	    "\"charge_request\":\"charge_r\"}}]}";
+	static const char ours[] =
+	    "{\"object\":\"list\",\"has_more\":false,\"data\":[{\"id\":\"ch_a\","
+	    "\"created\":5,\"amount\":1999,\"currency\":\"usd\","
+	    "\"status\":\"succeeded\",\"metadata\":{"
+	    "\"charge_request\":\"charge_r\"}},{\"id\":\"ch_b\","
+	    "\"created\":4,\"amount\":1,\"currency\":\"usd\","
+	    "\"status\":\"succeeded\",\"metadata\":{}}]}";
+	static const char declined[] =
+	    "{\"object\":\"list\",\"has_more\":false,\"data\":[{\"id\":\"ch_d\","
+	    "\"created\":5,\"amount\":1999,\"currency\":\"usd\","
+	    "\"status\":\"failed\",\"failure_code\":\"card_declined\","
+	    "\"outcome\":{\"reason\":\"insufficient_funds\"},\"metadata\":{"
+	    "\"charge_request\":\"charge_r\"}}]}";
+	struct settle_expect e = { "charge_r", 1999, "usd" };
 	struct provider_result r;
+	char after[PROVIDER_ID_MAX];
+	int more;
 
 	(void)state;
-	(void)snprintf(one, sizeof(one), "{\"data\":[%s]}", CHARGE_JSON);
-	(void)snprintf(failed, sizeof(failed), "{\"data\":[%s]}", FAILED_JSON);
 	memset(&r, 0, sizeof(r));
-	assert_int_equal(wire_parse_search(none, strlen(none), "demo", &r), 0);
-	assert_int_equal(wire_parse_search(other, strlen(other), "demo", &r),
-	    0);
-	assert_int_equal(wire_parse_search(one, strlen(one), "demo", &r), 1);
-	assert_int_equal(r.outcome, PROV_SUCCEEDED);
-	assert_int_equal(r.created, 1764000000LL);
-	assert_int_equal(wire_parse_search(failed, strlen(failed), "demo", &r),
-	    1);
+	assert_int_equal(wire_parse_list(none, strlen(none), &e, &r, &more,
+	                     after),
+	    PROBE_NONE);
+	assert_int_equal(more, 0);
+	assert_string_equal(after, "");
+	assert_int_equal(wire_parse_list(other, strlen(other), &e, &r, &more,
+	                     after),
+	    PROBE_NONE);
+	assert_int_equal(more, 1);
+	assert_string_equal(after, "ch_x");
+	assert_int_equal(wire_parse_list(wrong, strlen(wrong), &e, &r, &more,
+	                     after),
+	    PROBE_NOT_OURS);
+	assert_int_equal(wire_parse_list(ours, strlen(ours), &e, &r, &more,
+	                     after),
+	    PROBE_FOUND);
+	assert_string_equal(r.charge_id, "ch_a");
+	assert_int_equal(r.created, 5);
+	assert_string_equal(after, "ch_b");
+	assert_int_equal(wire_parse_list(declined, strlen(declined), &e, &r,
+	                     &more, after),
+	    PROBE_FOUND_DECLINED);
 	assert_int_equal(r.outcome, PROV_DECLINED);
-	assert_string_equal(r.charge_id, "ch_fail");
 	assert_string_equal(r.decline_code, "insufficient_funds");
-	assert_int_equal(wire_parse_search("{}", 2, "demo", &r), -1);
+	assert_int_equal(wire_parse_list("{}", 2, &e, &r, &more, after),
+	    PROBE_INCOMPLETE);
+	assert_int_equal(wire_parse_list("{\"data\":[]}", 11, &e, &r, &more,
+	                     after),
+	    PROBE_INCOMPLETE);
 }
 
 static void
@@ -447,43 +497,63 @@ test_settle_step(void **state)
 
 	(void)state;
 	config_defaults(&cfg, "/tmp");
-	(void)snprintf(cfg.completer_schedule_s,
-	    sizeof(cfg.completer_schedule_s), "1,2");
+	cfg.provider_execute_window_s = 2;
 	cfg.provider_deadline_ms = 3000;
 	cfg.provider_timeout_ms = 1000;
 	memset(&rs, 0, sizeof(rs));
 	rs.created_ms = 100000;
 	rs.quiet_ms =
 	    103000; /* the original recorded unknown at its deadline */
-	/* before the last step: ask again */
+	/* within the execute window: send again */
 	memset(&call, 0, sizeof(call));
 	assert_int_equal(completer_settle_step(&cfg, &rs, 101500, &call), 0);
 	assert_int_equal(call.resume, 1);
-	assert_int_equal(call.search, 0);
-	/* past it and past the quiet + provider_timeout_ms: search now */
+	assert_int_equal(call.probe, 0);
+	/* past it and past the quiet + provider_timeout_ms: probe now */
 	assert_int_equal(completer_settle_step(&cfg, &rs, 104500, &call), 0);
-	assert_int_equal(call.search, 1);
+	assert_int_equal(call.probe, 1);
+	assert_int_equal(call.quiet_ms, 103000);
+	assert_int_equal(call.created_ms, 100000);
 	assert_int_equal(completer_settle_step(&cfg, &rs, 104000, &call), 0);
-	assert_int_equal(call.search, 1);
-	/* past it, a delivery may be in flight: search after the wait */
+	assert_int_equal(call.probe, 1);
+	/* past it, a delivery may be in flight: probe after the wait */
 	assert_int_equal(completer_settle_step(&cfg, &rs, 103500, &call), 500);
-	assert_int_equal(call.search, 1);
+	assert_int_equal(call.probe, 1);
 	/* the original attempt's deadline when later than quiet_ms */
 	rs.quiet_ms = 100500;
 	assert_int_equal(completer_settle_step(&cfg, &rs, 103200, &call), 800);
-	assert_int_equal(call.search, 1);
-	/* a lease that lapsed far ahead: too young to wait for, ask again */
+	assert_int_equal(call.probe, 1);
+	assert_int_equal(call.quiet_ms, 103000);
+	/* a lease that lapsed far ahead: probe now, never send again */
 	rs.quiet_ms = 110000;
 	assert_int_equal(completer_settle_step(&cfg, &rs, 104500, &call), 0);
-	assert_int_equal(call.search, 0);
-	/* times not known: never search */
-	rs.quiet_ms = 0;
-	assert_int_equal(completer_settle_step(&cfg, &rs, 900000, &call), 0);
-	assert_int_equal(call.search, 0);
+	assert_int_equal(call.probe, 1);
+	/* the age not known: never send again, absence never proven */
 	rs.quiet_ms = 103000;
 	rs.created_ms = 0;
 	assert_int_equal(completer_settle_step(&cfg, &rs, 900000, &call), 0);
-	assert_int_equal(call.search, 0);
+	assert_int_equal(call.probe, 1);
+	assert_int_equal(call.quiet_ms, 0);
+}
+
+/*
+ * The completer's record reply and the index (issue 27): only a settled
+ * record leaves it; a retry that holds the record now (FENCED) or another
+ * request that took the key (MISMATCH) keeps its entry, which its holder
+ * may just have added.
+ */
+static void
+test_index_forgets(void **state)
+{
+	(void)state;
+	assert_int_equal(completer_index_forgets(IDEM_RECORDED, 1), 1);
+	assert_int_equal(completer_index_forgets(IDEM_NOT_DURABLE, 1), 1);
+	assert_int_equal(completer_index_forgets(IDEM_RECORDED, 0), 0);
+	assert_int_equal(completer_index_forgets(IDEM_REPLAY, 0), 1);
+	assert_int_equal(completer_index_forgets(IDEM_FENCED, 1), 0);
+	assert_int_equal(completer_index_forgets(IDEM_FENCED, 0), 0);
+	assert_int_equal(completer_index_forgets(IDEM_MISMATCH, 1), 0);
+	assert_int_equal(completer_index_forgets(IDEM_ERR_REDIS, 1), 0);
 }
 
 static void
@@ -543,14 +613,15 @@ main(void)
 		cmocka_unit_test(test_classify),
 		cmocka_unit_test(test_downstream_key),
 		cmocka_unit_test(test_form_body),
-		cmocka_unit_test(test_search_query),
+		cmocka_unit_test(test_list_query),
 		cmocka_unit_test(test_parse_charge),
 		cmocka_unit_test(test_parse_charge_forms),
 		cmocka_unit_test(test_parse_error),
-		cmocka_unit_test(test_parse_search),
+		cmocka_unit_test(test_parse_list),
 		cmocka_unit_test(test_backoff),
 		cmocka_unit_test(test_schedule),
 		cmocka_unit_test(test_settle_step),
+		cmocka_unit_test(test_index_forgets),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -79,6 +79,8 @@ static const struct {
 	{ PROB_INTERNAL, "internal-error", 500 },
 	{ PROB_NOT_DURABLE, "outcome-not-durable", 503 },
 	{ PROB_KEY_NOT_FOUND, "key-not-found", 404 },
+	{ PROB_WEBHOOK_INVALID, "invalid-webhook", 400 },
+	{ PROB_WEBHOOK_REJECTED, "webhook-signature-rejected", 401 },
 };
 #define NWANT (sizeof(want_problems) / sizeof(want_problems[0]))
 

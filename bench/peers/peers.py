@@ -1,0 +1,398 @@
+#!/usr/bin/env python3
+"""bench/run --peers: the responder against its peers, everyone calling the
+provider simulator over loopback HTTP with kept connections.
+
+Backends, all on one machine, one Redis, one simulator (latency 0,
+--fsync never):
+  charge_http    nginx (1 worker, kept FastCGI connections) -> charge --listen,
+                 provider_url = the simulator (the packaged deployment: one
+                 process, a loop per core)
+  charge_inproc  the same nginx -> a second charge --listen with the
+                 provider in the process
+  lua            nginx + Lua (bench/peers/charge_peer.lua: cosockets, kept
+                 Redis and provider connections)
+  go             Go net/http + go-redis (bench/peers/charge.go)
+Interleaved rounds of fresh and replay at --connections (32), then fresh
+at 1 connection for charge_http and charge_inproc (what the HTTP provider
+adds to a charge's latency). Per run: req/s, p50/p99, machine busy, CPU
+per request of the server side (web server + application), of the
+simulator and of Redis. Writes <date>-peers.{md,json}.
+"""
+import argparse
+import json
+import os
+import shutil
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+BENCH = os.path.dirname(HERE)
+ROOT = os.path.dirname(BENCH)
+sys.path.insert(0, BENCH)
+import bench as B  # noqa: E402
+
+GOPATH = '/usr/share/gocode'
+LUA_MODULES = ('/usr/lib/nginx/modules/ndk_http_module.so',
+               '/usr/lib/nginx/modules/ngx_http_lua_module.so')
+PACKAGES = 'golang-go golang-gopkg-redis.v5-dev libnginx-mod-http-lua lua-resty-core lua-cjson'
+BACKENDS = ('charge_http', 'lua', 'go', 'charge_inproc')
+
+
+def log(msg):
+    B.log(msg)
+
+
+def build_go():
+    out = os.path.join(B.BUILD, 'bin', 'charge-peer-go')
+    os.makedirs(os.path.dirname(out), exist_ok=True)
+    src = os.path.join(HERE, 'charge.go')
+    if shutil.which('go') is None or not os.path.isdir(
+            os.path.join(GOPATH, 'src', 'gopkg.in', 'redis.v5')):
+        raise B.BenchError('--peers needs Go and go-redis: apt-get install ' + PACKAGES)
+    if not os.path.exists(out) or os.path.getmtime(out) < os.path.getmtime(src):
+        env = dict(os.environ, GO111MODULE='off', GOPATH=GOPATH,
+                   GOCACHE=os.path.join(B.BUILD, 'gocache'))
+        B.run_checked(['go', 'build', '-o', out, src], 'go build', env=env)
+    return out
+
+
+class Peers:
+    def __init__(self, args, bins, run):
+        self.args = args
+        self.bench = B.Bench(args, bins, run)
+        self.run = run
+        self.bins = bins
+        self.ports = {}
+        self.pids = {}      # backend -> [pid, ...] (server side)
+        self.nginx = {}
+
+    def start(self):
+        b = self.bench
+        b.start_redis()
+        b.start_sim(0, 'never')
+        b.write_charge_conf()
+        sock = os.path.join(self.run, 'sock')
+        os.makedirs(sock, exist_ok=True)
+        charges = {}
+        for name, env in (('charge_http', b.charge_http_env), ('charge_inproc', b.charge_env)):
+            path = os.path.join(sock, name + '.sock')
+            e = dict(b.base_env(), **env)
+            e['CHARGE_THREADS'] = str(self.args.threads)
+            p = b.procs.start(name, [self.bins['charge'], '--listen', path],
+                              stdout=open(os.path.join(self.run, name + '.log'), 'w'),
+                              stderr=subprocess.STDOUT, env=e, cwd=self.run)
+            B.wait_for(lambda: os.path.exists(path) or p.poll() is not None, 10, name)
+            if p.poll() is not None:
+                raise B.BenchError('%s exited; see %s.log' % (name, name))
+            charges[name] = (p, path)
+        for name in BACKENDS:
+            self.ports[name] = B.port_free()
+        servers = ''.join(
+            '    upstream %s { server unix:%s; keepalive 64; }\n'
+            '    server {\n        listen 127.0.0.1:%d backlog=4096;\n'
+            '        location = /charge {\n            include /etc/nginx/fastcgi_params;\n'
+            '            fastcgi_keep_conn on;\n            fastcgi_pass %s;\n        }\n    }\n' % (
+                name, charges[name][1], self.ports[name], name)
+            for name in ('charge_http', 'charge_inproc'))
+        self.start_nginx('nginx-charge', servers, lua=False)
+        sim = b.sim['listen']
+        host, port = sim.rsplit(':', 1)
+        lua = (
+            '    lua_package_path "%s/?.lua;/usr/share/lua/5.1/?.lua;;";\n'
+            '    lua_package_cpath "/usr/lib/x86_64-linux-gnu/lua/5.1/?.so;;";\n'
+            '    init_by_lua_block {\n'
+            '        require("charge_peer").init({ redis = "unix:%s", provider_host = "%s",\n'
+            '            provider_port = %s, provider_api_key = "%s",\n'
+            '            api_keys = "%s", lua_dir = "%s" })\n'
+            '    }\n'
+            '    server {\n        listen 127.0.0.1:%d backlog=4096;\n'
+            '        location = /charge { content_by_lua_block { require("charge_peer").handle() } }\n'
+            '    }\n' % (HERE, b.redis_sock, host, port, B.SIM_API_KEY,
+                         os.path.join(self.run, 'api-keys'), os.path.join(ROOT, 'lua'),
+                         self.ports['lua']))
+        self.start_nginx('nginx-lua', lua, lua=True)
+        env = dict(b.base_env(), PEER_LISTEN='127.0.0.1:%d' % self.ports['go'],
+                   PEER_REDIS_SOCKET=b.redis_sock, PEER_PROVIDER_URL=b.sim['url'],
+                   PEER_PROVIDER_API_KEY=B.SIM_API_KEY,
+                   PEER_API_KEYS=os.path.join(self.run, 'api-keys'),
+                   PEER_LUA_DIR=os.path.join(ROOT, 'lua'))
+        g = b.procs.start('go', [self.bins['go']], env=env, cwd=self.run,
+                          stdout=open(os.path.join(self.run, 'go.log'), 'w'),
+                          stderr=subprocess.STDOUT)
+        B.wait_for(lambda: B.tcp_listening(self.ports['go']) or g.poll() is not None,
+                   20, 'Go peer')
+        if g.poll() is not None:
+            raise B.BenchError('the Go peer exited; see go.log')
+        ng = self.nginx['nginx-charge']
+        workers = B.proc_children(ng.pid)
+        self.pids = {'charge_http': workers + [charges['charge_http'][0].pid],
+                     'charge_inproc': workers + [charges['charge_inproc'][0].pid],
+                     'lua': B.proc_children(self.nginx['nginx-lua'].pid),
+                     'go': [g.pid]}
+        self.charge_pids = {k: charges[k][0].pid for k in charges}
+        for name in BACKENDS:
+            self.check(name)
+
+    def start_nginx(self, name, servers, lua):
+        with open(os.path.join(HERE, 'nginx.conf')) as f:
+            tpl = ''.join(x for x in f if not x.startswith('#'))
+        for d in ('body', 'fastcgi', 'proxy', 'uwsgi', 'scgi'):
+            os.makedirs(os.path.join(self.run, name + '-tmp', d), exist_ok=True)
+        if lua and not all(os.path.exists(m) for m in LUA_MODULES):
+            raise B.BenchError('--peers needs nginx\'s Lua module: apt-get install ' + PACKAGES)
+        conf = (tpl.replace('@RUN@', self.run).replace('@NAME@', name)
+                .replace('@USER@', 'user root root;' if os.geteuid() == 0 else '')
+                .replace('@LOAD_LUA@', ''.join('load_module %s;\n' % m for m in LUA_MODULES)
+                         if lua else '')
+                .replace('@SERVERS@', servers))
+        path = os.path.join(self.run, name + '.conf')
+        with open(path, 'w') as f:
+            f.write(conf)
+        elog = os.path.join(self.run, name + '-error.log')
+        B.run_checked(['nginx', '-t', '-q', '-p', self.run, '-c', path, '-e', elog], 'nginx -t')
+        p = self.bench.procs.start(name, ['nginx', '-p', self.run, '-c', path, '-e', elog],
+                                   stdout=open(os.path.join(self.run, name + '.out'), 'w'),
+                                   stderr=subprocess.STDOUT, env=self.bench.base_env(),
+                                   cwd=self.run)
+        self.nginx[name] = p
+        time.sleep(0.5)
+        if p.poll() is not None:
+            raise B.BenchError('%s exited; see %s-error.log' % (name, name))
+
+    def check(self, name):
+        key = 'peers-sanity-%s-%s' % (name, uuid.uuid4().hex)
+        port = self.ports[name]
+        B.wait_for(lambda: B.tcp_listening(port), 10, name)
+        st, h, body = B.http_post(port, '/charge', key, B.DEFAULT_BODY)
+        st2, h2, body2 = B.http_post(port, '/charge', key, B.DEFAULT_BODY)
+        if st != 201 or st2 != 201 or body != body2 or \
+                h.get('idempotent-replayed') != 'false' or \
+                h2.get('idempotent-replayed') != 'true':
+            raise B.BenchError('%s: fresh then replay answered %d %r / %d %r' % (
+                name, st, body[:200], st2, body2[:200]))
+        self.replay_key = getattr(self, 'replay_key', {})
+        self.replay_key[name] = key
+
+    def wrk(self, name, scenario, conns, duration):
+        env = dict(os.environ, BENCH_PATH='/charge',
+                   BENCH_RUN='p%s' % uuid.uuid4().hex[:10])
+        env.pop('BENCH_KEY', None)
+        if scenario == 'replay':
+            env['BENCH_KEY'] = self.replay_key[name]
+        argv = ['wrk', '-t', str(max(1, min(2, conns))), '-c', str(conns),
+                '-d', '%gs' % duration, '--timeout', '10s', '--latency',
+                '-s', os.path.join(BENCH, 'charge.lua'),
+                'http://127.0.0.1:%d/' % self.ports[name]]
+        r = subprocess.run(argv, env=env, stdout=subprocess.PIPE,
+                           stderr=subprocess.STDOUT, text=True, timeout=duration + 60)
+        import re
+        m = re.search(r'^BENCH (\{.*\})$', r.stdout, re.M)
+        if r.returncode != 0 or not m:
+            raise B.BenchError('wrk failed: ' + r.stdout[-400:])
+        return json.loads(m.group(1))
+
+    def measure(self, name, scenario, conns, duration, rnd):
+        b = self.bench
+        pids = self.pids[name]
+        sim_pid, redis_pid = b.sim['pid'], b.redis_proc.pid
+        c0 = {p: B.proc_cpu_ticks(p) for p in pids}
+        s0, r0, m0 = B.proc_cpu_ticks(sim_pid), B.proc_cpu_ticks(redis_pid), B.machine_busy_ticks()
+        st0 = b.sim_stats()
+        w = self.wrk(name, scenario, conns, duration)
+        m1 = B.machine_busy_ticks()
+        time.sleep(0.2)
+        n = w['requests']
+        st1 = b.sim_stats()
+        tick_us = 1e6 / B.CLK_TCK
+        srv = sum(B.proc_cpu_ticks(p) - c0[p] for p in pids) * tick_us / n
+        res = {'backend': name, 'scenario': scenario, 'conns': conns, 'round': rnd,
+               'requests': n, 'rps': n / (w['duration_us'] / 1e6),
+               'p50_ms': w['p50_us'] / 1e3, 'p99_ms': w['p99_us'] / 1e3,
+               'errors': w['err_connect'] + w['err_read'] + w['err_write'] +
+               w['err_status'] + w['err_timeout'],
+               'busy_pct': 100.0 * (m1[0] - m0[0]) / max(1, m1[2] - m0[2]),
+               'server_cpu_us': srv,
+               'sim_cpu_us': (B.proc_cpu_ticks(sim_pid) - s0) * tick_us / n,
+               'redis_cpu_us': (B.proc_cpu_ticks(redis_pid) - r0) * tick_us / n,
+               'deliveries': st1['deliveries'] - st0['deliveries']}
+        log('%-13s %-6s c=%-3d round %d: %8.0f req/s p50 %6.2f p99 %6.2f ms busy %3.0f %% '
+            'server %5.0f µs sim %4.0f µs redis %4.0f µs err %d' % (
+                name, scenario, conns, rnd, res['rps'], res['p50_ms'], res['p99_ms'],
+                res['busy_pct'], srv, res['sim_cpu_us'], res['redis_cpu_us'], res['errors']))
+        return res
+
+
+def med(xs):
+    xs = [x for x in xs if x is not None]
+    return statistics.median(xs) if xs else None
+
+
+def report(data):
+    runs = data['runs']
+    conns = data['config']['connections']
+    rounds = data['config']['rounds']
+
+    def get(backend, scen, c, key, rnd=None):
+        v = [r[key] for r in runs if r['backend'] == backend and r['scenario'] == scen
+             and r['conns'] == c and (rnd is None or r['round'] == rnd)]
+        return v[0] if rnd is not None and v else med(v)
+
+    def ratio(a, b, scen, c, key='rps'):
+        return med([get(a, scen, c, key, r) / get(b, scen, c, key, r)
+                    for r in range(1, rounds + 1)
+                    if get(a, scen, c, key, r) and get(b, scen, c, key, r)])
+    L = ['# charge against its peers, everyone calling the provider over HTTP (%s)' % data['date'], '']
+    L.append('`bench/run --peers`: one Redis, one `charge-provider-sim` (latency 0, '
+             '`--fsync never`) called by every backend over loopback HTTP with kept '
+             'connections; the responder behind nginx (one worker, kept FastCGI '
+             'connections), one process with %s event loops; %d interleaved rounds '
+             'of %g s (after %g s of warm-up each), medians; ratios are medians of '
+             'per-round ratios. Machine busy before the run: %.0f %%%s.' % (
+                 data['config']['threads'] or 'one per core', rounds,
+                 data['config']['duration_s'], data['config']['warmup_s'],
+                 data['busy_before_pct'],
+                 ' (**loaded: other work shared the cores; read the ratios, not the absolute numbers**)'
+                 if data['busy_before_pct'] > 10 else ''))
+    L.append('')
+    names = {'charge_http': 'charge (HTTP provider)', 'lua': 'nginx + Lua', 'go': 'Go',
+             'charge_inproc': 'charge (in-process provider)'}
+    for c in conns:
+        L += ['## %d connections' % c, '',
+              '| backend | fresh/s | replay/s | busy fresh | p50 / p99 fresh ms | server µs/fresh '
+              '| simulator µs/fresh | Redis µs/fresh | server µs/replay | errors |',
+              '|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|']
+        for be in BACKENDS:
+            L.append('| %s | %.0f | %.0f | %.0f %% | %.2f / %.2f | %.0f | %.0f | %.0f | %.0f | %d |' % (
+                names[be], get(be, 'fresh', c, 'rps'), get(be, 'replay', c, 'rps'),
+                get(be, 'fresh', c, 'busy_pct'), get(be, 'fresh', c, 'p50_ms'),
+                get(be, 'fresh', c, 'p99_ms'), get(be, 'fresh', c, 'server_cpu_us'),
+                get(be, 'fresh', c, 'sim_cpu_us'), get(be, 'fresh', c, 'redis_cpu_us'),
+                get(be, 'replay', c, 'server_cpu_us'),
+                sum(r['errors'] for r in runs if r['backend'] == be and r['conns'] == c)))
+        L.append('')
+        t = []
+
+        def target(what, v, limit, ge=True):
+            ok = v is not None and (v >= limit if ge else v <= limit)
+            t.append('| %s | %s | %s %.2f | %s |' % (
+                what, '%.2f' % v if v is not None else '-', '≥' if ge else '≤', limit,
+                'met' if ok else '**missed**'))
+        target('fresh, charge (HTTP) ÷ nginx + Lua', ratio('charge_http', 'lua', 'fresh', c), 1.0)
+        target('fresh, charge (HTTP) ÷ Go', ratio('charge_http', 'go', 'fresh', c), 1.2)
+        target('replay, charge (HTTP) ÷ nginx + Lua', ratio('charge_http', 'lua', 'replay', c), 1.0)
+        target('fresh, charge (in-process) ÷ nginx + Lua (HTTP)', ratio('charge_inproc', 'lua', 'fresh', c), 1.05)
+        target('replay, charge (in-process) ÷ nginx + Lua', ratio('charge_inproc', 'lua', 'replay', c), 1.05)
+        target('machine busy %, charge (HTTP) fresh', get('charge_http', 'fresh', c, 'busy_pct'), 90)
+        target('server CPU per fresh, charge (HTTP) ÷ nginx + Lua',
+               ratio('charge_http', 'lua', 'fresh', c, 'server_cpu_us'), 1.0, ge=False)
+        target('simulator CPU per fresh, charge (HTTP) ÷ nginx + Lua',
+               ratio('charge_http', 'lua', 'fresh', c, 'sim_cpu_us'), 1.0, ge=False)
+        target('simulator CPU per fresh, charge (HTTP) ÷ Go',
+               ratio('charge_http', 'go', 'fresh', c, 'sim_cpu_us'), 1.0, ge=False)
+        target('server CPU per fresh, HTTP ÷ in-process provider',
+               ratio('charge_http', 'charge_inproc', 'fresh', c, 'server_cpu_us'), 1.4, ge=False)
+        L += ['| target | measured | limit | |', '|---|---:|---:|---|'] + t + ['']
+    one = [r for r in data.get('one_conn', [])]
+    if one:
+        d = med([a['p50_ms'] - b['p50_ms'] for a, b in zip(
+            [r for r in one if r['backend'] == 'charge_http'],
+            [r for r in one if r['backend'] == 'charge_inproc'])])
+        L += ['## 1 connection', '',
+              '| backend | fresh/s | p50 / p99 ms |', '|---|---:|---:|']
+        for be in ('charge_http', 'charge_inproc'):
+            rs = [r for r in one if r['backend'] == be]
+            L.append('| %s | %.0f | %.3f / %.3f |' % (names[be], med([r['rps'] for r in rs]),
+                                                     med([r['p50_ms'] for r in rs]),
+                                                     med([r['p99_ms'] for r in rs])))
+        L += ['', 'The HTTP provider adds %.0f µs to a fresh charge\'s p50 (target ≤ 100 µs: %s).' % (
+            d * 1000, 'met' if d * 1000 <= 100 else '**missed**'), '']
+    rss = data.get('rss_kb')
+    if rss:
+        L += ['Responder RSS at the end (%d requests through each): %s.' % (
+            data.get('charge_requests', 0),
+            ', '.join('%s %.1f MiB' % (names[k], v / 1024) for k, v in rss.items())), '']
+    return '\n'.join(L) + '\n'
+
+
+def main(argv):
+    ap = argparse.ArgumentParser(prog='bench/run --peers')
+    ap.add_argument('--peers', action='store_true')
+    ap.add_argument('--duration', type=float, default=8)
+    ap.add_argument('--warmup', type=float, default=2)
+    ap.add_argument('--rounds', type=int, default=3)
+    ap.add_argument('--connections', default='32')
+    ap.add_argument('--one-conn-duration', type=float, default=5)
+    ap.add_argument('--threads', type=int, default=0)
+    ap.add_argument('--out')
+    ap.add_argument('--smoke', action='store_true')
+    ap.add_argument('--charge')
+    ap.add_argument('--sim')
+    args = ap.parse_args(argv)
+    if args.smoke:
+        args.duration, args.warmup, args.rounds, args.one_conn_duration = 1, 0, 1, 1
+    args.conns = [int(x) for x in args.connections.split()]
+    args.procs = 1
+    date = time.strftime('%Y-%m-%d')
+    out_dir = args.out or (tempfile.mkdtemp(prefix='charge-peers-report-')
+                           if args.smoke else os.path.join(BENCH, 'results'))
+    os.makedirs(out_dir, exist_ok=True)
+    run = tempfile.mkdtemp(prefix='charge-peers-')
+    peers = None
+    signal.signal(signal.SIGTERM, lambda s, f: (_ for _ in ()).throw(KeyboardInterrupt()))
+    try:
+        bins = B.build(args, True, True)
+        bins['go'] = build_go()
+        busy = B.machine_other_pct(1.0)
+        log('machine busy before the runs: %.0f %%' % busy)
+        peers = Peers(args, bins, run)
+        peers.start()
+        data = {'date': date, 'busy_before_pct': busy, 'machine': B.machine_info(),
+                'config': {'duration_s': args.duration, 'warmup_s': args.warmup,
+                           'rounds': args.rounds, 'connections': args.conns,
+                           'threads': args.threads, 'sim': peers.bench.sim['argv']},
+                'runs': [], 'one_conn': []}
+        for c in args.conns:
+            if args.warmup > 0:
+                for be in BACKENDS:
+                    peers.wrk(be, 'fresh', c, args.warmup)
+            for rnd in range(1, args.rounds + 1):
+                for scen in ('fresh', 'replay'):
+                    for be in BACKENDS:
+                        data['runs'].append(peers.measure(be, scen, c, args.duration, rnd))
+        for rnd in range(1, args.rounds + 1):
+            for be in ('charge_http', 'charge_inproc'):
+                data['one_conn'].append(peers.measure(be, 'fresh', 1, args.one_conn_duration, rnd))
+        data['charge_requests'] = min(
+            sum(r['requests'] for r in data['runs'] + data['one_conn'] if r['backend'] == k)
+            for k in ('charge_http', 'charge_inproc'))
+        data['rss_kb'] = {k: B.proc_rss_kb(p) for k, p in peers.charge_pids.items()}
+        errors = sum(r['errors'] for r in data['runs'] + data['one_conn'])
+        stem = date + '-peers'
+        with open(os.path.join(out_dir, stem + '.json'), 'w') as f:
+            json.dump(data, f, indent=1)
+        with open(os.path.join(out_dir, stem + '.md'), 'w') as f:
+            f.write(report(data))
+        log('report: ' + os.path.join(out_dir, stem + '.md'))
+        print('ok 1 - bench/run --peers completed (%d errors)' % errors)
+        return 0
+    except (B.BenchError, subprocess.CalledProcessError, OSError) as e:
+        print('not ok 1 - bench/run --peers: %s' % e)
+        return 1
+    except KeyboardInterrupt:
+        print('not ok 1 - bench/run --peers: interrupted')
+        return 1
+    finally:
+        if peers is not None:
+            for p in peers.nginx.values():
+                peers.bench.procs.stop(p, signal.SIGQUIT)
+            peers.bench.close()
+        shutil.rmtree(run, ignore_errors=True)
+
+
+if __name__ == '__main__':
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,121 @@
+/*
+ * settle.c - the settle decision: the attempts of one request folded into
+ * what they proved, the verdict of a read-only probe, and the step an
+ * unknown record takes (re-send within the execute window, probe after
+ * it). Pure; checked exhaustively against a model written apart from it
+ * (tests/unit/test_settle.c).
+ */
+#include <string.h>
+
+#include "settle.h"
+
+void
+settle_begin(struct settle_fold *f, int resumed)
+{
+	memset(f, 0, sizeof(*f));
+	f->ambiguous = resumed != 0;
+}
+
+enum settle_verdict
+settle_attempt(struct settle_fold *f, enum settle_class c)
+{
+	f->attempts++;
+	switch (c) {
+	case SC_CHARGE: return SV_COMPLETED;
+	case SC_DECLINE: return SV_DECLINED;
+	case SC_NOT_OURS:
+		/* the provider answers for another charge: it may hold ours */
+		f->ambiguous = 1;
+		f->mismatches++;
+		return SV_UNKNOWN;
+	case SC_REJECTED:
+		if (!f->ambiguous)
+			return SV_FAILED; /* refused before anything executed */
+		f->refused_after_ambiguity++;
+		return SV_UNKNOWN;
+	case SC_MAYBE: f->ambiguous = 1; return SV_RETRY;
+	case SC_NOT_SENT:
+	case SC_LATER: return SV_RETRY;
+	}
+	f->ambiguous = 1; /* not a class: assume the worst */
+	return SV_UNKNOWN;
+}
+
+enum settle_verdict
+settle_end(const struct settle_fold *f)
+{
+	(void)f;
+	/*
+	 * Nothing proven: unknown, also when no delivery may have executed
+	 * (a refused connection, a 429 to the end): the probe proves absence
+	 * later, read-only.
+	 */
+	return SV_UNKNOWN;
+}
+
+enum settle_verdict
+settle_probe(enum settle_probe p, long long sent_ms, long long quiet_ms,
+    long long timeout_ms)
+{
+	switch (p) {
+	case PROBE_FOUND: return SV_COMPLETED;
+	case PROBE_FOUND_DECLINED: return SV_DECLINED;
+	case PROBE_NONE:
+		if (quiet_ms > 0 && timeout_ms >= 0 &&
+		    sent_ms >= quiet_ms + timeout_ms)
+			return SV_FAILED;
+		return SV_UNKNOWN; /* a delivery may still execute */
+	case PROBE_NOT_OURS:
+	case PROBE_INCOMPLETE: break;
+	}
+	return SV_UNKNOWN;
+}
+
+long long
+settle_quiet_ms(const struct settle_clock *c)
+{
+	long long q = c->created_ms + c->deadline_ms;
+
+	if (c->created_ms < 1)
+		return 0; /* not known: absence is never proven */
+	return c->quiet_ms > q ? c->quiet_ms : q;
+}
+
+enum settle_action
+settle_step(const struct settle_clock *c, long long *wait_ms)
+{
+	long long w;
+
+	*wait_ms = 0;
+	/* a request whose age is not known is never sent again */
+	if (c->created_ms > 0 && c->now_ms < c->created_ms + c->window_ms)
+		return SETTLE_RESEND;
+	if (c->created_ms < 1)
+		return SETTLE_PROBE;
+	w = settle_quiet_ms(c) + c->timeout_ms - c->now_ms;
+	if (w > 0 && w <= c->timeout_ms)
+		*wait_ms = w;
+	return SETTLE_PROBE;
+}
+
+int
+settle_is_ours(const struct settle_expect *e, const struct settle_seen *s)
+{
+	return e->request != NULL && s->request != NULL &&
+	    strcmp(e->request, s->request) == 0 && s->amount == e->amount &&
+	    e->currency != NULL && s->currency != NULL &&
+	    strcmp(e->currency, s->currency) == 0;
+}
+
+const char *
+settle_verdict_name(enum settle_verdict v)
+{
+	switch (v) {
+	case SV_RETRY: return "retry";
+	case SV_COMPLETED: return "completed";
+	case SV_DECLINED: return "declined";
+	case SV_FAILED: return "failed";
+	case SV_UNKNOWN: return "unknown";
+	}
+	return "unknown";
+}

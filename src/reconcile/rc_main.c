@@ -1,0 +1,241 @@
+/*
+ * rc_main.c - charge-reconcile: the options, the configuration the
+ * responder reads, one run, the report on stdout (a table, or JSON), the
+ * textfile for Prometheus, a progress line on a terminal, the exit status
+ * (0 clean, 1 findings, 2 usage, configuration or a source unreadable).
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <curl/curl.h>
+
+#include "clock.h"
+#include "config.h"
+#include "config_load.h"
+#include "digest.h"
+#include "rc_run.h"
+#include "rc_wire.h"
+#include "timefmt.h"
+#include "util.h"
+
+extern char **environ;
+
+#define RC_EXIT_CLEAN 0
+#define RC_EXIT_FOUND 1
+#define RC_EXIT_ERROR 2
+#define RC_PROGRESS_EVERY_MS 200 /* redraws of the progress line */
+
+struct progress {
+	int on;
+	long long last_ms;
+	int drawn;
+};
+
+static void
+usage(FILE *f)
+{
+	fprintf(f,
+	    "usage: charge-reconcile [-c FILE] [--since WHEN] [--until WHEN] [--json]\n"
+	    "                        [--prometheus FILE] [--max-charges N] [--quiet]\n"
+	    "       charge-reconcile --help | --version\n"
+	    "\n"
+	    "Reads the provider's charges of a window and the records in Redis, and\n"
+	    "reports orphans (a charge without its completed record), phantoms (a\n"
+	    "completed record whose charge the provider lacks) and duplicates (two\n"
+	    "charges for one request). Reads only.\n"
+	    "\n"
+	    "  -c FILE            the responder's configuration (default $CHARGE_CONF or\n"
+	    "                     %s); CHARGE_<KEY> overrides apply\n"
+	    "  --since WHEN       start of the window (default 24h): 24h, 90m, 3600s, 7d\n"
+	    "                     before now, @UNIX, 2026-11-26T10:00:00Z, 2026-11-26\n"
+	    "  --until WHEN       end of the window (default now)\n"
+	    "  --json             one JSON object instead of the table\n"
+	    "  --prometheus FILE  also write the result as a textfile-collector file\n"
+	    "  --max-charges N    charges the window may hold (default %d; 24 bytes each)\n"
+	    "  --quiet            no progress line on a terminal\n"
+	    "\n"
+	    "Exit status: 0 clean, 1 orphans, phantoms or duplicates found, 2 usage,\n"
+	    "configuration, or the provider or Redis could not be read. See\n"
+	    "charge-reconcile(8).\n",
+	    config_default_path(environ), RC_MAX_CHARGES_DEF);
+}
+
+static void
+on_progress(const struct rc_report *r, const char *phase, void *arg)
+{
+	struct progress *p = arg;
+	long long now = now_mono_us() / 1000;
+
+	if (!p->on || now - p->last_ms < RC_PROGRESS_EVERY_MS)
+		return;
+	p->last_ms = now;
+	p->drawn = 1;
+	fprintf(stderr,
+	    "\r\033[Kcharge-reconcile: %s: %lld charges, %lld records scanned, %lld orphans, %lld phantoms",
+	    phase, r->n.charges, r->n.records, r->n.orphans, r->n.phantoms);
+	(void)fflush(stderr);
+}
+
+static void
+progress_clear(struct progress *p)
+{
+	if (p->drawn)
+		fprintf(stderr, "\r\033[K");
+	p->drawn = 0;
+}
+
+/*
+ * Writes the textfile to path atomically: a temporary file beside it,
+ * fsync, rename over it (a collector never reads half a file). 0 or -1.
+ */
+static int
+prometheus_write(const char *path, const struct rc_report *r, int ok)
+{
+	char tmp[PATH_MAX_LEN + 32];
+	FILE *f = NULL;
+	int fd = -1, rc = -1;
+
+	if ((size_t)snprintf(tmp, sizeof(tmp), "%s.%ld.tmp", path,
+	        (long)getpid()) >= sizeof(tmp)) {
+		errno = ENAMETOOLONG;
+		return -1;
+	}
+	if ((fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644)) <
+	        0 ||
+	    (f = fdopen(fd, "w")) == NULL)
+		goto done;
+	fd = -1;
+	if (rc_report_prometheus(r, ok, now_wall_ms(), f) != 0 ||
+	    fsync(fileno(f)) != 0)
+		goto done;
+	if (fclose(f) != 0) {
+		f = NULL;
+		goto done;
+	}
+	f = NULL;
+	if (rename(tmp, path) != 0)
+		goto done;
+	rc = 0;
+done:
+	if (f != NULL)
+		(void)fclose(f);
+	if (fd >= 0)
+		(void)close(fd);
+	if (rc != 0) {
+		int e = errno;
+
+		(void)unlink(tmp);
+		errno = e;
+	}
+	return rc;
+}
+
+int
+main(int argc, char **argv)
+{
+	const char *conf = NULL, *since = "24h", *until = "now", *prom = NULL;
+	struct rc_options o = { 0, 0, RC_MAX_CHARGES_DEF, NULL, NULL };
+	struct progress pg = { 0, 0, 0 };
+	struct rc_report rep;
+	static struct config cfg;
+	char err[512], tb[RFC3339_MS_LEN + 1];
+	long long now_s = now_wall_ms() / 1000;
+	unsigned long long v;
+	int json = 0, quiet = 0, i, rc = RC_EXIT_ERROR, ran = 0;
+
+	for (i = 1; i < argc; i++) {
+		const char *a = argv[i];
+		const char *val = i + 1 < argc ? argv[i + 1] : NULL;
+
+		if (strcmp(a, "--help") == 0) {
+			usage(stdout);
+			return RC_EXIT_CLEAN;
+		} else if (strcmp(a, "--version") == 0) {
+			printf("charge-reconcile %s\n", CHARGE_VERSION);
+			return RC_EXIT_CLEAN;
+		} else if (strcmp(a, "--json") == 0)
+			json = 1;
+		else if (strcmp(a, "--quiet") == 0)
+			quiet = 1;
+		else if (val != NULL && strcmp(a, "-c") == 0)
+			conf = argv[++i];
+		else if (val != NULL && strcmp(a, "--since") == 0)
+			since = argv[++i];
+		else if (val != NULL && strcmp(a, "--until") == 0)
+			until = argv[++i];
+		else if (val != NULL && strcmp(a, "--prometheus") == 0)
+			prom = argv[++i];
+		else if (val != NULL && strcmp(a, "--max-charges") == 0 &&
+		    util_decimal(val, strlen(val), 1000000000ULL, &v) ==
+		        UTIL_DEC_OK &&
+		    v > 0) {
+			o.max_charges = (size_t)v;
+			i++;
+		} else {
+			usage(stderr);
+			return RC_EXIT_ERROR;
+		}
+	}
+	if (rc_time_parse(since, now_s, &o.since_s, err, sizeof(err)) != 0 ||
+	    rc_time_parse(until, now_s, &o.until_s, err, sizeof(err)) != 0) {
+		fprintf(stderr, "charge-reconcile: %s\n", err);
+		return RC_EXIT_ERROR;
+	}
+	if (o.since_s > o.until_s) {
+		fprintf(stderr,
+		    "charge-reconcile: --since is after --until: an empty window\n");
+		return RC_EXIT_ERROR;
+	}
+	if (config_load(&cfg,
+	        conf != NULL ? conf : config_default_path(environ), environ,
+	        err, sizeof(err)) != 0) {
+		fprintf(stderr, "charge-reconcile: configuration: %s\n", err);
+		return RC_EXIT_ERROR;
+	}
+	if (o.since_s * 1000 < now_wall_ms() - 1000LL * cfg.completed_ttl_s) {
+		(void)timefmt_rfc3339_ms(now_wall_ms() -
+		        1000LL * cfg.completed_ttl_s,
+		    tb, sizeof(tb));
+		fprintf(stderr,
+		    "charge-reconcile: warning: records of charges before %s have expired (completed_ttl_s %d): such charges are reported as orphans (no-record)\n",
+		    tb, cfg.completed_ttl_s);
+	}
+	if (digest_init() != 0 ||
+	    curl_global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK) {
+		fprintf(stderr,
+		    "charge-reconcile: OpenSSL or libcurl cannot be initialised\n");
+		return RC_EXIT_ERROR;
+	}
+	pg.on = !quiet && isatty(STDERR_FILENO);
+	o.progress = on_progress;
+	o.progress_arg = &pg;
+	(void)rc_report_init(&rep);
+	if (rc_run(&cfg, &o, &rep, err, sizeof(err)) != 0) {
+		progress_clear(&pg);
+		fprintf(stderr, "charge-reconcile: %s\n", err);
+		goto out;
+	}
+	ran = 1;
+	progress_clear(&pg);
+	if ((json ? rc_report_json(&rep, stdout)
+	          : rc_report_text(&rep, stdout)) != 0) {
+		fprintf(stderr, "charge-reconcile: cannot write the report\n");
+		goto out;
+	}
+	rc = rc_report_clean(&rep) ? RC_EXIT_CLEAN : RC_EXIT_FOUND;
+out:
+	if (prom != NULL &&
+	    prometheus_write(prom, ran ? &rep : NULL, ran) != 0) {
+		fprintf(stderr, "charge-reconcile: --prometheus %s: %s\n", prom,
+		    strerror(errno));
+		rc = RC_EXIT_ERROR;
+	}
+	rc_report_free(&rep);
+	digest_thread_done();
+	curl_global_cleanup();
+	return rc;
+}
