@@ -31,25 +31,25 @@ struct health {
 };
 
 static void
-health_answer(struct health *h, int redis_ok, const char *redis_err)
+health_answer(struct health *hc, int redis_ok, const char *redis_err)
 {
-	struct exchange *x = h->x;
+	struct exchange *x = hc->x;
 	char body[160];
 	int n;
 
 	if (!redis_ok)
 		log_warn(x->req.request_id, "healthz: redis: %s", redis_err);
-	if (!h->spill_ok)
+	if (!hc->spill_ok)
 		log_warn(x->req.request_id, "healthz: spill_dir %s: %s",
-		    x->w->cfg->spill_dir, h->spill);
+		    x->w->cfg->spill_dir, hc->spill);
 	n = snprintf(body, sizeof(body),
 	    "{\"status\":\"%s\",\"redis\":\"%s\",\"spill_dir\":\"%s\"}",
-	    redis_ok && h->spill_ok ? "ok" : "unavailable",
-	    redis_ok ? "ok" : "unreachable", h->spill);
-	(void)response_copy_body(&x->resp, redis_ok && h->spill_ok ? 200 : 503,
+	    redis_ok && hc->spill_ok ? "ok" : "unavailable",
+	    redis_ok ? "ok" : "unreachable", hc->spill);
+	(void)response_copy_body(&x->resp, redis_ok && hc->spill_ok ? 200 : 503,
 	    "application/json", body, (size_t)n);
 	x->resp.outcome = OUTCOME_OK;
-	free(h);
+	free(hc);
 	exchange_finish(x);
 }
 
@@ -72,27 +72,27 @@ health_route(struct exchange *x)
 	long long need =
 	    HEALTH_SPILL_ROOM * (long long)cfg->spill_threshold_bytes;
 	long long avail;
-	struct health *h;
+	struct health *hc;
 
-	if ((h = calloc(1, sizeof(*h))) == NULL) {
+	if ((hc = calloc(1, sizeof(*hc))) == NULL) {
 		response_problem(&x->resp, PROB_INTERNAL, NULL, NULL);
 		exchange_finish(x);
 		return;
 	}
-	h->x = x;
-	h->spill_ok = spill_dir_writable(cfg->spill_dir);
-	h->spill = "ok";
+	hc->x = x;
+	hc->spill_ok = spill_dir_writable(cfg->spill_dir);
+	hc->spill = "ok";
 	if (need < HEALTH_SPILL_ROOM_MIN_BYTES)
 		need = HEALTH_SPILL_ROOM_MIN_BYTES;
-	if (!h->spill_ok)
-		h->spill = "not writable";
+	if (!hc->spill_ok)
+		hc->spill = "not writable";
 	else if ((avail = spill_dir_avail(cfg->spill_dir)) >= 0 &&
 	    avail < need) {
-		h->spill = "low on space";
-		h->spill_ok = 0;
+		hc->spill = "low on space";
+		hc->spill_ok = 0;
 	}
-	if (redis_ping(x->w->redis, on_health_pong, h) != 0)
-		health_answer(h, 0, "out of memory");
+	if (redis_ping(x->w->redis, on_health_pong, hc) != 0)
+		health_answer(hc, 0, "out of memory");
 }
 
 static void

@@ -26,18 +26,6 @@ auth_is_principal_char(char ch)
 	    (ch >= '0' && ch <= '9') || ch == '_' || ch == '-';
 }
 
-static int
-auth_hex_value(char ch)
-{
-	if (ch >= '0' && ch <= '9')
-		return ch - '0';
-	if (ch >= 'a' && ch <= 'f')
-		return ch - 'a' + 10;
-	if (ch >= 'A' && ch <= 'F')
-		return ch - 'A' + 10;
-	return -1;
-}
-
 /* Parses one non-comment line into e. 0, or -1 with why. */
 static int
 auth_parse_line(const char *p, size_t n, struct auth_entry *e, char *why,
@@ -64,7 +52,7 @@ auth_parse_line(const char *p, size_t n, struct auth_entry *e, char *why,
 	for (; i < n && util_is_space(p[i]); i++)
 		;
 	for (h = 0; h < AUTH_HASH_LEN && n - i >= 2; h++) {
-		int hi = auth_hex_value(p[i]), lo = auth_hex_value(p[i + 1]);
+		int hi = util_hex_digit(p[i]), lo = util_hex_digit(p[i + 1]);
 
 		if (hi < 0 || lo < 0)
 			break;

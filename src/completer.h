@@ -13,11 +13,12 @@
 
 #include <uv.h>
 
-#include "config.h"
-#include "idem.h"
-#include "provider.h"
-#include "redis.h"
+#include "idem.h" /* enum idem_status: an enum has no forward declaration */
 
+struct config;        /* config.h */
+struct provider;      /* provider.h */
+struct provider_call; /* provider.h */
+struct redis_client;  /* redis.h */
 struct completer;
 
 /*

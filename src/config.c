@@ -15,6 +15,8 @@
 #include "log.h"
 #include "redis_url.h"
 
+/* Room for a string value: the longest a URL or a path may be. */
+#define CFG_VALUE_MAX (URL_MAX_LEN > PATH_MAX_LEN ? URL_MAX_LEN : PATH_MAX_LEN)
 #define CONF_ECHO_MAX 48 /* bytes of a bad value quoted back */
 #define MS_PER_S 1000L
 
@@ -127,33 +129,33 @@ const struct cfg_row cfg_rows[] = {
 const size_t cfg_nrows = sizeof(cfg_rows) / sizeof(cfg_rows[0]);
 
 static int *
-cfg_int(struct config *c, const struct cfg_row *r)
+cfg_int(struct config *cfg, const struct cfg_row *r)
 {
-	return (int *)(void *)((char *)c + r->off);
+	return (int *)(void *)((char *)cfg + r->off);
 }
 
 static long *
-cfg_long(struct config *c, const struct cfg_row *r)
+cfg_long(struct config *cfg, const struct cfg_row *r)
 {
-	return (long *)(void *)((char *)c + r->off);
+	return (long *)(void *)((char *)cfg + r->off);
 }
 
 static char *
-cfg_str(struct config *c, const struct cfg_row *r)
+cfg_str(struct config *cfg, const struct cfg_row *r)
 {
-	return (char *)c + r->off;
+	return (char *)cfg + r->off;
 }
 
 const char *
-cfg_cstr(const struct config *c, const struct cfg_row *r)
+cfg_cstr(const struct config *cfg, const struct cfg_row *r)
 {
-	return (const char *)c + r->off;
+	return (const char *)cfg + r->off;
 }
 
 long
-cfg_num(const struct config *c, const struct cfg_row *r)
+cfg_num(const struct config *cfg, const struct cfg_row *r)
 {
-	const char *p = (const char *)c + r->off;
+	const char *p = (const char *)cfg + r->off;
 
 	if (r->type == CFG_LONG)
 		return *(const long *)(const void *)p;
@@ -341,12 +343,61 @@ cfg_parse_url(const struct cfg_row *r, const char *url, struct redis_target *t,
 	return 0;
 }
 
+/*
+ * A path (buf, *n bytes) resolved against the configuration's directory,
+ * and a unix:// URL's relative socket path made absolute (unix:///abs), in
+ * place in buf (buflen bytes). 0, or -1 with why.
+ */
+static int
+cfg_resolve(const struct config *cfg, const struct cfg_row *r, char *buf,
+    size_t buflen, size_t *n, char *why, size_t whylen)
+{
+	char res[CFG_VALUE_MAX];
+
+	if (r->type == CFG_PATH &&
+	    !((r->flags & CFG_F_NONE_OK) &&
+	        (*n == 0 || strcmp(buf, "none") == 0))) {
+		if (*n == 0) {
+			util_err(why, whylen, "%s: must not be empty", r->name);
+			return -1;
+		}
+		if (cfg_path_resolve(cfg->conf_dir, buf, res, sizeof(res)) !=
+		    0) {
+			util_err(why, whylen,
+			    "%s: resolved path is longer than %ld bytes",
+			    r->name, r->max);
+			return -1;
+		}
+		memcpy(buf, res, strlen(res) + 1);
+		*n = strlen(buf);
+	}
+	if (r->type == CFG_URL && strncmp(buf, "unix://", 7) == 0 &&
+	    buf[7] != '/') {
+		/* A relative socket path is stored resolved: unix:///abs. */
+		if (buf[7] == '\0') {
+			util_err(why, whylen, "%s: unix:// needs a socket path",
+			    r->name);
+			return -1;
+		}
+		if (cfg_path_resolve(cfg->conf_dir, buf + 7, res,
+		        sizeof(res)) != 0 ||
+		    res[0] != '/' || strlen(res) + 7 >= buflen) {
+			util_err(why, whylen,
+			    "%s: cannot resolve the socket path against %s",
+			    r->name, cfg->conf_dir);
+			return -1;
+		}
+		memcpy(buf + 7, res, strlen(res) + 1);
+		*n = strlen(buf);
+	}
+	return 0;
+}
+
 int
-cfg_set(struct config *c, const struct cfg_row *r, const char *v, size_t n,
+cfg_set(struct config *cfg, const struct cfg_row *r, const char *v, size_t n,
     char *why, size_t whylen)
 {
-	char buf[URL_MAX_LEN > PATH_MAX_LEN ? URL_MAX_LEN : PATH_MAX_LEN];
-	char res[sizeof(buf)];
+	char buf[CFG_VALUE_MAX];
 	char echo[CONF_ECHO_MAX];
 	long num;
 	int over, lvl;
@@ -364,9 +415,9 @@ cfg_set(struct config *c, const struct cfg_row *r, const char *v, size_t n,
 		if (cfg_check_num(r, num, over, why, whylen) != 0)
 			return -1;
 		if (r->type == CFG_INT)
-			*cfg_int(c, r) = (int)num;
+			*cfg_int(cfg, r) = (int)num;
 		else
-			*cfg_long(c, r) = num;
+			*cfg_long(cfg, r) = num;
 		return 0;
 	case CFG_LOG_LEVEL:
 		lvl = -1;
@@ -382,7 +433,7 @@ cfg_set(struct config *c, const struct cfg_row *r, const char *v, size_t n,
 			    r->name, echo);
 			return -1;
 		}
-		*cfg_int(c, r) = lvl;
+		*cfg_int(cfg, r) = lvl;
 		return 0;
 	case CFG_STRING:
 	case CFG_PATH:
@@ -400,47 +451,14 @@ cfg_set(struct config *c, const struct cfg_row *r, const char *v, size_t n,
 	memcpy(buf, v, n);
 	buf[n] = '\0';
 
-	if (r->type == CFG_PATH &&
-	    !((r->flags & CFG_F_NONE_OK) &&
-	        (n == 0 || strcmp(buf, "none") == 0))) {
-		if (n == 0) {
-			util_err(why, whylen, "%s: must not be empty", r->name);
-			return -1;
-		}
-		if (cfg_path_resolve(c->conf_dir, buf, res, sizeof(res)) != 0) {
-			util_err(why, whylen,
-			    "%s: resolved path is longer than %ld bytes",
-			    r->name, r->max);
-			return -1;
-		}
-		memcpy(buf, res, strlen(res) + 1);
-		n = strlen(buf);
-	}
-	if (r->type == CFG_URL && strncmp(buf, "unix://", 7) == 0 &&
-	    buf[7] != '/') {
-		/* A relative socket path is stored resolved: unix:///abs. */
-		if (buf[7] == '\0') {
-			util_err(why, whylen, "%s: unix:// needs a socket path",
-			    r->name);
-			return -1;
-		}
-		if (cfg_path_resolve(c->conf_dir, buf + 7, res, sizeof(res)) !=
-		        0 ||
-		    res[0] != '/' || strlen(res) + 7 >= sizeof(buf)) {
-			util_err(why, whylen,
-			    "%s: cannot resolve the socket path against %s",
-			    r->name, c->conf_dir);
-			return -1;
-		}
-		memcpy(buf + 7, res, strlen(res) + 1);
-		n = strlen(buf);
-	}
+	if (cfg_resolve(cfg, r, buf, sizeof(buf), &n, why, whylen) != 0)
+		return -1;
 	if (cfg_check_len(r, n, why, whylen) != 0)
 		return -1;
 	if (r->type == CFG_URL &&
-	    cfg_parse_url(r, buf, &c->redis, why, whylen) != 0)
+	    cfg_parse_url(r, buf, &cfg->redis, why, whylen) != 0)
 		return -1;
-	memcpy(cfg_str(c, r), buf, n + 1);
+	memcpy(cfg_str(cfg, r), buf, n + 1);
 	return 0;
 }
 
@@ -477,28 +495,28 @@ config_schedule_parse(const char *text, long steps[CONFIG_SCHEDULE_MAX],
 }
 
 void
-config_defaults(struct config *c, const char *base_dir)
+config_defaults(struct config *cfg, const char *base_dir)
 {
 	char why[CONF_WHY_MAX];
 	size_t i, n;
 
-	memset(c, 0, sizeof(*c));
+	memset(cfg, 0, sizeof(*cfg));
 	if (base_dir == NULL || base_dir[0] == '\0')
 		base_dir = ".";
 	n = strlen(base_dir);
-	if (n < sizeof(c->conf_dir))
-		memcpy(c->conf_dir, base_dir, n + 1);
+	if (n < sizeof(cfg->conf_dir))
+		memcpy(cfg->conf_dir, base_dir, n + 1);
 	for (i = 0; i < CFG_NROWS; i++) {
 		const struct cfg_row *r = &cfg_rows[i];
 
 		if (r->type == CFG_INT)
-			*cfg_int(c, r) = (int)r->defnum;
+			*cfg_int(cfg, r) = (int)r->defnum;
 		else if (r->type == CFG_LONG)
-			*cfg_long(c, r) = r->defnum;
-		else if (cfg_set(c, r, r->defstr, strlen(r->defstr), why,
+			*cfg_long(cfg, r) = r->defnum;
+		else if (cfg_set(cfg, r, r->defstr, strlen(r->defstr), why,
 		             sizeof(why)) != 0)
 			/* Left empty; config_validate() reports it. */
-			cfg_str(c, r)[0] = '\0';
+			cfg_str(cfg, r)[0] = '\0';
 	}
 }
 
@@ -507,11 +525,11 @@ config_defaults(struct config *c, const char *base_dir)
  * the responder serves already.
  */
 static int
-cfg_validate_webhook(const struct config *c, char *errstr, size_t errlen)
+cfg_validate_webhook(const struct config *cfg, char *errstr, size_t errlen)
 {
 	static const char *const taken[] = { "/charge", "/healthz",
 		"/metrics" };
-	const char *p = c->provider_webhook_path;
+	const char *p = cfg->provider_webhook_path;
 	size_t i;
 
 	if (p[0] != '/' || strchr(p, '?') != NULL || strchr(p, '#') != NULL) {
@@ -524,8 +542,8 @@ cfg_validate_webhook(const struct config *c, char *errstr, size_t errlen)
 			goto taken;
 	if (strncmp(p, "/charge/keys/", 13) == 0)
 		goto taken;
-	if (c->provider_webhook_secret[0] == '\0' &&
-	    c->provider_webhook_secret_previous[0] != '\0') {
+	if (cfg->provider_webhook_secret[0] == '\0' &&
+	    cfg->provider_webhook_secret_previous[0] != '\0') {
 		util_err(errstr, errlen,
 		    "provider_webhook_secret_previous: set only together with provider_webhook_secret (the new secret)");
 		return -1;
@@ -538,7 +556,7 @@ taken:
 }
 
 int
-config_validate(const struct config *c, char *errstr, size_t errlen)
+config_validate(const struct config *cfg, char *errstr, size_t errlen)
 {
 	struct redis_target t;
 	char why[CONF_WHY_MAX];
@@ -554,14 +572,14 @@ config_validate(const struct config *c, char *errstr, size_t errlen)
 		case CFG_INT:
 		case CFG_LONG:
 		case CFG_LOG_LEVEL:
-			if (cfg_check_num(r, cfg_num(c, r), 0, why,
+			if (cfg_check_num(r, cfg_num(cfg, r), 0, why,
 			        sizeof(why)) != 0)
 				goto fail;
 			break;
 		case CFG_STRING:
 		case CFG_PATH:
 		case CFG_URL:
-			s = cfg_cstr(c, r);
+			s = cfg_cstr(cfg, r);
 			n = strnlen(s, r->size);
 			if (cfg_check_len(r, n, why, sizeof(why)) != 0 ||
 			    cfg_check_chars(r, s, n, why, sizeof(why)) != 0)
@@ -574,24 +592,24 @@ config_validate(const struct config *c, char *errstr, size_t errlen)
 	}
 
 	/* A lock must outlive the slowest provider call it protects. */
-	lock_ms = (long long)c->lock_ttl_s * MS_PER_S;
+	lock_ms = (long long)cfg->lock_ttl_s * MS_PER_S;
 	provider_ms =
-	    (long long)c->provider_timeout_ms + c->provider_latency_ms;
+	    (long long)cfg->provider_timeout_ms + cfg->provider_latency_ms;
 	if (lock_ms <= provider_ms) {
 		util_err(errstr, errlen,
 		    "lock_ttl_s: %d s must exceed provider_timeout_ms + provider_latency_ms (%lld ms)",
-		    c->lock_ttl_s, provider_ms);
+		    cfg->lock_ttl_s, provider_ms);
 		return -1;
 	}
-	if (config_schedule_parse(c->completer_schedule_s, steps, errstr,
+	if (config_schedule_parse(cfg->completer_schedule_s, steps, errstr,
 	        errlen) < 0 ||
-	    cfg_validate_webhook(c, errstr, errlen) != 0)
+	    cfg_validate_webhook(cfg, errstr, errlen) != 0)
 		return -1;
-	if (c->provider_url[0] == '\0')
+	if (cfg->provider_url[0] == '\0')
 		return 0;
-	if (strncmp(c->provider_url, "http://", 7) != 0 &&
-	    strncmp(c->provider_url, "https://", 8) != 0 &&
-	    strncmp(c->provider_url, "unix:/", 6) != 0) {
+	if (strncmp(cfg->provider_url, "http://", 7) != 0 &&
+	    strncmp(cfg->provider_url, "https://", 8) != 0 &&
+	    strncmp(cfg->provider_url, "unix:/", 6) != 0) {
 		util_err(errstr, errlen,
 		    "provider_url: must be empty (the in-process simulation), http://HOST:PORT, https://HOST:PORT or unix:/path");
 		return -1;
@@ -600,18 +618,18 @@ config_validate(const struct config *c, char *errstr, size_t errlen)
 	 * Every attempt of a request, then its record, while the claim holds
 	 * the key: the record may take redis_timeout_ms.
 	 */
-	if ((long long)c->provider_deadline_ms + c->redis_timeout_ms >=
+	if ((long long)cfg->provider_deadline_ms + cfg->redis_timeout_ms >=
 	    lock_ms) {
 		util_err(errstr, errlen,
 		    "provider_deadline_ms: %d ms plus redis_timeout_ms (%d ms) must stay below lock_ttl_s (%lld ms)",
-		    c->provider_deadline_ms, c->redis_timeout_ms, lock_ms);
+		    cfg->provider_deadline_ms, cfg->redis_timeout_ms, lock_ms);
 		return -1;
 	}
-	if (c->provider_timeout_ms < 1 ||
-	    c->provider_timeout_ms > c->provider_deadline_ms) {
+	if (cfg->provider_timeout_ms < 1 ||
+	    cfg->provider_timeout_ms > cfg->provider_deadline_ms) {
 		util_err(errstr, errlen,
 		    "provider_timeout_ms: %d ms must be 1 or more and at most provider_deadline_ms (%d ms) with an HTTP provider",
-		    c->provider_timeout_ms, c->provider_deadline_ms);
+		    cfg->provider_timeout_ms, cfg->provider_deadline_ms);
 		return -1;
 	}
 	return 0;
@@ -621,14 +639,14 @@ fail:
 }
 
 long long
-config_record_margin_ms(const struct config *c)
+config_record_margin_ms(const struct config *cfg)
 {
-	long long record_ms = c->redis_timeout_ms, room_ms;
+	long long record_ms = cfg->redis_timeout_ms, room_ms;
 
-	if (c->redis_min_replicas > 0)
-		record_ms += c->redis_replica_timeout_ms;
-	room_ms = (long long)c->lock_ttl_s * MS_PER_S - c->provider_timeout_ms -
-	    c->provider_latency_ms;
+	if (cfg->redis_min_replicas > 0)
+		record_ms += cfg->redis_replica_timeout_ms;
+	room_ms = (long long)cfg->lock_ttl_s * MS_PER_S -
+	    cfg->provider_timeout_ms - cfg->provider_latency_ms;
 	if (record_ms > room_ms)
 		record_ms = room_ms;
 	return record_ms > 0 ? record_ms : 0;

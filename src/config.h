@@ -61,13 +61,13 @@ struct config {
 };
 
 /* Fills c with the compiled-in defaults; conf_dir is set to base_dir. */
-void config_defaults(struct config *c, const char *base_dir);
+void config_defaults(struct config *cfg, const char *base_dir);
 
 /*
  * Checks every value and the cross-field rules (e.g. lock_ttl_s must exceed
  * the provider timeout). 0 or -1 with errstr naming the key.
  */
-int config_validate(const struct config *c, char *errstr, size_t errlen);
+int config_validate(const struct config *cfg, char *errstr, size_t errlen);
 
 #define CONFIG_SCHEDULE_MAX 16
 
@@ -88,7 +88,7 @@ int config_schedule_parse(const char *text, long steps[CONFIG_SCHEDULE_MAX],
  * lock_ttl_s leaves less room past the provider's own time (config_validate
  * only asks that it exceed that); never negative.
  */
-long long config_record_margin_ms(const struct config *c);
+long long config_record_margin_ms(const struct config *cfg);
 
 /*
  * The table itself, for config_load.c and config_print.c: one row per key,
@@ -127,14 +127,14 @@ extern const size_t cfg_nrows;
 const struct cfg_row *cfg_row_find(const char *name, size_t n);
 
 /* The row's field of c: a number (CFG_LONG, else an int), a string. */
-long cfg_num(const struct config *c, const struct cfg_row *r);
-const char *cfg_cstr(const struct config *c, const struct cfg_row *r);
+long cfg_num(const struct config *cfg, const struct cfg_row *r);
+const char *cfg_cstr(const struct config *cfg, const struct cfg_row *r);
 
 /*
  * Sets the row's field of c from v[0..n). 0, or -1 with why holding
  * "key: reason" (secrets are never quoted back).
  */
-int cfg_set(struct config *c, const struct cfg_row *r, const char *v, size_t n,
-    char *why, size_t whylen);
+int cfg_set(struct config *cfg, const struct cfg_row *r, const char *v,
+    size_t n, char *why, size_t whylen);
 
 #endif

@@ -27,7 +27,7 @@
 
 /* config_parse_text() with name ("path:N: ") or NULL ("line N: "). */
 static int
-cfg_parse(struct config *c, const char *name, const char *text, size_t len,
+cfg_parse(struct config *cfg, const char *name, const char *text, size_t len,
     char *err, size_t errlen)
 {
 	char why[CONF_WHY_MAX], key[CONF_NAME_MAX];
@@ -82,7 +82,7 @@ cfg_parse(struct config *c, const char *name, const char *text, size_t len,
 			    key);
 			return -1;
 		}
-		if (cfg_set(c, r, v, vend - vstart, why, sizeof(why)) != 0) {
+		if (cfg_set(cfg, r, v, vend - vstart, why, sizeof(why)) != 0) {
 			util_err(err, errlen, "%s: %s", where, why);
 			return -1;
 		}
@@ -91,10 +91,10 @@ cfg_parse(struct config *c, const char *name, const char *text, size_t len,
 }
 
 int
-config_parse_text(struct config *c, const char *text, size_t len, char *errstr,
-    size_t errlen)
+config_parse_text(struct config *cfg, const char *text, size_t len,
+    char *errstr, size_t errlen)
 {
-	return cfg_parse(c, NULL, text, len, errstr, errlen);
+	return cfg_parse(cfg, NULL, text, len, errstr, errlen);
 }
 
 /* Edit distance of a and b (bytes); CONF_ENV_NAME_MAX for longer names. */
@@ -191,7 +191,7 @@ cfg_env_unknown(char *const *envp, char *errstr, size_t errlen)
 }
 
 int
-config_apply_env(struct config *c, char *const *envp, char *errstr,
+config_apply_env(struct config *cfg, char *const *envp, char *errstr,
     size_t errlen)
 {
 	char var[CONF_ENV_NAME_MAX + 1];
@@ -213,7 +213,7 @@ config_apply_env(struct config *c, char *const *envp, char *errstr,
 				break;
 		if (*e == NULL)
 			continue;
-		if (cfg_set(c, r, *e + n + 1, strlen(*e + n + 1), why,
+		if (cfg_set(cfg, r, *e + n + 1, strlen(*e + n + 1), why,
 		        sizeof(why)) != 0) {
 			util_err(errstr, errlen, "%s: %s", var, why);
 			return -1;
@@ -223,8 +223,8 @@ config_apply_env(struct config *c, char *const *envp, char *errstr,
 }
 
 int
-config_load(struct config *c, const char *path, char *const *envp, char *errstr,
-    size_t errlen)
+config_load(struct config *cfg, const char *path, char *const *envp,
+    char *errstr, size_t errlen)
 {
 	char dir[PATH_MAX_LEN];
 	const char *slash;
@@ -252,19 +252,19 @@ config_load(struct config *c, const char *path, char *const *envp, char *errstr,
 		util_err(errstr, errlen, "%s: %s", path, strerror(errno));
 		goto fail;
 	}
-	if (strlen(real) >= sizeof(c->conf_dir)) {
+	if (strlen(real) >= sizeof(cfg->conf_dir)) {
 		util_err(errstr, errlen, "%s: directory path too long", path);
 		goto fail;
 	}
 	if (util_read_file(path, CONF_FILE_MAX, &text, &len, errstr, errlen) !=
 	    0)
 		goto fail;
-	config_defaults(c, real);
-	if (cfg_parse(c, path, text, len, errstr, errlen) != 0)
+	config_defaults(cfg, real);
+	if (cfg_parse(cfg, path, text, len, errstr, errlen) != 0)
 		goto fail;
-	if (config_apply_env(c, envp, errstr, errlen) != 0)
+	if (config_apply_env(cfg, envp, errstr, errlen) != 0)
 		goto fail;
-	if (config_validate(c, errstr, errlen) != 0)
+	if (config_validate(cfg, errstr, errlen) != 0)
 		goto fail;
 	rc = 0;
 fail:

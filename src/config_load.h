@@ -15,18 +15,18 @@
  * resolved against c->conf_dir. Returns 0, or -1 with errstr naming the key
  * (or the line number for syntax errors).
  */
-int config_parse_text(struct config *c, const char *text, size_t len,
+int config_parse_text(struct config *cfg, const char *text, size_t len,
     char *errstr, size_t errlen);
 
 /* Applies CHARGE_<KEY>=value entries of envp (NULL-terminated). 0 or -1. */
-int config_apply_env(struct config *c, char *const *envp, char *errstr,
+int config_apply_env(struct config *cfg, char *const *envp, char *errstr,
     size_t errlen);
 
 /*
  * Loads defaults, the file at path (CHARGE_CONF, else the compiled-in
  * project path), the environment, then validates. 0 or -1 with errstr.
  */
-int config_load(struct config *c, const char *path, char *const *envp,
+int config_load(struct config *cfg, const char *path, char *const *envp,
     char *errstr, size_t errlen);
 
 /* The configuration file to use: $CHARGE_CONF or the compiled-in default. */

@@ -34,7 +34,7 @@ cfg_print_url(const char *url, FILE *f)
 }
 
 void
-config_print(const struct config *c, FILE *f)
+config_print(const struct config *cfg, FILE *f)
 {
 	const char *s;
 	size_t i;
@@ -48,21 +48,21 @@ config_print(const struct config *c, FILE *f)
 		switch (r->type) {
 		case CFG_INT:
 		case CFG_LONG:
-			if (fprintf(f, "%ld", cfg_num(c, r)) < 0)
+			if (fprintf(f, "%ld", cfg_num(cfg, r)) < 0)
 				return;
 			break;
 		case CFG_LOG_LEVEL:
-			lvl = (int)cfg_num(c, r);
+			lvl = (int)cfg_num(cfg, r);
 			if (fprintf(f, "%s", log_level_name(lvl)) < 0)
 				return;
 			break;
 		case CFG_URL:
-			if (cfg_print_url(cfg_cstr(c, r), f) < 0)
+			if (cfg_print_url(cfg_cstr(cfg, r), f) < 0)
 				return;
 			break;
 		case CFG_STRING:
 		case CFG_PATH:
-			s = cfg_cstr(c, r);
+			s = cfg_cstr(cfg, r);
 			if ((r->flags & CFG_F_SECRET) && s[0] != '\0')
 				s = CONF_MASK;
 			if (fprintf(f, "%s", s) < 0)

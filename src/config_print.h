@@ -10,6 +10,6 @@
 #include "config.h"
 
 /* Prints every key and its effective value (secrets masked). */
-void config_print(const struct config *c, FILE *f);
+void config_print(const struct config *cfg, FILE *f);
 
 #endif

@@ -4,11 +4,17 @@
  * one state machine of both; its socket (conn_sock.c) hands up bytes and
  * events through one callback and knows nothing of requests.
  *
- * A request's life on a connection (conn_set_state checks every step):
+ * A request's life on a connection (conn_set_state asserts every step
+ * against conn_allowed):
  *
- *   IDLE ─▶ PARAMS ─▶ BODY ─▶ SERVING ─▶ (answer sent) ─▶ DRAINING ─▶ IDLE
- *                                                   └──────────────▶ IDLE
+ *   IDLE ─▶ PARAMS ─▶ BODY ─▶ SERVING ─▶ (answer sent) ─▶ DRAINING ─▶ KEPT
+ *     ▲                                             └──────────────▶ KEPT
+ *     └── KEPT (kept alive: the next request's first bytes) ◀─────────┘
  *   any ─▶ ENDING (the output goes out, then close) ─▶ CLOSED
+ *
+ * (a request that ends without FCGI_KEEP_CONN goes to IDLE, then ENDING).
+ * The request's own fields are one struct conn_req, reset in one place
+ * (conn_req_reset).
  *
  * A request is dispatched once its body is complete (or refused early: 413,
  * 400, 503). After the answer the rest of the input is read and discarded
@@ -29,7 +35,7 @@
 #include "clock.h"
 #include "conn.h"
 #include "conn_frame.h"
-#include "conn_work.h"
+#include "conn_admit.h"
 #include "exchange.h"
 #include "fcgi_codec.h"
 #include "log.h"
@@ -38,7 +44,8 @@
 #define DISCARD_FACTOR 4 /* STDIN past the body: up to 4 x max_request_bytes */
 
 enum conn_state {
-	C_IDLE,     /* between requests */
+	C_IDLE,     /* between requests: the next one's params are awaited */
+	C_KEPT,     /* kept alive after a request: the idle timer runs */
 	C_PARAMS,   /* BEGIN seen, params coming */
 	C_BODY,     /* params done, body coming */
 	C_SERVING,  /* dispatched: the use case has it */
@@ -48,19 +55,34 @@ enum conn_state {
 	C_NSTATES
 };
 
-/* conn_set_state's map: allowed[from] has bit `to`. */
+/* conn_set_state's map: conn_allowed[from] has bit `to`. */
 #define B(s) (1u << (s))
-static const unsigned allowed[C_NSTATES] = {
+static const unsigned conn_allowed[C_NSTATES] = {
 	[C_IDLE] = B(C_PARAMS) | B(C_ENDING) | B(C_CLOSED),
-	[C_PARAMS] =
-	    B(C_BODY) | B(C_SERVING) | B(C_IDLE) | B(C_ENDING) | B(C_CLOSED),
-	[C_BODY] = B(C_SERVING) | B(C_IDLE) | B(C_ENDING) | B(C_CLOSED),
-	[C_SERVING] = B(C_DRAINING) | B(C_IDLE) | B(C_CLOSED),
-	[C_DRAINING] = B(C_IDLE) | B(C_PARAMS) | B(C_CLOSED),
+	[C_KEPT] = B(C_IDLE) | B(C_ENDING) | B(C_CLOSED),
+	[C_PARAMS] = B(C_BODY) | B(C_SERVING) | B(C_IDLE) | B(C_KEPT) |
+	    B(C_ENDING) | B(C_CLOSED),
+	[C_BODY] =
+	    B(C_SERVING) | B(C_IDLE) | B(C_KEPT) | B(C_ENDING) | B(C_CLOSED),
+	[C_SERVING] = B(C_DRAINING) | B(C_IDLE) | B(C_KEPT) | B(C_CLOSED),
+	[C_DRAINING] = B(C_IDLE) | B(C_KEPT) | B(C_PARAMS) | B(C_CLOSED),
 	[C_ENDING] = B(C_CLOSED),
 	[C_CLOSED] = 0,
 };
 #undef B
+
+/* The request a connection reads or serves: reset between requests. */
+struct conn_req {
+	struct exchange *x;       /* from its params on, until it is answered */
+	unsigned id;              /* the FastCGI request id */
+	size_t want;              /* body bytes announced (CONTENT_LENGTH) */
+	size_t discarded;         /* bytes of STDIN read past the body */
+	enum refusal refused;     /* with refusing: answered 503 at dispatch */
+	unsigned keep_conn : 1;   /* FCGI_KEEP_CONN: another may follow */
+	unsigned stdin_ended : 1; /* the empty STDIN record came */
+	unsigned aborted : 1;     /* ABORT_REQUEST while serving: no stdout */
+	unsigned refusing : 1;    /* answered with refused at dispatch */
+};
 
 struct conn {
 	struct sock sock; /* first: conn_of() */
@@ -73,22 +95,13 @@ struct conn {
 	uv_timer_t timer;
 	int handles; /* the socket's and the timer's, not yet closed */
 	struct fcgi_reader *rd;
-	enum conn_state state;
-	unsigned req_id;
-	int keep_conn;
-	int stdin_ended;
-	int aborted;          /* ABORT_REQUEST while serving: send no stdout */
-	enum refusal refused; /* with refusing: answered 503 at dispatch */
-	int refusing;
-	size_t want;      /* body bytes announced (CONTENT_LENGTH) */
-	size_t discarded; /* bytes of STDIN read past the body */
-	struct exchange *x;
-	int processing; /* inside conn_process (re-entry guard) */
-	int served;     /* requests begun on this connection */
-	int linger;     /* end by shutdown, then wait for the peer */
-	int rd_eof;     /* the peer shut its side: no more input */
-	int out_paused; /* not reading: too much output unsent */
-	int idle_wait;  /* the timer is the idle kept connection's */
+	enum conn_state state; /* only conn_set_state changes it */
+	struct conn_req req;
+	int served;              /* requests begun on this connection */
+	unsigned processing : 1; /* inside conn_process (re-entry guard) */
+	unsigned linger : 1;     /* end by shutdown, then wait for the peer */
+	unsigned rd_eof : 1;     /* the peer shut its side: no more input */
+	unsigned out_paused : 1; /* not reading: too much output unsent */
 	TAILQ_ENTRY(conn) entry;
 };
 
@@ -102,16 +115,25 @@ conn_of(struct sock *s)
 	return (struct conn *)(void *)s; /* sock is its first member */
 }
 
+/* The one place a connection's state changes: only along conn_allowed. */
 static void
 conn_set_state(struct conn *c, enum conn_state to)
 {
-	(void)allowed; /* read by the asserts only (none with NDEBUG) */
+	(void)conn_allowed; /* read by the asserts only (none with NDEBUG) */
 	assert(c->state < C_NSTATES && to < C_NSTATES);
-	assert(c->state == to || (allowed[c->state] & (1u << to)) != 0);
+	assert((conn_allowed[c->state] & (1u << to)) != 0);
 	/* a request being read or served has its exchange, and only then */
-	assert(to != C_BODY || c->x != NULL);
-	assert(to != C_IDLE || c->x == NULL);
+	assert(to != C_BODY || c->req.x != NULL);
+	assert((to != C_IDLE && to != C_KEPT) || c->req.x == NULL);
 	c->state = to;
+}
+
+/* The next request starts from nothing (its exchange is gone). */
+static void
+conn_req_reset(struct conn *c)
+{
+	assert(c->req.x == NULL);
+	memset(&c->req, 0, sizeof(c->req));
 }
 
 static void
@@ -139,7 +161,7 @@ conn_read_more(struct conn *c)
 static void
 conn_exchange_free(struct conn_host *h, struct exchange *x)
 {
-	conn_work_free(x);
+	conn_admit_free(x);
 	h->nexchanges--;
 	if (h->on_idle != NULL)
 		h->on_idle(h);
@@ -149,13 +171,13 @@ conn_exchange_free(struct conn_host *h, struct exchange *x)
 static void
 conn_drop_request(struct conn *c)
 {
-	if (c->x == NULL)
+	if (c->req.x == NULL)
 		return;
 	if (c->state == C_SERVING)
-		c->x->transport = NULL; /* the use case finishes it */
+		c->req.x->transport = NULL; /* the use case finishes it */
 	else
-		conn_exchange_free(c->h, c->x);
-	c->x = NULL;
+		conn_exchange_free(c->h, c->req.x);
+	c->req.x = NULL;
 }
 
 /*
@@ -192,21 +214,21 @@ on_idle_timeout(uv_timer_t *t)
 static void
 conn_request_complete(struct conn *c)
 {
+	int keep = c->req.keep_conn && !c->h->stopping && !c->rd_eof;
+
 	(void)uv_timer_stop(&c->timer);
 	fcgi_reader_request_done(c->rd);
-	conn_set_state(c, C_IDLE);
-	c->req_id = 0;
-	c->stdin_ended = c->aborted = c->refusing = 0;
-	c->discarded = 0;
-	if (!c->keep_conn || c->h->stopping || c->rd_eof) {
+	conn_req_reset(c);
+	if (!keep) {
+		conn_set_state(c, C_IDLE);
 		conn_end(c);
 		return;
 	}
-	c->idle_wait = 1;
+	conn_set_state(c, C_KEPT);
 	timer_start(c, on_idle_timeout,
 	    c->h->w->cfg->keepalive_idle_timeout_ms);
 	sock_flush(&c->sock);
-	if (c->state == C_IDLE && !c->processing)
+	if (c->state == C_KEPT && !c->processing)
 		conn_process(c);
 }
 
@@ -233,16 +255,16 @@ on_exchange_done(struct exchange *x)
 		conn_exchange_free(x->transport_host, x);
 		return;
 	}
-	assert(c->state == C_SERVING && c->x == x);
-	c->x = NULL;
-	if (!c->aborted &&
-	    conn_frame_response(&c->sock, &c->h->frame, c->req_id, x) != 0)
+	assert(c->state == C_SERVING && c->req.x == x);
+	c->req.x = NULL;
+	if (!c->req.aborted &&
+	    conn_frame_response(&c->sock, &c->h->frame, c->req.id, x) != 0)
 		log_warn(x->req.request_id, "cannot frame the response");
-	else if (c->aborted &&
-	    conn_frame_end(&c->sock, c->req_id, FCGI_REQUEST_COMPLETE))
+	else if (c->req.aborted &&
+	    conn_frame_end(&c->sock, c->req.id, FCGI_REQUEST_COMPLETE))
 		log_warn(x->req.request_id, "cannot frame END_REQUEST");
 	conn_exchange_free(c->h, x);
-	if (c->stdin_ended || c->rd_eof) {
+	if (c->req.stdin_ended || c->rd_eof) {
 		conn_request_complete(c);
 		return;
 	}
@@ -258,7 +280,7 @@ on_exchange_done(struct exchange *x)
 static void
 dispatch(struct conn *c)
 {
-	struct exchange *x = c->x;
+	struct exchange *x = c->req.x;
 	char detail[160];
 
 	(void)uv_timer_stop(&c->timer);
@@ -270,7 +292,7 @@ dispatch(struct conn *c)
 	 * never meets a reset. So is every TCP connection (a close with unread
 	 * input would reset it and could destroy the answer in flight).
 	 */
-	if (x->req.body_status != BODY_OK || c->refusing)
+	if (x->req.body_status != BODY_OK || c->req.refusing)
 		c->linger = 1;
 	if (x->req.nul_param) {
 		(void)snprintf(detail, sizeof(detail),
@@ -280,11 +302,11 @@ dispatch(struct conn *c)
 		exchange_finish(x);
 		return;
 	}
-	if (c->refusing) {
-		metrics_inc(c->refused == REFUSAL_OVERLOADED
+	if (c->req.refusing) {
+		metrics_inc(c->req.refused == REFUSAL_OVERLOADED
 		        ? MC_OVERLOADED
 		        : MC_BODY_MEMORY_FULL);
-		response_refusal(&x->resp, c->refused);
+		response_refusal(&x->resp, c->req.refused);
 		exchange_finish(x);
 		return;
 	}
@@ -294,8 +316,8 @@ dispatch(struct conn *c)
 static void
 refuse(struct conn *c, enum refusal why)
 {
-	c->refusing = 1;
-	c->refused = why;
+	c->req.refusing = 1;
+	c->req.refused = why;
 }
 
 /* Params complete: the exchange is made and its body plan known. */
@@ -305,22 +327,22 @@ params_done(struct conn *c, const struct fcgi_event *ev)
 	const struct config *cfg = c->h->w->cfg;
 	struct exchange *x;
 
-	if ((x = conn_work_new(&c->h->bounds)) == NULL)
+	if ((x = conn_admit_new(&c->h->bounds)) == NULL)
 		return -1;
 	x->w = c->h->w;
 	x->done = on_exchange_done;
 	x->transport = c;
 	x->transport_host = c->h;
-	c->x = x;
+	c->req.x = x;
 	c->h->nexchanges++;
 	if (request_from_params(&x->req, ev->params, ev->nparams,
-	        (size_t)cfg->max_request_bytes, &c->want) != 0)
+	        (size_t)cfg->max_request_bytes, &c->req.want) != 0)
 		return -1;
 	/* the slot is held until the work ends (exchange_free) */
-	if (!conn_work_admit(x, cfg->max_inflight))
+	if (!conn_admit_slot(x, cfg->max_inflight))
 		refuse(c, REFUSAL_OVERLOADED);
-	if (x->req.body_status != BODY_OK || c->want == 0 || c->refusing ||
-	    x->req.nul_param) {
+	if (x->req.body_status != BODY_OK || c->req.want == 0 ||
+	    c->req.refusing || x->req.nul_param) {
 		dispatch(c);
 		return 0;
 	}
@@ -336,23 +358,23 @@ params_done(struct conn *c, const struct fcgi_event *ev)
 static int
 body_data(struct conn *c, const char *p, size_t n)
 {
-	struct request *r = &c->x->req;
-	size_t take = c->want - r->body_len;
+	struct request *r = &c->req.x->req;
+	size_t take = c->req.want - r->body_len;
 
 	if (take > n)
 		take = n; /* bytes past CONTENT_LENGTH are not the body */
-	c->discarded += n - take;
-	switch (conn_work_append(c->x, p, take, c->want,
+	c->req.discarded += n - take;
+	switch (conn_admit_body(c->req.x, p, take, c->req.want,
 	    c->h->w->cfg->body_memory_max_bytes)) {
 	case CONN_BODY_NOMEM: return -1;
 	case CONN_BODY_FULL:
-		c->discarded += take;
+		c->req.discarded += take;
 		refuse(c, REFUSAL_BODY_MEMORY);
 		dispatch(c);
 		return 0;
 	case CONN_BODY_OK: break;
 	}
-	if (r->body_len == c->want)
+	if (r->body_len == c->req.want)
 		dispatch(c);
 	return 0;
 }
@@ -364,7 +386,7 @@ on_read_timeout(uv_timer_t *t)
 	struct conn *c = t->data;
 
 	if (c->state == C_BODY) {
-		c->x->req.body_status = BODY_TIMEOUT;
+		c->req.x->req.body_status = BODY_TIMEOUT;
 		dispatch(c);
 		return;
 	}
@@ -379,15 +401,15 @@ static void
 on_begin(struct conn *c, const struct fcgi_event *ev)
 {
 	c->served++;
-	c->idle_wait = 0;
+	if (c->state == C_KEPT)
+		conn_set_state(c, C_IDLE); /* its idle timer still runs */
 	/*
 	 * Draining: the web server gave up the rest of the answered request's
 	 * input and sends the next one (Apache mod_proxy_fcgi after an early
 	 * answer): that one begins.
 	 */
-	c->stdin_ended = c->aborted = c->refusing = 0;
-	c->discarded = 0;
-	c->keep_conn = ev->keep_conn;
+	conn_req_reset(c);
+	c->req.keep_conn = ev->keep_conn != 0;
 	if (ev->role != FCGI_RESPONDER) {
 		if (conn_frame_end(&c->sock, ev->request_id,
 		        FCGI_UNKNOWN_ROLE) != 0) {
@@ -397,12 +419,12 @@ on_begin(struct conn *c, const struct fcgi_event *ev)
 		fcgi_reader_request_done(c->rd);
 		if (c->state == C_DRAINING)
 			conn_set_state(c, C_IDLE);
-		if (!c->keep_conn)
+		if (!c->req.keep_conn)
 			conn_end(c);
 		return;
 	}
 	conn_set_state(c, C_PARAMS);
-	c->req_id = ev->request_id;
+	c->req.id = ev->request_id;
 	timer_start(c, on_read_timeout, c->h->w->cfg->request_timeout_ms);
 }
 
@@ -416,16 +438,16 @@ on_stdin(struct conn *c, const struct fcgi_event *ev)
 			log_error(NULL, "FastCGI request: out of memory");
 			conn_close(c);
 		}
-	} else if ((c->discarded += ev->len) > DISCARD_FACTOR * max)
+	} else if ((c->req.discarded += ev->len) > DISCARD_FACTOR * max)
 		conn_close(c); /* bounded, as CGI drains */
 }
 
 static void
 on_stdin_end(struct conn *c)
 {
-	c->stdin_ended = 1;
+	c->req.stdin_ended = 1;
 	if (c->state == C_BODY) {
-		c->x->req.body_status = BODY_SHORT;
+		c->req.x->req.body_status = BODY_SHORT;
 		dispatch(c);
 	} else if (c->state == C_DRAINING)
 		conn_request_complete(c);
@@ -435,18 +457,18 @@ static void
 on_abort(struct conn *c)
 {
 	if (c->state == C_SERVING) {
-		c->aborted = 1; /* the use case goes on; no stdout */
+		c->req.aborted = 1; /* the use case goes on; no stdout */
 		return;
 	}
 	if (c->state == C_DRAINING) {
 		conn_request_complete(c);
 		return;
 	}
-	if (c->x != NULL) {
-		conn_exchange_free(c->h, c->x);
-		c->x = NULL;
+	if (c->req.x != NULL) {
+		conn_exchange_free(c->h, c->req.x);
+		c->req.x = NULL;
 	}
-	if (conn_frame_end(&c->sock, c->req_id, FCGI_REQUEST_COMPLETE) != 0)
+	if (conn_frame_end(&c->sock, c->req.id, FCGI_REQUEST_COMPLETE) != 0)
 		conn_close(c);
 	else
 		conn_request_complete(c);
@@ -502,7 +524,7 @@ conn_process(struct conn *c)
 		 * next request on a kept connection, pipelined) waits in the
 		 * reader until it has been answered.
 		 */
-		if (c->state == C_SERVING && c->stdin_ended)
+		if (c->state == C_SERVING && c->req.stdin_ended)
 			break;
 		if (sock_out_full(&c->sock)) {
 			sock_flush(&c->sock);
@@ -548,9 +570,9 @@ on_eof(struct conn *c)
 static void
 on_data(struct conn *c, const char *p, size_t n)
 {
-	if (c->idle_wait) {
+	if (c->state == C_KEPT) {
 		/* a kept connection's next request begins to arrive */
-		c->idle_wait = 0;
+		conn_set_state(c, C_IDLE);
 		timer_start(c, on_read_timeout,
 		    c->h->w->cfg->request_timeout_ms);
 	}
@@ -681,7 +703,7 @@ conn_stop_idle(struct conn_host *h)
 	for (c = TAILQ_FIRST(&h->conns); c != NULL; c = next) {
 		next = TAILQ_NEXT(c, entry);
 		/* a new connection carries a request on its way: serve it */
-		if (c->state == C_IDLE && c->served > 0)
+		if (c->state == C_KEPT || (c->state == C_IDLE && c->served > 0))
 			conn_end(c);
 	}
 }
@@ -703,14 +725,15 @@ conn_expire_all(struct conn_host *h)
 			 */
 			memset(&tmp, 0, sizeof(tmp));
 			response_init(&tmp.resp);
-			if (c->x != NULL) {
-				tmp.req.method = c->x->req.method;
-				memcpy(tmp.req.request_id, c->x->req.request_id,
+			if (c->req.x != NULL) {
+				tmp.req.method = c->req.x->req.method;
+				memcpy(tmp.req.request_id,
+				    c->req.x->req.request_id,
 				    sizeof(tmp.req.request_id));
 			}
 			response_refusal(&tmp.resp, REFUSAL_STOPPING);
 			(void)conn_frame_response(&c->sock, &c->h->frame,
-			    c->req_id, &tmp);
+			    c->req.id, &tmp);
 			response_free(&tmp.resp);
 			conn_drop_request(c);
 		}

@@ -14,7 +14,7 @@
 
 #include "conn_frame.h"
 #include "conn_sock.h"
-#include "conn_work.h"
+#include "conn_admit.h"
 #include "worker.h"
 
 struct conn;

@@ -12,7 +12,8 @@
 
 #include "request.h"
 #include "response.h"
-#include "worker.h"
+
+struct worker; /* worker.h: a handler that uses the loop's things includes it */
 
 struct exchange {
 	struct worker *w; /* the loop serving it */

@@ -155,18 +155,6 @@ idem_key_parse(const char *value, char out[IDEM_KEY_MAX + 1], size_t *outlen)
 /* A quoted key with every byte escaped, and some spaces around it. */
 #define KEY_PATH_DECODED_MAX (2 * IDEM_KEY_MAX + 2 + 64)
 
-static int
-hex_value(char c)
-{
-	if (c >= '0' && c <= '9')
-		return c - '0';
-	if (c >= 'a' && c <= 'f')
-		return c - 'a' + 10;
-	if (c >= 'A' && c <= 'F')
-		return c - 'A' + 10;
-	return -1;
-}
-
 enum key_status
 idem_key_from_path(const char *seg, char out[IDEM_KEY_MAX + 1], size_t *outlen)
 {
@@ -184,8 +172,8 @@ idem_key_from_path(const char *seg, char out[IDEM_KEY_MAX + 1], size_t *outlen)
 			buf[n++] = *seg;
 			continue;
 		}
-		if ((hi = hex_value(seg[1])) < 0 ||
-		    (lo = hex_value(seg[2])) < 0)
+		if ((hi = util_hex_digit(seg[1])) < 0 ||
+		    (lo = util_hex_digit(seg[2])) < 0)
 			return KEY_INVALID; /* "%", "%4", "%zz" */
 		if ((buf[n++] = (char)(hi << 4 | lo)) == '\0')
 			return KEY_INVALID; /* %00 */

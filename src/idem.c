@@ -3,6 +3,7 @@
  * in lua/ touching exactly one key, so a fresh charge costs two round trips
  * (claim, record), a replay one (claim returns the record) and a lookup one.
  */
+#include <assert.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -11,6 +12,7 @@
 #include "idem.h"
 #include "log.h"
 #include "lua_scripts.h"
+#include "redis.h"
 #include "util.h"
 
 /* Unix milliseconds the scripts accept (below 1e14: year 5138) */
@@ -258,42 +260,63 @@ idem_record_free(struct idem_record *rec)
 	rec->body = NULL;
 }
 
+/* r's bytes when it is a bulk string (*len of them), else NULL. */
+static const char *
+reply_string(const struct redis_reply *r, size_t *len)
+{
+	if (redis_reply_type(r) != REDIS_R_STRING)
+		return NULL;
+	return redis_reply_str(r, len);
+}
+
+/* Element i of r as a field: a string, or nil (p NULL); else -1. */
+static int
+reply_field(const struct redis_reply *r, size_t i, struct idem_field *f)
+{
+	const struct redis_reply *e = redis_reply_at(r, i);
+
+	if (e != NULL && redis_reply_type(e) == REDIS_R_NIL) {
+		f->p = NULL;
+		f->n = 0;
+		return 0;
+	}
+	return (f->p = reply_string(e, &f->n)) != NULL ? 0 : -1;
+}
+
+/* 1 when r is a bulk string equal to s (up to its first NUL). */
+static int
+reply_string_is(const struct redis_reply *r, const char *s)
+{
+	size_t n;
+	const char *p = reply_string(r, &n);
+
+	return p != NULL && strcmp(p, s) == 0;
+}
+
 /*
  * The scripts answer a bare string ('claimed', 'ok': the common answers,
  * cheapest for Redis to return) or an array whose first element names it.
  */
 static int
-reply_tag_is(const redisReply *r, const char *tag)
+reply_tag_is(const struct redis_reply *r, const char *tag)
 {
-	if (r->type == REDIS_REPLY_STRING)
-		return strcmp(r->str, tag) == 0;
-	return r->type == REDIS_REPLY_ARRAY && r->elements >= 1 &&
-	    r->element[0]->type == REDIS_REPLY_STRING &&
-	    strcmp(r->element[0]->str, tag) == 0;
+	return reply_string_is(r, tag) ||
+	    reply_string_is(redis_reply_at(r, 0), tag);
 }
 
 /* Decodes {'recorded', 9 fields} into rec. */
 static enum idem_status
-reply_decode_recorded(const redisReply *r, struct idem_record *rec)
+reply_decode_recorded(const struct redis_reply *r, struct idem_record *rec)
 {
 	struct idem_field f[RECORD_FIELDS];
 	char err[128];
 	size_t i;
 
-	if (r->elements != RECORD_FIELDS + 1)
+	if (redis_reply_len(r) != RECORD_FIELDS + 1)
 		goto bad;
-	for (i = 0; i < RECORD_FIELDS; i++) {
-		const redisReply *e = r->element[i + 1];
-
-		if (e->type == REDIS_REPLY_NIL) {
-			f[i].p = NULL;
-			f[i].n = 0;
-		} else if (e->type == REDIS_REPLY_STRING) {
-			f[i].p = e->str;
-			f[i].n = e->len;
-		} else
+	for (i = 0; i < RECORD_FIELDS; i++)
+		if (reply_field(r, i + 1, &f[i]) != 0)
 			goto bad;
-	}
 	if (idem_record_decode(f, RECORD_FIELDS, rec, err, sizeof(err)) != 0) {
 		log_error(NULL, "%s", err);
 		return IDEM_ERR_REDIS;
@@ -311,16 +334,14 @@ bad:
  * only without the detail.
  */
 static void
-reply_conflict(const redisReply *r, int with_params, struct idem_conflict *cf)
+reply_conflict(const struct redis_reply *r, int with_params,
+    struct idem_conflict *cf)
 {
-	const redisReply *e;
 	struct idem_field f;
 
 	memset(cf, 0, sizeof(*cf));
-	if (r->elements < 2 || (e = r->element[1])->type != REDIS_REPLY_STRING)
+	if ((f.p = reply_string(redis_reply_at(r, 1), &f.n)) == NULL)
 		return;
-	f.p = e->str;
-	f.n = e->len;
 	if (with_params) {
 		if (header_value_safe(&f))
 			(void)field_copy(cf->params, sizeof(cf->params), &f);
@@ -383,7 +404,7 @@ static const struct reply_tag record_tags[] = {
  * reads (0 when absent or not numbers: the step then never searches).
  */
 static void
-reply_resumed(const redisReply *r, struct idem_resume *rs)
+reply_resumed(const struct redis_reply *r, struct idem_resume *rs)
 {
 	struct idem_field f;
 	size_t i;
@@ -391,11 +412,9 @@ reply_resumed(const redisReply *r, struct idem_resume *rs)
 
 	for (i = 0; i < 2; i++) {
 		*to[i] = 0;
-		if (r->type != REDIS_REPLY_ARRAY || r->elements < i + 2 ||
-		    r->element[i + 1]->type != REDIS_REPLY_STRING)
+		if ((f.p = reply_string(redis_reply_at(r, i + 1), &f.n)) ==
+		    NULL)
 			continue;
-		f.p = r->element[i + 1]->str;
-		f.n = r->element[i + 1]->len;
 		if ((*to[i] = field_number(&f, STORED_MS_MAX)) < 0)
 			*to[i] = 0;
 	}
@@ -403,7 +422,7 @@ reply_resumed(const redisReply *r, struct idem_resume *rs)
 
 /* Decodes a claim's or a record's reply by its tag (rows: a table above). */
 static void
-tags_decode(const redisReply *r, const struct reply_tag *rows,
+tags_decode(const struct redis_reply *r, const struct reply_tag *rows,
     const char *unexpected, struct idem_result *res)
 {
 	for (; rows->tag != NULL; rows++) {
@@ -426,29 +445,21 @@ tags_decode(const redisReply *r, const struct reply_tag *rows,
 
 /* err (errlen bytes, the caller's) holds a decoding error for res. */
 static void
-lookup_decode(const redisReply *r, struct idem_result *res, char *err,
+lookup_decode(const struct redis_reply *r, struct idem_result *res, char *err,
     size_t errlen)
 {
 	struct idem_field f[INFO_FIELDS];
+	const struct redis_reply *pttl = redis_reply_at(r, INFO_FIELDS);
 	size_t i;
 
-	if (r->type != REDIS_REPLY_ARRAY || r->elements != INFO_FIELDS + 1 ||
-	    r->element[INFO_FIELDS]->type != REDIS_REPLY_INTEGER)
+	if (redis_reply_len(r) != INFO_FIELDS + 1 ||
+	    redis_reply_type(pttl) != REDIS_R_INTEGER)
 		goto bad;
-	for (i = 0; i < INFO_FIELDS; i++) {
-		const redisReply *e = r->element[i];
-
-		if (e->type == REDIS_REPLY_NIL) {
-			f[i].p = NULL;
-			f[i].n = 0;
-		} else if (e->type == REDIS_REPLY_STRING) {
-			f[i].p = e->str;
-			f[i].n = e->len;
-		} else
+	for (i = 0; i < INFO_FIELDS; i++)
+		if (reply_field(r, i, &f[i]) != 0)
 			goto bad;
-	}
-	switch (idem_info_decode(f, INFO_FIELDS,
-	    r->element[INFO_FIELDS]->integer, &res->info, err, errlen)) {
+	switch (idem_info_decode(f, INFO_FIELDS, redis_reply_int(pttl),
+	    &res->info, err, errlen)) {
 	case 1: res->st = IDEM_FOUND; break;
 	case 0: res->st = IDEM_ABSENT; break;
 	default:
@@ -459,27 +470,6 @@ lookup_decode(const redisReply *r, struct idem_result *res, char *err,
 	return;
 bad:
 	res->errstr = "lookup: unexpected reply";
-}
-
-/* An element of r that is a string (or nil: p NULL), else -1. */
-static int
-reply_field(const redisReply *r, size_t i, struct idem_field *f)
-{
-	const redisReply *e;
-
-	if (r->type != REDIS_REPLY_ARRAY || i >= r->elements)
-		return -1;
-	e = r->element[i];
-	if (e->type == REDIS_REPLY_NIL) {
-		f->p = NULL;
-		f->n = 0;
-		return 0;
-	}
-	if (e->type != REDIS_REPLY_STRING)
-		return -1;
-	f->p = e->str;
-	f->n = e->len;
-	return 0;
 }
 
 /*
@@ -497,7 +487,7 @@ enum resume_field {
 };
 
 static void
-resume_decode(const redisReply *r, struct idem_result *res)
+resume_decode(const struct redis_reply *r, struct idem_result *res)
 {
 	struct idem_field f[RESUME_FIELDS];
 	size_t i;
@@ -510,7 +500,7 @@ resume_decode(const redisReply *r, struct idem_result *res)
 		res->st = IDEM_IN_PROGRESS;
 		return;
 	}
-	if (!reply_tag_is(r, "resumed") || r->elements != RESUME_FIELDS)
+	if (!reply_tag_is(r, "resumed") || redis_reply_len(r) != RESUME_FIELDS)
 		goto bad;
 	for (i = 0; i < RESUME_FIELDS; i++)
 		if (reply_field(r, i, &f[i]) != 0)
@@ -537,16 +527,16 @@ bad:
 
 /* {count, name...} of pending.lua's 'due'. */
 static void
-due_decode(const redisReply *r, struct idem_result *res)
+due_decode(const struct redis_reply *r, struct idem_result *res)
 {
+	const struct redis_reply *count = redis_reply_at(r, 0);
 	struct idem_field f;
 	size_t i;
 
-	if (r->type != REDIS_REPLY_ARRAY || r->elements < 1 ||
-	    r->element[0]->type != REDIS_REPLY_INTEGER)
+	if (redis_reply_type(count) != REDIS_R_INTEGER)
 		goto bad;
-	res->due.count = r->element[0]->integer;
-	for (i = 1; i < r->elements && res->due.n < IDEM_DUE_MAX; i++) {
+	res->due.count = redis_reply_int(count);
+	for (i = 1; i < redis_reply_len(r) && res->due.n < IDEM_DUE_MAX; i++) {
 		if (reply_field(r, i, &f) != 0 || f.p == NULL ||
 		    memchr(f.p, '\0', f.n) != NULL)
 			goto bad;
@@ -563,15 +553,16 @@ bad:
 
 /* {count, first_ms or nil} of pending.lua's 'oldest'. */
 static void
-oldest_decode(const redisReply *r, struct idem_result *res)
+oldest_decode(const struct redis_reply *r, struct idem_result *res)
 {
+	const struct redis_reply *count = redis_reply_at(r, 0);
 	struct idem_field f;
 
-	if (r->type != REDIS_REPLY_ARRAY || r->elements != 2 ||
-	    r->element[0]->type != REDIS_REPLY_INTEGER ||
+	if (redis_reply_len(r) != 2 ||
+	    redis_reply_type(count) != REDIS_R_INTEGER ||
 	    reply_field(r, 1, &f) != 0)
 		goto bad;
-	res->due.count = r->element[0]->integer;
+	res->due.count = redis_reply_int(count);
 	res->due.first_ms = 0;
 	if (f.p != NULL &&
 	    (res->due.first_ms = field_number(&f, STORED_MS_MAX)) < 0)
@@ -599,7 +590,7 @@ on_script_reply(const struct redis_result *rr, void *arg)
 {
 	struct idem_op *op = arg;
 	struct idem_result res;
-	const redisReply *r = rr->reply;
+	const struct redis_reply *r = rr->reply;
 	char err[128];
 
 	memset(&res, 0, sizeof(res));
@@ -619,16 +610,17 @@ on_script_reply(const struct redis_result *rr, void *arg)
 				res.st = IDEM_NOT_DURABLE;
 			break;
 		case OP_RELEASE:
-			if (r->type == REDIS_REPLY_INTEGER)
-				res.st = r->integer == 1 ? IDEM_RELEASED
-				                         : IDEM_NOT_OWNER;
+			if (redis_reply_type(r) == REDIS_R_INTEGER)
+				res.st = redis_reply_int(r) == 1
+				    ? IDEM_RELEASED
+				    : IDEM_NOT_OWNER;
 			else
 				res.errstr = "release: unexpected reply";
 			break;
 		case OP_LOOKUP: lookup_decode(r, &res, err, sizeof(err)); break;
 		case OP_RESUME: resume_decode(r, &res); break;
 		case OP_PENDING:
-			if (r->type == REDIS_REPLY_INTEGER)
+			if (redis_reply_type(r) == REDIS_R_INTEGER)
 				res.st = IDEM_DONE;
 			else
 				res.errstr = "pending: unexpected reply";
@@ -642,11 +634,52 @@ on_script_reply(const struct redis_result *rr, void *arg)
 	free(op);
 }
 
-/* Sends script s for cb; 0, or -1 (ENOMEM: cb will not be called). */
+/* A script's arguments, as every sender builds them. */
+#define OP_ARGS_MAX 14 /* record.lua's, the most */
+#define OP_NUM_LEN 24  /* a long long as decimal text */
+
+struct op_args {
+	const char *v[OP_ARGS_MAX];
+	size_t len[OP_ARGS_MAX];
+	char num[OP_ARGS_MAX][OP_NUM_LEN]; /* the text of the numbers */
+	int n;
+};
+
+/* Appends n bytes at p (binary-safe, not copied). */
+static void
+arg_bytes(struct op_args *args, const char *p, size_t n)
+{
+	assert(args->n < OP_ARGS_MAX);
+	args->v[args->n] = p;
+	args->len[args->n++] = n;
+}
+
+static void
+arg_str(struct op_args *args, const char *s)
+{
+	arg_bytes(args, s, strlen(s));
+}
+
+/* Appends v in decimal. */
+static void
+arg_num(struct op_args *args, long long v)
+{
+	char *t;
+
+	assert(args->n < OP_ARGS_MAX);
+	t = args->num[args->n];
+	(void)util_lltoa(v, t, OP_NUM_LEN);
+	arg_str(args, t);
+}
+
+/*
+ * Sends script with key rkey and the arguments args for cb; 0, or -1 (ENOMEM:
+ * cb will not be called).
+ */
 static int
-op_send(struct redis_client *c, struct lua_script *s, enum idem_op_kind kind,
-    const char *rkey, int argc, const char **argv, const size_t *argvlen,
-    int wait, idem_cb *cb, void *arg)
+op_send(struct redis_client *redis, struct lua_script *script,
+    enum idem_op_kind kind, const char *rkey, struct op_args *args, int wait,
+    idem_cb *cb, void *arg)
 {
 	struct idem_op *op;
 
@@ -655,8 +688,8 @@ op_send(struct redis_client *c, struct lua_script *s, enum idem_op_kind kind,
 	op->kind = kind;
 	op->cb = cb;
 	op->arg = arg;
-	if (redis_eval(c, s, rkey, strlen(rkey), argc, argv, argvlen, wait,
-	        on_script_reply, op) != 0) {
+	if (redis_eval(redis, script, rkey, strlen(rkey), args->n, args->v,
+	        args->len, wait, on_script_reply, op) != 0) {
 		free(op);
 		return -1;
 	}
@@ -664,163 +697,137 @@ op_send(struct redis_client *c, struct lua_script *s, enum idem_op_kind kind,
 }
 
 int
-idem_claim(struct redis_client *c, const char *rkey, const char *fingerprint,
-    const char *params, const char *owner, long long now_ms,
-    long long lock_ttl_ms, idem_cb *cb, void *arg)
+idem_claim(struct redis_client *redis, const char *rkey,
+    const char *fingerprint, const char *params, const char *owner,
+    long long now_ms, long long lock_ttl_ms, idem_cb *cb, void *arg)
 {
-	char now[24], ttl[24];
-	const char *argv[5];
-	size_t argvlen[5];
-	int i;
+	struct op_args args = { .n = 0 };
 
-	(void)util_lltoa(now_ms, now, sizeof(now));
-	(void)util_lltoa(lock_ttl_ms, ttl, sizeof(ttl));
-	argv[0] = fingerprint;
-	argv[1] = owner;
-	argv[2] = now;
-	argv[3] = ttl;
-	argv[4] = params;
-	for (i = 0; i < 5; i++)
-		argvlen[i] = strlen(argv[i]);
-	return op_send(c, &script_claim, OP_CLAIM, rkey, 5, argv, argvlen, 0,
-	    cb, arg);
+	arg_str(&args, fingerprint);
+	arg_str(&args, owner);
+	arg_num(&args, now_ms);
+	arg_num(&args, lock_ttl_ms);
+	arg_str(&args, params);
+	return op_send(redis, &script_claim, OP_CLAIM, rkey, &args, 0, cb, arg);
 }
 
 int
-idem_record(struct redis_client *c, const char *rkey, const char *owner,
+idem_record(struct redis_client *redis, const char *rkey, const char *owner,
     const char *fingerprint, const char *params, const struct idem_record *out,
     const char *request, long long ttl_ms, long long now_ms, idem_cb *cb,
     void *arg)
 {
-	char status[8], ttl[24], now[24], expires[24], blen[24] = "";
-	const char *argv[14];
-	size_t argvlen[14];
-	int file = out->body_file[0] != '\0', i, n;
+	struct op_args args = { .n = 0 };
 
-	(void)util_lltoa(out->status, status, sizeof(status));
-	(void)util_lltoa(ttl_ms, ttl, sizeof(ttl));
-	(void)util_lltoa(now_ms, now, sizeof(now));
-	(void)util_lltoa(now_ms + ttl_ms, expires, sizeof(expires));
-	if (file)
-		(void)util_lltoa((long long)out->body_len, blen, sizeof(blen));
-	argv[0] = owner;
-	argv[1] = fingerprint;
-	argv[2] = params;
-	argv[3] = out->state;
-	argv[4] = status;
-	argv[5] = out->content_type;
-	argv[6] = out->retry_after;
-	argv[7] = ttl;
-	argv[8] = now;
-	argv[9] = expires;
-	argv[10] = file ? "file" : "inline";
-	argv[11] = file ? out->body_file : (out->body != NULL ? out->body : "");
-	argv[12] = blen; /* file only: an inline record sends 12 arguments */
-	argv[13] = out->body_sha256;
-	n = file ? 14 : 12;
-	if (!file && request != NULL) {
-		argv[12] = request; /* an unknown outcome: to ask again */
-		n = 13;
+	arg_str(&args, owner);
+	arg_str(&args, fingerprint);
+	arg_str(&args, params);
+	arg_str(&args, out->state);
+	arg_num(&args, out->status);
+	arg_str(&args, out->content_type);
+	arg_str(&args, out->retry_after);
+	arg_num(&args, ttl_ms);
+	arg_num(&args, now_ms);
+	arg_num(&args, now_ms + ttl_ms); /* expires_ms */
+	if (out->body_file[0] != '\0') {
+		arg_str(&args, "file");
+		arg_str(&args, out->body_file);
+		arg_num(&args, (long long)out->body_len);
+		arg_str(&args, out->body_sha256);
+	} else {
+		arg_str(&args, "inline");
+		/* binary-safe inline body */
+		arg_bytes(&args, out->body != NULL ? out->body : "",
+		    out->body_len);
+		if (request != NULL)
+			arg_str(&args,
+			    request); /* an unknown outcome: to ask again */
 	}
-	for (i = 0; i < n; i++)
-		argvlen[i] = strlen(argv[i]);
-	if (!file)
-		argvlen[11] = out->body_len; /* binary-safe inline body */
-	return op_send(c, &script_record, OP_RECORD, rkey, n, argv, argvlen, 1,
-	    cb, arg);
+	return op_send(redis, &script_record, OP_RECORD, rkey, &args, 1, cb,
+	    arg);
 }
 
 int
-idem_release(struct redis_client *c, const char *rkey, const char *owner,
+idem_release(struct redis_client *redis, const char *rkey, const char *owner,
     idem_cb *cb, void *arg)
 {
-	const char *argv[1] = { owner };
-	size_t argvlen[1] = { strlen(owner) };
+	struct op_args args = { .n = 0 };
 
-	return op_send(c, &script_release, OP_RELEASE, rkey, 1, argv, argvlen,
-	    0, cb, arg);
-}
-
-int
-idem_lookup(struct redis_client *c, const char *rkey, idem_cb *cb, void *arg)
-{
-	return op_send(c, &script_lookup, OP_LOOKUP, rkey, 0, NULL, NULL, 0, cb,
+	arg_str(&args, owner);
+	return op_send(redis, &script_release, OP_RELEASE, rkey, &args, 0, cb,
 	    arg);
 }
 
 int
-idem_resume(struct redis_client *c, const char *rkey, const char *owner,
-    long long now_ms, long long lease_ms, idem_cb *cb, void *arg)
-{
-	char now[24], lease[24];
-	const char *argv[3];
-	size_t argvlen[3];
-	int i;
-
-	(void)util_lltoa(now_ms, now, sizeof(now));
-	(void)util_lltoa(lease_ms, lease, sizeof(lease));
-	argv[0] = owner;
-	argv[1] = now;
-	argv[2] = lease;
-	for (i = 0; i < 3; i++)
-		argvlen[i] = strlen(argv[i]);
-	return op_send(c, &script_resume, OP_RESUME, rkey, 3, argv, argvlen, 0,
-	    cb, arg);
-}
-
-/* pending.lua with op and two arguments (b may be NULL: one). */
-static int
-pending_send(struct redis_client *c, const char *index, enum idem_op_kind kind,
-    const char *op, const char *a, const char *b, idem_cb *cb, void *arg)
-{
-	const char *argv[3] = { op, a, b };
-	size_t argvlen[3];
-	int i, n = b != NULL ? 3 : 2;
-
-	for (i = 0; i < n; i++)
-		argvlen[i] = strlen(argv[i]);
-	return op_send(c, &script_pending, kind, index, n, argv, argvlen, 0, cb,
-	    arg);
-}
-
-int
-idem_pending_add(struct redis_client *c, const char *index, const char *rkey,
-    long long due_ms, idem_cb *cb, void *arg)
-{
-	char due[24];
-
-	(void)util_lltoa(due_ms, due, sizeof(due));
-	return pending_send(c, index, OP_PENDING, "add", rkey, due, cb, arg);
-}
-
-int
-idem_pending_remove(struct redis_client *c, const char *index, const char *rkey,
-    idem_cb *cb, void *arg)
-{
-	return pending_send(c, index, OP_PENDING, "remove", rkey, NULL, cb,
-	    arg);
-}
-
-int
-idem_pending_due(struct redis_client *c, const char *index, long long now_ms,
-    int limit, idem_cb *cb, void *arg)
-{
-	char now[24], lim[24];
-
-	(void)util_lltoa(now_ms, now, sizeof(now));
-	(void)util_lltoa(limit, lim, sizeof(lim));
-	return pending_send(c, index, OP_DUE, "due", now, lim, cb, arg);
-}
-
-int
-idem_pending_oldest(struct redis_client *c, const char *index, idem_cb *cb,
+idem_lookup(struct redis_client *redis, const char *rkey, idem_cb *cb,
     void *arg)
 {
-	const char *argv[1] = { "oldest" };
-	size_t argvlen[1] = { 6 };
+	struct op_args args = { .n = 0 };
 
-	return op_send(c, &script_pending, OP_OLDEST, index, 1, argv, argvlen,
-	    0, cb, arg);
+	return op_send(redis, &script_lookup, OP_LOOKUP, rkey, &args, 0, cb,
+	    arg);
+}
+
+int
+idem_resume(struct redis_client *redis, const char *rkey, const char *owner,
+    long long now_ms, long long lease_ms, idem_cb *cb, void *arg)
+{
+	struct op_args args = { .n = 0 };
+
+	arg_str(&args, owner);
+	arg_num(&args, now_ms);
+	arg_num(&args, lease_ms);
+	return op_send(redis, &script_resume, OP_RESUME, rkey, &args, 0, cb,
+	    arg);
+}
+
+int
+idem_pending_add(struct redis_client *redis, const char *index,
+    const char *rkey, long long due_ms, idem_cb *cb, void *arg)
+{
+	struct op_args args = { .n = 0 };
+
+	arg_str(&args, "add");
+	arg_str(&args, rkey);
+	arg_num(&args, due_ms);
+	return op_send(redis, &script_pending, OP_PENDING, index, &args, 0, cb,
+	    arg);
+}
+
+int
+idem_pending_remove(struct redis_client *redis, const char *index,
+    const char *rkey, idem_cb *cb, void *arg)
+{
+	struct op_args args = { .n = 0 };
+
+	arg_str(&args, "remove");
+	arg_str(&args, rkey);
+	return op_send(redis, &script_pending, OP_PENDING, index, &args, 0, cb,
+	    arg);
+}
+
+int
+idem_pending_due(struct redis_client *redis, const char *index,
+    long long now_ms, int limit, idem_cb *cb, void *arg)
+{
+	struct op_args args = { .n = 0 };
+
+	arg_str(&args, "due");
+	arg_num(&args, now_ms);
+	arg_num(&args, limit);
+	return op_send(redis, &script_pending, OP_DUE, index, &args, 0, cb,
+	    arg);
+}
+
+int
+idem_pending_oldest(struct redis_client *redis, const char *index, idem_cb *cb,
+    void *arg)
+{
+	struct op_args args = { .n = 0 };
+
+	arg_str(&args, "oldest");
+	return op_send(redis, &script_pending, OP_OLDEST, index, &args, 0, cb,
+	    arg);
 }
 
 int

@@ -8,8 +8,9 @@
 #include <stddef.h>
 
 #include "defaults.h"
-#include "redis.h"
 #include "spill.h"
+
+struct redis_client; /* redis.h */
 
 enum idem_status {
 	IDEM_CLAIMED, /* the caller owns the key: execute */
@@ -189,7 +190,7 @@ typedef void idem_cb(struct idem_result *res, void *arg);
  * provider again; res.resume.created_ms and quiet_ms), REPLAY,
  * IN_PROGRESS, MISMATCH, ERR_REDIS.
  */
-int idem_claim(struct redis_client *c, const char *rkey,
+int idem_claim(struct redis_client *redis, const char *rkey,
     const char *fingerprint, const char *params, const char *owner,
     long long now_ms, long long lock_ttl_ms, idem_cb *cb, void *arg);
 
@@ -204,7 +205,7 @@ int idem_claim(struct redis_client *c, const char *rkey,
  * An out->state "unknown" is recorded inline with request (the canonical
  * parameters, kept to ask the provider again); request is NULL otherwise.
  */
-int idem_record(struct redis_client *c, const char *rkey, const char *owner,
+int idem_record(struct redis_client *redis, const char *rkey, const char *owner,
     const char *fingerprint, const char *params, const struct idem_record *out,
     const char *request, long long ttl_ms, long long now_ms, idem_cb *cb,
     void *arg);
@@ -214,7 +215,7 @@ int idem_record(struct redis_client *c, const char *rkey, const char *owner,
  * lease_ms: RESUMED (res.resume), IN_PROGRESS (a retry or another
  * completer holds it), SETTLED (not unknown, or gone), ERR_REDIS.
  */
-int idem_resume(struct redis_client *c, const char *rkey, const char *owner,
+int idem_resume(struct redis_client *redis, const char *rkey, const char *owner,
     long long now_ms, long long lease_ms, idem_cb *cb, void *arg);
 
 /*
@@ -224,11 +225,11 @@ int idem_resume(struct redis_client *c, const char *rkey, const char *owner,
  * it; idem_pending_due finds at most limit names due by now_ms (res.due).
  * DONE or ERR_REDIS.
  */
-int idem_pending_add(struct redis_client *c, const char *index,
+int idem_pending_add(struct redis_client *redis, const char *index,
     const char *rkey, long long due_ms, idem_cb *cb, void *arg);
-int idem_pending_remove(struct redis_client *c, const char *index,
+int idem_pending_remove(struct redis_client *redis, const char *index,
     const char *rkey, idem_cb *cb, void *arg);
-int idem_pending_due(struct redis_client *c, const char *index,
+int idem_pending_due(struct redis_client *redis, const char *index,
     long long now_ms, int limit, idem_cb *cb, void *arg);
 
 /*
@@ -236,8 +237,8 @@ int idem_pending_due(struct redis_client *c, const char *index,
  * res.due.first_ms, when the name longest in the index was first added
  * (Unix ms, Redis's clock; 0 when none). DONE or ERR_REDIS.
  */
-int idem_pending_oldest(struct redis_client *c, const char *index, idem_cb *cb,
-    void *arg);
+int idem_pending_oldest(struct redis_client *redis, const char *index,
+    idem_cb *cb, void *arg);
 
 /* Builds <prefix>unknown into out. Length, or -1 if too long. */
 int idem_index_name(char *out, size_t outlen, const char *prefix);
@@ -251,14 +252,14 @@ int idem_key_split(const char *rkey, const char *prefix, char *principal,
     char *key, size_t *keylen);
 
 /* RELEASED, NOT_OWNER, ERR_REDIS. */
-int idem_release(struct redis_client *c, const char *rkey, const char *owner,
-    idem_cb *cb, void *arg);
+int idem_release(struct redis_client *redis, const char *rkey,
+    const char *owner, idem_cb *cb, void *arg);
 
 /*
  * Reads what rkey holds without writing anything (no key created, no TTL
  * touched): FOUND (info filled), ABSENT, ERR_REDIS.
  */
-int idem_lookup(struct redis_client *c, const char *rkey, idem_cb *cb,
+int idem_lookup(struct redis_client *redis, const char *rkey, idem_cb *cb,
     void *arg);
 
 #endif

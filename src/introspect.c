@@ -12,6 +12,8 @@
 #include "headers.h"
 #include "idem.h"
 #include "introspect.h"
+#include "auth.h"
+#include "worker.h"
 #include "log.h"
 #include "metrics.h"
 #include "timefmt.h"

@@ -397,17 +397,17 @@ struct walk {
 };
 
 static unsigned char
-walk_mark(struct walk *w)
+walk_mark(struct walk *wk)
 {
-	size_t seq = w->seq++;
+	size_t seq = wk->seq++;
 
-	if (w->next < w->nmarks && w->marks[w->next].seq == seq)
-		return w->marks[w->next++].flags;
+	if (wk->next < wk->nmarks && wk->marks[wk->next].seq == seq)
+		return wk->marks[wk->next++].flags;
 	return 0;
 }
 
 static void
-walk_string(struct walk *w, unsigned char f, const char *field, int is_name)
+walk_string(struct walk *wk, unsigned char f, const char *field, int is_name)
 {
 	static const char *const msg[2][3] = {
 		{ "value is not valid UTF-8",
@@ -419,11 +419,11 @@ walk_string(struct walk *w, unsigned char f, const char *field, int is_name)
 	};
 
 	if (f & MARK_BAD_UTF8)
-		w->fn(w->ctx, field, msg[is_name][0]);
+		wk->fn(wk->ctx, field, msg[is_name][0]);
 	if (f & MARK_CTRL)
-		w->fn(w->ctx, field, msg[is_name][1]);
+		wk->fn(wk->ctx, field, msg[is_name][1]);
 	if (f & MARK_NUL)
-		w->fn(w->ctx, field, msg[is_name][2]);
+		wk->fn(wk->ctx, field, msg[is_name][2]);
 }
 
 struct member_name {
@@ -435,30 +435,31 @@ static int
 member_name_cmp(const void *a, const void *b)
 {
 	const struct member_name *na = a, *nb = b;
-	int c = strcmp(na->name, nb->name);
+	int cmp = strcmp(na->name, nb->name);
 
-	if (c != 0)
-		return c;
+	if (cmp != 0)
+		return cmp;
 	return na->idx < nb->idx ? -1 : na->idx > nb->idx;
 }
 
 /* Reports each name that occurs more than once in obj, once, sorted. */
 static void
-walk_duplicates(struct walk *w, const cJSON *obj, const char *path)
+walk_duplicates(struct walk *wk, const cJSON *obj, const char *path)
 {
 	char field[JSON_FIELD_SIZE];
 	struct member_name *names;
-	const cJSON *c;
+	const cJSON *member;
 	size_t n = 0, i;
 
-	for (c = obj->child; c != NULL; c = c->next)
+	for (member = obj->child; member != NULL; member = member->next)
 		n++;
 	if ((names = calloc(n, sizeof(*names))) == NULL) {
-		w->oom = 1;
+		wk->oom = 1;
 		return;
 	}
-	for (i = 0, c = obj->child; c != NULL; c = c->next, i++) {
-		names[i].name = c->string;
+	for (i = 0, member = obj->child; member != NULL;
+	     member = member->next, i++) {
+		names[i].name = member->string;
 		names[i].idx = i;
 	}
 	qsort(names, n, sizeof(*names), member_name_cmp);
@@ -468,52 +469,55 @@ walk_duplicates(struct walk *w, const cJSON *obj, const char *path)
 		if (i >= 2 && strcmp(names[i].name, names[i - 2].name) == 0)
 			continue; /* already reported */
 		json_path_member(field, sizeof(field), path, names[i].name);
-		w->fn(w->ctx, field, "duplicate member");
+		wk->fn(wk->ctx, field, "duplicate member");
 	}
 	free(names);
 }
 
 /* Pre-order, as the parser numbered: object, then each name and its value. */
 static void
-walk_node(struct walk *w, const cJSON *node, const char *path)
+walk_node(struct walk *wk, const cJSON *node, const char *path)
 {
 	char field[JSON_FIELD_SIZE];
-	const cJSON *c;
+	const cJSON *member;
 	unsigned char f;
 	size_t i;
 
-	if (w->next >= w->nmarks || w->oom)
+	if (wk->next >= wk->nmarks || wk->oom)
 		return;
 	if (cJSON_IsObject(node)) {
-		if (walk_mark(w) & MARK_DUP)
-			walk_duplicates(w, node, path);
-		for (c = node->child; c != NULL; c = c->next) {
-			json_path_member(field, sizeof(field), path, c->string);
-			if ((f = walk_mark(w)) != 0)
-				walk_string(w, f, field, 1);
-			walk_node(w, c, field);
+		if (walk_mark(wk) & MARK_DUP)
+			walk_duplicates(wk, node, path);
+		for (member = node->child; member != NULL;
+		     member = member->next) {
+			json_path_member(field, sizeof(field), path,
+			    member->string);
+			if ((f = walk_mark(wk)) != 0)
+				walk_string(wk, f, field, 1);
+			walk_node(wk, member, field);
 		}
 	} else if (cJSON_IsArray(node)) {
-		for (i = 0, c = node->child; c != NULL; c = c->next, i++) {
+		for (i = 0, member = node->child; member != NULL;
+		     member = member->next, i++) {
 			json_path_index(field, sizeof(field), path, i);
-			walk_node(w, c, field);
+			walk_node(wk, member, field);
 		}
-	} else if (cJSON_IsString(node) && (f = walk_mark(w)) != 0)
-		walk_string(w, f, path, 0);
+	} else if (cJSON_IsString(node) && (f = walk_mark(wk)) != 0)
+		walk_string(wk, f, path, 0);
 }
 
 int
 json_problems(const struct json_doc *doc, json_problem_fn *fn, void *ctx)
 {
-	struct walk w;
+	struct walk wk;
 
 	if (doc->root == NULL || doc->nmarks == 0)
 		return 0;
-	memset(&w, 0, sizeof(w));
-	w.marks = doc->marks;
-	w.nmarks = doc->nmarks;
-	w.fn = fn;
-	w.ctx = ctx;
-	walk_node(&w, doc->root, "");
-	return w.oom ? -1 : 0;
+	memset(&wk, 0, sizeof(wk));
+	wk.marks = doc->marks;
+	wk.nmarks = doc->nmarks;
+	wk.fn = fn;
+	wk.ctx = ctx;
+	walk_node(&wk, doc->root, "");
+	return wk.oom ? -1 : 0;
 }

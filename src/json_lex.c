@@ -11,6 +11,7 @@
 
 #include "json_lex.h"
 #include "utf8.h"
+#include "util.h"
 
 #define INT_SATURATE 1000000000000000LL /* 10^15 */
 #define NO_ERROR SIZE_MAX
@@ -112,17 +113,11 @@ hex4(const unsigned char *p, unsigned *v)
 	unsigned h = 0;
 
 	for (int k = 0; k < 4; k++) {
-		unsigned char c = p[k];
+		int d = util_hex_digit((char)p[k]);
 
-		h <<= 4;
-		if (is_digit(c))
-			h |= (unsigned)(c - '0');
-		else if (c >= 'a' && c <= 'f')
-			h |= (unsigned)(c - 'a' + 10);
-		else if (c >= 'A' && c <= 'F')
-			h |= (unsigned)(c - 'A' + 10);
-		else
+		if (d < 0)
 			return 0;
+		h = h << 4 | (unsigned)d;
 	}
 	*v = h;
 	return 1;
@@ -234,6 +229,42 @@ decode_escape(struct parser *ps, size_t i, size_t *out, unsigned char *f)
 }
 
 /*
+ * After an escape cJSON rejects or reads differently: the end of the string
+ * from s[i] as everybody finds it (its '"', or len), still noting the raw
+ * problems in *f, decoding nothing more.
+ */
+static size_t
+string_end(const unsigned char *s, size_t len, size_t i, unsigned char *f)
+{
+	size_t k;
+
+	while (i < len) {
+		if (s[i] >= 0x80) {
+			if ((k = utf8_seq(s + i, len - i)) == 0) {
+				*f |= MARK_BAD_UTF8;
+				k = 1;
+			}
+			i += k;
+			continue;
+		}
+		if (s[i] == '"')
+			break;
+		if (s[i] < 0x20)
+			*f |= MARK_CTRL;
+		if (s[i] == '\\') {
+			if (i + 1 >= len)
+				break;
+			if (len - i > 5 && memcmp(s + i + 1, "u0000", 5) == 0)
+				*f |= MARK_NUL;
+			if (s[++i] >= 0x80)
+				continue; /* escaped, but still UTF-8 */
+		}
+		i++;
+	}
+	return i;
+}
+
+/*
  * Reads the string whose quote is at ps->i into the scratch buffer
  * (NUL-terminated) and past its closing quote; *f gets its MARK_* problems.
  * 0, or -1 with ps->fail set.
@@ -292,33 +323,7 @@ scan_string(struct parser *ps, unsigned char *f)
 			ps->buf[out++] = (char)s[i++];
 		}
 	}
-	/*
-	 * After an escape cJSON rejects or reads differently: find the end as
-	 * everybody does, still noting the raw problems, decoding nothing more.
-	 */
-	while (i < len) {
-		if (s[i] >= 0x80) {
-			if ((k = utf8_seq(s + i, len - i)) == 0) {
-				*f |= MARK_BAD_UTF8;
-				k = 1;
-			}
-			i += k;
-			continue;
-		}
-		if (s[i] == '"')
-			break;
-		if (s[i] < 0x20)
-			*f |= MARK_CTRL;
-		if (s[i] == '\\') {
-			if (i + 1 >= len)
-				break;
-			if (len - i > 5 && memcmp(s + i + 1, "u0000", 5) == 0)
-				*f |= MARK_NUL;
-			if (s[++i] >= 0x80)
-				continue; /* escaped, but still UTF-8 */
-		}
-		i++;
-	}
+	i = string_end(s, len, i, f);
 	if (*f & MARK_BAD_UTF8)
 		ps->not_utf8 = 1;
 	if (i >= len || s[i] != '"')

@@ -248,6 +248,18 @@ util_decimal(const char *s, size_t n, unsigned long long max,
 }
 
 int
+util_hex_digit(char c)
+{
+	if (c >= '0' && c <= '9')
+		return c - '0';
+	if (c >= 'a' && c <= 'f')
+		return c - 'a' + 10;
+	if (c >= 'A' && c <= 'F')
+		return c - 'A' + 10;
+	return -1;
+}
+
+int
 util_is_hex(const char *s, size_t n)
 {
 	size_t i;

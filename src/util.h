@@ -1,6 +1,6 @@
 /*
  * util.h - leaf helpers shared by several modules: file reading and writing,
- * error buffers, hex checks.
+ * error buffers, hex checks and the one hex-digit parser.
  */
 #ifndef CHARGE_UTIL_H
 #define CHARGE_UTIL_H
@@ -95,5 +95,8 @@ enum util_dec util_decimal(const char *s, size_t n, unsigned long long max,
 
 /* 1 when s[0..n) are all lower-case hex digits. */
 int util_is_hex(const char *s, size_t n);
+
+/* The one hex-digit parser: c's value (0-9, a-f, A-F), or -1. */
+int util_hex_digit(char c);
 
 #endif

@@ -37,6 +37,7 @@
 #include "webhook.h"
 #include "webhook_sig.h"
 #include "webhook_store.h"
+#include "worker.h"
 
 #define JSON_CTYPE "application/json"
 #define TYPE_SUCCEEDED "charge.succeeded"

@@ -45,21 +45,19 @@ wstore_event_name(char *out, size_t outlen, const char *prefix, const char *id)
 
 /* A string element i of r (nil: p NULL); -1 when r has no such element. */
 static int
-element(const redisReply *r, size_t i, struct idem_field *f)
+element(const struct redis_reply *r, size_t i, struct idem_field *f)
 {
-	const redisReply *e;
+	const struct redis_reply *e = redis_reply_at(r, i);
 
-	if (r->type != REDIS_REPLY_ARRAY || i >= r->elements)
+	if (e == NULL)
 		return -1;
-	e = r->element[i];
 	f->p = NULL;
 	f->n = 0;
-	if (e->type == REDIS_REPLY_NIL)
+	if (redis_reply_type(e) == REDIS_R_NIL)
 		return 0;
-	if (e->type != REDIS_REPLY_STRING)
+	if (redis_reply_type(e) != REDIS_R_STRING)
 		return -1;
-	f->p = e->str;
-	f->n = e->len;
+	f->p = redis_reply_str(e, &f->n);
 	return 0;
 }
 
@@ -78,13 +76,13 @@ field_copy(char *dst, size_t dstlen, const struct idem_field *f)
  * (in_progress, unknown) gives its state, fingerprint and kept request.
  */
 static void
-peek_decode(const redisReply *r, struct wstore_result *res, char *err,
+peek_decode(const struct redis_reply *r, struct wstore_result *res, char *err,
     size_t errlen)
 {
 	struct idem_field f[PEEK_FIELDS];
 	size_t i;
 
-	if (r->type != REDIS_REPLY_ARRAY || r->elements != PEEK_FIELDS)
+	if (redis_reply_len(r) != PEEK_FIELDS)
 		goto bad;
 	for (i = 0; i < PEEK_FIELDS; i++)
 		if (element(r, i, &f[i]) != 0)
@@ -122,17 +120,19 @@ bad:
 }
 
 static void
-begin_decode(const redisReply *r, struct wstore_result *res)
+begin_decode(const struct redis_reply *r, struct wstore_result *res)
 {
 	struct idem_field f;
+	const char *s;
+	size_t n;
 
-	if (r->type == REDIS_REPLY_STRING && strcmp(r->str, "new") == 0) {
+	if (redis_reply_type(r) == REDIS_R_STRING &&
+	    (s = redis_reply_str(r, &n)) != NULL && strcmp(s, "new") == 0) {
 		res->st = WSTORE_NEW;
 		return;
 	}
-	if (r->type != REDIS_REPLY_ARRAY || r->elements != 2 ||
-	    element(r, 0, &f) != 0 || f.p == NULL || f.n != 4 ||
-	    memcmp(f.p, "seen", 4) != 0 || element(r, 1, &f) != 0)
+	if (redis_reply_len(r) != 2 || element(r, 0, &f) != 0 || f.p == NULL ||
+	    f.n != 4 || memcmp(f.p, "seen", 4) != 0 || element(r, 1, &f) != 0)
 		goto bad;
 	if (f.p == NULL) {
 		/* expired between the SET and the GET: ours to try again */
@@ -153,7 +153,7 @@ on_reply(const struct redis_result *rr, void *arg)
 {
 	struct wstore_op *op = arg;
 	struct wstore_result res;
-	const redisReply *r = rr->reply;
+	const struct redis_reply *r = rr->reply;
 	char err[128];
 
 	memset(&res, 0, sizeof(res));
@@ -164,7 +164,7 @@ on_reply(const struct redis_result *rr, void *arg)
 		case WOP_PEEK: peek_decode(r, &res, err, sizeof(err)); break;
 		case WOP_BEGIN: begin_decode(r, &res); break;
 		case WOP_PLAIN:
-			if (r->type == REDIS_REPLY_INTEGER)
+			if (redis_reply_type(r) == REDIS_R_INTEGER)
 				res.st = WSTORE_DONE;
 			else
 				res.errstr = "webhook: unexpected reply";

@@ -12,6 +12,7 @@ module has a step number, counted over the whole file:
     tier codec
     fcgi_codec headers          <- step 3 (may use steps 1 and 2)
     circle redis/cmd redis/node  # why these two call each other
+    only redis/ hiredis.h async.h  # why only that folder (or those) include them
 
 A module may use (include a header of, or call a function or read a
 variable of) only modules on lower steps. A use of a module on a higher
@@ -20,9 +21,12 @@ step runs up; one on the same step runs sideways; both fail. A circle
 connected component of the graph of uses) fails too, unless a `circle`
 line names exactly its modules and explains it after a `#`; uses between
 the modules of a named circle are allowed in any direction. A named
-circle that no longer exists fails too: the map must be true. A name in the
-map that is no module's path but the file name of exactly one module (one
-moved into a folder) is read as that module, with a note to write the path.
+circle that no longer exists fails too: the map must be true. An `only`
+line keeps library headers to its folders: a source outside them that
+includes one of them (#include <h>) fails, and so does an `only` line
+without its reason or naming no folder of src/. A name in the map that is
+no module's path but the file name of exactly one module (one moved into
+a folder) is read as that module, with a note to write the path.
 
 Includes are read from the sources. Calls are read from the objects of a
 meson build (its compile_commands.json): each object's undefined symbols
@@ -48,8 +52,8 @@ USAGE = 'usage: check-map.py [--stats] [--map=FILE] [SRC_DIR [BUILD_DIR]]'
 
 
 def parse_map(path):
-    """(step of each module, tier of each module, circles, problems)."""
-    step, tier, circles, problems = {}, {}, [], []
+    """(step of each module, tier of each module, circles, onlys, problems)."""
+    step, tier, circles, onlys, problems = {}, {}, [], [], []
     n = 0
     current = None
     with open(path, encoding='utf-8') as f:
@@ -71,6 +75,18 @@ def parse_map(path):
                                     'is not explained (add "# why")')
                 circles.append((frozenset(words[1:]), lineno, comment.strip()))
                 continue
+            if words[0] == 'only':
+                folders = [w for w in words[1:] if w.endswith('/')]
+                headers = [w for w in words[1:] if not w.endswith('/')]
+                if not folders or not headers:
+                    problems.append(f'LAYERS:{lineno}: "only FOLDER/... HEADER...", '
+                                    f'got {raw.strip()!r}')
+                elif not comment.strip():
+                    problems.append(f'LAYERS:{lineno}: only {" ".join(folders)} is not '
+                                    'explained (add "# why")')
+                else:
+                    onlys.append((folders, headers, lineno))
+                continue
             if current is None:
                 problems.append(f'LAYERS:{lineno}: modules before the first "tier NAME" line')
             n += 1
@@ -79,10 +95,28 @@ def parse_map(path):
                     problems.append(f'LAYERS:{lineno}: {m} is listed twice')
                 step[m] = n
                 tier[m] = current
-    return step, tier, circles, problems
+    return step, tier, circles, onlys, problems
 
 
 INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"', re.M)
+SYS_INCLUDE = re.compile(r'^\s*#\s*include\s+<([^>]+)>', re.M)
+
+
+def read_sys_includes(src):
+    """{module: [(file, header)]} of every #include <header> under src."""
+    out = {}
+    for root, dirs, files in os.walk(src):
+        dirs.sort()
+        for name in sorted(files):
+            base, ext = os.path.splitext(name)
+            if ext not in ('.c', '.h'):
+                continue
+            path = os.path.join(root, name)
+            mod = os.path.relpath(os.path.join(root, base), src).replace(os.sep, '/')
+            with open(path, encoding='utf-8') as f:
+                for h in SYS_INCLUDE.findall(f.read()):
+                    out.setdefault(mod, []).append((os.path.relpath(path, src), h))
+    return out
 
 
 def read_modules(src):
@@ -234,8 +268,14 @@ def main(argv):
     src = args[0] if args else os.path.join(here, '..', 'src')
     build = args[1] if len(args) > 1 else os.path.join(src, '..', 'build')
 
-    step, tier, circles, problems = parse_map(maps[-1] if maps else os.path.join(src, 'LAYERS'))
+    step, tier, circles, onlys, problems = parse_map(
+        maps[-1] if maps else os.path.join(src, 'LAYERS'))
     modules = read_modules(src)
+    for folders, _, lineno in onlys:
+        for folder in folders:
+            if not any(m.startswith(folder) for m in modules):
+                problems.append(f'LAYERS:{lineno}: only {folder}: no module of src/ is in it')
+    sys_includes = read_sys_includes(src)
     objects, obj_problems = read_objects(src, build, modules, step)
     problems += obj_problems
 
@@ -302,6 +342,11 @@ def main(argv):
         bad = []
         if mod not in step:
             bad.append('not in src/LAYERS')
+        for file, h in sys_includes.get(mod, []):
+            for folders, headers, lineno in onlys:
+                if h in headers and not any(mod.startswith(f) for f in folders):
+                    bad.append(f'{file} includes <{h}>, which only {" ".join(folders)} '
+                               f'may (LAYERS:{lineno})')
         for dst, whats in sorted(uses.get(mod, {}).items()):
             if mod not in step:
                 break

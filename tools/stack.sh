@@ -282,6 +282,36 @@ stack_worker_pids() {
 	pgrep -P "$STACK_LIGHTTPD_PID" || true
 }
 
+# stack_env_clear: unsets every CHARGE_* variable, so that the responders a
+# suite starts see only what the suite exports (read CHARGE_BIN first).
+stack_env_clear() {
+	local v
+	for v in $(compgen -e | grep '^CHARGE_' || true); do
+		unset "$v"
+	done
+}
+
+# stack_env RUN NAME: exports the responder's environment for the run
+# directory RUN, the block the suites share: Redis on RUN/redis.sock,
+# spill_dir RUN/spill, api_keys_file RUN/api-keys, the ledger RUN/ledger.log
+# and the metrics RUN/metrics.shm, a provider_secret of the run's own
+# (NAME-secret-<random>), and the values a suite relies on written out
+# (redis_timeout_ms 1000, key_prefix charge:, completed_ttl_s 86400,
+# log_level info: conf/charge.conf's). A suite exports what differs after.
+stack_env() {
+	local run=$1 name=$2
+	export CHARGE_REDIS_URL="unix://$run/redis.sock"
+	export CHARGE_REDIS_TIMEOUT_MS=1000
+	export CHARGE_KEY_PREFIX="charge:"
+	export CHARGE_COMPLETED_TTL_S=86400
+	export CHARGE_SPILL_DIR="$run/spill"
+	export CHARGE_API_KEYS_FILE="$run/api-keys"
+	export CHARGE_PROVIDER_LEDGER="$run/ledger.log"
+	export CHARGE_PROVIDER_SECRET="$name-secret-$RANDOM$RANDOM"
+	export CHARGE_METRICS_FILE="$run/metrics.shm"
+	export CHARGE_LOG_LEVEL=info
+}
+
 # stack_api_keys_write FILE PRINCIPAL KEY [PRINCIPAL KEY ...]: writes an
 # api-keys file ("<principal> <hex sha256 of key>" per line), mode 0600.
 stack_api_keys_write() {

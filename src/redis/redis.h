@@ -14,7 +14,6 @@
 
 #include <stddef.h>
 
-#include <hiredis.h>
 #include <uv.h>
 
 #include "defaults.h"
@@ -30,14 +29,44 @@ struct lua_script {
 /* Computes the script's SHA-1. 0 or -1. */
 int redis_script_init(struct lua_script *s);
 
+/*
+ * A reply as the client's callers read it, through the functions below
+ * (each NULL-safe: a NULL reply is of type REDIS_R_OTHER and empty):
+ * hiredis's own type stays inside src/redis/. Owned by the client, valid
+ * only during the callback that was given it.
+ */
+struct redis_reply;
+
+enum redis_reply_type {
+	REDIS_R_STRING,  /* a bulk string */
+	REDIS_R_STATUS,  /* a status (+OK, +PONG) */
+	REDIS_R_INTEGER, /* an integer */
+	REDIS_R_ARRAY,   /* an array of replies */
+	REDIS_R_NIL,     /* nil */
+	REDIS_R_OTHER,   /* anything else (never an error: see redis_result) */
+};
+
+enum redis_reply_type redis_reply_type(const struct redis_reply *r);
+/*
+ * A string's or a status's bytes (binary-safe, *len of them, followed by a
+ * NUL); NULL for any other type.
+ */
+const char *redis_reply_str(const struct redis_reply *r, size_t *len);
+/* An integer's value; 0 for any other type. */
+long long redis_reply_int(const struct redis_reply *r);
+/* An array's number of elements; 0 for any other type. */
+size_t redis_reply_len(const struct redis_reply *r);
+/* An array's element i, or NULL (not an array, or i past its end). */
+const struct redis_reply *redis_reply_at(const struct redis_reply *r, size_t i);
+
 /* What a command came to; valid only during the callback. */
 struct redis_result {
 	/*
 	 * The reply (never an error reply), or NULL when the command failed:
 	 * errstr says why (connection error, timeout, error reply such as
-	 * OOM, NOPERM, BUSY, or the script's own error). Owned by the client.
+	 * OOM, NOPERM, BUSY, or the script's own error).
 	 */
-	redisReply *reply;
+	const struct redis_reply *reply;
 	/*
 	 * 1 when the command may have run: it was sent and its reply was lost
 	 * or did not come within the timeout (a command re-sent once, see

@@ -56,6 +56,68 @@ redis_script_init(struct lua_script *s)
 	return digest_sha1_hex(s->src, s->len, s->sha);
 }
 
+/* --- replies, as redis.h shows them -------------------------------------------- */
+
+/* struct redis_reply is never defined: a pointer to one is hiredis's reply. */
+static const redisReply *
+hiredis_reply(const struct redis_reply *r)
+{
+	return (const redisReply *)(const void *)r;
+}
+
+enum redis_reply_type
+redis_reply_type(const struct redis_reply *r)
+{
+	if (r == NULL)
+		return REDIS_R_OTHER;
+	switch (hiredis_reply(r)->type) {
+	case REDIS_REPLY_STRING: return REDIS_R_STRING;
+	case REDIS_REPLY_STATUS: return REDIS_R_STATUS;
+	case REDIS_REPLY_INTEGER: return REDIS_R_INTEGER;
+	case REDIS_REPLY_ARRAY: return REDIS_R_ARRAY;
+	case REDIS_REPLY_NIL: return REDIS_R_NIL;
+	}
+	return REDIS_R_OTHER;
+}
+
+const char *
+redis_reply_str(const struct redis_reply *r, size_t *len)
+{
+	const redisReply *h = hiredis_reply(r);
+
+	if (h == NULL ||
+	    (h->type != REDIS_REPLY_STRING && h->type != REDIS_REPLY_STATUS))
+		return NULL;
+	*len = h->len;
+	return h->str;
+}
+
+long long
+redis_reply_int(const struct redis_reply *r)
+{
+	const redisReply *h = hiredis_reply(r);
+
+	return h != NULL && h->type == REDIS_REPLY_INTEGER ? h->integer : 0;
+}
+
+size_t
+redis_reply_len(const struct redis_reply *r)
+{
+	const redisReply *h = hiredis_reply(r);
+
+	return h != NULL && h->type == REDIS_REPLY_ARRAY ? h->elements : 0;
+}
+
+const struct redis_reply *
+redis_reply_at(const struct redis_reply *r, size_t i)
+{
+	const redisReply *h = hiredis_reply(r);
+
+	if (h == NULL || h->type != REDIS_REPLY_ARRAY || i >= h->elements)
+		return NULL;
+	return (const struct redis_reply *)(const void *)h->element[i];
+}
+
 /* --- the single Redis ---------------------------------------------------------- */
 
 static int

@@ -32,27 +32,33 @@ static void on_cmd_timer(uv_timer_t *t);
 
 /* --- states ----------------------------------------------------------------- */
 
-/* The changes enum cmd_state allows (redis_int.h). */
-static int
-cmd_may_become(enum cmd_state from, enum cmd_state to)
-{
-	switch (from) {
-	case CMD_IDLE: return 1;
-	case CMD_QUEUED:
-	case CMD_SENT: return to == CMD_IDLE;
-	case CMD_PAUSED: return to == CMD_IDLE || to == CMD_DONE;
-	case CMD_FAILING: return to == CMD_DONE;
-	case CMD_DONE: return 0;
-	}
-	return 0;
-}
+/* cmd_set_state's map: cmd_allowed[from] has bit `to` (redis_int.h). */
+#define B(s) (1u << (s))
+static const unsigned cmd_allowed[CMD_NSTATES] = {
+	[CMD_IDLE] = B(CMD_QUEUED) | B(CMD_SENT) | B(CMD_PAUSED) |
+	    B(CMD_FAILING) | B(CMD_DONE),
+	[CMD_QUEUED] = B(CMD_IDLE),
+	[CMD_SENT] = B(CMD_IDLE),
+	[CMD_PAUSED] = B(CMD_IDLE) | B(CMD_DONE),
+	[CMD_FAILING] = B(CMD_DONE),
+	[CMD_DONE] = 0,
+};
+#undef B
 
+/* The one place a command's state changes: only along cmd_allowed. */
 static void
 cmd_set_state(struct cmd *cmd, enum cmd_state to)
 {
-	(void)cmd_may_become; /* read by the assert only (none with NDEBUG) */
-	assert(cmd_may_become(cmd->st, to));
+	(void)cmd_allowed; /* read by the asserts only (none with NDEBUG) */
+	assert(cmd->st < CMD_NSTATES && to < CMD_NSTATES);
+	assert((cmd_allowed[cmd->st] & (1u << to)) != 0);
 	cmd->st = to;
+}
+
+void
+redis_cmd_sent(struct cmd *cmd)
+{
+	cmd_set_state(cmd, CMD_SENT);
 }
 
 /* --- queues ------------------------------------------------------------------ */
@@ -410,7 +416,7 @@ redis_cmd_finish(struct cmd *cmd)
 	LIST_REMOVE(cmd, all_link);
 	cmd_errstr_final(cmd);
 	memset(&res, 0, sizeof(res));
-	res.reply = cmd->out.reply;
+	res.reply = (const struct redis_reply *)(const void *)cmd->out.reply;
 	res.outcome_unknown =
 	    cmd->out.reply == NULL && cmd->out.outcome_unknown;
 	res.durable = cmd->out.reply != NULL && cmd->out.durable;
@@ -454,7 +460,7 @@ redis_cmd_new(struct redis_client *c, enum cmd_kind kind, int timeout_ms)
 	cmd->timer.data = cmd;
 	cmd->c = c;
 	cmd->kind = kind;
-	cmd->st = CMD_IDLE;
+	/* calloc: CMD_IDLE, being routed */
 	cmd->route.ask = cmd->route.moved = -1;
 	cmd->out.durable = 1;
 	cmd->attempt.acked = -1;

@@ -49,7 +49,8 @@ enum cmd_kind {
 };
 
 /*
- * A command's life (asserted at each change, redis_cmd.c):
+ * A command's life (cmd_set_state in redis_cmd.c asserts each change; the
+ * other files change it through redis_cmd_* only):
  *
  *   IDLE -> QUEUED -> IDLE          waits in a queue, taken out
  *   IDLE -> SENT -> IDLE            an attempt, all its replies in
@@ -64,10 +65,11 @@ enum cmd_state {
 	CMD_PAUSED,  /* timer: dispatched again at wake-up */
 	CMD_FAILING, /* timer: finished at wake-up (never inside a call) */
 	CMD_DONE,
+	CMD_NSTATES
 };
 
-/* IDLE -> CONNECTING -> READY; any -> IDLE (asserted, redis_node.c) */
-enum node_state { NODE_IDLE, NODE_CONNECTING, NODE_READY };
+/* IDLE -> CONNECTING -> READY; any -> IDLE (node_set_state, redis_node.c) */
+enum node_state { NODE_IDLE, NODE_CONNECTING, NODE_READY, NODE_NSTATES };
 
 struct redis_node {
 	struct redis_client *c;
@@ -218,6 +220,8 @@ struct redis_client {
 
 /* redis_cmd.c: a command's life */
 
+/* cmd (CMD_IDLE) was handed to hiredis on a ready connection (CMD_SENT). */
+void redis_cmd_sent(struct cmd *cmd);
 /* Appends cmd to q (CMD_QUEUED). */
 void redis_cmdq_push(struct cmdq *q, struct cmd *cmd);
 /* Takes cmd out of its queue, if any (CMD_IDLE). */

@@ -27,13 +27,22 @@ enum setup_step { SETUP_AUTH, SETUP_SELECT, SETUP_ROLE, SETUP_POLICY };
 static void node_send(struct redis_node *n, struct cmd *cmd);
 static void on_setup_reply(redisAsyncContext *ac, void *reply, void *privdata);
 
-/* The changes enum node_state allows (redis_int.h). */
+/* node_set_state's map: node_allowed[from] has bit `to` (redis_int.h). */
+#define B(s) (1u << (s))
+static const unsigned node_allowed[NODE_NSTATES] = {
+	[NODE_IDLE] = B(NODE_IDLE) | B(NODE_CONNECTING), /* detached again */
+	[NODE_CONNECTING] = B(NODE_IDLE) | B(NODE_READY),
+	[NODE_READY] = B(NODE_IDLE),
+};
+#undef B
+
+/* The one place a node's state changes: only along node_allowed. */
 static void
 node_set_state(struct redis_node *n, enum node_state to)
 {
-	assert(to == NODE_IDLE ||
-	    (n->st == NODE_IDLE && to == NODE_CONNECTING) ||
-	    (n->st == NODE_CONNECTING && to == NODE_READY));
+	(void)node_allowed; /* read by the asserts only (none with NDEBUG) */
+	assert(n->st < NODE_NSTATES && to < NODE_NSTATES);
+	assert((node_allowed[n->st] & (1u << to)) != 0);
 	n->st = to;
 }
 
@@ -447,8 +456,7 @@ node_send(struct redis_node *n, struct cmd *cmd)
 	cmd->route.ask = -1;
 	if (node_write(n, ac, cmd) != REDIS_OK)
 		goto fail;
-	assert(cmd->st == CMD_IDLE);
-	cmd->st = CMD_SENT;
+	redis_cmd_sent(cmd);
 	cmd->attempt.pending = 1;
 	if (cmd->flags.wait && c->min_replicas > 0 &&
 	    redis_cmd_wait_join(n, cmd) == 0) {

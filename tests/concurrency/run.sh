@@ -39,11 +39,9 @@ DRAIN_LATENCY_MS=1000
 PARTS=(lighttpd nginx apache-proxy overload drain)
 [ $# -gt 0 ] && PARTS=("$@")
 
-for v in $(compgen -e | grep '^CHARGE_' || true); do
-	unset "$v"
-done
 # shellcheck source=tools/stack.sh
 . "$REPO/tools/stack.sh"
+stack_env_clear
 # shellcheck source=tools/servers.sh
 . "$REPO/tools/servers.sh"
 

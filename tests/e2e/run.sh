@@ -38,14 +38,11 @@ case $REDIS_KIND in single|cluster) ;; *)
 	exit 1 ;;
 esac
 
-# A clean configuration: only the CHARGE_* variables set below reach the
-# responder (CHARGE_BIN is ours, not a configuration key).
-for v in $(compgen -e | grep '^CHARGE_' || true); do
-	unset "$v"
-done
-
 # shellcheck source=tools/stack.sh
 . "$REPO/tools/stack.sh"
+# A clean configuration: only the CHARGE_* variables set below reach the
+# responder (CHARGE_BIN is ours, not a configuration key).
+stack_env_clear
 # shellcheck source=tools/servers.sh
 . "$REPO/tools/servers.sh"
 # shellcheck source=tools/ha.sh
@@ -91,26 +88,17 @@ mkdir -p "$RUN/spill" && chmod 700 "$RUN/spill"
 #   lock_ttl_s 2 > (provider_timeout_ms + provider_latency_ms) / 1000
 #   failed_ttl_s 2: FAILED records expire within the run
 #   max_request_bytes 64 KiB: fits a 1000-line-item order (about 49 KB)
-export CHARGE_REDIS_URL="unix://$RUN/redis.sock"
-export CHARGE_REDIS_TIMEOUT_MS=1000
-export CHARGE_KEY_PREFIX="charge:"
+stack_env "$RUN" e2e
 export CHARGE_LOCK_TTL_S=2
-export CHARGE_COMPLETED_TTL_S=86400
 export CHARGE_FAILED_TTL_S=2
 export CHARGE_MAX_REQUEST_BYTES=65536
 export CHARGE_MAX_WAIT_S=10
-export CHARGE_SPILL_DIR="$RUN/spill"
 export CHARGE_SPILL_THRESHOLD_BYTES=16384
 export CHARGE_PROVIDER_LATENCY_MS=300
 export CHARGE_PROVIDER_TIMEOUT_MS=600
-export CHARGE_API_KEYS_FILE="$RUN/api-keys"
-export CHARGE_PROVIDER_LEDGER="$RUN/ledger.log"
-export CHARGE_PROVIDER_SECRET="e2e-secret-$RANDOM$RANDOM"
 # the webhook route on (tests/webhook covers it; here: every web server
 # routes it and passes Stripe-Signature through)
 export CHARGE_PROVIDER_WEBHOOK_SECRET="whsec_e2e_$RANDOM$RANDOM"
-export CHARGE_METRICS_FILE="$RUN/metrics.shm"
-export CHARGE_LOG_LEVEL=info
 export CHARGE_THREADS=1
 # mod_fcgid notices dead responders only on its next scan (1 s) and a
 # waiting request sleeps 1 s before it asks for a new one: after the crash

@@ -46,6 +46,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 import tap  # noqa: E402  (tests/lib: the shared runner)
 from tap import Fail, check, diag, test  # noqa: E402,F401
 import openapi_check  # noqa: E402  (tests/lib: answers against docs/openapi.yaml)
+import resp  # noqa: E402  (tests/lib: the Redis client)
 
 
 # ---------------------------------------------------------------- settings
@@ -270,52 +271,12 @@ def raw_oversized(path, content_length, api_key):
 
 # ---------------------------------------------------------------- Redis
 
-class RedisError(Exception):
-    pass
-
-
-def _resp_read(f):
-    line = f.readline()
-    if not line:
-        raise RedisError("connection closed")
-    t, rest = line[:1], line[1:-2]
-    if t == b"+":
-        return rest.decode()
-    if t == b"-":
-        raise RedisError(rest.decode())
-    if t == b":":
-        return int(rest)
-    if t == b"$":
-        n = int(rest)
-        if n < 0:
-            return None
-        data = f.read(n + 2)
-        return data[:-2]
-    if t == b"*":
-        n = int(rest)
-        if n < 0:
-            return None
-        return [_resp_read(f) for _ in range(n)]
-    raise RedisError("bad reply %r" % line)
+RedisError = resp.RedisError
 
 
 def _redis_at(addr, args):
     """One command on the Redis at addr: a unix socket path or (host, port)."""
-    if isinstance(addr, str):
-        s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    else:
-        s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    s.settimeout(5)
-    try:
-        s.connect(addr)
-        parts = [a if isinstance(a, bytes) else str(a).encode() for a in args]
-        out = b"*%d\r\n" % len(parts)
-        for p in parts:
-            out += b"$%d\r\n%s\r\n" % (len(p), p)
-        s.sendall(out)
-        return _resp_read(s.makefile("rb"))
-    finally:
-        s.close()
+    return resp.command(addr, *args)
 
 
 # Commands whose second argument is the one key they touch.
@@ -339,19 +300,7 @@ def _cluster_key_command(args):
 
 
 def _redis_pipeline_ask(addr, args):
-    s = socket.create_connection(addr, timeout=5)
-    try:
-        out = b"*1\r\n$6\r\nASKING\r\n"
-        parts = [a if isinstance(a, bytes) else str(a).encode() for a in args]
-        out += b"*%d\r\n" % len(parts)
-        for p in parts:
-            out += b"$%d\r\n%s\r\n" % (len(p), p)
-        s.sendall(out)
-        f = s.makefile("rb")
-        _resp_read(f)
-        return _resp_read(f)
-    finally:
-        s.close()
+    return resp.pipeline(addr, [["ASKING"], args])[1]
 
 
 def redis(*args):

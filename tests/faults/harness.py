@@ -30,6 +30,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.abspath(os.path.join(HERE, "..", ".."))
 sys.path.insert(0, os.path.join(REPO, "tests", "lib"))
 import fcgi  # noqa: E402  (tests/lib: the FastCGI client)
+import resp  # noqa: E402  (tests/lib: the Redis client)
 
 RUN = os.environ.get("FAULTS_RUN", "")
 BIN = os.environ.get("FAULTS_BIN", "")
@@ -257,42 +258,12 @@ def stop_all_stacks():
 
 # ---------------------------------------------------------------- Redis
 
-class RedisError(Exception):
-    pass
-
-
-def _resp_read(f):
-    line = f.readline()
-    if not line:
-        raise RedisError("connection closed")
-    t, rest = line[:1], line[1:-2]
-    if t == b"+":
-        return rest.decode()
-    if t == b"-":
-        raise RedisError(rest.decode())
-    if t == b":":
-        return int(rest)
-    if t == b"$":
-        n = int(rest)
-        return None if n < 0 else f.read(n + 2)[:-2]
-    if t == b"*":
-        n = int(rest)
-        return None if n < 0 else [_resp_read(f) for _ in range(n)]
-    raise RedisError("bad reply %r" % line)
+RedisError = resp.RedisError
 
 
 def redis(*args, timeout=5):
     """One command on the run's Redis (its unix socket)."""
-    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    s.settimeout(timeout)
-    try:
-        s.connect(REDIS_SOCK)
-        parts = [a if isinstance(a, bytes) else str(a).encode() for a in args]
-        out = b"*%d\r\n" % len(parts) + b"".join(b"$%d\r\n%s\r\n" % (len(p), p) for p in parts)
-        s.sendall(out)
-        return _resp_read(s.makefile("rb"))
-    finally:
-        s.close()
+    return resp.command(REDIS_SOCK, *args, timeout=timeout)
 
 
 def rkey(principal, key):

@@ -22,13 +22,10 @@ set -uo pipefail
 REPO=$(cd "$(dirname "$(readlink -f "${BASH_SOURCE[0]}")")/../.." && pwd)
 BIN=$(readlink -f "${CHARGE_BIN:-$REPO/build/charge}")
 
-# Only the CHARGE_* variables set below reach the responders.
-for v in $(compgen -e | grep '^CHARGE_' || true); do
-	unset "$v"
-done
-
 # shellcheck source=tools/stack.sh
 . "$REPO/tools/stack.sh"
+# Only the CHARGE_* variables set below reach the responders.
+stack_env_clear
 
 bail() {
 	echo "not ok 1 - faults: $*"
@@ -91,23 +88,14 @@ export FAULTS_REQUEST_TIMEOUT_MS=1500
 printf '# written by tests/faults/run.sh\nrequest_timeout_ms = %s\n' \
 	"$FAULTS_REQUEST_TIMEOUT_MS" >"$RUN/charge.conf"
 export CHARGE_CONF="$RUN/charge.conf"
-export CHARGE_REDIS_URL="unix://$RUN/redis.sock"
-export CHARGE_REDIS_TIMEOUT_MS=1000
-export CHARGE_KEY_PREFIX="charge:"
+stack_env "$RUN" faults
 export CHARGE_LOCK_TTL_S=2
-export CHARGE_COMPLETED_TTL_S=86400
 export CHARGE_FAILED_TTL_S=3600
 export CHARGE_MAX_REQUEST_BYTES=262144
 export CHARGE_MAX_WAIT_S=10
-export CHARGE_SPILL_DIR="$RUN/spill"
 export CHARGE_SPILL_THRESHOLD_BYTES=16384
 export CHARGE_PROVIDER_LATENCY_MS=100
 export CHARGE_PROVIDER_TIMEOUT_MS=500
-export CHARGE_API_KEYS_FILE="$RUN/api-keys"
-export CHARGE_PROVIDER_LEDGER="$RUN/ledger.log"
-export CHARGE_PROVIDER_SECRET="faults-secret-$RANDOM$RANDOM"
-export CHARGE_METRICS_FILE="$RUN/metrics.shm"
-export CHARGE_LOG_LEVEL=info
 export CHARGE_THREADS=1
 
 if ! "$BIN" --check-config >"$RUN/check-config.txt" 2>&1; then

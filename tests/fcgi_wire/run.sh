@@ -11,9 +11,9 @@ set -uo pipefail
 REPO=$(cd "$(dirname "$(readlink -f "${BASH_SOURCE[0]}")")/../.." && pwd)
 BIN=$(readlink -f "${CHARGE_BIN:-$REPO/build/charge}")
 MAX_INFLIGHT=777
-for v in $(compgen -e | grep '^CHARGE_' || true); do unset "$v"; done
 # shellcheck source=tools/stack.sh
 . "$REPO/tools/stack.sh"
+stack_env_clear
 
 PID=
 RUN=$(stack_rundir_create) || { echo "not ok 1 - run directory"; exit 1; }
@@ -28,8 +28,7 @@ trap 'exit 130' INT TERM
 [ -x "$BIN" ] || { echo "not ok 1 - responder binary $BIN not found"; exit 1; }
 mkdir -p "$RUN/spill"
 stack_api_keys_write "$RUN/api-keys" demo sk_test_demo
-export CHARGE_REDIS_URL="unix://$RUN/redis.sock" CHARGE_SPILL_DIR="$RUN/spill"
-export CHARGE_API_KEYS_FILE="$RUN/api-keys" CHARGE_PROVIDER_LEDGER="$RUN/ledger.log"
+stack_env "$RUN" wire
 export CHARGE_METRICS_FILE=none CHARGE_PROVIDER_LATENCY_MS=50 CHARGE_LOG_LEVEL=warn
 export CHARGE_THREADS=2 CHARGE_MAX_INFLIGHT=$MAX_INFLIGHT CHARGE_REQUEST_TIMEOUT_MS=2000
 export CHARGE_MAX_REQUEST_BYTES=65536   # wire.py's MAX_REQUEST_BYTES

@@ -10,14 +10,14 @@ HA_PROCS (responder processes), plus halib's.
 import os
 import random
 import signal
-import socket
 import subprocess
 import sys
 import threading
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import halib as h  # noqa: E402
+import halib as h  # noqa: E402  (it puts tests/lib on the path)
+import resp  # noqa: E402  (tests/lib: the Redis client)
 from halib import Fail, check, diag, test  # noqa: E402
 
 BASE = os.environ.get("HA_BASE_URL", "")
@@ -27,32 +27,11 @@ BIN = os.environ.get("HA_BIN", "")
 PROCS = int(os.environ.get("HA_PROCS", "3"))
 
 
-def _read(f):
-    line = f.readline()
-    t, rest = line[:1], line[1:-2]
-    if t == b":":
-        return int(rest)
-    if t == b"$":
-        n = int(rest)
-        return None if n < 0 else f.read(n + 2)[:-2]
-    if t == b"*":
-        n = int(rest)
-        return None if n < 0 else [_read(f) for _ in range(n)]
-    return rest         # status or error text
-
-
 def resp_pipeline(port, commands):
     """Sends every command (lists of bytes) on one connection; the replies
-    in order (bulk strings as bytes, arrays as lists)."""
-    s = socket.create_connection(("127.0.0.1", port), timeout=30)
-    try:
-        out = b"".join(b"*%d\r\n" % len(c) + b"".join(b"$%d\r\n%s\r\n" % (len(a), a) for a in c)
-                       for c in commands)
-        s.sendall(out)
-        f = s.makefile("rb")
-        return [_read(f) for _ in commands]
-    finally:
-        s.close()
+    in order (bulk strings as bytes, arrays as lists, a status or an error
+    as its bytes)."""
+    return resp.pipeline(port, commands, timeout=30, raw=True)
 
 
 def node_ids():

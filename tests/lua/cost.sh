@@ -48,36 +48,21 @@ for _ in $(seq 1 300); do
 	[ "$(redis-cli -s "$DIR/redis.sock" PING 2>/dev/null)" = PONG ] && break
 	sleep 0.1
 done
-python3 - "$DIR" "${CHARGE_LUA_DIR:-$ROOT/lua}" "$N" "$ROUNDS" "$MODE" "$PID" <<'PY'
+python3 - "$DIR" "${CHARGE_LUA_DIR:-$ROOT/lua}" "$N" "$ROUNDS" "$MODE" "$PID" "$ROOT" <<'PY'
 import glob, os, re, socket, subprocess, sys
 
 d, luadir, n, rounds, mode, pid = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), sys.argv[5], sys.argv[6]
+sys.path.insert(0, os.path.join(sys.argv[7], "tests", "lib"))
+import resp  # noqa: E402  (tests/lib: the Redis client)
+
 s = socket.socket(socket.AF_UNIX)
 s.connect(os.path.join(d, "redis.sock"))
 f = s.makefile("rb")
-
-
-def enc(*args):
-    out = [b"*%d\r\n" % len(args)]
-    for a in args:
-        a = a.encode() if isinstance(a, str) else a
-        out.append(b"$%d\r\n%s\r\n" % (len(a), a))
-    return b"".join(out)
+enc = resp.encode
 
 
 def read():
-    line = f.readline()
-    t, rest = line[:1], line[1:-2]
-    if t in b"+:":
-        return rest
-    if t == b"-":
-        raise SystemExit("redis: %s" % rest.decode())
-    if t == b"$":
-        k = int(rest)
-        return None if k < 0 else f.read(k + 2)[:-2]
-    if t == b"*":
-        return [read() for _ in range(int(rest))]
-    raise SystemExit("bad reply %r" % line)
+    return resp.read(f)
 
 
 def cmd(*a):

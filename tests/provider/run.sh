@@ -16,12 +16,10 @@ BIN=${CHARGE_BIN:-$REPO/build/charge}
 SIM=${CHARGE_SIM_BIN:-$REPO/build/charge-provider-sim}
 SIM_LATE_MS=3000
 
-for v in $(compgen -e | grep '^CHARGE_' || true); do
-	unset "$v"
-done
-
 # shellcheck source=tools/stack.sh
 . "$REPO/tools/stack.sh"
+# Only the CHARGE_* variables set below reach the responders.
+stack_env_clear
 
 bail() {
 	echo "not ok 1 - provider: $*"
@@ -77,13 +75,9 @@ mkdir -p "$RUN/spill" && chmod 700 "$RUN/spill"
 # them: a tok_providerTimeout (answered after 3 s) ends unknown;
 # lock_ttl_s 5 > (1500 + redis_timeout_ms) / 1000; the completer asks at
 # ages 1 s and 6 s, then every 5 s.
-export CHARGE_REDIS_URL="unix://$RUN/redis.sock"
-export CHARGE_REDIS_TIMEOUT_MS=1000
-export CHARGE_KEY_PREFIX="charge:"
+stack_env "$RUN" provider
 export CHARGE_LOCK_TTL_S=5
-export CHARGE_COMPLETED_TTL_S=86400
 export CHARGE_FAILED_TTL_S=60
-export CHARGE_SPILL_DIR="$RUN/spill"
 export CHARGE_PROVIDER_URL="http://127.0.0.1:$SIM_PORT"
 export CHARGE_PROVIDER_API_KEY=sk_test_provider
 export CHARGE_PROVIDER_CONNECT_TIMEOUT_MS=500
@@ -92,11 +86,6 @@ export CHARGE_PROVIDER_DEADLINE_MS=1500
 export CHARGE_COMPLETER_SCHEDULE_S=1,6
 # re-sent within 10 s of the request (ages 1 and 6), read only after it
 export CHARGE_PROVIDER_EXECUTE_WINDOW_S=10
-export CHARGE_API_KEYS_FILE="$RUN/api-keys"
-export CHARGE_PROVIDER_LEDGER="$RUN/ledger.log"
-export CHARGE_PROVIDER_SECRET="provider-secret-$RANDOM$RANDOM"
-export CHARGE_METRICS_FILE="$RUN/metrics.shm"
-export CHARGE_LOG_LEVEL=info
 export CHARGE_THREADS=2
 
 if ! "$BIN" --check-config >"$RUN/check-config.txt" 2>&1; then

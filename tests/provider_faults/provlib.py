@@ -33,6 +33,7 @@ import uuid
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.abspath(os.path.join(HERE, "..", ".."))
 sys.path.insert(0, os.path.join(REPO, "tests", "lib"))
+import resp  # noqa: E402  (the Redis client)
 import tap  # noqa: E402
 from tap import Fail, check, diag, test  # noqa: E402,F401
 
@@ -293,36 +294,8 @@ def stop_all():
 
 # ---------------------------------------------------------------- Redis
 
-def _resp_read(f):
-    line = f.readline()
-    if not line:
-        raise OSError("redis: connection closed")
-    t, rest = line[:1], line[1:-2]
-    if t == b"+":
-        return rest.decode()
-    if t == b"-":
-        raise OSError("redis: " + rest.decode())
-    if t == b":":
-        return int(rest)
-    if t == b"$":
-        n = int(rest)
-        return None if n < 0 else f.read(n + 2)[:-2]
-    if t == b"*":
-        n = int(rest)
-        return None if n < 0 else [_resp_read(f) for _ in range(n)]
-    raise OSError("redis: bad reply %r" % line)
-
-
 def redis(*args, timeout=5):
-    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    s.settimeout(timeout)
-    try:
-        s.connect(REDIS_SOCK)
-        parts = [a if isinstance(a, bytes) else str(a).encode() for a in args]
-        s.sendall(b"*%d\r\n" % len(parts) + b"".join(b"$%d\r\n%s\r\n" % (len(p), p) for p in parts))
-        return _resp_read(s.makefile("rb"))
-    finally:
-        s.close()
+    return resp.command(REDIS_SOCK, *args, timeout=timeout)
 
 
 def rkey(key, principal=PRINCIPAL):

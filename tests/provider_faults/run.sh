@@ -25,13 +25,10 @@ BIN=$(readlink -f "${CHARGE_BIN:-$REPO/build/charge}")
 SUITE=${PROV_SUITE:-provider_faults}
 SCRIPT=${PROV_SCRIPT:-$REPO/tests/provider_faults/test_provider_faults.py}
 
-# Only the configuration file each stack writes reaches the responders.
-for v in $(compgen -e | grep '^CHARGE_' || true); do
-	unset "$v"
-done
-
 # shellcheck source=tools/stack.sh
 . "$REPO/tools/stack.sh"
+# Only the configuration file each stack writes reaches the responders.
+stack_env_clear
 
 bail() {
 	echo "not ok 1 - $SUITE: $*"

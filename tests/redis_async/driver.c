@@ -61,18 +61,24 @@ struct call {
 static void issue(struct drv *d, int index);
 
 static void
-print_reply(const redisReply *r)
+print_reply(const struct redis_reply *r)
 {
+	const char *s;
+	size_t len = 0;
+
 	if (r == NULL) {
 		fputs("-", stdout);
 		return;
 	}
-	switch (r->type) {
-	case REDIS_REPLY_INTEGER: printf("i:%lld", r->integer); break;
-	case REDIS_REPLY_STRING:
-	case REDIS_REPLY_STATUS: printf("s:%.*s", (int)r->len, r->str); break;
-	case REDIS_REPLY_ARRAY: printf("a:%zu", r->elements); break;
-	case REDIS_REPLY_NIL: fputs("nil", stdout); break;
+	switch (redis_reply_type(r)) {
+	case REDIS_R_INTEGER: printf("i:%lld", redis_reply_int(r)); break;
+	case REDIS_R_STRING:
+	case REDIS_R_STATUS:
+		s = redis_reply_str(r, &len);
+		printf("s:%.*s", (int)len, s);
+		break;
+	case REDIS_R_ARRAY: printf("a:%zu", redis_reply_len(r)); break;
+	case REDIS_R_NIL: fputs("nil", stdout); break;
 	default: fputs("?", stdout);
 	}
 }

@@ -3,8 +3,11 @@
 # it passes on a tree that keeps its map, and fails on each planted fault
 # (an upward call, an upward include, a sideways call, a circle, a named
 # circle without its reason, a named circle that is none, a module missing
-# from the map, a map line naming no module), and tools/check-literals.py
-# on a message cut in two. Each tree is compiled with cc
+# from the map, a map line naming no module, a library header included
+# outside the folder its `only` line names), tools/check-literals.py on a
+# message cut in two, and tools/check-states.py on a state written outside
+# its setter (and a setter or a table out of form), and tools/check-sizes.py
+# on a function and a file one line over their bounds. Each tree is compiled with cc
 # into a build directory with a compile_commands.json, as meson writes it;
 # one module sits in a subfolder (src/sub/), as the Redis client will.
 # Prints TAP lines; exits 1 when a case went the wrong way.
@@ -205,6 +208,160 @@ literals fail "a message cut across two literals"
 literals pass "the same file, pending its owner's rewrite" --pending src/base.c
 sed -i '/^const char \*base_message/,$d' "$DIR/t/src/base.c"
 literals pass "a text of two lines, one literal each"
+
+# tools/check-map.py's `only` lines: a library header kept to one folder
+fixture
+sed -i '1i #include <stdint.h>' "$DIR/t/src/sub/mid.c"
+cat >>"$DIR/t/src/LAYERS" <<'EOF'
+only sub/ stdint.h  # the fixture's library, kept to sub/
+EOF
+expect pass "a library header included only in its folder (only sub/ stdint.h)"
+sed -i '1i #include <stdint.h>' "$DIR/t/src/top.c"
+expect fail "planted include of a kept header outside its folder (top.c includes <stdint.h>)" \
+	'top.c includes <stdint.h>, which only sub/ may'
+sed -i 's/  # the fixture.s library, kept to sub.$//' "$DIR/t/src/LAYERS"
+expect fail "an only line without its reason" 'only sub/ is not explained'
+
+# tools/check-states.py: a state machine in charge.c's form passes; a
+# direct write outside its setter, a blanket self-transition, a missing
+# row and a row that allows everything fail
+machine() {
+	rm -rf "$DIR/m"
+	mkdir -p "$DIR/m/src"
+	cat >"$DIR/m/src/door.h" <<-'EOF'
+		enum door_state { D_SHUT, D_OPEN, D_LOCKED, D_NSTATES };
+		struct door {
+			enum door_state state;
+		};
+		void door_open(struct door *d);
+	EOF
+	cat >"$DIR/m/src/door.c" <<-'EOF'
+		#include <assert.h>
+		#include "door.h"
+		#define B(s) (1u << (s))
+		static const unsigned door_allowed[D_NSTATES] = {
+			[D_SHUT] = B(D_OPEN) | B(D_LOCKED),
+			[D_OPEN] = B(D_SHUT),
+			[D_LOCKED] = B(D_SHUT),
+		};
+		#undef B
+		static void
+		door_set_state(struct door *d, enum door_state to)
+		{
+			assert((door_allowed[d->state] & (1u << to)) != 0);
+			d->state = to;
+		}
+		void
+		door_open(struct door *d)
+		{
+			d->state = D_SHUT; /* a new door: its first state */
+			door_set_state(d, D_OPEN);
+		}
+	EOF
+	cat >"$DIR/m/src/hall.c" <<-'EOF'
+		#include "door.h"
+		void hall_walk(struct door *d);
+		void
+		hall_walk(struct door *d)
+		{
+			door_open(d);
+		}
+	EOF
+}
+
+# states pass|fail NAME [PATTERN]: check-states.py on the machine fixture
+states() {
+	local want=$1 name=$2 pattern=${3:-} out rc f
+	N=$((N + 1))
+	for f in "$DIR"/m/src/*.c; do
+		if ! "$CC" -fsyntax-only -I"$DIR/m/src" "$f" 2>"$DIR/m/cc.log"; then
+			echo "not ok $N - $name: the fixture does not compile"
+			sed 's/^/# /' "$DIR/m/cc.log"
+			FAILED=$((FAILED + 1))
+			return
+		fi
+	done
+	out=$(python3 "$ROOT/tools/check-states.py" "$DIR/m/src" 2>&1)
+	rc=$?
+	if [ "$want" = pass ] && [ $rc -eq 0 ]; then
+		echo "ok $N - $name: check-states passes"
+	elif [ "$want" = fail ] && [ $rc -eq 1 ] && grep -qE -- "$pattern" <<<"$out"; then
+		echo "ok $N - $name: check-states fails ($(grep -m1 -oE -- "$pattern" <<<"$out"))"
+	else
+		echo "not ok $N - $name: want $want${pattern:+ matching /$pattern/}, got status $rc"
+		sed 's/^/# /' <<<"$out"
+		FAILED=$((FAILED + 1))
+	fi
+}
+machine
+states pass "a state machine with one table and one asserting setter"
+cat >>"$DIR/m/src/hall.c" <<'EOF'
+void hall_lock(struct door *d);
+void
+hall_lock(struct door *d)
+{
+	d->state = D_LOCKED;
+}
+EOF
+states fail "planted write of a state outside its setter (hall.c)" \
+	'hall.c:[0-9]+: writes the state outside door_set_state'
+machine
+cat >>"$DIR/m/src/hall.c" <<'EOF'
+void hall_reset(struct door *d, enum door_state s);
+void
+hall_reset(struct door *d, enum door_state s)
+{
+	d->state = s;
+}
+EOF
+states fail "planted write of the state member by a file that includes its header" \
+	'hall.c:[0-9]+: writes the state outside door_set_state'
+machine
+sed -i 's/assert((door_allowed/assert(d->state == to || (door_allowed/' "$DIR/m/src/door.c"
+states fail "a setter with a blanket self-transition" 'allows a blanket self-transition'
+machine
+sed -i '/\[D_LOCKED\] = B(D_SHUT),/d' "$DIR/m/src/door.c"
+states fail "a table without a row for one state" 'door_allowed has no row for D_LOCKED'
+machine
+sed -i 's/\[D_SHUT\] = B(D_OPEN) | B(D_LOCKED),/[D_SHUT] = ~0u,/' "$DIR/m/src/door.c"
+states fail "a row that allows every state" 'door_allowed\[D_SHUT\] allows every state'
+
+# tools/check-sizes.py: a function of 91 lines and a file of 1 001 fail;
+# 90 and 1 000 pass
+sizes() {
+	local want=$1 name=$2 pattern=$3 out rc
+	N=$((N + 1))
+	out=$(cd "$DIR/s" && python3 "$ROOT/tools/check-sizes.py" --functions=src --files=src 2>&1)
+	rc=$?
+	if { [ "$want" = pass ] && [ $rc -eq 0 ]; } ||
+		{ [ "$want" = fail ] && [ $rc -eq 1 ] && grep -qE -- "$pattern" <<<"$out"; }; then
+		echo "ok $N - $name: check-sizes says $want"
+	else
+		echo "not ok $N - $name: want $want, got status $rc"
+		sed 's/^/# /' <<<"$out"
+		FAILED=$((FAILED + 1))
+	fi
+}
+# long_c BODY_LINES FILLER_LINES: src/long.c, a function of BODY_LINES + 4
+# lines (its name, braces, return) and FILLER_LINES comment lines after it
+long_c() {
+	rm -rf "$DIR/s"
+	mkdir -p "$DIR/s/src"
+	{
+		printf 'int\nlong_one(int v)\n{\n'
+		for _ in $(seq 1 "$1"); do printf '\tv++;\n'; done
+		printf '\treturn v;\n}\n'
+		for _ in $(seq 1 "$2"); do printf '/* filler */\n'; done
+	} >"$DIR/s/src/long.c"
+}
+long_c 86 0
+sizes pass "a function of 90 lines" ''
+long_c 87 0
+sizes fail "a function of 91 lines" 'long_one\(\) 91 lines'
+long_c 86 909
+sizes pass "a file of 1 000 lines" ''
+long_c 86 910
+sizes fail "a file of 1 001 lines" 'long.c: 1001 lines'
 
 echo "1..$N"
 [ "$FAILED" -eq 0 ]

@@ -17,6 +17,7 @@
 #include "completer.h"
 #include "config.h"
 #include "digest.h"
+#include "idem.h"
 #include "metrics.h"
 #include "provider_wire.h"
 

@@ -68,6 +68,12 @@ test_hex_and_utf8(void **state)
 	assert_int_equal(util_is_hex("09af", 4), 1);
 	assert_int_equal(util_is_hex("09AF", 4), 0);
 	assert_int_equal(util_is_hex("0g", 2), 0);
+	assert_int_equal(util_hex_digit('0'), 0);
+	assert_int_equal(util_hex_digit('9'), 9);
+	assert_int_equal(util_hex_digit('a'), 10);
+	assert_int_equal(util_hex_digit('F'), 15);
+	assert_int_equal(util_hex_digit('g'), -1);
+	assert_int_equal(util_hex_digit('\0'), -1);
 	/* "é" is 2 bytes: a 3-byte limit keeps "aé", a 2-byte one only "a" */
 	assert_int_equal(util_utf8_prefix("a\xc3\xa9z", 3), 3);
 	assert_int_equal(util_utf8_prefix("a\xc3\xa9z", 2), 1);

@@ -1,5 +1,5 @@
 /*
- * test_charge.c - the request fingerprint (equal for equal parameters,
+ * test_charge_object.c - the request fingerprint (equal for equal parameters,
  * different for any change), the per-parameter digests that name what
  * changed in a 422, and the 201 charge object.
  */
@@ -644,5 +644,5 @@ main(void)
 		cmocka_unit_test(test_param_digests_refuse),
 	};
 
-	return cmocka_run_group_tests_name("charge", tests, setup, NULL);
+	return cmocka_run_group_tests_name("charge_object", tests, setup, NULL);
 }

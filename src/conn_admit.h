@@ -1,12 +1,13 @@
 /*
- * conn_work.h - a request as a FastCGI connection makes it: its exchange,
- * with what it holds of the process's bounds until it is freed: a slot of
- * max_inflight and the bytes of its body, which grows as they arrive.
+ * conn_admit.h - admission: a request as a FastCGI connection makes it,
+ * its exchange, with what it holds of the process's bounds until it is
+ * freed: a slot of max_inflight and the bytes of its body, which grows as
+ * they arrive.
  * Whether the connection still exists makes no difference here: a request
  * holds its share until its work ends.
  */
-#ifndef CHARGE_CONN_WORK_H
-#define CHARGE_CONN_WORK_H
+#ifndef CHARGE_CONN_ADMIT_H
+#define CHARGE_CONN_ADMIT_H
 
 #include <stddef.h>
 
@@ -19,10 +20,10 @@ struct conn_bounds {
 };
 
 /* A new exchange (response initialised), or NULL on ENOMEM. */
-struct exchange *conn_work_new(struct conn_bounds *b);
+struct exchange *conn_admit_new(struct conn_bounds *b);
 
 /* Takes a slot of max_inflight: 1, or 0 when all are taken. */
-int conn_work_admit(struct exchange *x, int max_inflight);
+int conn_admit_slot(struct exchange *x, int max_inflight);
 
 enum conn_body {
 	CONN_BODY_OK,
@@ -35,10 +36,10 @@ enum conn_body {
  * counted against max_bytes for the process. Nothing is appended unless
  * CONN_BODY_OK.
  */
-enum conn_body conn_work_append(struct exchange *x, const char *p, size_t n,
+enum conn_body conn_admit_body(struct exchange *x, const char *p, size_t n,
     size_t want, long max_bytes);
 
 /* Frees x, giving back its slot and its body's bytes. */
-void conn_work_free(struct exchange *x);
+void conn_admit_free(struct exchange *x);
 
 #endif
