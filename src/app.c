@@ -16,6 +16,7 @@
 #include "metrics.h"
 #include "spill.h"
 #include "webhook.h"
+#include "worker.h"
 
 static int
 method_is_get(const char *m)

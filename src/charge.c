@@ -50,6 +50,7 @@
 #include "metrics.h"
 #include "provider.h"
 #include "spill.h"
+#include "worker.h"
 
 /* The step a request is in: what it waits for (see charge_set_state). */
 enum charge_state {
@@ -673,7 +674,7 @@ record_send(struct charge_ctx *cx)
 	    (cx->prob == PROB_NONE || unknown ? cfg->completed_ttl_s
 	                                      : cfg->failed_ttl_s);
 	cx->now_ms = now_wall_ms();
-	if (idem_record(cx->w->redis, cx->rkey, cx->owner, cx->fingerprint,
+	if (idem_record_send(cx->w->redis, cx->rkey, cx->owner, cx->fingerprint,
 	        cx->params_hex, &cx->out, unknown ? cx->canon : NULL,
 	        cx->ttl_ms, cx->now_ms, on_record_reply, cx) == 0)
 		return;

@@ -8,7 +8,6 @@
 #include "charge_object.h"
 #include "exchange.h"
 #include "validate.h"
-#include "worker.h" /* for charge.c, which uses the loop's (to move there) */
 
 /*
  * The /charge use case: check, fingerprint, claim, provider, spill, record,

@@ -195,9 +195,10 @@ record_send(struct completer *cp)
 
 	completer_set_state(cp, CP_RECORD);
 	if (cp->stopped ||
-	    idem_record(cp->redis, item_name(cp), cp->owner, cp->rs.fingerprint,
-	        cp->rs.params, &cp->out, unknown ? cp->rs.request : NULL,
-	        ttl_ms, now_wall_ms(), on_recorded, cp) != 0) {
+	    idem_record_send(cp->redis, item_name(cp), cp->owner,
+	        cp->rs.fingerprint, cp->rs.params, &cp->out,
+	        unknown ? cp->rs.request : NULL, ttl_ms, now_wall_ms(),
+	        on_recorded, cp) != 0) {
 		cp->i++;
 		item_next(cp);
 	}

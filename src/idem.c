@@ -712,10 +712,10 @@ idem_claim(struct redis_client *redis, const char *rkey,
 }
 
 int
-idem_record(struct redis_client *redis, const char *rkey, const char *owner,
-    const char *fingerprint, const char *params, const struct idem_record *out,
-    const char *request, long long ttl_ms, long long now_ms, idem_cb *cb,
-    void *arg)
+idem_record_send(struct redis_client *redis, const char *rkey,
+    const char *owner, const char *fingerprint, const char *params,
+    const struct idem_record *out, const char *request, long long ttl_ms,
+    long long now_ms, idem_cb *cb, void *arg)
 {
 	struct op_args args = { .n = 0 };
 

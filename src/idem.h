@@ -205,10 +205,10 @@ int idem_claim(struct redis_client *redis, const char *rkey,
  * An out->state "unknown" is recorded inline with request (the canonical
  * parameters, kept to ask the provider again); request is NULL otherwise.
  */
-int idem_record(struct redis_client *redis, const char *rkey, const char *owner,
-    const char *fingerprint, const char *params, const struct idem_record *out,
-    const char *request, long long ttl_ms, long long now_ms, idem_cb *cb,
-    void *arg);
+int idem_record_send(struct redis_client *redis, const char *rkey,
+    const char *owner, const char *fingerprint, const char *params,
+    const struct idem_record *out, const char *request, long long ttl_ms,
+    long long now_ms, idem_cb *cb, void *arg);
 
 /*
  * The completer takes over rkey's unknown outcome for owner until now_ms +

@@ -417,7 +417,7 @@ record_send(struct webhook_ctx *wx)
 	}
 	ttl_ms = 1000LL *
 	    (wx->prob == PROB_NONE ? cfg->completed_ttl_s : cfg->failed_ttl_s);
-	if (idem_record(wx->redis, wx->rkey, wx->owner, wx->rs.fingerprint,
+	if (idem_record_send(wx->redis, wx->rkey, wx->owner, wx->rs.fingerprint,
 	        wx->rs.params, &wx->out, NULL, ttl_ms, now_wall_ms(),
 	        on_recorded, wx) != 0)
 		decide_later(wx, WR_ERROR, WH_NO_MEMORY);

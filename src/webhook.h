@@ -8,6 +8,8 @@
 
 #include "exchange.h"
 
+struct config;
+
 /*
  * 1 when the route serves path: the path is provider_webhook_path and a
  * secret is configured (without one the route is off: 404).
