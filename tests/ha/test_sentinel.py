@@ -7,6 +7,7 @@ record only once a replica acknowledged it (WAIT in the same round trip).
 Environment: HA_BASE_URL, HA_MIN_REPLICAS, HA_SENTINELS, HA_REPLICAS (ports,
 space-separated), HA_MASTER, HA_BIN, HA_STACK_LOG, plus halib's.
 """
+import math
 import os
 import signal
 import sys
@@ -83,6 +84,12 @@ if MIN_REPLICAS > 0:
     def t_wait_sent():
         p = primary_port()
         wait_replicas_synced(p)
+        # the completers poll their index (one EVALSHA a second per
+        # responder process): counted idle first, then allowed for
+        i0 = h.cmdstat_calls(p, "evalsha")
+        time.sleep(1.0)
+        idle = h.cmdstat_calls(p, "evalsha") - i0
+        t0 = time.monotonic()
         w0, e0 = h.cmdstat_calls(p, "wait"), h.cmdstat_calls(p, "evalsha")
         keys = [h.new_key("wait") for _ in range(6)]
         for k in keys:
@@ -92,9 +99,12 @@ if MIN_REPLICAS > 0:
             have = [rp for rp in REPLICAS if h.cli(rp, "HGET", h.rkey(k), "state").strip() == "completed"]
             check(have, "no replica holds %s when the 201 arrives" % k)
         w1, e1 = h.cmdstat_calls(p, "wait"), h.cmdstat_calls(p, "evalsha")
-        diag("WAIT calls +%d, EVALSHA calls +%d for %d fresh charges" % (w1 - w0, e1 - e0, len(keys)))
+        polls = idle * (math.ceil(time.monotonic() - t0) + 1)
+        diag("WAIT calls +%d, EVALSHA calls +%d for %d fresh charges (completers' polls: %d a second idle)"
+             % (w1 - w0, e1 - e0, len(keys), idle))
         check(w1 - w0 == len(keys), "WAIT sent %d times for %d records" % (w1 - w0, len(keys)))
-        check(e1 - e0 == 2 * len(keys), "EVALSHA sent %d times, want 2 per charge" % (e1 - e0))
+        check(2 * len(keys) <= e1 - e0 <= 2 * len(keys) + polls,
+              "EVALSHA sent %d times, want 2 per charge (+ at most %d completer polls)" % (e1 - e0, polls))
 
     @test("replicas frozen: 503 outcome-not-durable with Retry-After; the spill file stays; the retry replays")
     def t_not_durable():
