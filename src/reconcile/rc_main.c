@@ -11,12 +11,11 @@
 #include <string.h>
 #include <unistd.h>
 
-#include <curl/curl.h>
-
 #include "clock.h"
 #include "config.h"
 #include "config_load.h"
 #include "digest.h"
+#include "provider_sync.h"
 #include "rc_run.h"
 #include "rc_wire.h"
 #include "timefmt.h"
@@ -276,14 +275,13 @@ main(int argc, char **argv)
 		return rc;
 	if (window_and_config(&a, &o, &cfg) != 0)
 		return RC_EXIT_ERROR;
-	if (digest_init() != 0 ||
-	    curl_global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK) {
+	if (digest_init() != 0 || provider_sync_global_init() != 0) {
 		fprintf(stderr,
 		    "charge-reconcile: OpenSSL or libcurl cannot be initialised\n");
 		return RC_EXIT_ERROR;
 	}
 	rc = run_and_report(&a, &cfg, &o);
 	digest_thread_done();
-	curl_global_cleanup();
+	provider_sync_global_done();
 	return rc;
 }
