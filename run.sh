@@ -90,12 +90,19 @@ provider_start() {
 	# The simulator's webhooks go to the responder's route through
 	# lighttpd, signed with a secret made for this run: in a file (var/run
 	# is 0700), not on the command line, which every local user can read.
+	# An event that comes while its request still waits is refused (503)
+	# and delivered again: every half second here (Stripe backs off far
+	# longer), for 100 attempts, so that an unknown outcome
+	# (tok_providerTimeout: 504 after provider_deadline_ms) is settled by
+	# its event within half a second of the 504, before the completer's
+	# first look (Retry-After, 1 s, after the 504).
 	local webhook_secret
 	webhook_secret=whsec_$(od -An -N24 -tx1 /dev/urandom | tr -d ' \n')
 	(umask 077 && printf '%s\n' "$webhook_secret" >"$VAR/run/webhook-secret")
 	stack_sim_start "$VAR" "$VAR/log" "$REPO/build/charge-provider-sim" \
 		--webhook-url "http://127.0.0.1:$PORT/webhooks/provider" \
-		--webhook-secret-file "$VAR/run/webhook-secret" ||
+		--webhook-secret-file "$VAR/run/webhook-secret" \
+		--webhook-retry-ms 500 --webhook-retry-max-ms 500 --webhook-attempts 100 ||
 		die "could not start the provider simulator (see $VAR/log/provider-sim.log)"
 	export CHARGE_PROVIDER_URL=$STACK_PROVIDER_URL
 	provider_note="Provider: charge-provider-sim on $STACK_PROVIDER_URL (store $VAR/provider-sim.data, log $VAR/log/provider-sim.log); provider_url points at it"

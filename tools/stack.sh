@@ -232,7 +232,7 @@ stack_lighttpd_start() {
 	export STACK_LOG_DIR=$logs
 	export STACK_CHARGE_BIN=$bin
 	export STACK_MAX_PROCS=$procs
-	# the provider simulator behind /provider/keys (9: none)
+	# the provider simulator behind /provider/keys and /provider/events (9: none)
 	export STACK_PROVIDER_PORT=${STACK_PROVIDER_PORT:-9}
 	STACK_MAX_REQUEST_KIB=$(stack_max_request_kib "$bin")
 	export STACK_MAX_REQUEST_KIB
@@ -333,7 +333,7 @@ stack_api_keys_write() {
 # simulator (build/charge-provider-sim; an empty SIM_BIN is that one) on a
 # free port of 127.0.0.1 with its store in DATA_DIR/provider-sim.data and
 # the further ARGs (e.g. --webhook-url ...); sets STACK_SIM_PID,
-# STACK_PROVIDER_PORT (for lighttpd's /provider/keys) and
+# STACK_PROVIDER_PORT (for lighttpd's /provider/keys and /provider/events) and
 # STACK_PROVIDER_URL. 1 when the binary is missing or it does not start
 # (LOG_DIR/provider-sim.log says why).
 stack_sim_start() {

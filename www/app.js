@@ -9,6 +9,9 @@
 	const FORM_ROWS_MAX = 20;       /* more line items: summary, not rows */
 	const LARGE_ORDER_ITEMS = 1000;
 	const AMOUNT_MAX = 99999999;
+	const WATCH_EVERY_MS = 500;     /* an unknown outcome's record is looked up this often */
+	const WATCH_MAX_MS = 300000;    /* ... for at most 5 minutes */
+	const WEBHOOK_NEAR_MS = 5000;   /* a delivery this close before the settle time settled it */
 	const SHOWN_HEADERS = ['Idempotent-Replayed', 'Retry-After',
 	    'Idempotency-Key-Expires', 'X-Request-Id', 'Content-Type',
 	    'Content-Length', 'WWW-Authenticate', 'Allow'];
@@ -148,6 +151,67 @@
 		el.providerFacts.dataset.deliveries = String(k.deliveries);
 		el.providerFacts.dataset.charges = String(k.charges);
 		el.providerFacts.dataset.charge = k.charge || '';
+		const events = k.charge ? await providerEvents(k.charge) : null;
+		if (key !== state.key || events === null)
+			return;
+		fact('Webhook', webhookText(events));
+		el.providerFacts.dataset.webhook = events.length === 0 ? 'none' :
+		    events.every((e) => (e.deliveries || []).some((d) =>
+		    d.state === 'delivered')) ? 'delivered' : 'pending';
+	}
+
+	/* The simulator's webhook events of a charge (its /_sim/events through
+	 * /provider/events), or null when there is no simulator behind it. */
+	async function providerEvents(charge) {
+		try {
+			const res = await fetch('/provider/events?charge=' +
+			    encodeURIComponent(charge), {cache: 'no-store',
+			    credentials: 'omit'});
+			const doc = res.ok ? await res.json() : null;
+			return doc && Array.isArray(doc.events) ? doc.events : null;
+		} catch (err) {
+			return null;
+		}
+	}
+
+	/* "charge.succeeded: delivered (503, 503, 200)" per event. */
+	function webhookText(events) {
+		if (events.length === 0)
+			return 'no event sent (the simulator runs without --webhook-url)';
+		return events.map((e) => e.type + ': ' +
+		    (e.deliveries || []).map((d) => d.state + ' (' +
+		    ((d.attempts || []).map((a) => a.status === null ?
+		    (a.error || 'no answer') : String(a.status)).join(', ') ||
+		    'not tried yet') + ')').join('; ')).join(' \u00b7 ');
+	}
+
+	/* The webhook event whose delivery settled the record at updatedMs (a
+	 * 200 that started shortly before), or null. */
+	async function settlingEvent(key, updatedMs) {
+		let doc;
+		try {
+			const res = await fetch('/provider/keys', {cache: 'no-store',
+			    credentials: 'omit'});
+			doc = res.ok ? await res.json() : null;
+		} catch (err) {
+			return null;
+		}
+		const k = doc && Array.isArray(doc.keys) ? doc.keys.find((x) =>
+		    x && x.metadata && x.metadata.charge_idempotency_key === key) :
+		    null;
+		if (!k || !k.charge)
+			return null;
+		const events = await providerEvents(k.charge);
+		for (const e of events || []) {
+			for (const d of e.deliveries || []) {
+				for (const a of d.attempts || []) {
+					if (a.status === 200 && a.at_ms <= updatedMs + 50 &&
+					    updatedMs - a.at_ms < WEBHOOK_NEAR_MS)
+						return e;
+				}
+			}
+		}
+		return null;
 	}
 
 	function renderKeyState() {
@@ -460,6 +524,11 @@
 			if (json.state === 'in_progress')
 				verdict += ': the first request is still running; ' +
 				    'look again, or retry with Prefer: wait.';
+			else if (json.state === 'unknown')
+				verdict += ': the provider\'s answer was lost, so the ' +
+				    'outcome is not final yet. The provider\'s webhook ' +
+				    'event, a retry with this key or the completer settles ' +
+				    'it; never charged twice.';
 			else
 				verdict += ', recorded status ' + json.status +
 				    ': one record, so one charge at most. A retry ' +
@@ -497,6 +566,95 @@
 		li.dataset.bytes = String(bytes.length);
 		entry.res.append(make('pre', {class: 'body',
 		    'aria-label': 'Response body', tabIndex: 0, text: pretty}));
+		return json;
+	}
+
+	/* ---- an unknown outcome, watched until it is settled ---- */
+
+	function secs(ms) {
+		return (ms / 1000).toFixed(1) + '\u00a0s';
+	}
+
+	/* HH:MM:SS.mmm, local time. */
+	function clockText(ms) {
+		const d = new Date(ms);
+		const p2 = (n) => String(n).padStart(2, '0');
+		return p2(d.getHours()) + ':' + p2(d.getMinutes()) + ':' +
+		    p2(d.getSeconds()) + '.' +
+		    String(d.getMilliseconds()).padStart(3, '0');
+	}
+
+	/* A 504 outcome-unknown is not final: the provider's signed webhook
+	 * event, a retry with the key or the completer settles the record. Looks
+	 * it up every WATCH_EVERY_MS (GET /charge/keys/<key>: read-only) and
+	 * shows the moment it is settled, for at most WATCH_MAX_MS. */
+	function watchUnknown(entry, req) {
+		const li = entry.li;
+		const answered = Date.now();
+		const box = make('p', {class: 'settle waiting'});
+		entry.res.insertBefore(box, entry.res.querySelector('pre.headers'));
+		li.dataset.settle = 'watching';
+		const tick = async () => {
+			let doc = null;
+			try {
+				const res = await fetch(keyPath(req.key), {method: 'GET',
+				    headers: {'Authorization': 'Bearer ' + req.apiKey},
+				    cache: 'no-store', credentials: 'omit'});
+				doc = res.ok ? await res.json() : null;
+			} catch (err) {
+				doc = null;
+			}
+			const waited = Date.now() - answered;
+			if (doc && (doc.state === 'completed' || doc.state === 'failed')) {
+				await showSettled(entry, box, req, doc, answered);
+				return;
+			}
+			const now = doc && typeof doc.state === 'string' ? doc.state :
+			    'not readable';
+			if (waited >= WATCH_MAX_MS) {
+				box.className = 'settle gave-up';
+				box.textContent = 'Still ' + now + ' after ' + secs(waited) +
+				    ': stopped watching. Look the key up, or retry with it, ' +
+				    'later.';
+				li.dataset.settle = 'gave-up';
+				return;
+			}
+			box.textContent = 'Not final. Watching the record under this ' +
+			    'key (GET ' + keyPath(req.key) + ' every ' +
+			    secs(WATCH_EVERY_MS) + ') until the provider\'s webhook ' +
+			    'event, a retry or the completer settles it: ' + now +
+			    ' for ' + secs(waited) + '.';
+			setTimeout(tick, WATCH_EVERY_MS);
+		};
+		tick();
+	}
+
+	async function showSettled(entry, box, req, doc, answered) {
+		const li = entry.li;
+		const updated = Date.parse(doc.updated);
+		const at = isNaN(updated) ? Date.now() : updated;
+		const ev = await settlingEvent(req.key, at);
+		const ok = doc.state === 'completed';
+		box.className = 'settle ' + (ok ? 'ok' : 'client');
+		box.replaceChildren(make('strong', {text: 'Settled: ' + doc.state +
+		    ', status ' + doc.status}), ' at ' + clockText(at) + ', ' +
+		    secs(Math.max(0, at - answered)) + ' after this answer, by ' +
+		    (ev ? 'the provider\'s signed webhook event ' : 'a retry or ' +
+		    'the completer (no webhook delivery came just before).'),
+		    ev ? make('code', {text: ev.id}) : '',
+		    ev ? ' (' + ev.type + ').' : '',
+		    ' Retry with same key: the recorded ' + doc.status +
+		    (ok ? ', with the charge,' : '') + ' replayed.');
+		entry.li.querySelector('.entry-head').insertBefore(make('span',
+		    {class: 'badge ' + (ok ? 'ok' : 'client'),
+		    text: '\u2192 ' + doc.state}), entry.badge.nextSibling);
+		li.dataset.settle = doc.state;
+		li.dataset.settledStatus = String(doc.status);
+		li.dataset.settledBy = ev ? 'webhook' : 'other';
+		el.announce.textContent = li.dataset.action + ': the unknown ' +
+		    'outcome is settled, ' + doc.state;
+		if (req.key === state.key)
+			await refreshProvider();
 	}
 
 	function failEntry(entry, err) {
@@ -529,7 +687,10 @@
 			const res = await fetch('/charge', {method: 'POST',
 			    headers: headers, body: req.body, cache: 'no-store',
 			    credentials: 'omit'});
-			await fillEntry(entry, res, started);
+			const json = await fillEntry(entry, res, started);
+			if (res.status === 504 && json &&
+			    json.type === '/problems/outcome-unknown')
+				watchUnknown(entry, req);
 		} catch (err) {
 			failEntry(entry, err);
 		}

@@ -4,6 +4,8 @@
 // env: BASE_URL    the stack (default http://127.0.0.1:8080)
 //      SCREENSHOT  where to save a screenshot (default artifacts/demo.png
 //                  next to this file)
+//      SETTLE_SCREENSHOT  the whole page once a 504 outcome-unknown is
+//                  settled by the webhook (default settle.png beside it)
 //      CHROMIUM    the browser binary (default /usr/bin/chromium)
 import { chromium } from 'playwright-core';
 import { mkdtempSync, mkdirSync, rmSync } from 'node:fs';
@@ -15,7 +17,10 @@ const HERE = dirname(fileURLToPath(import.meta.url));
 const BASE_URL = (process.env.BASE_URL || 'http://127.0.0.1:8080').replace(/\/+$/, '');
 const SCREENSHOT = resolve(process.env.SCREENSHOT || join(HERE, 'artifacts', 'demo.png'));
 const CHROMIUM = process.env.CHROMIUM || '/usr/bin/chromium';
-const WAIT_MS = 20000;          // per response; tok_providerTimeout is not used
+const WAIT_MS = 20000;          // per response (tok_providerTimeout: provider_deadline_ms)
+const SETTLE_WAIT_MS = 30000;   // a 504 outcome-unknown until the page shows it settled
+const SETTLE_SCREENSHOT = resolve(process.env.SETTLE_SCREENSHOT ||
+    join(dirname(SCREENSHOT), 'settle.png'));
 const SPILL_THRESHOLD = 16384;  // docs/API.md §18.3: bodies above it are spilled
 const UUID_RE = /^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/;
 
@@ -269,6 +274,49 @@ async function main() {
 		await page.click('#btn-provider');
 		await page.waitForFunction(() => document.querySelector('#provider-state').textContent.startsWith('One charge'));
 		eq(await page.$eval('#provider-facts', (d) => d.dataset.deliveries), '3', 'deliveries after the replay');
+		await page.selectOption('#source', 'tok_visa');
+	});
+
+	await test('tok_providerTimeout: 504 outcome-unknown, then the page shows the record completed by the provider\'s webhook event, and the retry replays its charge', async () => {
+		if (!process.env.SIM_URL) {
+			console.log(`# SKIP no provider simulator (build/charge-provider-sim): no webhooks`);
+			return;
+		}
+		await page.click('#btn-clear-log');
+		await page.fill('#amount', '1999');
+		await page.click('#btn-new-key');
+		await page.selectOption('#source', 'tok_providerTimeout');
+		const [e] = await act(page, '#btn-send');
+		eq(e.status, 504, 'status (' + show(e) + ')');
+		eq(e.problem, '/problems/outcome-unknown', 'problem type');
+		const sel = `#log > li[data-seq="${e.seq}"]`;
+		const started = Date.now();
+		await page.waitForFunction((s) => {
+			const li = document.querySelector(s);
+			return li && li.dataset.settle && li.dataset.settle !== 'watching';
+		}, sel, { timeout: SETTLE_WAIT_MS });
+		const s = await page.$eval(sel, (li) => ({ ...li.dataset,
+		    box: li.querySelector('.settle').innerText,
+		    badges: Array.from(li.querySelectorAll('.badge'), (b) => b.textContent) }));
+		diag(`settled ${Date.now() - started} ms after the 504 was shown: ${s.box}`);
+		eq(s.settle, 'completed', 'the record\'s state');
+		eq(s.settledStatus, '201', 'the recorded status');
+		eq(s.settledBy, 'webhook', 'what settled it');
+		check(/^Settled: completed, status 201 at /.test(s.box), 'the entry says so: ' + s.box);
+		check(/webhook event evt_/.test(s.box), 'the entry names the event: ' + s.box);
+		check(s.badges.includes('\u2192 completed'), 'badges ' + JSON.stringify(s.badges));
+		await page.waitForSelector('#provider-facts[data-webhook="delivered"]', { timeout: WAIT_MS });
+		const f = await page.$eval('#provider-facts', (d) => ({ ...d.dataset, text: d.innerText }));
+		eq(f.charges, '1', 'charges at the provider');
+		check(/charge\.succeeded: delivered \((503, )+200\)/.test(f.text),
+		    'the provider panel shows the event refused while the request waited, then delivered: ' + f.text);
+		mkdirSync(dirname(SETTLE_SCREENSHOT), { recursive: true });
+		await page.screenshot({ path: SETTLE_SCREENSHOT, fullPage: true });
+		diag('screenshot: ' + SETTLE_SCREENSHOT);
+		const [r] = await act(page, '#btn-retry');
+		eq(r.status, 201, 'retry status (' + show(r) + ')');
+		eq(r.replayed, 'true', 'retry Idempotent-Replayed');
+		eq(r.chargeId, f.charge, 'the retry\'s charge is the provider\'s');
 		await page.selectOption('#source', 'tok_visa');
 	});
 

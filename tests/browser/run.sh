@@ -5,6 +5,9 @@
 #
 # env: BASE_URL    the stack (default http://127.0.0.1:8080); the caller starts it
 #      SCREENSHOT  where the screenshot goes (default tests/browser/artifacts/demo.png)
+#      SETTLE_SCREENSHOT  the page with a 504 settled by the webhook (default
+#                  settle.png beside SCREENSHOT; needs SIM_URL: tests/with-stack.sh
+#                  with STACK_WITH_SIM=1)
 #      CHROMIUM    the browser (default /usr/bin/chromium, Debian's package
 #                  "chromium"; installed here with apt-get when missing and root)
 set -u

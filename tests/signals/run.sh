@@ -110,6 +110,17 @@ for sig in TERM USR1; do
 done
 
 CLIENT="python3 $REPO/tests/signals/client.py"
+# wait_ready FILE: until the client made its first connection (it creates
+# FILE), at most 5 s: an interpreter slow to start (a python3 shim, a
+# loaded machine) must not make the signal come before the request
+wait_ready() {
+	local i
+	for i in $(seq 1 100); do
+		[ -e "$1" ] && return 0
+		sleep 0.05
+	done
+	return 1
+}
 stop_listener() {
 	[ -n "$PID" ] && stack_stop_pid "$PID" charge 3
 	PID=
@@ -159,8 +170,9 @@ stop_listener
 # 5. SIGTERM while a connection is accepted and its params are still being
 #    read: that request is answered (no signal interrupts libfcgi's read)
 CHARGE_PROVIDER_LATENCY_MS=0 CHARGE_THREADS=4 start_listener || notok "listener starts"
-$CLIENT slow-params "$ADDR" "slow-$RANDOM$RANDOM" 0.6 >"$RUN/slow.out" & cpid=$!
-sleep 0.25
+SIGNALS_READY="$RUN/slow.ready" $CLIENT slow-params "$ADDR" "slow-$RANDOM$RANDOM" 0.6 >"$RUN/slow.out" & cpid=$!
+wait_ready "$RUN/slow.ready"
+sleep 0.1
 kill -TERM "$PID"
 wait "$cpid"
 st=$(cat "$RUN/slow.out")
@@ -177,8 +189,9 @@ PID=
 # 6. SIGTERM during a burst: every request is answered or was never
 #    accepted (refused or reset); none is dropped after being accepted
 CHARGE_PROVIDER_LATENCY_MS=50 CHARGE_THREADS=4 start_listener || notok "listener starts"
-$CLIENT burst "$ADDR" 40 "burst-$RANDOM$RANDOM" >"$RUN/burst.out" & cpid=$!
-sleep 0.2
+SIGNALS_READY="$RUN/burst.ready" $CLIENT burst "$ADDR" 40 "burst-$RANDOM$RANDOM" >"$RUN/burst.out" & cpid=$!
+wait_ready "$RUN/burst.ready"
+sleep 0.1
 kill -TERM "$PID"
 wait "$cpid"
 answered=$(grep -c '^[0-9]' "$RUN/burst.out")

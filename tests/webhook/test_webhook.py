@@ -4,7 +4,7 @@
 The harness (tests/webhook/run.sh) starts lighttpd + the responder, a
 private Redis and charge-provider-sim, and passes them through the
 environment: BASE_URL, SIM_URL, SIM_API_KEY, SIM_LATE_MS, E2E_REDIS_SOCKET,
-REDIS_PID_FILE, RESPONDER_LOG, CHARGE_BIN_PATH, E2E_PRINCIPAL_A /
+REDIS_PID_FILE, RESPONDER_LOG, RESPONDER_BIN, E2E_PRINCIPAL_A /
 E2E_API_KEY_A and the responder's CHARGE_* configuration. The events are
 built here from the simulator's own charges (GET /v1/charges/<id>) and
 signed as Stripe signs them. Python standard library only; prints TAP.
@@ -252,7 +252,7 @@ def t_off():
                 "CHARGE_METRICS_FILE": "none", "CHARGE_SPILL_DIR": os.environ["CHARGE_SPILL_DIR"],
                 "GATEWAY_INTERFACE": "CGI/1.1", "REQUEST_METHOD": "POST", "REQUEST_URI": PATH,
                 "CONTENT_LENGTH": "2", "CONTENT_TYPE": "application/json", "HTTP_STRIPE_SIGNATURE": "t=1,v1=00"})
-    p = subprocess.run([os.environ["CHARGE_BIN_PATH"]], input=b"{}", env=env, capture_output=True, timeout=20)
+    p = subprocess.run([os.environ["RESPONDER_BIN"]], input=b"{}", env=env, capture_output=True, timeout=20)
     out = p.stdout.decode(errors="replace")
     check(out.startswith("Status: 404"), "CGI answer %r (stderr %r)" % (out[:300], p.stderr[-300:]))
     check("/problems/not-found" in out, "answer %r" % out[:300])
