@@ -17,11 +17,9 @@
 set -uo pipefail
 REPO=$(cd "$(dirname "$(readlink -f "${BASH_SOURCE[0]}")")/.." && pwd)
 BIN=$(readlink -f "${CHARGE_BIN:-$REPO/build/charge}")
-for v in $(compgen -e | grep '^CHARGE_' || true); do
-	unset "$v"
-done
 # shellcheck source=tools/stack.sh
 . "$REPO/tools/stack.sh"
+stack_env_clear
 
 bail() {
 	echo "not ok 1 - stack for $1: $2"

@@ -11,12 +11,11 @@
 #include <string.h>
 #include <unistd.h>
 
-#include <curl/curl.h>
-
 #include "clock.h"
 #include "config.h"
 #include "config_load.h"
 #include "digest.h"
+#include "provider_sync.h"
 #include "rc_run.h"
 #include "rc_wire.h"
 #include "timefmt.h"
@@ -134,108 +133,155 @@ done:
 	return rc;
 }
 
-int
-main(int argc, char **argv)
+/* What the command line asks besides struct rc_options. */
+struct args {
+	const char *conf;
+	const char *since;
+	const char *until;
+	const char *prom;
+	int json;
+	int quiet;
+};
+
+/* Reads the options into a and o: -1 to go on, or the status to exit with
+ * (--help, --version: 0; a usage error: 2). */
+static int
+parse_args(int argc, char **argv, struct args *a, struct rc_options *o)
 {
-	const char *conf = NULL, *since = "24h", *until = "now", *prom = NULL;
-	struct rc_options o = { 0, 0, RC_MAX_CHARGES_DEF, NULL, NULL };
-	struct progress pg = { 0, 0, 0 };
-	struct rc_report rep;
-	static struct config cfg;
-	char err[512], tb[RFC3339_MS_LEN + 1];
-	long long now_s = now_wall_ms() / 1000;
 	unsigned long long v;
-	int json = 0, quiet = 0, i, rc = RC_EXIT_ERROR, ran = 0;
+	int i;
 
 	for (i = 1; i < argc; i++) {
-		const char *a = argv[i];
+		const char *arg = argv[i];
 		const char *val = i + 1 < argc ? argv[i + 1] : NULL;
 
-		if (strcmp(a, "--help") == 0) {
+		if (strcmp(arg, "--help") == 0) {
 			usage(stdout);
 			return RC_EXIT_CLEAN;
-		} else if (strcmp(a, "--version") == 0) {
+		} else if (strcmp(arg, "--version") == 0) {
 			printf("charge-reconcile %s\n", CHARGE_VERSION);
 			return RC_EXIT_CLEAN;
-		} else if (strcmp(a, "--json") == 0)
-			json = 1;
-		else if (strcmp(a, "--quiet") == 0)
-			quiet = 1;
-		else if (val != NULL && strcmp(a, "-c") == 0)
-			conf = argv[++i];
-		else if (val != NULL && strcmp(a, "--since") == 0)
-			since = argv[++i];
-		else if (val != NULL && strcmp(a, "--until") == 0)
-			until = argv[++i];
-		else if (val != NULL && strcmp(a, "--prometheus") == 0)
-			prom = argv[++i];
-		else if (val != NULL && strcmp(a, "--max-charges") == 0 &&
+		} else if (strcmp(arg, "--json") == 0)
+			a->json = 1;
+		else if (strcmp(arg, "--quiet") == 0)
+			a->quiet = 1;
+		else if (val != NULL && strcmp(arg, "-c") == 0)
+			a->conf = argv[++i];
+		else if (val != NULL && strcmp(arg, "--since") == 0)
+			a->since = argv[++i];
+		else if (val != NULL && strcmp(arg, "--until") == 0)
+			a->until = argv[++i];
+		else if (val != NULL && strcmp(arg, "--prometheus") == 0)
+			a->prom = argv[++i];
+		else if (val != NULL && strcmp(arg, "--max-charges") == 0 &&
 		    util_decimal(val, strlen(val), 1000000000ULL, &v) ==
 		        UTIL_DEC_OK &&
 		    v > 0) {
-			o.max_charges = (size_t)v;
+			o->max_charges = (size_t)v;
 			i++;
 		} else {
 			usage(stderr);
 			return RC_EXIT_ERROR;
 		}
 	}
-	if (rc_time_parse(since, now_s, &o.since_s, err, sizeof(err)) != 0 ||
-	    rc_time_parse(until, now_s, &o.until_s, err, sizeof(err)) != 0) {
+	return -1;
+}
+
+/* The window into o and the configuration into cfg, with a warning when
+ * the window reaches before the records' lifetime; 0, or -1 said. */
+static int
+window_and_config(const struct args *a, struct rc_options *o,
+    struct config *cfg)
+{
+	char err[512], tb[RFC3339_MS_LEN + 1];
+	long long now_s = now_wall_ms() / 1000;
+
+	if (rc_time_parse(a->since, now_s, &o->since_s, err, sizeof(err)) !=
+	        0 ||
+	    rc_time_parse(a->until, now_s, &o->until_s, err, sizeof(err)) !=
+	        0) {
 		fprintf(stderr, "charge-reconcile: %s\n", err);
-		return RC_EXIT_ERROR;
+		return -1;
 	}
-	if (o.since_s > o.until_s) {
+	if (o->since_s > o->until_s) {
 		fprintf(stderr,
 		    "charge-reconcile: --since is after --until: an empty window\n");
-		return RC_EXIT_ERROR;
+		return -1;
 	}
-	if (config_load(&cfg,
-	        conf != NULL ? conf : config_default_path(environ), environ,
-	        err, sizeof(err)) != 0) {
+	if (config_load(cfg,
+	        a->conf != NULL ? a->conf : config_default_path(environ),
+	        environ, err, sizeof(err)) != 0) {
 		fprintf(stderr, "charge-reconcile: configuration: %s\n", err);
-		return RC_EXIT_ERROR;
+		return -1;
 	}
-	if (o.since_s * 1000 < now_wall_ms() - 1000LL * cfg.completed_ttl_s) {
+	if (o->since_s * 1000 < now_wall_ms() - 1000LL * cfg->completed_ttl_s) {
 		(void)timefmt_rfc3339_ms(now_wall_ms() -
-		        1000LL * cfg.completed_ttl_s,
+		        1000LL * cfg->completed_ttl_s,
 		    tb, sizeof(tb));
 		fprintf(stderr,
 		    "charge-reconcile: warning: records of charges before %s have expired (completed_ttl_s %d): such charges are reported as orphans (no-record)\n",
-		    tb, cfg.completed_ttl_s);
+		    tb, cfg->completed_ttl_s);
 	}
-	if (digest_init() != 0 ||
-	    curl_global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK) {
-		fprintf(stderr,
-		    "charge-reconcile: OpenSSL or libcurl cannot be initialised\n");
-		return RC_EXIT_ERROR;
-	}
-	pg.on = !quiet && isatty(STDERR_FILENO);
-	o.progress = on_progress;
-	o.progress_arg = &pg;
+	return 0;
+}
+
+/* One run, its report on stdout and the textfile; the exit status. */
+static int
+run_and_report(const struct args *a, const struct config *cfg,
+    struct rc_options *o)
+{
+	struct progress pg = { 0, 0, 0 };
+	struct rc_report rep;
+	char err[512];
+	int rc = RC_EXIT_ERROR, ran = 0;
+
+	pg.on = !a->quiet && isatty(STDERR_FILENO);
+	o->progress = on_progress;
+	o->progress_arg = &pg;
 	(void)rc_report_init(&rep);
-	if (rc_run(&cfg, &o, &rep, err, sizeof(err)) != 0) {
+	if (rc_run(cfg, o, &rep, err, sizeof(err)) != 0) {
 		progress_clear(&pg);
 		fprintf(stderr, "charge-reconcile: %s\n", err);
 		goto out;
 	}
 	ran = 1;
 	progress_clear(&pg);
-	if ((json ? rc_report_json(&rep, stdout)
-	          : rc_report_text(&rep, stdout)) != 0) {
+	if ((a->json ? rc_report_json(&rep, stdout)
+	             : rc_report_text(&rep, stdout)) != 0) {
 		fprintf(stderr, "charge-reconcile: cannot write the report\n");
 		goto out;
 	}
 	rc = rc_report_clean(&rep) ? RC_EXIT_CLEAN : RC_EXIT_FOUND;
 out:
-	if (prom != NULL &&
-	    prometheus_write(prom, ran ? &rep : NULL, ran) != 0) {
-		fprintf(stderr, "charge-reconcile: --prometheus %s: %s\n", prom,
-		    strerror(errno));
+	if (a->prom != NULL &&
+	    prometheus_write(a->prom, ran ? &rep : NULL, ran) != 0) {
+		fprintf(stderr, "charge-reconcile: --prometheus %s: %s\n",
+		    a->prom, strerror(errno));
 		rc = RC_EXIT_ERROR;
 	}
 	rc_report_free(&rep);
+	return rc;
+}
+
+int
+main(int argc, char **argv)
+{
+	static struct config cfg;
+	struct args a = { NULL, "24h", "now", NULL, 0, 0 };
+	struct rc_options o = { 0, 0, RC_MAX_CHARGES_DEF, NULL, NULL };
+	int rc;
+
+	if ((rc = parse_args(argc, argv, &a, &o)) >= 0)
+		return rc;
+	if (window_and_config(&a, &o, &cfg) != 0)
+		return RC_EXIT_ERROR;
+	if (digest_init() != 0 || provider_sync_global_init() != 0) {
+		fprintf(stderr,
+		    "charge-reconcile: OpenSSL or libcurl cannot be initialised\n");
+		return RC_EXIT_ERROR;
+	}
+	rc = run_and_report(&a, &cfg, &o);
 	digest_thread_done();
-	curl_global_cleanup();
+	provider_sync_global_done();
 	return rc;
 }

@@ -10,11 +10,12 @@
 #include "clock.h"
 #include "digest.h"
 #include "idem.h"
+#include "provider_sync.h"
 #include "provider_wire.h"
-#include "rc_provider.h"
-#include "rc_redis.h"
 #include "rc_run.h"
 #include "rc_table.h"
+#include "redis.h"
+#include "redis_sync.h"
 #include "util.h"
 
 /* The fields of a record it reads (docs/API.md §18.1), in this order. */
@@ -45,8 +46,8 @@ struct run {
 	const struct config *cfg;
 	const struct rc_options *o;
 	struct rc_report *r;
-	struct rc_provider *pv;
-	struct rc_redis *rd;
+	struct provider_sync *pv;
+	struct redis_sync *rd;
 	struct rc_table t;
 	struct rc_charge *page; /* RC_PAGE_LIMIT */
 	char (*rkeys)[IDEM_RKEY_MAX];
@@ -59,17 +60,19 @@ struct run {
 
 /* --- a record -------------------------------------------------------------- */
 
-/* The field's string (NUL-terminated by hiredis), or NULL when nil. */
+/* The field's string (NUL-terminated), or NULL when nil. */
 static const char *
-field(const redisReply *rep, int i)
+field(const struct redis_reply *rep, int i)
 {
-	const redisReply *f = rep->element[i];
+	const struct redis_reply *f = redis_reply_at(rep, (size_t)i);
+	size_t len;
 
-	return f->type == REDIS_REPLY_STRING ? f->str : NULL;
+	return redis_reply_type(f) == REDIS_R_STRING ? redis_reply_str(f, &len)
+	                                             : NULL;
 }
 
 static long long
-field_ll(const redisReply *rep, int i)
+field_ll(const struct redis_reply *rep, int i)
 {
 	const char *s = field(rep, i);
 	unsigned long long v;
@@ -86,19 +89,21 @@ field_ll(const redisReply *rep, int i)
  * the body cannot be read here (a spill directory of another host).
  */
 static int
-record_charge(const struct run *x, const redisReply *rep, char id[RC_ID_MAX],
-    long long *amount, char currency[RC_CURRENCY_MAX])
+record_charge(const struct run *x, const struct redis_reply *rep,
+    char id[RC_ID_MAX], long long *amount, char currency[RC_CURRENCY_MAX])
 {
-	const redisReply *b = rep->element[RCF_BODY];
+	const struct redis_reply *b = redis_reply_at(rep, RCF_BODY);
 	const char *file = field(rep, RCF_BODY_FILE);
 	const char *sha = field(rep, RCF_BODY_SHA256);
 	char path[2 * PATH_MAX_LEN], hex[2 * SHA256_LEN + 1], e[128];
+	const char *inline_body;
 	char *buf = NULL;
 	size_t len = 0;
 	int known = 0;
 
-	if (b->type == REDIS_REPLY_STRING)
-		return rc_body_charge(b->str, b->len, id, amount, currency) ==
+	if (redis_reply_type(b) == REDIS_R_STRING &&
+	    (inline_body = redis_reply_str(b, &len)) != NULL)
+		return rc_body_charge(inline_body, len, id, amount, currency) ==
 		    0;
 	if (file == NULL || strchr(file, '/') != NULL ||
 	    (size_t)snprintf(path, sizeof(path), "%s/%s", x->cfg->spill_dir,
@@ -136,8 +141,9 @@ enum verdict { V_MATCHED, V_IN_FLIGHT, V_ORPHAN };
  * responder) joins the table under the request its record proves.
  */
 static enum verdict
-classify(struct run *x, const struct rc_charge *c, const redisReply *rep,
-    enum rc_orphan_reason *why, char req[WIRE_KEY_LEN + 1])
+classify(struct run *x, const struct rc_charge *c,
+    const struct redis_reply *rep, enum rc_orphan_reason *why,
+    char req[WIRE_KEY_LEN + 1])
 {
 	const char *state = field(rep, RCF_STATE);
 	char id[RC_ID_MAX], cur[RC_CURRENCY_MAX];
@@ -184,7 +190,7 @@ visit_charges(struct run *x, size_t n)
 	const char *keys[RC_PAGE_LIMIT] = { NULL };
 	size_t lens[RC_PAGE_LIMIT] = { 0 }, m = 0, i;
 	int slot[RC_PAGE_LIMIT], rc = -1, added;
-	redisReply *reps[RC_PAGE_LIMIT];
+	struct redis_reply *reps[RC_PAGE_LIMIT];
 	struct rc_counts *cn = &x->r->n;
 	enum rc_orphan_reason why;
 	long len;
@@ -216,7 +222,7 @@ visit_charges(struct run *x, size_t n)
 		lens[m] = (size_t)len;
 		slot[i] = (int)m++;
 	}
-	if (rc_redis_hmget(x->rd, keys, lens, m, rec_fields, RCF_N, reps,
+	if (redis_sync_hmget(x->rd, keys, lens, m, rec_fields, RCF_N, reps,
 	        x->err, x->errlen) != 0)
 		return -1;
 	for (i = 0; i < n; i++) {
@@ -226,11 +232,11 @@ visit_charges(struct run *x, size_t n)
 		int orphan = 0;
 
 		if (slot[i] >= 0) {
-			const redisReply *rep = reps[slot[i]];
+			const struct redis_reply *rep = reps[slot[i]];
 
-			if (rep->type == REDIS_REPLY_ERROR) {
+			if (redis_sync_error(rep) != NULL) {
 				util_err(x->err, x->errlen, "Redis: %s: %s",
-				    keys[slot[i]], rep->str);
+				    keys[slot[i]], redis_sync_error(rep));
 				goto done;
 			}
 			switch (classify(x, c, rep, &why, proven)) {
@@ -260,7 +266,7 @@ visit_charges(struct run *x, size_t n)
 	rc = 0;
 done:
 	for (i = 0; i < m; i++)
-		freeReplyObject(reps[i]);
+		redis_sync_free(reps[i]);
 	return rc;
 }
 
@@ -324,7 +330,7 @@ walk(struct run *x, int (*visit)(struct run *x, size_t n), const char *phase)
 			util_err(x->err, x->errlen, "a charge id is too long");
 			return -1;
 		}
-		if (rc_provider_get(x->pv, path, &body, &len, &status, x->err,
+		if (provider_sync_get(x->pv, path, &body, &len, &status, x->err,
 		        x->errlen) != 0)
 			return -1;
 		if (status != 200) {
@@ -456,7 +462,7 @@ ask_by_id(struct run *x, const struct rc_phantom *p)
 		util_err(x->err, x->errlen, "a charge id is too long");
 		return -2;
 	}
-	if (rc_provider_get(x->pv, path, &body, &len, &status, x->err,
+	if (provider_sync_get(x->pv, path, &body, &len, &status, x->err,
 	        x->errlen) != 0)
 		return -2;
 	if (status == 404)
@@ -474,7 +480,7 @@ ask_by_id(struct run *x, const struct rc_phantom *p)
 
 /* One record (its name and HMGET reply): a phantom or not. 0 or -1. */
 static int
-check_record(struct run *x, const char *name, const redisReply *rep)
+check_record(struct run *x, const char *name, const struct redis_reply *rep)
 {
 	const char *state = field(rep, RCF_STATE);
 	long long created = field_ll(rep, RCF_CREATED_MS);
@@ -533,30 +539,37 @@ records(struct run *x)
 	char pattern[2 * KEY_PREFIX_MAX + 16];
 	const char *keys[4 * RC_SCAN_COUNT];
 	size_t lens[4 * RC_SCAN_COUNT], n, i, off;
-	redisReply *names = NULL, *reps[4 * RC_SCAN_COUNT];
-	struct rc_scan it;
+	struct redis_reply *names = NULL, *reps[4 * RC_SCAN_COUNT];
+	struct redis_sync_scan it;
 	int more, rc = 0;
 
-	if (rc_redis_match(x->cfg->key_prefix, pattern, sizeof(pattern)) < 0) {
+	if (redis_sync_match(x->cfg->key_prefix, pattern, sizeof(pattern)) <
+	    0) {
 		util_err(x->err, x->errlen, "key_prefix: too long");
 		return -1;
 	}
-	rc_scan_init(&it);
+	redis_sync_scan_init(&it);
 	do {
-		more = rc_redis_scan(x->rd, &it, pattern, RC_SCAN_COUNT, &names,
-		    x->err, x->errlen);
+		more = redis_sync_scan(x->rd, &it, pattern, RC_SCAN_COUNT,
+		    &names, x->err, x->errlen);
 		if (more < 0)
 			return -1;
 		/* SCAN may return more than COUNT: in slices */
-		for (off = 0; rc == 0 && off < names->elements; off += n) {
-			n = names->elements - off;
+		for (off = 0; rc == 0 && off < redis_reply_len(names);
+		     off += n) {
+			n = redis_reply_len(names) - off;
 			if (n > 4 * RC_SCAN_COUNT)
 				n = 4 * RC_SCAN_COUNT;
 			for (i = 0; i < n; i++) {
-				keys[i] = names->element[off + i]->str;
-				lens[i] = names->element[off + i]->len;
+				keys[i] = redis_reply_str(redis_reply_at(names,
+				                              off + i),
+				    &lens[i]);
+				if (keys[i] == NULL) {
+					keys[i] = ""; /* not a name: none */
+					lens[i] = 0;
+				}
 			}
-			if (rc_redis_hmget(x->rd, keys, lens, n, rec_fields,
+			if (redis_sync_hmget(x->rd, keys, lens, n, rec_fields,
 			        RCF_N, reps, x->err, x->errlen) != 0) {
 				rc = -1;
 				break;
@@ -564,13 +577,14 @@ records(struct run *x)
 			for (i = 0; i < n; i++) {
 				x->r->n.records++;
 				if (rc == 0 &&
-				    reps[i]->type == REDIS_REPLY_ARRAY &&
+				    redis_reply_type(reps[i]) ==
+				        REDIS_R_ARRAY &&
 				    check_record(x, keys[i], reps[i]) != 0)
 					rc = -1;
-				freeReplyObject(reps[i]);
+				redis_sync_free(reps[i]);
 			}
 		}
-		freeReplyObject(names);
+		redis_sync_free(names);
 		names = NULL;
 		if (x->o->progress != NULL)
 			x->o->progress(x->r, "records", x->o->progress_arg);
@@ -602,8 +616,8 @@ rc_run(const struct config *cfg, const struct rc_options *o,
 		util_err(errstr, errlen, "out of memory");
 		goto done;
 	}
-	if ((x.pv = rc_provider_open(cfg, errstr, errlen)) == NULL ||
-	    (x.rd = rc_redis_open(&cfg->redis, cfg->redis_timeout_ms, errstr,
+	if ((x.pv = provider_sync_open(cfg, errstr, errlen)) == NULL ||
+	    (x.rd = redis_sync_open(&cfg->redis, cfg->redis_timeout_ms, errstr,
 	         errlen)) == NULL)
 		goto done;
 	if (walk(&x, visit_charges, "charges") != 0 || duplicates(&x) != 0 ||
@@ -612,8 +626,8 @@ rc_run(const struct config *cfg, const struct rc_options *o,
 	rc = 0;
 done:
 	r->duration_ms = now_wall_ms() - r->now_ms;
-	rc_redis_close(x.rd);
-	rc_provider_close(x.pv);
+	redis_sync_close(x.rd);
+	provider_sync_close(x.pv);
 	rc_table_free(&x.t);
 	free(x.dup_ids);
 	free(x.rkeys);

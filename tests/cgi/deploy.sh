@@ -26,11 +26,9 @@ MAX_BODY=65536
 PROCS=4
 N_BURST=32
 
-for v in $(compgen -e | grep '^CHARGE_' || true); do
-	unset "$v"
-done
 # shellcheck source=../../tools/stack.sh
 . "$REPO/tools/stack.sh"
+stack_env_clear
 # shellcheck source=../../tools/servers.sh
 . "$REPO/tools/servers.sh"
 

@@ -44,11 +44,8 @@ ha_suite_cleanup() {
 }
 
 ha_suite_init() {
-	local v
 	HA_SUITE=$1
-	for v in $(compgen -e | grep '^CHARGE_' || true); do
-		unset "$v"
-	done
+	stack_env_clear
 	command -v redis-sentinel >/dev/null 2>&1 ||
 		ha_suite_bail "redis-sentinel is not installed"
 	[ -x "$BIN" ] || ha_suite_bail "responder binary $BIN not found"

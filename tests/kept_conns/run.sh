@@ -12,9 +12,9 @@
 set -uo pipefail
 REPO=$(cd "$(dirname "$(readlink -f "${BASH_SOURCE[0]}")")/../.." && pwd)
 BIN=$(readlink -f "${CHARGE_BIN:-$REPO/build/charge}")
-for v in $(compgen -e | grep '^CHARGE_' || true); do unset "$v"; done
 # shellcheck source=tools/stack.sh
 . "$REPO/tools/stack.sh"
+stack_env_clear
 
 RUN=$(stack_rundir_create) || { echo "not ok 1 - run directory"; exit 1; }
 cleanup() {

@@ -17,12 +17,9 @@ BIN=${CHARGE_BIN:-$REPO/build/charge}
 RECONCILE=${RECONCILE_BIN:-$(dirname "$BIN")/charge-reconcile}
 SIM=${CHARGE_SIM_BIN:-$REPO/build/charge-provider-sim}
 
-for v in $(compgen -e | grep '^CHARGE_' || true); do
-	unset "$v"
-done
-
 # shellcheck source=tools/stack.sh
 . "$REPO/tools/stack.sh"
+stack_env_clear
 # shellcheck source=tools/ha.sh
 . "$REPO/tools/ha.sh"
 
@@ -77,23 +74,15 @@ mkdir -p "$RUN/spill" && chmod 700 "$RUN/spill"
 
 # The responder's configuration, read by charge-reconcile too (the same
 # CHARGE_* environment; the file is the project's conf/charge.conf).
-export CHARGE_REDIS_URL="unix://$RUN/redis.sock"
-export CHARGE_REDIS_TIMEOUT_MS=1000
+stack_env "$RUN" reconcile
 export CHARGE_KEY_PREFIX="rc:"
 export CHARGE_LOCK_TTL_S=10
-export CHARGE_COMPLETED_TTL_S=86400
 export CHARGE_FAILED_TTL_S=3600
-export CHARGE_SPILL_DIR="$RUN/spill"
 export CHARGE_SPILL_THRESHOLD_BYTES=1024
 export CHARGE_PROVIDER_URL="http://127.0.0.1:$SIM_PORT"
 export CHARGE_PROVIDER_API_KEY=sk_test_reconcile
 export CHARGE_PROVIDER_TIMEOUT_MS=2000
 export CHARGE_PROVIDER_DEADLINE_MS=4000
-export CHARGE_API_KEYS_FILE="$RUN/api-keys"
-export CHARGE_PROVIDER_LEDGER="$RUN/ledger.log"
-export CHARGE_PROVIDER_SECRET="reconcile-secret-$RANDOM$RANDOM"
-export CHARGE_METRICS_FILE="$RUN/metrics.shm"
-export CHARGE_LOG_LEVEL=info
 export CHARGE_THREADS=2
 
 stack_redis_start "$RUN" "$RUN/redis" "$RUN" 2>"$RUN/stack.err" ||

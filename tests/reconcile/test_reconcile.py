@@ -23,7 +23,6 @@ import os
 import pty
 import re
 import select
-import socket
 import subprocess
 import sys
 import time
@@ -33,6 +32,7 @@ import uuid
 import jsonschema
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
+import resp  # noqa: E402  (tests/lib: the Redis client)
 from tap import check, diag, run, test  # noqa: E402
 
 BASE = urllib.parse.urlsplit(os.environ["BASE_URL"])
@@ -102,33 +102,7 @@ def sim_stats():
 
 
 def redis(*args, sock=REDIS_SOCKET):
-    s = socket.socket(socket.AF_UNIX)
-    s.connect(sock)
-    s.sendall(b"*%d\r\n" % len(args) + b"".join(
-        b"$%d\r\n%s\r\n" % (len(a), a)
-        for a in (x if isinstance(x, bytes) else str(x).encode() for x in args)))
-    f = s.makefile("rb")
-
-    def parse():
-        line = f.readline()
-        t, rest = line[:1], line[1:-2]
-        if t == b"+":
-            return rest.decode()
-        if t == b"-":
-            raise RuntimeError(rest.decode())
-        if t == b":":
-            return int(rest)
-        if t == b"$":
-            n = int(rest)
-            return None if n < 0 else f.read(n + 2)[:-2]
-        if t == b"*":
-            n = int(rest)
-            return None if n < 0 else [parse() for _ in range(n)]
-        raise RuntimeError("bad reply %r" % line)
-    try:
-        return parse()
-    finally:
-        s.close()
+    return resp.command(sock, *args)
 
 
 def rkey(key):
@@ -375,7 +349,7 @@ def t_read_only():
             redis("CONFIG", "SET", "port", str(cand))
             port = cand
             break
-        except RuntimeError:
+        except resp.RedisError:
             continue
     check(port is not None, "Redis listens on a TCP port too")
     try:
@@ -397,18 +371,9 @@ def t_read_only():
 
 
 def tcp_redis(port, *args):
-    """One command to 127.0.0.1:port; an error reply is returned as an
-    exception's text ("MOVED 123 127.0.0.1:7001")."""
-    s = socket.create_connection(("127.0.0.1", port), timeout=10)
-    s.sendall(b"*%d\r\n" % len(args) + b"".join(
-        b"$%d\r\n%s\r\n" % (len(a), a)
-        for a in (x if isinstance(x, bytes) else str(x).encode() for x in args)))
-    f = s.makefile("rb")
-    line = f.readline()
-    s.close()
-    if line[:1] == b"-":
-        raise RuntimeError(line[1:-2].decode())
-    return line
+    """One command to 127.0.0.1:port; an error reply is raised as
+    resp.RedisError, its text ("MOVED 123 127.0.0.1:7001")."""
+    return resp.command(port, *args, timeout=10)
 
 
 def copy_records(ports):
@@ -425,7 +390,7 @@ def copy_records(ports):
                     tcp_redis(port, "RESTORE", k, max(ttl, 0), dump, "REPLACE")
                     n += 1
                     break
-                except RuntimeError as e:
+                except resp.RedisError as e:
                     check(str(e).startswith("MOVED "), "RESTORE: %s" % e)
                     port = int(str(e).rsplit(":", 1)[1])
         if cursor == b"0":
@@ -441,7 +406,7 @@ def t_topologies():
     ports = [int(p) for p in os.environ["RECONCILE_CLUSTER_PORTS"].split(",")]
     check(copy_records(ports) == n and n == want["records_scanned"],
           "%d records copied to each, %d scanned" % (n, want["records_scanned"]))
-    spread = [int(tcp_redis(p, "DBSIZE")[1:]) for p in ports]
+    spread = [tcp_redis(p, "DBSIZE") for p in ports]
     check(all(x > 0 for x in spread), "the records spread over every primary: %r" % spread)
     diag("records per cluster primary: %r" % spread)
     for name in ("SENTINEL", "CLUSTER"):

@@ -29,12 +29,9 @@ if [ "${SETTLE_DEFAULTS:-0}" = 1 ]; then
 	WINDOW_S=60 SCHEDULE=1,5,30,90,300,3600 TIMEOUT_MS=5000 DEADLINE_MS=12000 LOCK_TTL_S=30
 fi
 
-for v in $(compgen -e | grep '^CHARGE_' || true); do
-	unset "$v"
-done
-
 # shellcheck source=tools/stack.sh
 . "$REPO/tools/stack.sh"
+stack_env_clear
 
 bail() {
 	echo "not ok 1 - settle: $*"
@@ -88,24 +85,15 @@ fi
 export CHARGE_CONF="$RUN/charge.conf"
 
 # lock_ttl_s > (provider_deadline_ms + redis_timeout_ms) / 1000
-export CHARGE_REDIS_URL="unix://$RUN/redis.sock"
-export CHARGE_REDIS_TIMEOUT_MS=1000
-export CHARGE_KEY_PREFIX="charge:"
+stack_env "$RUN" provider
 export CHARGE_LOCK_TTL_S=$LOCK_TTL_S
-export CHARGE_COMPLETED_TTL_S=86400
 export CHARGE_FAILED_TTL_S=600
-export CHARGE_SPILL_DIR="$RUN/spill"
 export CHARGE_PROVIDER_URL="http://127.0.0.1:$HP_PORT"
 export CHARGE_PROVIDER_API_KEY=$HP_KEY
 export CHARGE_PROVIDER_CONNECT_TIMEOUT_MS=500
 export CHARGE_PROVIDER_TIMEOUT_MS=$TIMEOUT_MS
 export CHARGE_PROVIDER_DEADLINE_MS=$DEADLINE_MS
 export CHARGE_COMPLETER_SCHEDULE_S=$SCHEDULE
-export CHARGE_API_KEYS_FILE="$RUN/api-keys"
-export CHARGE_PROVIDER_LEDGER="$RUN/ledger.log"
-export CHARGE_PROVIDER_SECRET="provider-secret-$RANDOM$RANDOM"
-export CHARGE_METRICS_FILE="$RUN/metrics.shm"
-export CHARGE_LOG_LEVEL=info
 export CHARGE_THREADS=2
 
 if ! "$BIN" --check-config >"$RUN/check-config.txt" 2>&1; then

@@ -16,13 +16,13 @@ import functools
 import http.client
 import json
 import os
-import socket
 import sys
 import time
 import urllib.parse
 import uuid
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
+import resp  # noqa: E402  (tests/lib: the Redis client)
 import tap  # noqa: E402
 from tap import check, diag, test  # noqa: E402
 
@@ -111,35 +111,7 @@ def hp_charges(key, amount=None, principal=PRINCIPAL):
 # --- Redis ------------------------------------------------------------------
 
 def _redis(*args):
-    s = socket.socket(socket.AF_UNIX)
-    s.connect(REDIS_SOCKET)
-    cmd = b"*%d\r\n" % len(args) + b"".join(
-        b"$%d\r\n%s\r\n" % (len(a), a) for a in (x if isinstance(x, bytes) else str(x).encode() for x in args))
-    s.sendall(cmd)
-    f = s.makefile("rb")
-
-    def parse():
-        line = f.readline()
-        t, rest = line[:1], line[1:-2]
-        if t == b"+":
-            return rest.decode()
-        if t == b"-":
-            raise RuntimeError(rest.decode())
-        if t == b":":
-            return int(rest)
-        if t == b"$":
-            n = int(rest)
-            if n < 0:
-                return None
-            return f.read(n + 2)[:-2]
-        if t == b"*":
-            n = int(rest)
-            return None if n < 0 else [parse() for _ in range(n)]
-        raise RuntimeError("bad reply %r" % line)
-    try:
-        return parse()
-    finally:
-        s.close()
+    return resp.command(REDIS_SOCKET, *args)
 
 
 def rkey(key):

@@ -36,12 +36,9 @@ BIN=${CHARGE_BIN:-$REPO/build/charge}
 SIM=${CHARGE_SIM_BIN:-$REPO/build/charge-provider-sim}
 SIM_LATE_MS=3000
 
-for v in $(compgen -e | grep '^CHARGE_' || true); do
-	unset "$v"
-done
-
 # shellcheck source=tools/stack.sh
 . "$REPO/tools/stack.sh"
+stack_env_clear
 
 bail() {
 	echo "not ok 1 - webhook: $*"
@@ -114,28 +111,19 @@ mkdir -p "$RUN/spill" && chmod 700 "$RUN/spill"
 # them: a tok_providerTimeout (answered after 3 s) ends unknown. The
 # completer's schedule is pushed an hour out: only a retry or the webhook
 # settles a record here. max_request_bytes 16384: the body limit's edge.
-export CHARGE_REDIS_URL="unix://$RUN/redis.sock"
-export CHARGE_REDIS_TIMEOUT_MS=1000
-export CHARGE_KEY_PREFIX="charge:"
+stack_env "$RUN" provider
 export CHARGE_LOCK_TTL_S=5
-export CHARGE_COMPLETED_TTL_S=86400
 export CHARGE_FAILED_TTL_S=600
 export CHARGE_MAX_REQUEST_BYTES=16384
-export CHARGE_SPILL_DIR="$RUN/spill"
 export CHARGE_PROVIDER_URL="http://127.0.0.1:$SIM_PORT"
 export CHARGE_PROVIDER_API_KEY=sk_test_provider
 export CHARGE_PROVIDER_CONNECT_TIMEOUT_MS=500
 export CHARGE_PROVIDER_TIMEOUT_MS=500
 export CHARGE_PROVIDER_DEADLINE_MS=1500
 export CHARGE_COMPLETER_SCHEDULE_S=3600,7200
-export CHARGE_API_KEYS_FILE="$RUN/api-keys"
-export CHARGE_PROVIDER_LEDGER="$RUN/ledger.log"
-export CHARGE_PROVIDER_SECRET="provider-secret-$RANDOM$RANDOM"
 export CHARGE_PROVIDER_WEBHOOK_SECRET="whsec_new_$RANDOM$RANDOM"
 export CHARGE_PROVIDER_WEBHOOK_SECRET_PREVIOUS="whsec_old_$RANDOM$RANDOM"
 export CHARGE_PROVIDER_WEBHOOK_TOLERANCE_S=300
-export CHARGE_METRICS_FILE="$RUN/metrics.shm"
-export CHARGE_LOG_LEVEL=info
 export CHARGE_THREADS=2
 
 # the simulator signs its events with the responder's current secret,

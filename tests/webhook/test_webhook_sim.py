@@ -32,7 +32,6 @@ Python standard library only; prints TAP.
 
 import json
 import os
-import socket
 import statistics
 import sys
 import threading
@@ -42,6 +41,7 @@ import uuid
 import http.client
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
+import resp  # noqa: E402  (tests/lib: the Redis client)
 import tap  # noqa: E402
 from tap import check, diag, test  # noqa: E402
 
@@ -95,43 +95,12 @@ def charge(key, source, amount=1999):
         "Content-Type": "application/json"})
 
 
-class Redis:
-    """One connection to the test's Redis (RESP over its unix socket)."""
-
-    def __init__(self):
-        self.s = socket.socket(socket.AF_UNIX)
-        self.s.settimeout(10)
-        self.s.connect(REDIS_SOCKET)
-        self.f = self.s.makefile("rb")
-
-    def close(self):
-        self.f.close()
-        self.s.close()
-
-    def __call__(self, *args):
-        enc = [a if isinstance(a, bytes) else str(a).encode() for a in args]
-        self.s.sendall(b"*%d\r\n" % len(enc) + b"".join(b"$%d\r\n%s\r\n" % (len(a), a) for a in enc))
-        return self._parse()
-
-    def _parse(self):
-        line = self.f.readline()
-        t, rest = line[:1], line[1:-2]
-        if t == b"+":
-            return rest.decode()
-        if t == b"-":
-            raise RuntimeError(rest.decode())
-        if t == b":":
-            return int(rest)
-        if t == b"$":
-            n = int(rest)
-            return None if n < 0 else self.f.read(n + 2)[:-2]
-        if t == b"*":
-            n = int(rest)
-            return None if n < 0 else [self._parse() for _ in range(n)]
-        raise RuntimeError("bad reply %r" % line)
+def redis_conn():
+    """One kept connection to the test's Redis (tests/lib/resp.py)."""
+    return resp.Connection(REDIS_SOCKET, timeout=10)
 
 
-R = Redis()
+R = redis_conn()
 R_LOCK = threading.Lock()
 
 
@@ -205,7 +174,7 @@ def wait_for(fn, timeout_s, step=0.05):
 def drive(run):
     """Sends the charge, and polls the record's state every POLL_S until it
     is settled (or SETTLE_BOUND_S passed); times in run (unix seconds)."""
-    conn = Redis()
+    conn = redis_conn()
 
     def send():
         run["t_send"] = time.time()

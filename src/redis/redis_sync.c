@@ -1,6 +1,6 @@
 /*
- * rc_redis.c - charge-reconcile's reads from Redis, on hiredis's
- * synchronous API: a single Redis (TCP or unix socket), the primary behind
+ * redis_sync.c - Redis read synchronously (charge-reconcile's reads), on
+ * hiredis's blocking API: a single Redis (TCP or unix socket), the primary behind
  * the sentinels, or every primary of a cluster (its slot map loaded with
  * cluster.c). Each connection is set up with AUTH and SELECT before its
  * first command; every command is bounded by the timeout (SO_RCVTIMEO);
@@ -11,24 +11,26 @@
 #include <string.h>
 #include <sys/time.h>
 
+#include <hiredis.h>
+
 #include "cluster.h"
-#include "rc_redis.h"
+#include "redis_sync.h"
 #include "util.h"
 
-#define RC_REDIS_ATTEMPTS 3 /* a batch is asked again after MOVED/ASK */
+#define REDIS_SYNC_ATTEMPTS 3 /* a batch is asked again after MOVED/ASK */
 
-struct rc_conn {
+struct sync_conn {
 	redisContext *ctx;
 	char host[REDIS_HOST_MAX + 1];
 	int port;
 };
 
-struct rc_redis {
+struct redis_sync {
 	struct redis_target t;
 	int timeout_ms;
-	struct rc_conn main;                     /* single, sentinel */
-	struct cluster *cl;                      /* cluster: the map */
-	struct rc_conn nodes[CLUSTER_NODES_MAX]; /* by cl->nodes[] index */
+	struct sync_conn main;                     /* single, sentinel */
+	struct cluster *cl;                        /* cluster: the map */
+	struct sync_conn nodes[CLUSTER_NODES_MAX]; /* by cl->nodes[] index */
 };
 
 static struct timeval
@@ -42,7 +44,7 @@ tv_of(int ms)
 }
 
 static void
-conn_drop(struct rc_conn *c)
+conn_drop(struct sync_conn *c)
 {
 	if (c->ctx != NULL)
 		redisFree(c->ctx);
@@ -74,8 +76,8 @@ command(redisContext *ctx, int argc, const char **argv, const size_t *lens,
  * up: AUTH, SELECT db (db < 0: none). NULL with errstr.
  */
 static redisContext *
-connect_node(const struct rc_redis *r, const char *host, int port, int is_unix,
-    int db, char *errstr, size_t errlen)
+connect_node(const struct redis_sync *r, const char *host, int port,
+    int is_unix, int db, char *errstr, size_t errlen)
 {
 	struct timeval tv = tv_of(r->timeout_ms);
 	const char *auth[3] = { "AUTH", r->t.user, r->t.password };
@@ -134,7 +136,7 @@ fail:
  * to the first it names that says ROLE master. 0 or -1 with errstr.
  */
 static int
-sentinel_connect(struct rc_redis *r, char *errstr, size_t errlen)
+sentinel_connect(struct redis_sync *r, char *errstr, size_t errlen)
 {
 	const char *ask[3] = { "SENTINEL", "get-master-addr-by-name",
 		r->t.master_name };
@@ -206,7 +208,7 @@ sentinel_connect(struct rc_redis *r, char *errstr, size_t errlen)
 
 /* Loads the slot map from the seeds, then from the known nodes. 0 or -1. */
 static int
-cluster_load(struct rc_redis *r, char *errstr, size_t errlen)
+cluster_load(struct redis_sync *r, char *errstr, size_t errlen)
 {
 	const char *slots[2] = { "CLUSTER", "SLOTS" };
 	redisContext *ctx;
@@ -239,9 +241,9 @@ cluster_load(struct rc_redis *r, char *errstr, size_t errlen)
 
 /* The connection to node idx of the map, opened when needed; NULL: errstr. */
 static redisContext *
-node_ctx(struct rc_redis *r, int idx, char *errstr, size_t errlen)
+node_ctx(struct redis_sync *r, int idx, char *errstr, size_t errlen)
 {
-	struct rc_conn *c = &r->nodes[idx];
+	struct sync_conn *c = &r->nodes[idx];
 	const struct cluster_node *nd = &r->cl->nodes[idx];
 
 	if (c->ctx != NULL &&
@@ -260,11 +262,11 @@ node_ctx(struct rc_redis *r, int idx, char *errstr, size_t errlen)
 
 /* --- the API ----------------------------------------------------------- */
 
-struct rc_redis *
-rc_redis_open(const struct redis_target *t, int timeout_ms, char *errstr,
+struct redis_sync *
+redis_sync_open(const struct redis_target *t, int timeout_ms, char *errstr,
     size_t errlen)
 {
-	struct rc_redis *r = calloc(1, sizeof(*r));
+	struct redis_sync *r = calloc(1, sizeof(*r));
 
 	if (r == NULL) {
 		util_err(errstr, errlen, "out of memory");
@@ -294,12 +296,12 @@ rc_redis_open(const struct redis_target *t, int timeout_ms, char *errstr,
 	}
 	return r;
 fail:
-	rc_redis_close(r);
+	redis_sync_close(r);
 	return NULL;
 }
 
 void
-rc_redis_close(struct rc_redis *r)
+redis_sync_close(struct redis_sync *r)
 {
 	int i;
 
@@ -314,7 +316,7 @@ rc_redis_close(struct rc_redis *r)
 
 /* The connection that serves key (cluster: by its slot). NULL: errstr. */
 static redisContext *
-ctx_for_key(struct rc_redis *r, const char *key, size_t keylen, char *errstr,
+ctx_for_key(struct redis_sync *r, const char *key, size_t keylen, char *errstr,
     size_t errlen)
 {
 	int idx;
@@ -340,7 +342,7 @@ ctx_for_key(struct rc_redis *r, const char *key, size_t keylen, char *errstr,
  * any failure anyway (a reconciliation that could not read is no result).
  */
 static void
-drop_all(struct rc_redis *r)
+drop_all(struct redis_sync *r)
 {
 	int i;
 
@@ -349,20 +351,20 @@ drop_all(struct rc_redis *r)
 		conn_drop(&r->nodes[i]);
 }
 
-#define RC_HMGET_ARGS 16 /* HMGET key and at most 14 fields */
+#define REDIS_SYNC_HMGET_ARGS 16 /* HMGET key and at most 14 fields */
 
 /*
- * One pass of rc_redis_hmget over the keys whose out[i] is still NULL.
+ * One pass of redis_sync_hmget over the keys whose out[i] is still NULL.
  * 1 when some got a redirection (ask again after reloading the map), 0
  * when every key has its reply, -1 with errstr.
  */
 static int
-hmget_pass(struct rc_redis *r, const char *const *keys, const size_t *keylens,
+hmget_pass(struct redis_sync *r, const char *const *keys, const size_t *keylens,
     size_t n, const char *const *fields, int nfields, redisReply **out,
     redisContext **via, char *errstr, size_t errlen)
 {
-	const char *argv[RC_HMGET_ARGS];
-	size_t lens[RC_HMGET_ARGS];
+	const char *argv[REDIS_SYNC_HMGET_ARGS];
+	size_t lens[REDIS_SYNC_HMGET_ARGS];
 	struct cluster_redirect redirect;
 	int redirected = 0, j;
 	redisReply *rep;
@@ -422,17 +424,19 @@ hmget_pass(struct rc_redis *r, const char *const *keys, const size_t *keylens,
 }
 
 int
-rc_redis_hmget(struct rc_redis *r, const char *const *keys,
+redis_sync_hmget(struct redis_sync *r, const char *const *keys,
     const size_t *keylens, size_t n, const char *const *fields, int nfields,
-    redisReply **out, char *errstr, size_t errlen)
+    struct redis_reply **outr, char *errstr, size_t errlen)
 {
+	/* a struct redis_reply is a redisReply (as redis_client.c reads it) */
+	redisReply **out = (redisReply **)(void *)outr;
 	redisContext **via = NULL;
 	int attempt, rc = -1;
 	size_t i;
 
 	for (i = 0; i < n; i++)
 		out[i] = NULL;
-	if (nfields < 1 || nfields > RC_HMGET_ARGS - 2) {
+	if (nfields < 1 || nfields > REDIS_SYNC_HMGET_ARGS - 2) {
 		util_err(errstr, errlen, "HMGET: too many fields");
 		return -1;
 	}
@@ -442,7 +446,7 @@ rc_redis_hmget(struct rc_redis *r, const char *const *keys,
 		util_err(errstr, errlen, "out of memory");
 		return -1;
 	}
-	for (attempt = 0; attempt < RC_REDIS_ATTEMPTS; attempt++) {
+	for (attempt = 0; attempt < REDIS_SYNC_ATTEMPTS; attempt++) {
 		rc = hmget_pass(r, keys, keylens, n, fields, nfields, out, via,
 		    errstr, errlen);
 		if (rc <= 0)
@@ -455,7 +459,7 @@ rc_redis_hmget(struct rc_redis *r, const char *const *keys,
 		rc = -1;
 		util_err(errstr, errlen,
 		    "Redis Cluster: still redirected after %d slot maps",
-		    RC_REDIS_ATTEMPTS);
+		    REDIS_SYNC_ATTEMPTS);
 	}
 	free(via);
 	if (rc != 0) {
@@ -471,7 +475,7 @@ rc_redis_hmget(struct rc_redis *r, const char *const *keys,
 }
 
 void
-rc_scan_init(struct rc_scan *it)
+redis_sync_scan_init(struct redis_sync_scan *it)
 {
 	memset(it, 0, sizeof(*it));
 	it->node = -1;
@@ -480,7 +484,7 @@ rc_scan_init(struct rc_scan *it)
 
 /* The next primary after it->node (cluster: a node serving slots), or -1. */
 static int
-next_primary(const struct rc_redis *r, int node)
+next_primary(const struct redis_sync *r, int node)
 {
 	int i;
 
@@ -493,9 +497,11 @@ next_primary(const struct rc_redis *r, int node)
 }
 
 int
-rc_redis_scan(struct rc_redis *r, struct rc_scan *it, const char *pattern,
-    int count, redisReply **keys, char *errstr, size_t errlen)
+redis_sync_scan(struct redis_sync *r, struct redis_sync_scan *it,
+    const char *pattern, int count, struct redis_reply **keysr, char *errstr,
+    size_t errlen)
 {
+	redisReply **keys = (redisReply **)(void *)keysr;
 	const char *argv[6] = { "SCAN", it->cursor, "MATCH", pattern, "COUNT",
 		NULL };
 	redisContext *ctx;
@@ -550,7 +556,7 @@ rc_redis_scan(struct rc_redis *r, struct rc_scan *it, const char *pattern,
 }
 
 int
-rc_redis_match(const char *prefix, char *out, size_t outlen)
+redis_sync_match(const char *prefix, char *out, size_t outlen)
 {
 	struct util_buf b;
 	size_t i;
@@ -563,4 +569,19 @@ rc_redis_match(const char *prefix, char *out, size_t outlen)
 	}
 	util_buf_str(&b, "idem:*");
 	return (int)util_buf_len(&b);
+}
+
+const char *
+redis_sync_error(const struct redis_reply *r)
+{
+	const redisReply *h = (const redisReply *)(const void *)r;
+
+	return h != NULL && h->type == REDIS_REPLY_ERROR ? h->str : NULL;
+}
+
+void
+redis_sync_free(struct redis_reply *r)
+{
+	if (r != NULL)
+		freeReplyObject(r);
 }

@@ -1,6 +1,7 @@
 /*
- * rc_provider.c - GETs on the provider with libcurl's easy interface, one
- * kept-alive connection, bounded answers.
+ * provider_sync.c - GETs on the provider with libcurl's easy interface, one
+ * kept-alive connection, bounded answers (charge-reconcile's reads; the
+ * responder's calls are provider_http.c's, on an event loop).
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -9,10 +10,10 @@
 #include <curl/curl.h>
 
 #include "clock.h"
-#include "rc_provider.h"
+#include "provider_sync.h"
 #include "util.h"
 
-struct rc_provider {
+struct provider_sync {
 	CURL *easy;
 	struct curl_slist *hdrs;
 	char base[URL_MAX_LEN];      /* "http://host:port", no trailing '/' */
@@ -25,15 +26,15 @@ struct rc_provider {
 static size_t
 on_body(char *p, size_t size, size_t nmemb, void *arg)
 {
-	struct rc_provider *pv = arg;
+	struct provider_sync *pv = arg;
 	size_t n = size * nmemb;
 
-	if (pv->len + n + 1 > RC_HTTP_BODY_MAX) {
+	if (pv->len + n + 1 > PROVIDER_SYNC_BODY_MAX) {
 		pv->too_big = 1;
 		return 0; /* ends the transfer */
 	}
 	if (util_grow(&pv->body, &pv->cap, pv->len + n + 1, 65536,
-	        RC_HTTP_BODY_MAX) != 0)
+	        PROVIDER_SYNC_BODY_MAX) != 0)
 		return 0;
 	memcpy(pv->body + pv->len, p, n);
 	pv->len += n;
@@ -41,10 +42,22 @@ on_body(char *p, size_t size, size_t nmemb, void *arg)
 	return n;
 }
 
-struct rc_provider *
-rc_provider_open(const struct config *cfg, char *errstr, size_t errlen)
+int
+provider_sync_global_init(void)
 {
-	struct rc_provider *p = calloc(1, sizeof(*p));
+	return curl_global_init(CURL_GLOBAL_DEFAULT) == CURLE_OK ? 0 : -1;
+}
+
+void
+provider_sync_global_done(void)
+{
+	curl_global_cleanup();
+}
+
+struct provider_sync *
+provider_sync_open(const struct config *cfg, char *errstr, size_t errlen)
+{
+	struct provider_sync *p = calloc(1, sizeof(*p));
 	char auth[300];
 	size_t n;
 	int rc = 0;
@@ -89,7 +102,7 @@ rc_provider_open(const struct config *cfg, char *errstr, size_t errlen)
 	rc |= curl_easy_setopt(p->easy, CURLOPT_CONNECTTIMEOUT_MS,
 	    (long)cfg->provider_connect_timeout_ms);
 	rc |= curl_easy_setopt(p->easy, CURLOPT_TIMEOUT_MS,
-	    (long)RC_HTTP_TIMEOUT_MS);
+	    (long)PROVIDER_SYNC_TIMEOUT_MS);
 	rc |= curl_easy_setopt(p->easy, CURLOPT_PROTOCOLS_STR, "http,https");
 	rc |= curl_easy_setopt(p->easy, CURLOPT_SSL_VERIFYPEER,
 	    cfg->provider_tls_verify ? 1L : 0L);
@@ -107,12 +120,12 @@ rc_provider_open(const struct config *cfg, char *errstr, size_t errlen)
 toolong:
 	util_err(errstr, errlen, "provider_url or provider_api_key: too long");
 fail:
-	rc_provider_close(p);
+	provider_sync_close(p);
 	return NULL;
 }
 
 void
-rc_provider_close(struct rc_provider *p)
+provider_sync_close(struct provider_sync *p)
 {
 	if (p == NULL)
 		return;
@@ -124,11 +137,11 @@ rc_provider_close(struct rc_provider *p)
 }
 
 int
-rc_provider_get(struct rc_provider *p, const char *path, const char **body,
+provider_sync_get(struct provider_sync *p, const char *path, const char **body,
     size_t *len, long *status, char *errstr, size_t errlen)
 {
 	char url[2 * URL_MAX_LEN];
-	long pause_ms = RC_HTTP_BACKOFF_MS;
+	long pause_ms = PROVIDER_SYNC_BACKOFF_MS;
 	CURLcode cc;
 	int attempt;
 
@@ -137,7 +150,7 @@ rc_provider_get(struct rc_provider *p, const char *path, const char **body,
 		util_err(errstr, errlen, "provider: the URL is too long");
 		return -1;
 	}
-	for (attempt = 1; attempt <= RC_HTTP_ATTEMPTS; attempt++) {
+	for (attempt = 1; attempt <= PROVIDER_SYNC_ATTEMPTS; attempt++) {
 		if (attempt > 1) {
 			sleep_ms(pause_ms);
 			pause_ms *= 2;
@@ -153,7 +166,7 @@ rc_provider_get(struct rc_provider *p, const char *path, const char **body,
 		if (p->too_big) {
 			util_err(errstr, errlen,
 			    "provider: GET %s: the answer exceeds %d bytes",
-			    path, RC_HTTP_BODY_MAX);
+			    path, PROVIDER_SYNC_BODY_MAX);
 			return -1;
 		}
 		if (cc != CURLE_OK) {
