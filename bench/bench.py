@@ -916,12 +916,12 @@ class Bench:
                                  '(a responder died)' % (b, pids, now.get(b)))
 
     # -- one wrk run
-    def wrk(self, scenario, conns, duration, run_id, port=None):
+    def wrk(self, scenario, conns, duration, run_id, port=None, key=None):
         path, _ = SCENARIOS[scenario]
         env = dict(os.environ, BENCH_PATH=path, BENCH_RUN=run_id)
         env.pop('BENCH_KEY', None)
         if scenario == 'replay':
-            env['BENCH_KEY'] = self.replay_key
+            env['BENCH_KEY'] = key or self.replay_key
         threads = max(1, min(self.args.wrk_threads, conns))
         argv = ['wrk', '-t', str(threads), '-c', str(conns),
                 '-d', '%gs' % duration, '--timeout', '10s', '--latency',
@@ -1163,12 +1163,13 @@ class Bench:
         return sorted(count.items(), key=lambda kv: -kv[1])[:top]
 
     def measure_plain(self, label, scenario, conns, duration, port, pids, rnd=1,
-                      web_pids=None):
+                      web_pids=None, key=None):
         """One wrk run on port without the CPU accounting of measure():
         throughput, latency, errors, requests in flight, RSS and threads of
         the responder processes pids, and what the logs got meanwhile; for
         a scenario of the HTTP provider the simulator's counts (/_sim/stats),
-        CPU and RSS too. Errors are reported, not fatal."""
+        CPU and RSS too. key: the replayed key (default self.replay_key).
+        Errors are reported, not fatal."""
         run_id = 'b%s' % uuid.uuid4().hex[:10]
         offsets = self.log_offsets()
         l0 = self.read_ledger()
@@ -1177,7 +1178,7 @@ class Bench:
             s0, c0, t0 = self.sim_stats(), proc_cpu_ticks(self.sim['pid']), time.monotonic()
         r0 = sum(proc_cpu_ticks(p) for p in pids)
         g0 = sum(proc_cpu_ticks(p) for p in web_pids or [])
-        w, argv = self.wrk(scenario, conns, duration, run_id, port=port)
+        w, argv = self.wrk(scenario, conns, duration, run_id, port=port, key=key)
         w.pop('machine_window', None)
         # requests wrk left in flight complete (at a provider latency too)
         time.sleep(0.3 + 2.0 * (self.sim['latency_ms'] if use_sim else self.latency_ms) / 1e3)
@@ -1223,6 +1224,8 @@ class Bench:
                 log('    %5d x %s' % (k, msg))
         if n == 0:
             raise BenchError('%s: no request completed' % label)
+        if web_pids and not pids:
+            res['responder_cpu_us'] = 0.0   # a peer: all of it is the web server's
         return res
 
     # -- sanity checks and priming
@@ -1893,6 +1896,9 @@ def keepalive_part(bench, args, out):
     bench.stop_lighttpd()
 
 
+LUA_PEER = 'nginx + Lua (peer)'
+
+
 def pool_part(bench, args, out):
     """--concurrency part 3 (issue 31): replays at --pool-connections
     through nginx with the upstream pool conf/nginx.conf ships, with the
@@ -1900,7 +1906,9 @@ def pool_part(bench, args, out):
     connection per request, as NGINX_KEEPALIVE=0), and through lighttpd
     (a connection per request, procs x threads); each nginx in front of a
     charge --listen of its own (one process, a loop per core, as the
-    package deploys it). Interleaved rounds; CPU per replay of the
+    package deploys it); and the nginx + Lua peer's replay (bench/peers/,
+    a worker per core, its own key primed through it; skipped, and said so,
+    without nginx's Lua module). Interleaved rounds; CPU per replay of the
     responder and of the web server."""
     shipped = shipped_keepalive()
     pools = [('nginx pool %d (shipped)' % shipped, shipped)]
@@ -1916,8 +1924,32 @@ def pool_part(bench, args, out):
                       [master] + proc_children(master)))
     cases.append(('lighttpd', bench.port, bench.backends['charge'], [bench.lighttpd.pid]))
     bench.prime_replay()
+    keys = {}
+    lua_nginx = None
+    sys.modules.setdefault('bench', sys.modules[__name__])
+    sys.path.insert(0, os.path.join(BENCH, 'peers'))
+    import peers as PE
+    if PE.lua_available():
+        bench.start_sim(0, 'never')
+        lport = port_free()
+        # a worker per core: the whole endpoint is nginx's worker there
+        lua_nginx = PE.start_nginx(bench, bench.run, 'nginx-lua',
+                                   PE.lua_servers(bench, bench.run, lport), lua=True,
+                                   workers=os.cpu_count() or 1)
+        wait_for(lambda: tcp_listening(lport), 10, 'nginx + Lua')
+        key = 'bench-replay-lua-' + uuid.uuid4().hex
+        st, h, b1 = http_post(lport, '/charge', key, DEFAULT_BODY)
+        st2, h2, b2 = http_post(lport, '/charge', key, DEFAULT_BODY)
+        if st != 201 or st2 != 201 or b1 != b2 or h2.get('idempotent-replayed') != 'true':
+            raise BenchError('nginx + Lua: fresh then replay answered %d / %d %r' % (
+                st, st2, b2[:200]))
+        keys[LUA_PEER] = key
+        cases.append((LUA_PEER, lport, [], [lua_nginx.pid] + proc_children(lua_nginx.pid)))
+    else:
+        log('concurrency: no nginx Lua module (%s): the nginx + Lua peer is not run' %
+            PE.PACKAGES)
     out['pool'] = {'shipped': shipped, 'pools': [ka for _, ka in pools],
-                   'nginx_threads': eff_threads(0),
+                   'nginx_threads': eff_threads(0), 'lua_peer': lua_nginx is not None,
                    'conns': args.pool_conns, 'runs': []}
     log('concurrency: replays through nginx (pools %s, charge --listen threads %d each) '
         'and lighttpd (charge %dx%d) at %s connections' % (
@@ -1926,12 +1958,16 @@ def pool_part(bench, args, out):
     if args.warmup > 0:
         for label, port, pids, web in cases:
             bench.measure_plain('warm-up ' + label, 'replay', max(args.pool_conns),
-                                args.warmup, port, pids, web_pids=web)
+                                args.warmup, port, pids, web_pids=web, key=keys.get(label))
     for c in args.pool_conns:
         for rnd in range(1, args.conc_rounds + 1):
             for label, port, pids, web in cases:
                 out['pool']['runs'].append(bench.measure_plain(
-                    label, 'replay', c, args.duration, port, pids, rnd, web_pids=web))
+                    label, 'replay', c, args.duration, port, pids, rnd, web_pids=web,
+                    key=keys.get(label)))
+    if lua_nginx is not None:
+        bench.procs.stop(lua_nginx, signal.SIGQUIT)
+        bench.stop_sim()
     bench.stop_nginx()
     bench.stop_lighttpd()
 
@@ -1947,7 +1983,7 @@ def main(argv):
                                   (args.sweep_scen if args.sweep_points else [])))
     need_charge = args.callgrind_only or args.concurrency or \
         any(SCENARIOS[x][1].startswith('charge') for x in all_scen)
-    need_sim = (args.concurrency and bool(args.http_conns)) or \
+    need_sim = (args.concurrency and bool(args.http_conns or args.pool_conns)) or \
         any(SCENARIOS[x][1] == 'charge_http' for x in all_scen) or \
         (need_charge and not args.no_callgrind)
     out_dir = args.out or (tempfile.mkdtemp(prefix='charge-bench-report-')

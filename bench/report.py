@@ -696,6 +696,8 @@ def concurrency_section(res, L):
 
 TARGET_POOL_CPU_VS_32 = 1.10    # pool part: CPU per replay at the most connections
 TARGET_CHURN_CPU_VS_KEPT = 1.3  # ... a connection per request vs kept
+TARGET_POOL_RPS_VS_LUA = 1.0    # ... the shipped pool's replays/s vs nginx + Lua
+LUA_PEER = 'nginx + Lua (peer)'
 
 
 def pool_section(c, L):
@@ -731,10 +733,15 @@ def pool_section(c, L):
              'request. Interleaved, %d round(s) of %g s. CPU µs per replay: the '
              'responder\'s processes, the web server\'s (nginx master and worker, '
              'lighttpd), and both ("server"); ratios are medians of per-round ratios '
-             'against the shipped pool at the same connection count.\n' % (
+             'against the shipped pool at the same connection count.%s\n' % (
                  p.get('nginx_threads', c['threads']),
                  ' / '.join(str(k) for k in p['pools'] if k), p['shipped'],
-                 c['procs'], c['threads'], c['rounds'], c['duration_s']))
+                 c['procs'], c['threads'], c['rounds'], c['duration_s'],
+                 ' nginx + Lua (peer): `bench/peers/charge_peer.lua` in an nginx of its '
+                 'own (a worker per core), the same wrk settings, its own key primed through '
+                 'it: its replay path (the claim script\'s `EVALSHA` on a kept Redis '
+                 'connection, the stored answer); its CPU is its nginx\'s (master and '
+                 'worker), in the web server\'s column.' if p.get('lua_peer') else ''))
     rows = []
     for conn in conns:
         base = sel(kept, conn)
@@ -764,6 +771,18 @@ def pool_section(c, L):
             L.append('| server CPU per replay at %d connections (shipped pool) ≤ %.2f × '
                      'at %d | %.2f | %s |' % (hi, TARGET_POOL_CPU_VS_32, lo, a / b,
                                               verdict(a / b <= TARGET_POOL_CPU_VS_32)))
+    if LUA_PEER in labels:
+        rs, lua = sel(kept, hi), sel(LUA_PEER, hi)
+        ratio = [x['rps'] / y['rps'] for x, y in zip(rs, lua) if x['rps'] and y['rps']]
+        if ratio:
+            m = statistics.median(ratio)
+            L.append('| replays/s at %d connections, the shipped pool ≥ %.1f × nginx + Lua '
+                     '| %.2f | %s |' % (hi, TARGET_POOL_RPS_VS_LUA, m,
+                                        verdict(m >= TARGET_POOL_RPS_VS_LUA)))
+        ratio = [cpu(x) / cpu(y) for x, y in zip(rs, lua) if cpu(x) and cpu(y)]
+        if ratio:
+            L.append('| server CPU per replay at %d connections, the shipped pool ÷ '
+                     'nginx + Lua (for information) | %.2f | |' % (hi, statistics.median(ratio)))
     for label in labels[1:]:
         if 'no keep-alive' not in label and label != 'lighttpd':
             continue

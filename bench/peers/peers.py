@@ -61,6 +61,60 @@ def build_go():
     return out
 
 
+def lua_available():
+    return all(os.path.exists(m) for m in LUA_MODULES)
+
+
+def lua_servers(b, run, port):
+    """The http-level lines of the nginx + Lua peer (charge_peer.lua) on
+    127.0.0.1:port, its Redis b's, its provider b's simulator (b.sim)."""
+    host, sport = b.sim['listen'].rsplit(':', 1)
+    return (
+        '    lua_package_path "%s/?.lua;/usr/share/lua/5.1/?.lua;;";\n'
+        '    lua_package_cpath "/usr/lib/x86_64-linux-gnu/lua/5.1/?.so;;";\n'
+        '    init_by_lua_block {\n'
+        '        require("charge_peer").init({ redis = "unix:%s", provider_host = "%s",\n'
+        '            provider_port = %s, provider_api_key = "%s",\n'
+        '            api_keys = "%s", lua_dir = "%s" })\n'
+        '    }\n'
+        '    server {\n        listen 127.0.0.1:%d backlog=4096;\n'
+        '        location = /charge { content_by_lua_block { require("charge_peer").handle() } }\n'
+        '    }\n' % (HERE, b.redis_sock, host, sport, B.SIM_API_KEY,
+                     os.path.join(run, 'api-keys'), os.path.join(ROOT, 'lua'), port))
+
+
+def start_nginx(b, run, name, servers, lua, workers=1):
+    """An nginx (bench/peers/nginx.conf, `workers` worker processes) named
+    name in run with the http-level lines servers, Lua's modules loaded when
+    lua; started by b.procs (stopped with SIGQUIT by the caller). Returns
+    its Popen."""
+    with open(os.path.join(HERE, 'nginx.conf')) as f:
+        tpl = ''.join(x for x in f if not x.startswith('#'))
+    for d in ('body', 'fastcgi', 'proxy', 'uwsgi', 'scgi'):
+        os.makedirs(os.path.join(run, name + '-tmp', d), exist_ok=True)
+    if lua and not lua_available():
+        raise B.BenchError('the nginx + Lua peer needs nginx\'s Lua module: apt-get install ' +
+                           PACKAGES)
+    conf = (tpl.replace('@RUN@', run).replace('@NAME@', name)
+            .replace('@WORKERS@', str(workers))
+            .replace('@USER@', 'user root root;' if os.geteuid() == 0 else '')
+            .replace('@LOAD_LUA@', ''.join('load_module %s;\n' % m for m in LUA_MODULES)
+                     if lua else '')
+            .replace('@SERVERS@', servers))
+    path = os.path.join(run, name + '.conf')
+    with open(path, 'w') as f:
+        f.write(conf)
+    elog = os.path.join(run, name + '-error.log')
+    B.run_checked(['nginx', '-t', '-q', '-p', run, '-c', path, '-e', elog], 'nginx -t')
+    p = b.procs.start(name, ['nginx', '-p', run, '-c', path, '-e', elog],
+                      stdout=open(os.path.join(run, name + '.out'), 'w'),
+                      stderr=subprocess.STDOUT, env=b.base_env(), cwd=run)
+    time.sleep(0.5)
+    if p.poll() is not None:
+        raise B.BenchError('%s exited; see %s-error.log' % (name, name))
+    return p
+
+
 class Peers:
     def __init__(self, args, bins, run):
         self.args = args
@@ -100,21 +154,7 @@ class Peers:
                 name, charges[name][1], self.ports[name], name)
             for name in ('charge_http', 'charge_inproc'))
         self.start_nginx('nginx-charge', servers, lua=False)
-        sim = b.sim['listen']
-        host, port = sim.rsplit(':', 1)
-        lua = (
-            '    lua_package_path "%s/?.lua;/usr/share/lua/5.1/?.lua;;";\n'
-            '    lua_package_cpath "/usr/lib/x86_64-linux-gnu/lua/5.1/?.so;;";\n'
-            '    init_by_lua_block {\n'
-            '        require("charge_peer").init({ redis = "unix:%s", provider_host = "%s",\n'
-            '            provider_port = %s, provider_api_key = "%s",\n'
-            '            api_keys = "%s", lua_dir = "%s" })\n'
-            '    }\n'
-            '    server {\n        listen 127.0.0.1:%d backlog=4096;\n'
-            '        location = /charge { content_by_lua_block { require("charge_peer").handle() } }\n'
-            '    }\n' % (HERE, b.redis_sock, host, port, B.SIM_API_KEY,
-                         os.path.join(self.run, 'api-keys'), os.path.join(ROOT, 'lua'),
-                         self.ports['lua']))
+        lua = lua_servers(b, self.run, self.ports['lua'])
         self.start_nginx('nginx-lua', lua, lua=True)
         env = dict(b.base_env(), PEER_LISTEN='127.0.0.1:%d' % self.ports['go'],
                    PEER_REDIS_SOCKET=b.redis_sock, PEER_PROVIDER_URL=b.sim['url'],
@@ -139,30 +179,7 @@ class Peers:
             self.check(name)
 
     def start_nginx(self, name, servers, lua):
-        with open(os.path.join(HERE, 'nginx.conf')) as f:
-            tpl = ''.join(x for x in f if not x.startswith('#'))
-        for d in ('body', 'fastcgi', 'proxy', 'uwsgi', 'scgi'):
-            os.makedirs(os.path.join(self.run, name + '-tmp', d), exist_ok=True)
-        if lua and not all(os.path.exists(m) for m in LUA_MODULES):
-            raise B.BenchError('--peers needs nginx\'s Lua module: apt-get install ' + PACKAGES)
-        conf = (tpl.replace('@RUN@', self.run).replace('@NAME@', name)
-                .replace('@USER@', 'user root root;' if os.geteuid() == 0 else '')
-                .replace('@LOAD_LUA@', ''.join('load_module %s;\n' % m for m in LUA_MODULES)
-                         if lua else '')
-                .replace('@SERVERS@', servers))
-        path = os.path.join(self.run, name + '.conf')
-        with open(path, 'w') as f:
-            f.write(conf)
-        elog = os.path.join(self.run, name + '-error.log')
-        B.run_checked(['nginx', '-t', '-q', '-p', self.run, '-c', path, '-e', elog], 'nginx -t')
-        p = self.bench.procs.start(name, ['nginx', '-p', self.run, '-c', path, '-e', elog],
-                                   stdout=open(os.path.join(self.run, name + '.out'), 'w'),
-                                   stderr=subprocess.STDOUT, env=self.bench.base_env(),
-                                   cwd=self.run)
-        self.nginx[name] = p
-        time.sleep(0.5)
-        if p.poll() is not None:
-            raise B.BenchError('%s exited; see %s-error.log' % (name, name))
+        self.nginx[name] = start_nginx(self.bench, self.run, name, servers, lua)
 
     def check(self, name):
         key = 'peers-sanity-%s-%s' % (name, uuid.uuid4().hex)
