@@ -8,16 +8,15 @@ E2E_REDIS_SOCKET, E2E_PRINCIPAL_A / E2E_API_KEY_A, CHARGE_* (the responder's
 configuration). Python standard library only; prints TAP.
 """
 
-import http.client
 import json
 import os
-import socket
 import sys
 import time
 import urllib.parse
 import uuid
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
+import httpc  # noqa: E402  (the HTTP client)
 import resp  # noqa: E402  (the Redis client)
 import tap  # noqa: E402
 from tap import check, diag, test  # noqa: E402
@@ -33,49 +32,13 @@ PREFIX = os.environ.get("CHARGE_KEY_PREFIX", "charge:")
 DEADLINE_S = int(os.environ.get("CHARGE_PROVIDER_DEADLINE_MS", "1500")) / 1000.0
 
 
-class Resp:
-    def __init__(self, status, headers, body, elapsed):
-        self.status, self.headers, self.body, self.elapsed = status, headers, body, elapsed
-
-    def h(self, name):
-        for k, v in self.headers:
-            if k.lower() == name.lower():
-                return v
-        return None
-
-    def json(self):
-        return json.loads(self.body)
-
-    def __repr__(self):
-        return "HTTP %d %r" % (self.status, self.body[:300])
-
-
-class UnixHTTPConnection(http.client.HTTPConnection):
-    def __init__(self, path, timeout):
-        super().__init__("localhost", timeout=timeout)
-        self.unix_path = path
-
-    def connect(self):
-        self.sock = socket.socket(socket.AF_UNIX)
-        self.sock.settimeout(self.timeout)
-        self.sock.connect(self.unix_path)
-
-
 PHASE = os.environ.get("PROVIDER_PHASE", "tcp")
 SIM_UNIX = os.environ.get("SIM_UNIX", "")
 
 
 def request(url, method, path, body=None, headers=None, timeout=30):
-    if url is SIM and SIM_UNIX:
-        c = UnixHTTPConnection(SIM_UNIX, timeout)
-    else:
-        c = http.client.HTTPConnection(url.hostname, url.port, timeout=timeout)
-    t0 = time.monotonic()
-    c.request(method, path, body=body, headers=headers or {})
-    r = c.getresponse()
-    out = Resp(r.status, r.getheaders(), r.read(), time.monotonic() - t0)
-    c.close()
-    return out
+    return httpc.request(url, method, path, body, headers, timeout,
+                         unix_path=SIM_UNIX if url is SIM else None)
 
 
 def charge(key, source="tok_visa", amount=1999, description=None):

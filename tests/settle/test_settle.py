@@ -13,7 +13,6 @@ record was created), and the provider's deliveries.
 """
 
 import functools
-import http.client
 import json
 import os
 import sys
@@ -22,6 +21,7 @@ import urllib.parse
 import uuid
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
+import httpc  # noqa: E402  (tests/lib: the HTTP client)
 import resp  # noqa: E402  (tests/lib: the Redis client)
 import tap  # noqa: E402
 from tap import check, diag, test  # noqa: E402
@@ -43,15 +43,9 @@ ALLOWANCE_S = float(os.environ.get("SETTLE_ALLOWANCE_S", str(DEADLINE_S + 2.5)))
 BUDGET_S = 2 * WINDOW_S + 14
 
 
-class Resp:
-    def __init__(self, status, headers, body, elapsed):
-        self.status, self.headers, self.body, self.elapsed = status, headers, body, elapsed
-
-    def h(self, name):
-        for k, v in self.headers:
-            if k.lower() == name.lower():
-                return v
-        return None
+class Resp(httpc.Resp):
+    """The shared answer, with a json() that is {} for a body that is not
+    JSON (a WAF's HTML page) and the body shown as text."""
 
     def json(self):
         try:
@@ -64,13 +58,7 @@ class Resp:
 
 
 def request(url, method, path, body=None, headers=None, timeout=30):
-    c = http.client.HTTPConnection(url.hostname, url.port, timeout=timeout)
-    t0 = time.monotonic()
-    c.request(method, path, body=body, headers=headers or {})
-    r = c.getresponse()
-    out = Resp(r.status, r.getheaders(), r.read(), time.monotonic() - t0)
-    c.close()
-    return out
+    return httpc.request(url, method, path, body, headers, timeout, resp=Resp)
 
 
 def charge(key, amount=1999, currency="usd", source="tok_visa"):

@@ -12,7 +12,6 @@ signed as Stripe signs them. Python standard library only; prints TAP.
 
 import hashlib
 import hmac
-import http.client
 import json
 import os
 import re
@@ -25,6 +24,7 @@ import urllib.parse
 import uuid
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
+import httpc  # noqa: E402  (tests/lib: the HTTP client)
 import resp  # noqa: E402  (tests/lib: the Redis client)
 import tap  # noqa: E402
 from tap import check, diag, test  # noqa: E402
@@ -45,31 +45,8 @@ MAX_BODY = int(os.environ.get("CHARGE_MAX_REQUEST_BYTES", "1048576"))
 PATH = "/webhooks/provider"
 
 
-class Resp:
-    def __init__(self, status, headers, body, elapsed):
-        self.status, self.headers, self.body, self.elapsed = status, headers, body, elapsed
-
-    def h(self, name):
-        for k, v in self.headers:
-            if k.lower() == name.lower():
-                return v
-        return None
-
-    def json(self):
-        return json.loads(self.body)
-
-    def __repr__(self):
-        return "HTTP %d %r" % (self.status, self.body[:300])
-
-
 def request(url, method, path, body=None, headers=None, timeout=30):
-    c = http.client.HTTPConnection(url.hostname, url.port, timeout=timeout)
-    t0 = time.monotonic()
-    c.request(method, path, body=body, headers=headers or {})
-    r = c.getresponse()
-    out = Resp(r.status, r.getheaders(), r.read(), time.monotonic() - t0)
-    c.close()
-    return out
+    return httpc.request(url, method, path, body, headers, timeout)
 
 
 def charge(key, source, amount=1999):

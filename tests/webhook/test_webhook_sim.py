@@ -38,9 +38,9 @@ import threading
 import time
 import urllib.parse
 import uuid
-import http.client
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
+import httpc  # noqa: E402  (tests/lib: the HTTP client)
 import resp  # noqa: E402  (tests/lib: the Redis client)
 import tap  # noqa: E402
 from tap import check, diag, test  # noqa: E402
@@ -61,31 +61,8 @@ SETTLE_BOUND_S = 15.0   # a record not settled by then fails its test
 WEBHOOK_BOUND_MS = 1000  # issue 29: the median under 1 s
 
 
-class Resp:
-    def __init__(self, status, headers, body):
-        self.status, self.headers, self.body = status, headers, body
-
-    def h(self, name):
-        for k, v in self.headers:
-            if k.lower() == name.lower():
-                return v
-        return None
-
-    def json(self):
-        return json.loads(self.body)
-
-    def __repr__(self):
-        return "HTTP %d %r" % (self.status, self.body[:300])
-
-
 def request(url, method, path, body=None, headers=None, timeout=30):
-    c = http.client.HTTPConnection(url.hostname, url.port, timeout=timeout)
-    try:
-        c.request(method, path, body=body, headers=headers or {})
-        r = c.getresponse()
-        return Resp(r.status, r.getheaders(), r.read())
-    finally:
-        c.close()
+    return httpc.request(url, method, path, body, headers, timeout)
 
 
 def charge(key, source, amount=1999):
