@@ -27,8 +27,6 @@ enum settle_class {
 	SC_MAYBE,    /* may have executed: no answer after sending, 5xx, 409 */
 };
 
-#define SETTLE_CLASSES 7
-
 /* The verdict after an attempt, a probe, or the end of a call. */
 enum settle_verdict {
 	SV_RETRY,     /* nothing proven yet: another attempt may tell */
@@ -69,8 +67,6 @@ enum settle_probe {
 	PROBE_NOT_OURS, /* one names this request but amount or currency differ */
 	PROBE_INCOMPLETE, /* an error, an unreadable page, or too many pages */
 };
-
-#define SETTLE_PROBES 5
 
 /*
  * The verdict of a probe whose first page was sent at sent_ms, for a
