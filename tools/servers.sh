@@ -19,8 +19,10 @@
 # apache-cgi/, nginx/, apache-proxy/), writes its logs to LOG_DIR, starts
 # the server on
 # 127.0.0.1:PORT and waits (15 s) until GET /healthz answers (200, or 503
-# while Redis is unreachable); it returns non-zero after printing the tail
-# of the logs to stderr. Every process is started by this shell in its own
+# while Redis is unreachable; start_nginx and start_apache_proxy first wait
+# until the responder answers FastCGI on its own socket, so that a 503 is
+# the responder's and not the web server's); it returns non-zero after
+# printing the tail of the logs to stderr. Every process is started by this shell in its own
 # session, remembered by PID, and stopped by that PID (TERM, then KILL);
 # nothing is ever killed by name.
 #
@@ -493,6 +495,23 @@ servers_sed_escape() {
 	printf '%s' "$1" | sed -e 's/[\\|&]/\\&/g'
 }
 
+# servers_wait_fcgi ADDRESS SUPERVISOR_PID: waits up to 15 s until the
+# responder answers a FastCGI request on ADDRESS (a unix socket path or
+# host:port), while its supervisor runs. A web server started before that
+# answers for it: nginx 502, which servers_wait_healthz waits past, but
+# mod_proxy_fcgi 503, which it cannot tell from the responder's own 503.
+servers_wait_fcgi() {
+	local addr=$1 sup=$2 i
+	for i in $(seq 1 150); do
+		REQUEST_METHOD=GET REQUEST_URI=/healthz SCRIPT_NAME=/healthz \
+			cgi-fcgi -bind -connect "$addr" </dev/null >/dev/null 2>&1 && return 0
+		stack_pid_alive "$sup" || break
+		sleep 0.1
+	done
+	servers_log "the responder did not answer FastCGI on $addr"
+	return 1
+}
+
 # start_nginx RUN_DIR LOG_DIR PORT CHARGE_BIN [THREADS]: the responder with
 # THREADS (default 4) worker threads on its own FastCGI socket (see
 # SERVERS_NGINX_UPSTREAM), supervised (restarted when it dies), then nginx
@@ -548,6 +567,8 @@ start_nginx() {
 	fi
 	SERVERS_RESPONDER_SUPERVISOR_PID=$SERVERS_LAST_PID
 	SERVERS_TOP_PID=$SERVERS_LAST_PID
+	servers_wait_fcgi "${upstream#unix:}" "$SERVERS_LAST_PID" ||
+		{ servers_tail "$rlog"; stop_nginx "$run"; return 1; }
 	conf="$srv/nginx.conf"
 	sed -e "s|@PORT@|$port|g" \
 		-e "s|@WWW@|$(servers_sed_escape "$SERVERS_ROOT/www")|g" \
@@ -615,6 +636,8 @@ start_apache_proxy() {
 		return 1
 	fi
 	SERVERS_PROXY_SUPERVISOR_PID=$SERVERS_LAST_PID
+	servers_wait_fcgi "$sock" "$SERVERS_LAST_PID" ||
+		{ servers_tail "$rlog"; stop_apache_proxy "$run"; return 1; }
 	if ! STACK_FCGI_SOCKET=$sock servers_apache_run apache-proxy \
 		"$SERVERS_ROOT/conf/apache-proxy-fcgi.conf" "$run" "$logs" "$port" \
 		"$bin" 1 SetEnv; then
