@@ -11,10 +11,6 @@
 #                        what the named suites use (the unit test binaries;
 #                        the responder's objects; the ASan tree only for a
 #                        suite that runs it)
-#   CHARGE_TRANSPORT=uvstream ./test.sh unit edges
-#                        the same on the other FastCGI transport (libuv
-#                        streams; build/ and build-asan/ are reconfigured,
-#                        and back without it)
 set -uo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -47,33 +43,11 @@ install_packages() {
 
 ASAN_ARGS=(-Db_sanitize=address,undefined -Dc_args=-fno-sanitize-recover=all)
 
-# The FastCGI connections' transport build/ and build-asan/ are set up with
-# (meson -Dtransport): CHARGE_TRANSPORT=uvstream ./test.sh SUITE... runs the
-# suites on libuv's streams (src/conn_sock_uv.c); unset, the default epoll
-# (src/conn_sock.c). A tree set up with the other one is reconfigured.
-TRANSPORT=${CHARGE_TRANSPORT:-epoll}
-
-# tree_transport DIR: the transport DIR was set up with (nothing if none).
-tree_transport() {
-	python3 -c 'import json, sys
-for o in json.load(open(sys.argv[1])):
-    if o["name"] == "transport":
-        print(o["value"])' "$1/meson-info/intro-buildoptions.json" 2>/dev/null
-}
-
-# setup DIR [MESON_ARGS...]: meson setup DIR, once (again for another
-# transport).
+# setup DIR [MESON_ARGS...]: meson setup DIR, once.
 setup() {
 	local dir=$1; shift
-	if [ -f "$dir/build.ninja" ]; then
-		[ "$(tree_transport "$dir")" = "$TRANSPORT" ] && return 0
-		echo "# $dir: transport $TRANSPORT (reconfigured)"
-		meson setup --reconfigure "$dir" -Dtransport="$TRANSPORT" \
-			>"$LOGDIR/setup-$dir.log" 2>&1 ||
-			{ cat "$LOGDIR/setup-$dir.log"; return 1; }
-		return 0
-	fi
-	meson setup "$dir" "$@" -Dtransport="$TRANSPORT" >"$LOGDIR/setup-$dir.log" 2>&1 ||
+	[ -f "$dir/build.ninja" ] && return 0
+	meson setup "$dir" "$@" >"$LOGDIR/setup-$dir.log" 2>&1 ||
 		{ cat "$LOGDIR/setup-$dir.log"; return 1; }
 }
 

@@ -426,6 +426,42 @@ def fcgi_request(port, params, body, timeout=30.0):
         s.close()
 
 
+class FcgiKept:
+    """FastCGI requests one after another on one connection kept open
+    (FCGI_KEEP_CONN), as nginx's upstream keepalive sends them."""
+
+    def __init__(self, port, timeout=30.0):
+        self.s = socket.create_connection(('127.0.0.1', port), timeout=timeout)
+        self.f = self.s.makefile('rb')
+
+    def request(self, params, body):
+        msg = [fcgi_record(1, struct.pack('!HB5x', 1, 1))]
+        p = fcgi_pairs(params)
+        for i in range(0, len(p), 65535):
+            msg.append(fcgi_record(4, p[i:i + 65535]))
+        msg.append(fcgi_record(4, b''))
+        for i in range(0, len(body), 65535):
+            msg.append(fcgi_record(5, body[i:i + 65535]))
+        msg.append(fcgi_record(5, b''))
+        self.s.sendall(b''.join(msg))
+        out = []
+        while True:
+            hdr = self.f.read(8)
+            if len(hdr) < 8:
+                raise BenchError('fastcgi: connection closed early')
+            _, rtype, _, clen, plen = struct.unpack('!BBHHBx', hdr)
+            content = self.f.read(clen)
+            self.f.read(plen)
+            if rtype == 6:
+                out.append(content)
+            elif rtype == 3:
+                return b''.join(out)
+
+    def close(self):
+        self.f.close()
+        self.s.close()
+
+
 def fcgi_charge_params(port, key, body):
     return {
         'GATEWAY_INTERFACE': 'CGI/1.1', 'SERVER_SOFTWARE': 'bench',
@@ -1344,6 +1380,8 @@ class Bench:
                 self.start_sim(0, 'never')
                 self.write_charge_conf()
             cases += [('fresh_http', 'charge')]
+        if self.args.callgrind_kept and 'charge' in self.bins:
+            cases += [('fresh_kept', 'charge'), ('replay_kept', 'charge')]
         cases += [('baseline', 'baseline'), ('floor1', 'floor'), ('floor2', 'floor')]
         for case, binname in cases:
             totals = {}
@@ -1389,13 +1427,19 @@ class Bench:
                 raise BenchError('callgrind %s exited early; see %s' % (case, logf.name))
             body = DEFAULT_BODY.encode()
             prefix = 'cg-%s-%d-%s-' % (case, n, uuid.uuid4().hex[:8])
-            if case == 'replay':
-                # the priming request is the same in both runs: it cancels out
-                self.fcgi_expect(port, prefix + 'r', body, 'false')
-            for i in range(n):
-                key = prefix + ('r' if case == 'replay' else str(i))
-                self.fcgi_expect(port, key, body,
-                                 'true' if case == 'replay' else None)
+            # fresh_kept, replay_kept: every request on one kept connection
+            kept = FcgiKept(port) if case.endswith('_kept') else None
+            replay = case.startswith('replay')
+            try:
+                if replay:
+                    # the priming request is the same in both runs: it cancels out
+                    self.fcgi_expect(port, prefix + 'r', body, 'false', kept)
+                for i in range(n):
+                    key = prefix + ('r' if replay else str(i))
+                    self.fcgi_expect(port, key, body, 'true' if replay else None, kept)
+            finally:
+                if kept is not None:
+                    kept.close()
         finally:
             rc = self.stop_fcgi(p, port)
             self.procs.items = [(x, q) for x, q in self.procs.items if q is not p]
@@ -1425,8 +1469,9 @@ class Bench:
         p.kill()
         return p.wait(10)
 
-    def fcgi_expect(self, port, key, body, replayed):
-        out = fcgi_request(port, fcgi_charge_params(port, key, body), body)
+    def fcgi_expect(self, port, key, body, replayed, kept=None):
+        params = fcgi_charge_params(port, key, body)
+        out = kept.request(params, body) if kept else fcgi_request(port, params, body)
         head = out.split(b'\r\n\r\n', 1)[0].decode(errors='replace')
         if not re.search(r'^Status: 201', head, re.M | re.I):
             raise BenchError('callgrind request: unexpected answer %r' % out[:300])
@@ -1602,6 +1647,9 @@ def parse_args(argv):
                     help='request counts N1 N2 for callgrind ("200 1200"; '
                          '--smoke "3 8")')
     ap.add_argument('--no-callgrind', action='store_true')
+    ap.add_argument('--callgrind-kept', action='store_true',
+                    help='callgrind also fresh_kept and replay_kept: the requests on one '
+                         'connection kept open (FCGI_KEEP_CONN), not one each')
     ap.add_argument('--callgrind-only', action='store_true',
                     help='only the instruction counts (no lighttpd, no wrk)')
     ap.add_argument('--keep-callgrind', metavar='DIR',
@@ -1655,7 +1703,7 @@ def parse_args(argv):
                          'also over a unix socket)')
     ap.add_argument('--vs', metavar='CHARGE',
                     help='--concurrency: instead of its parts, this responder binary '
-                         '(another tree\'s build, e.g. meson -Dtransport=uvstream) '
+                         '(another tree\'s build, e.g. another transport) '
                          'against this tree\'s: fresh and replay through nginx with kept '
                          'FastCGI connections and with a connection per request, '
                          'interleaved rounds at --keepalive-connections')

@@ -21,8 +21,10 @@ import sys
 
 sys.dont_write_bytecode = True     # no __pycache__ in the tree
 
-ORDER = ['fresh', 'fresh_http', 'replay', 'baseline', 'floor1', 'floor2']
+ORDER = ['fresh', 'fresh_http', 'replay', 'fresh_kept', 'replay_kept', 'baseline', 'floor1',
+         'floor2']
 LABEL = {'fresh': 'fresh', 'fresh_http': 'fresh (HTTP)', 'replay': 'replay',
+         'fresh_kept': 'fresh (kept connection)', 'replay_kept': 'replay (kept connection)',
          'baseline': 'baseline', 'floor1': 'floor(1)', 'floor2': 'floor(2)'}
 # The floor each scenario of the responder is held against.
 FLOOR_OF = {'fresh': 'floor2', 'replay': 'floor1'}

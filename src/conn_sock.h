@@ -15,6 +15,21 @@
 
 #include <uv.h>
 
+/*
+ * The sockets of one loop, in an epoll set of their own that one libuv
+ * handle watches: a descriptor is added once and leaves the set with its
+ * close(), where a uv_poll_t per socket cost five more system calls (libuv
+ * probes a new descriptor with an epoll add and delete, sets O_NONBLOCK
+ * again and deletes it at every restart) and libuv's own streams three
+ * more per connection (O_NONBLOCK again, an fcntl, an epoll delete before
+ * the close) for the same cost on a kept one (docs/decisions.md).
+ */
+struct sock_set {
+	uv_loop_t *loop;
+	int epfd;
+	uv_poll_t watch;
+};
+
 enum sock_event {
 	SOCK_EV_DATA,     /* bytes read: data, len */
 	SOCK_EV_EOF,      /* the peer shut its side; reading has stopped */
@@ -27,21 +42,6 @@ enum sock_event {
 struct sock;
 typedef void (
     *sock_cb)(struct sock *s, enum sock_event ev, const char *data, size_t len);
-
-#ifndef CHARGE_TRANSPORT_UVSTREAM
-/*
- * The sockets of one loop, in an epoll set of their own that one libuv
- * handle watches: a descriptor is added once and leaves the set with its
- * close(), where a uv_poll_t per socket cost five more system calls (libuv
- * probes a new descriptor with an epoll add and delete, sets O_NONBLOCK
- * again and deletes it at every restart). conn_sock.c; the other transport,
- * libuv's own streams (meson -Dtransport=uvstream), is conn_sock_uv.c.
- */
-struct sock_set {
-	uv_loop_t *loop;
-	int epfd;
-	uv_poll_t watch;
-};
 
 struct sock {
 	struct sock_set *set;
@@ -61,53 +61,8 @@ struct sock {
 	unsigned blocked : 1; /* sock_out_full was true: WRITABLE is owed */
 	unsigned closed : 1;
 };
-#else
-/*
- * The sockets of one loop as libuv streams (conn_sock_uv.c): each one a
- * uv_pipe_t or uv_tcp_t opened on the accepted descriptor, read with
- * uv_read_start, written with uv_try_write and then uv_write, ended with
- * uv_shutdown and uv_close. The set holds the loop's read buffer.
- */
-#define SOCK_READ_CHUNK 16384 /* bytes read at a time */
-struct sock_set {
-	uv_loop_t *loop;
-	char rbuf[SOCK_READ_CHUNK];
-};
 
-struct sock {
-	union {
-		uv_stream_t stream;
-		uv_pipe_t pipe;
-		uv_tcp_t tcp;
-	} h;
-	struct sock_set *set;
-	sock_cb on_event;
-	int fd;
-	size_t read_room; /* bytes the owner takes per read; 0: none */
-	char *out;        /* output not yet given to libuv: out[out_off..) */
-	size_t out_len, out_off, out_cap;
-	char *wbuf; /* the buffer uv_write is writing (wreq) */
-	size_t wcap;
-	uv_write_t wreq;
-	uv_shutdown_t sreq;
-	size_t out_max;       /* above it sock_out_full() */
-	uint64_t stall_ms;    /* output not moving, the lingering close */
-	size_t stall_mark;    /* output pending when the stall timer started */
-	uv_timer_t timer;     /* both of them */
-	int handles;          /* the stream's and the timer's, not yet closed */
-	unsigned rd_eof : 1;  /* UV_EOF came */
-	unsigned reading : 1; /* uv_read_start is on */
-	unsigned writing : 1; /* wreq is in flight */
-	unsigned ending : 1;  /* sock_end: close once the output is out */
-	unsigned linger : 1;  /* ... by a shutdown, then reading to the EOF */
-	unsigned lingering : 1;
-	unsigned blocked : 1; /* sock_out_full was true: WRITABLE is owed */
-	unsigned broken : 1;  /* uv_*_open failed: CLOSE at the first turn */
-	unsigned closed : 1;
-};
-#endif
-
-/* Prepares set on loop (its epoll set). 0, or -1 (errno). */
+/* Prepares set's epoll set on loop. 0, or -1 (errno). */
 int sock_set_init(struct sock_set *set, uv_loop_t *loop);
 /* After its last socket closed: the set's handle closes on the loop. */
 void sock_set_close(struct sock_set *set);
