@@ -3,27 +3,24 @@
  * (uv_tcp_t, uv_pipe_t), TLS through OpenSSL memory BIOs, answers parsed
  * with llhttp.
  *
- * A connection is in one state (conn_state): resolving its host,
+ * A connection is in one state (h1c_state): resolving its host,
  * connecting, in the TLS handshake, busy with one request, idle in the
  * pool, or closing. It reads all its life: an idle connection that gets
  * bytes or an end is closed at once, so a kept connection the peer closed
  * is rarely taken. One timer per connection: the connect timeout, then
  * the request's total timeout.
  */
-#include <errno.h>
+#include <assert.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <strings.h>
 #include <sys/queue.h>
 #include <sys/socket.h>
 
 #include <llhttp.h>
 #include <openssl/err.h>
 #include <openssl/ssl.h>
-#include <openssl/x509v3.h>
 
-#include "clock.h"
 #include "http1.h"
 #include "util.h"
 
@@ -33,14 +30,27 @@
 /* each side of the TLS BIO pair: a partial record and one read */
 #define TLS_BIO_BUF (2 * READ_BUF + 8192)
 
-enum conn_state {
+enum h1c_state {
 	CS_RESOLVING,
 	CS_CONNECTING,
 	CS_HANDSHAKE,
 	CS_BUSY,
 	CS_IDLE,
 	CS_CLOSING,
+	CS_NSTATES
 };
+
+#define B(s) (1u << (s))
+/* h1c_set_state's map: h1c_allowed[from] has bit `to`. */
+static const unsigned h1c_allowed[CS_NSTATES] = {
+	[CS_RESOLVING] = B(CS_CONNECTING) | B(CS_CLOSING),
+	[CS_CONNECTING] = B(CS_HANDSHAKE) | B(CS_BUSY) | B(CS_CLOSING),
+	[CS_HANDSHAKE] = B(CS_BUSY) | B(CS_CLOSING),
+	[CS_BUSY] = B(CS_IDLE) | B(CS_CLOSING),
+	[CS_IDLE] = B(CS_BUSY) | B(CS_CLOSING),
+	[CS_CLOSING] = 0,
+};
+#undef B
 
 struct h1_conn;
 
@@ -62,7 +72,7 @@ struct h1_req {
 
 struct h1_conn {
 	struct h1_pool *pool;
-	enum conn_state state;
+	enum h1c_state state; /* only h1c_set_state changes it */
 	union {
 		uv_handle_t h;
 		uv_stream_t s;
@@ -171,6 +181,15 @@ req_fail_later(struct h1_req *r, enum h1_err err)
 
 /* --- connections ----------------------------------------------------------- */
 
+static void
+h1c_set_state(struct h1_conn *c, enum h1c_state to)
+{
+	(void)h1c_allowed; /* read by the asserts only */
+	assert(c->state < CS_NSTATES && to < CS_NSTATES);
+	assert((h1c_allowed[c->state] & (1u << to)) != 0);
+	c->state = to;
+}
+
 /* Frees c once it is closing and nothing of it is open any more. */
 static void
 conn_maybe_free(struct h1_conn *c)
@@ -189,23 +208,30 @@ conn_maybe_free(struct h1_conn *c)
 	pool_maybe_free(p);
 }
 
+static int conn_connect_addr(struct h1_conn *c, const struct sockaddr *addr);
+static void conn_fail(struct h1_conn *c, enum h1_err err);
+
+/*
+ * The timer or the stream of c closed; a stream closed while connecting
+ * failed to one address of the name: the next one.
+ */
 static void
-on_timer_closed(uv_handle_t *h)
+on_closed(uv_handle_t *h)
 {
 	struct h1_conn *c = h->data;
+	struct addrinfo *a = c->ai_next;
 
-	c->timer_open = 0;
-	conn_maybe_free(c);
-}
-
-static void
-on_stream_closed(uv_handle_t *h)
-{
-	struct h1_conn *c = h->data;
-
-	c->handle_open = 0;
-	c->handle_closing = 0;
-	conn_maybe_free(c);
+	if (h == (uv_handle_t *)&c->timer)
+		c->timer_open = 0;
+	else
+		c->handle_open = c->handle_closing = 0;
+	if (c->state != CS_CONNECTING || h == (uv_handle_t *)&c->timer) {
+		conn_maybe_free(c);
+		return;
+	}
+	c->ai_next = a->ai_next;
+	if (conn_connect_addr(c, a->ai_addr) != 0)
+		conn_fail(c, H1_CONNECT);
 }
 
 /* Closes c; its request (if any) was finished or moved before. */
@@ -217,15 +243,15 @@ conn_close(struct h1_conn *c)
 	if (c->state == CS_IDLE)
 		c->pool->idle_n--;
 	LIST_REMOVE(c, entry);
-	c->state = CS_CLOSING;
+	h1c_set_state(c, CS_CLOSING);
 	c->req = NULL;
 	if (c->gai_pending)
 		(void)uv_cancel((uv_req_t *)&c->gai);
 	if (c->timer_open && !uv_is_closing((uv_handle_t *)&c->timer))
-		uv_close((uv_handle_t *)&c->timer, on_timer_closed);
+		uv_close((uv_handle_t *)&c->timer, on_closed);
 	if (c->handle_open && !c->handle_closing) {
 		c->handle_closing = 1;
-		uv_close(&c->u.h, on_stream_closed);
+		uv_close(&c->u.h, on_closed);
 	}
 }
 
@@ -253,7 +279,7 @@ conn_release(struct h1_conn *c, int keep)
 		return;
 	}
 	LIST_REMOVE(c, entry);
-	c->state = CS_IDLE;
+	h1c_set_state(c, CS_IDLE);
 	c->reused = 1;
 	c->idle_since = uv_now(p->loop);
 	LIST_INSERT_HEAD(&p->idle, c, entry);
@@ -287,134 +313,98 @@ conn_arm(struct h1_conn *c, int connecting)
 
 struct wreq {
 	uv_write_t w;
-	char *buf;
+	char buf[]; /* what the socket did not take at once */
 };
 
 static void
 on_written(uv_write_t *w, int status)
 {
-	struct wreq *wr = (struct wreq *)w;
 	struct h1_conn *c = w->data;
 
-	free(wr->buf);
-	free(wr);
+	free(w);
 	if (status < 0 && status != UV_ECANCELED && c->state != CS_CLOSING)
 		conn_fail(c, c->state == CS_HANDSHAKE ? H1_TLS : H1_CLOSED);
 }
 
 /*
  * Writes buf[0..len) to c: now as far as the socket takes it, the rest
- * queued. own: buf is malloc'd and passes to the write. 1 when a byte
- * went (or is queued to go) out, 0 when the socket refused it at once
- * (*err: libuv's error), -1 on ENOMEM.
+ * copied and queued. 1 when a byte went (or is queued to go) out, 0 when
+ * the socket refused it at once, -1 on ENOMEM before any byte went.
  */
 static int
-conn_write(struct h1_conn *c, char *buf, size_t len, int own, int *err)
+conn_write(struct h1_conn *c, const char *buf, size_t len)
 {
-	uv_buf_t b = uv_buf_init(buf, (unsigned)len);
+	uv_buf_t b = uv_buf_init((char *)buf, (unsigned)len);
 	struct wreq *wr;
-	int n;
+	int n = uv_try_write(&c->u.s, &b, 1);
 
-	*err = 0;
-	n = uv_try_write(&c->u.s, &b, 1);
-	if (n == (int)len) {
-		if (own)
-			free(buf);
+	if (n == (int)len)
 		return 1;
-	}
-	if (n < 0 && n != UV_EAGAIN) {
-		if (own)
-			free(buf);
-		*err = n;
+	if (n < 0 && n != UV_EAGAIN)
 		return 0;
-	}
 	if (n < 0)
 		n = 0;
-	if ((wr = malloc(sizeof(*wr))) == NULL)
-		goto nomem;
-	if (own && n == 0)
-		wr->buf = buf;
-	else if ((wr->buf = malloc(len - (size_t)n)) == NULL) {
-		free(wr);
-		goto nomem;
-	} else {
-		memcpy(wr->buf, buf + n, len - (size_t)n);
-		if (own)
-			free(buf);
-	}
+	if ((wr = malloc(sizeof(*wr) + len - (size_t)n)) == NULL)
+		return n > 0 ? 1 : -1;
+	memcpy(wr->buf, buf + n, len - (size_t)n);
 	wr->w.data = c;
 	b = uv_buf_init(wr->buf, (unsigned)(len - (size_t)n));
 	if (uv_write(&wr->w, &c->u.s, &b, 1, on_written) != 0) {
-		free(wr->buf);
 		free(wr);
-		*err = UV_EPIPE;
 		return n > 0 ? 1 : 0;
 	}
 	return 1;
-nomem:
-	if (own)
-		free(buf);
-	return n > 0 ? 1 : -1;
 }
 
 /* The TLS records OpenSSL wrote to the BIO pair, to the socket. As conn_write. */
 static int
-conn_flush_tls(struct h1_conn *c, int *err)
+conn_flush_tls(struct h1_conn *c)
 {
-	size_t pending = BIO_ctrl_pending(c->net);
-	char *buf;
-	int n;
+	int n, w = 1, any = 0;
 
-	*err = 0;
-	if (pending == 0)
-		return 1;
-	if ((buf = malloc(pending)) == NULL)
-		return -1;
-	if ((n = BIO_read(c->net, buf, (int)pending)) <= 0) {
-		free(buf);
-		return -1;
+	while ((n = BIO_read(c->net, c->pool->plain, sizeof(c->pool->plain))) >
+	    0) {
+		if ((w = conn_write(c, c->pool->plain, (size_t)n)) != 1)
+			break;
+		any = 1;
 	}
-	return conn_write(c, buf, (size_t)n, 1, err);
+	return any ? 1 : w;
 }
 
 /* --- reading the answer -------------------------------------------------------- */
 
-static struct h1_conn *
-parser_conn(llhttp_t *h)
+/* Appends at[0..len) to a header buffer, as far as it holds. */
+static void
+span_add(char *buf, size_t *used, size_t cap, const char *at, size_t len)
 {
-	return h->data;
+	if (len > cap - *used)
+		len = cap - *used;
+	memcpy(buf + *used, at, len);
+	*used += len;
 }
 
 static int
 on_hfield(llhttp_t *h, const char *at, size_t len)
 {
-	struct h1_conn *c = parser_conn(h);
-	size_t room = sizeof(c->hname) - c->hname_len;
+	struct h1_conn *c = h->data;
 
-	if (len > room)
-		len = room;
-	memcpy(c->hname + c->hname_len, at, len);
-	c->hname_len += len;
+	span_add(c->hname, &c->hname_len, sizeof(c->hname), at, len);
 	return 0;
 }
 
 static int
 on_hvalue(llhttp_t *h, const char *at, size_t len)
 {
-	struct h1_conn *c = parser_conn(h);
-	size_t room = sizeof(c->hval) - c->hval_len;
+	struct h1_conn *c = h->data;
 
-	if (len > room)
-		len = room;
-	memcpy(c->hval + c->hval_len, at, len);
-	c->hval_len += len;
+	span_add(c->hval, &c->hval_len, sizeof(c->hval), at, len);
 	return 0;
 }
 
 static int
 on_hvalue_done(llhttp_t *h)
 {
-	struct h1_conn *c = parser_conn(h);
+	struct h1_conn *c = h->data;
 
 	if (c->req != NULL && c->req->header != NULL)
 		c->req->header(c->req->arg, c->hname, c->hname_len, c->hval,
@@ -426,7 +416,7 @@ on_hvalue_done(llhttp_t *h)
 static int
 on_headers_done(llhttp_t *h)
 {
-	struct h1_conn *c = parser_conn(h);
+	struct h1_conn *c = h->data;
 
 	if (c->req != NULL)
 		c->req->status = (int)h->status_code;
@@ -437,7 +427,7 @@ on_headers_done(llhttp_t *h)
 static int
 on_body(llhttp_t *h, const char *at, size_t len)
 {
-	struct h1_conn *c = parser_conn(h);
+	struct h1_conn *c = h->data;
 
 	if (c->req != NULL && c->req->bodyfn != NULL &&
 	    c->req->bodyfn(c->req->arg, at, len) != 0)
@@ -448,7 +438,7 @@ on_body(llhttp_t *h, const char *at, size_t len)
 static int
 on_message_begin(llhttp_t *h)
 {
-	struct h1_conn *c = parser_conn(h);
+	struct h1_conn *c = h->data;
 
 	c->hname_len = c->hval_len = 0;
 	/* bytes after the answer: not ours, the connection is not kept */
@@ -458,7 +448,7 @@ on_message_begin(llhttp_t *h)
 static int
 on_message_done(llhttp_t *h)
 {
-	struct h1_conn *c = parser_conn(h);
+	struct h1_conn *c = h->data;
 
 	/* a 1xx is not the answer: the real one follows */
 	if (h->status_code >= 100 && h->status_code < 200)
@@ -535,12 +525,12 @@ conn_handshake(struct h1_conn *c)
 
 	ERR_clear_error();
 	rc = SSL_do_handshake(c->ssl);
-	if ((w = conn_flush_tls(c, &err)) != 1) {
+	if ((w = conn_flush_tls(c)) != 1) {
 		conn_fail(c, w < 0 ? H1_NOMEM : H1_TLS);
 		return;
 	}
 	if (rc == 1) {
-		c->state = CS_BUSY;
+		h1c_set_state(c, CS_BUSY);
 		conn_arm(c, 0);
 		conn_send(c);
 		return;
@@ -600,7 +590,6 @@ on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
 
 /* --- sending -------------------------------------------------------------------- */
 
-static struct h1_conn *conn_new(struct h1_pool *p, struct h1_req *r);
 static void req_start(struct h1_pool *p, struct h1_req *r);
 
 /* c is connected (and its TLS up): the request goes out in one write. */
@@ -608,7 +597,7 @@ static void
 conn_send(struct h1_conn *c)
 {
 	struct h1_req *r = c->req;
-	int w, err;
+	int w;
 
 	llhttp_init(&c->parser, HTTP_RESPONSE, &c->pool->settings);
 	c->parser.data = c;
@@ -620,9 +609,9 @@ conn_send(struct h1_conn *c)
 			conn_fail(c, H1_TLS);
 			return;
 		}
-		w = conn_flush_tls(c, &err);
+		w = conn_flush_tls(c);
 	} else {
-		w = conn_write(c, r->out, r->outlen, 0, &err);
+		w = conn_write(c, r->out, r->outlen);
 	}
 	if (w == 1) {
 		c->written = 1;
@@ -646,26 +635,6 @@ conn_send(struct h1_conn *c)
 	conn_fail(c, H1_CLOSED);
 }
 
-static int conn_connect_addr(struct h1_conn *c, const struct sockaddr *addr);
-
-/* A connect to one address failed: the next one. */
-static void
-on_retry_closed(uv_handle_t *h)
-{
-	struct h1_conn *c = h->data;
-	struct addrinfo *a = c->ai_next;
-
-	c->handle_open = 0;
-	c->handle_closing = 0;
-	if (c->state == CS_CLOSING) {
-		conn_maybe_free(c);
-		return;
-	}
-	c->ai_next = a->ai_next;
-	if (conn_connect_addr(c, a->ai_addr) != 0)
-		conn_fail(c, H1_CONNECT);
-}
-
 static void
 on_connected(uv_connect_t *creq, int status)
 {
@@ -677,7 +646,7 @@ on_connected(uv_connect_t *creq, int status)
 		/* the next address of the name, once this handle closed */
 		if (c->ai_next != NULL && status != UV_ETIMEDOUT) {
 			c->handle_closing = 1;
-			uv_close(&c->u.h, on_retry_closed);
+			uv_close(&c->u.h, on_closed);
 			return;
 		}
 		conn_fail(c, H1_CONNECT);
@@ -688,11 +657,11 @@ on_connected(uv_connect_t *creq, int status)
 		return;
 	}
 	if (c->ssl != NULL) {
-		c->state = CS_HANDSHAKE;
+		h1c_set_state(c, CS_HANDSHAKE);
 		conn_handshake(c);
 		return;
 	}
-	c->state = CS_BUSY;
+	h1c_set_state(c, CS_BUSY);
 	conn_arm(c, 0);
 	conn_send(c);
 }
@@ -709,7 +678,8 @@ conn_connect_addr(struct h1_conn *c, const struct sockaddr *addr)
 	c->handle_open = 1;
 	c->u.h.data = c;
 	(void)uv_tcp_nodelay(&c->u.tcp, 1);
-	c->state = CS_CONNECTING;
+	if (c->state != CS_CONNECTING) /* the next address: still connecting */
+		h1c_set_state(c, CS_CONNECTING);
 	return uv_tcp_connect(&c->creq, &c->u.tcp, addr, on_connected);
 }
 
@@ -784,7 +754,7 @@ conn_new(struct h1_pool *p, struct h1_req *r)
 			goto nomem;
 		c->handle_open = 1;
 		c->u.h.data = c;
-		c->state = CS_CONNECTING;
+		h1c_set_state(c, CS_CONNECTING);
 		uv_pipe_connect(&c->creq, &c->u.pipe, p->unix_path,
 		    on_connected);
 		return c;
@@ -802,7 +772,6 @@ conn_new(struct h1_pool *p, struct h1_req *r)
 		hints.ai_family = AF_UNSPEC;
 		hints.ai_socktype = SOCK_STREAM;
 		(void)snprintf(port, sizeof(port), "%d", p->t.port);
-		c->state = CS_RESOLVING;
 		if (uv_getaddrinfo(p->loop, &c->gai, on_resolved, p->host, port,
 		        &hints) != 0)
 			goto fail;
@@ -829,16 +798,13 @@ req_start(struct h1_pool *p, struct h1_req *r)
 	struct h1_conn *c;
 
 	while ((c = LIST_FIRST(&p->idle)) != NULL) {
-		LIST_REMOVE(c, entry);
-		p->idle_n--;
 		if (now - c->idle_since > (uint64_t)p->t.max_idle_s * 1000) {
-			/* idle too long: closed, not reused */
-			c->state = CS_BUSY;
-			LIST_INSERT_HEAD(&p->busy, c, entry);
-			conn_close(c);
+			conn_close(c); /* idle too long: closed, not reused */
 			continue;
 		}
-		c->state = CS_BUSY;
+		LIST_REMOVE(c, entry);
+		p->idle_n--;
+		h1c_set_state(c, CS_BUSY);
 		LIST_INSERT_HEAD(&p->busy, c, entry);
 		c->req = r;
 		r->conn = c;
@@ -929,10 +895,8 @@ pool_maybe_free(struct h1_pool *p)
 
 /* The TLS context: verification against the CA file or the system's store. */
 static int
-pool_tls(struct h1_pool *p, char *errstr, size_t errlen)
+pool_tls(struct h1_pool *p, const char *ca, char *errstr, size_t errlen)
 {
-	const char *ca = p->t.ca_file;
-
 	if ((p->ctx = SSL_CTX_new(TLS_client_method())) == NULL) {
 		util_err(errstr, errlen, "provider: SSL_CTX_new failed");
 		return -1;
@@ -978,7 +942,7 @@ h1_pool_new(uv_loop_t *loop, const struct h1_target *t, char *errstr,
 	}
 	p->t.host = p->host;
 	p->t.unix_path = p->unix_path;
-	p->t.ca_file = NULL;
+	p->t.ca_file = NULL; /* read once, by pool_tls */
 	if (p->unix_path[0] != '\0')
 		(void)snprintf(p->hosthdr, sizeof(p->hosthdr), "localhost");
 	else if (strchr(p->host, ':') != NULL)
@@ -987,14 +951,11 @@ h1_pool_new(uv_loop_t *loop, const struct h1_target *t, char *errstr,
 	else
 		(void)snprintf(p->hosthdr, sizeof(p->hosthdr), "%s:%d", p->host,
 		    t->port);
-	if (p->unix_path[0] == '\0') {
-		struct sockaddr_in *a4 = (struct sockaddr_in *)&p->addr;
-		struct sockaddr_in6 *a6 = (struct sockaddr_in6 *)&p->addr;
-
-		if (uv_ip4_addr(p->host, t->port, a4) == 0 ||
-		    uv_ip6_addr(p->host, t->port, a6) == 0)
-			p->addr_literal = 1;
-	}
+	p->addr_literal = p->unix_path[0] == '\0' &&
+	    (uv_ip4_addr(p->host, t->port, (struct sockaddr_in *)&p->addr) ==
+	            0 ||
+	        uv_ip6_addr(p->host, t->port,
+	            (struct sockaddr_in6 *)&p->addr) == 0);
 	llhttp_settings_init(&p->settings);
 	p->settings.on_message_begin = on_message_begin;
 	p->settings.on_header_field = on_hfield;
@@ -1006,13 +967,9 @@ h1_pool_new(uv_loop_t *loop, const struct h1_target *t, char *errstr,
 	LIST_INIT(&p->idle);
 	LIST_INIT(&p->busy);
 	LIST_INIT(&p->deferred);
-	if (t->tls) {
-		p->t.ca_file = t->ca_file;
-		if (pool_tls(p, errstr, errlen) != 0) {
-			free(p);
-			return NULL;
-		}
-		p->t.ca_file = NULL;
+	if (t->tls && pool_tls(p, t->ca_file, errstr, errlen) != 0) {
+		free(p);
+		return NULL;
 	}
 	(void)uv_idle_init(loop, &p->defer);
 	p->defer.data = p;

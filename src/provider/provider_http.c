@@ -127,6 +127,8 @@ int
 provider_http_global_init(const struct config *cfg)
 {
 	/* the native client needs no global set-up (OpenSSL's is its own) */
+	if (cfg->provider_url[0] == '\0')
+		return 0;
 	if (strcmp(cfg->provider_client, "native") == 0 && proxy_env_unset())
 		return 0;
 	return curl_global_init(CURL_GLOBAL_DEFAULT) == CURLE_OK ? 0 : -1;
@@ -856,45 +858,12 @@ h1_setup(struct http_provider *hp, char *errstr, size_t errlen)
 	const struct config *cfg = hp->cfg;
 	struct h1_target t;
 	char host[256] = "";
-	const char *p = hp->base, *h, *end, *path;
-	size_t n;
+	const char *path;
 
 	memset(&t, 0, sizeof(t));
-	t.tls = strncmp(p, "https://", 8) == 0;
-	h = p + (t.tls ? 8 : 7);
-	path = strchr(h, '/');
-	if (path == NULL)
-		path = h + strlen(h);
-	t.port = t.tls ? 443 : 80;
-	if (*h == '[') {
-		if ((end = memchr(h, ']', (size_t)(path - h))) == NULL)
-			goto bad;
-		n = (size_t)(end - h - 1);
-		if (n >= sizeof(host))
-			goto bad;
-		memcpy(host, h + 1, n);
-		host[n] = '\0';
-		end++;
-	} else {
-		end = memchr(h, ':', (size_t)(path - h));
-		if (end == NULL)
-			end = path;
-		n = (size_t)(end - h);
-		if (n >= sizeof(host))
-			goto bad;
-		memcpy(host, h, n);
-		host[n] = '\0';
-	}
-	if (end < path && *end == ':') {
-		char *e;
-		long port = strtol(end + 1, &e, 10);
-
-		if (e != path || port < 1 || port > 65535)
-			goto bad;
-		t.port = (int)port;
-	} else if (end != path)
-		goto bad;
-	if (hp->unix_path[0] == '\0' && host[0] == '\0')
+	if (wire_url_split(hp->base, host, sizeof(host), &t.port, &t.tls,
+	        &path) != 0 ||
+	    (hp->unix_path[0] == '\0' && host[0] == '\0'))
 		goto bad;
 	(void)snprintf(hp->h1_prefix, sizeof(hp->h1_prefix), "%s", path);
 	t.host = host;

@@ -15,8 +15,8 @@
 #include "provider.h"
 
 /*
- * Once per process before any thread starts, when a loop will use the
- * HTTP provider: curl_global_init when libcurl is the client (the
+ * Once per process before any thread starts: curl_global_init when a
+ * loop will use the HTTP provider through libcurl (the
  * configured provider_client, or a proxy in the environment). 0 or -1.
  */
 int provider_http_global_init(const struct config *cfg);
