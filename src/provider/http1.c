@@ -15,7 +15,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/queue.h>
-#include <sys/socket.h>
 
 #include <llhttp.h>
 #include <openssl/err.h>
@@ -91,6 +90,7 @@ struct h1_conn {
 	struct h1_req *req;  /* while busy */
 	int reused;          /* it served a request before */
 	int written;         /* a byte of req went to the socket */
+	int keep;            /* the answer allows the connection's reuse */
 	uint64_t idle_since; /* uv_now */
 	char hname[NAME_MAX_H1], hval[VALUE_MAX_H1];
 	size_t hname_len, hval_len;
@@ -455,6 +455,8 @@ on_message_done(llhttp_t *h)
 		return 0;
 	if (c->req != NULL)
 		c->req->complete = 1;
+	/* only here: after the message, llhttp has forgotten its headers */
+	c->keep = llhttp_should_keep_alive(h);
 	return 0;
 }
 
@@ -475,7 +477,7 @@ conn_parse(struct h1_conn *c, const char *p, size_t n)
 	}
 	e = llhttp_execute(&c->parser, p, n);
 	if (r->complete) {
-		int keep = e == HPE_OK && llhttp_should_keep_alive(&c->parser);
+		int keep = e == HPE_OK && c->keep;
 
 		conn_release(c, keep);
 		req_finish(r, H1_OK);
