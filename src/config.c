@@ -79,6 +79,9 @@ const struct cfg_row cfg_rows[] = {
 	    DEF_PROVIDER_CA_FILE, FIELD(provider_ca_file), CFG_F_NONE_OK },
 	{ "provider_tls_verify", CFG_INT, 0, 1, DEF_PROVIDER_TLS_VERIFY, NULL,
 	    FIELD(provider_tls_verify), 0 },
+	/* native: http1.c; libcurl: curl_uv.c */
+	{ "provider_client", CFG_STRING, 1, FIELD_LEN(provider_client), 0,
+	    DEF_PROVIDER_CLIENT, FIELD(provider_client), CFG_F_TOKEN },
 	{ "provider_execute_window_s", CFG_INT, 1, EXECUTE_WINDOW_S_MAX,
 	    DEF_PROVIDER_EXECUTE_WINDOW_S, NULL,
 	    FIELD(provider_execute_window_s), 0 },
@@ -605,6 +608,12 @@ config_validate(const struct config *cfg, char *errstr, size_t errlen)
 	        errlen) < 0 ||
 	    cfg_validate_webhook(cfg, errstr, errlen) != 0)
 		return -1;
+	if (strcmp(cfg->provider_client, "native") != 0 &&
+	    strcmp(cfg->provider_client, "libcurl") != 0) {
+		util_err(errstr, errlen,
+		    "provider_client: must be native or libcurl");
+		return -1;
+	}
 	if (cfg->provider_url[0] == '\0')
 		return 0;
 	if (strncmp(cfg->provider_url, "http://", 7) != 0 &&

@@ -56,6 +56,7 @@
 #define DEF_PROVIDER_DEADLINE_MS 12000 /* all attempts of one request */
 #define DEF_PROVIDER_CA_FILE ""        /* the system's trust store */
 #define DEF_PROVIDER_TLS_VERIFY 1
+#define DEF_PROVIDER_CLIENT "native" /* the HTTP provider's client */
 #define DEF_COMPLETER_SCHEDULE_S "1,5,30,90,300,3600" /* ages, seconds */
 /*
  * An unknown outcome is sent to the provider again (which executes it if

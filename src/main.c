@@ -140,8 +140,8 @@ main(int argc, char **argv)
 		log_error(NULL, "OpenSSL digests unavailable");
 		goto done;
 	}
-	/* libcurl (and its TLS) only for a provider over HTTP */
-	if (cfg.provider_url[0] != '\0' && provider_http_global_init() != 0) {
+	/* libcurl (and its TLS) only for a provider over HTTP through it */
+	if (provider_http_global_init(&cfg) != 0) {
 		log_error(NULL, "libcurl cannot be initialised");
 		goto done;
 	}

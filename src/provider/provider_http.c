@@ -23,6 +23,7 @@
 
 #include "clock.h"
 #include "curl_uv.h"
+#include "http1.h"
 #include "log.h"
 #include "metrics.h"
 #include "provider_http.h"
@@ -56,6 +57,10 @@ struct http_provider {
 	size_t idle_n;
 	LIST_HEAD(, http_call) calls;
 	uint64_t rng; /* the backoff's jitter */
+	/* the native client (http1.c), when provider_client is native */
+	struct h1_pool *h1;
+	char h1_prefix[URL_MAX_LEN]; /* the path before /v1/charges */
+	char h1_hdr_post[400], h1_hdr_get[300]; /* constant header lines */
 };
 
 /* Where one call is (see call_set_state). */
@@ -102,7 +107,8 @@ struct http_call {
 	    resend_until_ms; /* no delivery starts from then on; 0: none */
 	int sends; /* requests libcurl sent in this transfer (its own re-send counts) */
 	char after[PROVIDER_ID_MAX];
-	CURL *easy; /* the attempt in flight, or NULL */
+	CURL *easy;         /* the attempt in flight, or NULL */
+	struct h1_req *req; /* the native client's attempt in flight, or NULL */
 	/* Authorization, Idempotency-Key, then the provider's constant list */
 	struct curl_slist hdr_auth, hdr_key;
 	char key_hdr[WIRE_KEY_LEN + 32];
@@ -115,9 +121,16 @@ struct http_call {
 	LIST_ENTRY(http_call) entry;
 };
 
+static int proxy_env_unset(void);
+
 int
-provider_http_global_init(void)
+provider_http_global_init(const struct config *cfg)
 {
+	/* the native client needs no global set-up (OpenSSL's is its own) */
+	if (cfg->provider_url[0] == '\0')
+		return 0;
+	if (strcmp(cfg->provider_client, "native") == 0 && proxy_env_unset())
+		return 0;
 	return curl_global_init(CURL_GLOBAL_DEFAULT) == CURLE_OK ? 0 : -1;
 }
 
@@ -138,6 +151,35 @@ on_curl_body(char *p, size_t size, size_t n, void *arg)
 	c->body_len += len;
 	c->body[c->body_len] = '\0';
 	return len;
+}
+
+/* One header of the answer, as the native client hands it over. */
+static void
+on_h1_header(void *arg, const char *name, size_t nlen, const char *value,
+    size_t vlen)
+{
+	static const char retry[] = "Stripe-Should-Retry";
+	static const char replayed[] = "Idempotent-Replayed";
+	struct http_call *c = arg;
+
+	if (nlen == sizeof(replayed) - 1 &&
+	    strncasecmp(name, replayed, nlen) == 0) {
+		if (c->res.attempts == 1 && vlen >= 4 &&
+		    strncasecmp(value, "true", 4) == 0)
+			c->res.replayed = 1;
+	} else if (nlen == sizeof(retry) - 1 &&
+	    strncasecmp(name, retry, nlen) == 0) {
+		if (vlen >= 4 && strncasecmp(value, "true", 4) == 0)
+			c->should_retry = 1;
+		else if (vlen >= 5 && strncasecmp(value, "false", 5) == 0)
+			c->should_retry = 0;
+	}
+}
+
+static int
+on_h1_body(void *arg, const char *p, size_t len)
+{
+	return on_curl_body((char *)p, 1, len, arg) == len ? 0 : -1;
 }
 
 static size_t
@@ -201,6 +243,10 @@ attempt_cleanup(struct http_call *c)
 {
 	struct http_provider *hp = c->hp;
 
+	if (c->req != NULL) {
+		h1_cancel(c->req);
+		c->req = NULL;
+	}
 	if (c->easy == NULL)
 		return;
 	curl_uv_remove(hp->cu, c->easy);
@@ -222,7 +268,7 @@ call_set_state(struct http_call *c, enum http_call_state to)
 	assert(c->state < HC_NSTATES && to < HC_NSTATES);
 	assert((http_call_allowed[c->state] & (1u << to)) != 0);
 	/* one attempt in flight at a time: none when another starts */
-	assert(to != HC_ATTEMPT || c->easy == NULL);
+	assert(to != HC_ATTEMPT || (c->easy == NULL && c->req == NULL));
 	c->state = to;
 }
 
@@ -286,6 +332,32 @@ transport_class(CURLcode rc, int sends)
 		return SC_NOT_SENT;
 	return SC_MAYBE;
 }
+
+/*
+ * The same facts from the native client: the certificate refused (or the
+ * CA file unreadable), or no connection and no byte of the request
+ * written, prove nothing was delivered. A connect or TLS timeout, a reset
+ * or an answer cut short may follow a delivery, and count as one (as
+ * libcurl's results did).
+ */
+static enum settle_class
+h1_class(enum h1_err e, int sends)
+{
+	if (e == H1_TLS_VERIFY || e == H1_TLS_CA)
+		return SC_NOT_SENT;
+	if ((e == H1_CONNECT || e == H1_RESOLVE) && sends == 0)
+		return SC_NOT_SENT;
+	return SC_MAYBE;
+}
+
+/* What one transfer came to, whichever client made it. */
+struct xfer {
+	long status;          /* the answer's; 0: none (why says why) */
+	enum settle_class sc; /* what a transfer without an answer proves */
+	int tls_refused;      /* the certificate, or the CA file */
+	int sends;            /* deliveries in it (re-sends included) */
+	const char *why;      /* a transfer without an answer: what it was */
+};
 
 /* The call ends with what the settle module decided. */
 static void
@@ -354,7 +426,7 @@ probe_page_done(struct http_call *c)
 
 /* What one finished transfer came to, by the table of provider_wire.c. */
 static void
-attempt_done(struct http_call *c, CURLcode rc)
+attempt_done(struct http_call *c, const struct xfer *x)
 {
 	struct wire_attempt a = { 0, NULL, NULL, -1 };
 	char type[PROVIDER_CODE_MAX] = "", code[PROVIDER_CODE_MAX] = "";
@@ -362,14 +434,12 @@ attempt_done(struct http_call *c, CURLcode rc)
 	enum settle_class sc;
 	enum settle_verdict sv;
 	struct wire_verdict v;
-	long status = 0;
+	long status = x->status;
+	int ok = x->why == NULL;
 
-	if (rc == CURLE_OK)
-		(void)curl_easy_getinfo(c->easy, CURLINFO_RESPONSE_CODE,
-		    &status);
-	sc = rc == CURLE_OK ? SC_MAYBE : transport_class(rc, c->sends);
+	sc = ok ? SC_MAYBE : x->sc;
 	attempt_cleanup(c);
-	a.status = rc == CURLE_OK ? status : 0;
+	a.status = ok ? status : 0;
 	a.should_retry = c->should_retry;
 	if (a.status != 200 && a.status != 0 && c->body != NULL &&
 	    wire_parse_error(c->body, c->body_len, a.status, type, code,
@@ -379,9 +449,8 @@ attempt_done(struct http_call *c, CURLcode rc)
 	}
 	v = wire_classify(&a);
 	metrics_provider_attempt(v.attempt);
-	if (rc != CURLE_OK)
-		(void)snprintf(c->res.why, sizeof(c->res.why), "%s",
-		    curl_easy_strerror(rc));
+	if (!ok)
+		(void)snprintf(c->res.why, sizeof(c->res.why), "%s", x->why);
 	else
 		(void)snprintf(c->res.why, sizeof(c->res.why), "%ld %s%s%s",
 		    status, v.label, code[0] != '\0' ? " " : "", code);
@@ -390,8 +459,7 @@ attempt_done(struct http_call *c, CURLcode rc)
 	 * retry would meet the same certificate. Unknown at once (the record
 	 * waits for the retry or the completer, after the fix).
 	 */
-	if (rc == CURLE_PEER_FAILED_VERIFICATION ||
-	    rc == CURLE_SSL_CACERT_BADFILE) {
+	if (x->tls_refused) {
 		log_error(NULL,
 		    "provider: %s (provider_ca_file, provider_tls_verify)",
 		    c->res.why);
@@ -407,7 +475,7 @@ attempt_done(struct http_call *c, CURLcode rc)
 		attempt_retry(c); /* the page again, within the deadline */
 		return;
 	}
-	if (rc == CURLE_OK)
+	if (ok)
 		sc = v.settle;
 	if (sc == SC_CHARGE) {
 		if (c->body == NULL ||
@@ -429,8 +497,8 @@ attempt_done(struct http_call *c, CURLcode rc)
 		    c->dkey);
 	else if (v.cls == WIRE_REJECTED)
 		log_warn(NULL, "provider refused the delivery: %s", c->res.why);
-	/* libcurl sent it more than once: the earlier one may have executed */
-	if (c->sends > 1)
+	/* sent more than once: the earlier one may have executed */
+	if (x->sends > 1)
 		(void)settle_attempt(&c->fold, SC_MAYBE);
 	sv = settle_attempt(&c->fold, sc);
 	if (sv != SV_RETRY) {
@@ -445,11 +513,68 @@ static void
 on_transfer_done(CURL *easy, CURLcode result, void *arg)
 {
 	struct http_call *c = NULL;
+	struct xfer x = { 0, SC_MAYBE, 0, 0, NULL };
 
 	(void)arg;
 	(void)curl_easy_getinfo(easy, CURLINFO_PRIVATE, (char **)&c);
-	if (c != NULL)
-		attempt_done(c, result);
+	if (c == NULL)
+		return;
+	if (result == CURLE_OK)
+		(void)curl_easy_getinfo(easy, CURLINFO_RESPONSE_CODE,
+		    &x.status);
+	else {
+		x.sc = transport_class(result, c->sends);
+		x.why = curl_easy_strerror(result);
+		x.tls_refused = result == CURLE_PEER_FAILED_VERIFICATION ||
+		    result == CURLE_SSL_CACERT_BADFILE;
+	}
+	x.sends = c->sends;
+	attempt_done(c, &x);
+}
+
+/* The native client's request is over (it frees the request after). */
+static void
+on_h1_done(void *arg, const struct h1_result *r)
+{
+	struct http_call *c = arg;
+	struct xfer x = { 0, SC_MAYBE, 0, 0, NULL };
+
+	c->req = NULL;
+	if (r->err == H1_OK)
+		x.status = r->status;
+	else {
+		x.sc = h1_class(r->err, r->sends);
+		x.why = r->why;
+		x.tls_refused = r->err == H1_TLS_VERIFY || r->err == H1_TLS_CA;
+	}
+	x.sends = r->sends;
+	attempt_done(c, &x);
+}
+
+/* One attempt through the native client; 0 or -1. */
+static int
+attempt_h1(struct http_call *c)
+{
+	struct http_provider *hp = c->hp;
+	long long left_ms = (c->deadline_us - now_mono_us()) / 1000;
+	long timeout_ms = hp->cfg->provider_timeout_ms;
+	char target[URL_MAX_LEN + 256], hdrs[600];
+	const char *path;
+
+	if (left_ms < timeout_ms)
+		timeout_ms = (long)left_ms;
+	/* the path of c->url, after the base */
+	path = c->url + strlen(hp->base);
+	if ((size_t)snprintf(target, sizeof(target), "%s%s", hp->h1_prefix,
+	        path) >= sizeof(target) ||
+	    (size_t)snprintf(hdrs, sizeof(hdrs), "%s%s\r\n",
+	        c->probe ? hp->h1_hdr_get : hp->h1_hdr_post,
+	        c->key_hdr) >= sizeof(hdrs))
+		return -1;
+	c->req = h1_request(hp->h1, c->probe ? "GET" : "POST", target, hdrs,
+	    c->probe ? NULL : c->form, c->probe ? 0 : c->formlen, timeout_ms,
+	    on_h1_header, on_h1_body, on_h1_done, c);
+	return c->req != NULL ? 0 : -1;
 }
 
 /* The options every attempt shares, set once per easy handle; 0 or -1. */
@@ -579,6 +704,15 @@ attempt_start(struct http_call *c)
 	c->res.attempts++;
 	if (c->probe && c->pages == 0)
 		c->probe_sent_ms = now_wall_ms(); /* the list's moment */
+	if (c->hp->h1 != NULL) {
+		if ((c->probe && probe_url(c) != 0) || attempt_h1(c) != 0) {
+			(void)snprintf(c->res.why, sizeof(c->res.why),
+			    "cannot start a request");
+			call_settle(c,
+			    c->probe ? SV_UNKNOWN : settle_end(&c->fold));
+		}
+		return;
+	}
 	if ((c->probe && probe_url(c) != 0) ||
 	    (c->easy = easy_take(c->hp)) == NULL || attempt_setup(c) != 0 ||
 	    curl_uv_add(c->hp->cu, c->easy) != 0) {
@@ -662,6 +796,7 @@ http_free(void *impl)
 		curl_easy_cleanup(hp->idle[--hp->idle_n]);
 	/* closes the kept connections; freed once the loop closed its handles */
 	curl_uv_free(hp->cu);
+	h1_pool_free(hp->h1);
 	curl_slist_free_all(hp->hdr_post);
 	curl_slist_free_all(hp->hdr_get);
 	curl_url_cleanup(hp->charges_url);
@@ -713,6 +848,45 @@ proxy_env_unset(void)
 	return 1;
 }
 
+/*
+ * The native client's pool for hp->base (http://HOST[:PORT][/PREFIX],
+ * https://..., or a unix socket), and its constant header lines. 0 or -1.
+ */
+static int
+h1_setup(struct http_provider *hp, char *errstr, size_t errlen)
+{
+	const struct config *cfg = hp->cfg;
+	struct h1_target t;
+	char host[256] = "";
+	const char *path;
+
+	memset(&t, 0, sizeof(t));
+	if (wire_url_split(hp->base, host, sizeof(host), &t.port, &t.tls,
+	        &path) != 0 ||
+	    (hp->unix_path[0] == '\0' && host[0] == '\0'))
+		goto bad;
+	(void)snprintf(hp->h1_prefix, sizeof(hp->h1_prefix), "%s", path);
+	t.host = host;
+	t.unix_path = hp->unix_path;
+	t.ca_file = cfg->provider_ca_file;
+	t.verify = cfg->provider_tls_verify;
+	t.connect_timeout_ms = cfg->provider_connect_timeout_ms;
+	t.max_idle_s = PROVIDER_MAXAGE_CONN_S;
+	t.idle_max = PROVIDER_CONNS_KEPT;
+	if ((size_t)snprintf(hp->h1_hdr_post, sizeof(hp->h1_hdr_post),
+	        "%s\r\nContent-Type: application/x-www-form-urlencoded\r\n",
+	        hp->auth) >= sizeof(hp->h1_hdr_post) ||
+	    (size_t)snprintf(hp->h1_hdr_get, sizeof(hp->h1_hdr_get), "%s\r\n",
+	        hp->auth) >= sizeof(hp->h1_hdr_get))
+		goto bad;
+	hp->h1 = h1_pool_new(hp->loop, &t, errstr, errlen);
+	return hp->h1 != NULL ? 0 : -1;
+bad:
+	util_err(errstr, errlen,
+	    "provider_url: %s is not http(s)://HOST[:PORT]", hp->base);
+	return -1;
+}
+
 struct provider *
 provider_http_new(uv_loop_t *loop, const struct config *cfg, char *errstr,
     size_t errlen)
@@ -741,6 +915,17 @@ provider_http_new(uv_loop_t *loop, const struct config *cfg, char *errstr,
 		goto fail;
 	}
 	hp->proxy_off = proxy_env_unset();
+	/*
+	 * The native client, unless a proxy is set in the environment (it
+	 * does not speak to proxies: libcurl does, then).
+	 */
+	if (strcmp(cfg->provider_client, "native") == 0 && hp->proxy_off) {
+		if (h1_setup(hp, errstr, errlen) != 0)
+			goto fail;
+		p->ops = &http_ops;
+		p->impl = hp;
+		return p;
+	}
 	/*
 	 * Parsed with the flags libcurl parses a CURLOPT_URL with. A URL it
 	 * refuses stays a string: every transfer fails on it, as before.

@@ -15,10 +15,11 @@
 #include "provider.h"
 
 /*
- * Once per process before any thread starts (curl_global_init), when a
- * loop will use the HTTP provider. 0 or -1.
+ * Once per process before any thread starts: curl_global_init when a
+ * loop will use the HTTP provider through libcurl (the
+ * configured provider_client, or a proxy in the environment). 0 or -1.
  */
-int provider_http_global_init(void);
+int provider_http_global_init(const struct config *cfg);
 
 /*
  * The HTTP provider on loop for cfg->provider_url. NULL on ENOMEM or when

@@ -170,6 +170,46 @@ wire_list_query(long long gte, long long lte, const char *after, char *out,
 	return n < 0 || (size_t)n >= outlen ? -1 : n;
 }
 
+int
+wire_url_split(const char *url, char *host, size_t hostlen, int *port, int *tls,
+    const char **path)
+{
+	const char *h, *end;
+	size_t n;
+
+	*tls = strncmp(url, "https://", 8) == 0;
+	if (!*tls && strncmp(url, "http://", 7) != 0)
+		return -1;
+	h = url + (*tls ? 8 : 7);
+	if ((*path = strchr(h, '/')) == NULL)
+		*path = h + strlen(h);
+	*port = *tls ? 443 : 80;
+	if (*h == '[') {
+		if ((end = memchr(h, ']', (size_t)(*path - h))) == NULL)
+			return -1;
+		h++;
+		n = (size_t)(end++ - h);
+	} else {
+		if ((end = memchr(h, ':', (size_t)(*path - h))) == NULL)
+			end = *path;
+		n = (size_t)(end - h);
+	}
+	if (n >= hostlen)
+		return -1;
+	memcpy(host, h, n);
+	host[n] = '\0';
+	if (end < *path && *end == ':') {
+		char *e;
+		long v = strtol(end + 1, &e, 10);
+
+		if (e != *path || v < 1 || v > 65535)
+			return -1;
+		*port = (int)v;
+	} else if (end != *path)
+		return -1;
+	return 0;
+}
+
 /*
  * The classification, in one table read top down: the first row whose
  * status range holds the attempt's status (0: no answer at all) and whose

@@ -49,6 +49,15 @@ char *wire_form_body(const char *canon, size_t canonlen, const char *principal,
 int wire_list_query(long long gte, long long lte, const char *after, char *out,
     size_t outlen);
 
+/*
+ * A base URL http(s)://HOST[:PORT][/PREFIX] into host (an IPv6 literal
+ * without its brackets), *port (80 or 443 when absent), *tls and *path
+ * (the prefix, "" when none; points into url). 0, or -1 when it is not
+ * such a URL.
+ */
+int wire_url_split(const char *url, char *host, size_t hostlen, int *port,
+    int *tls, const char **path);
+
 /* What one attempt came to, as the classification table sees it. */
 struct wire_attempt {
 	long status;          /* HTTP status; 0: no answer (transport) */

@@ -606,10 +606,53 @@ test_schedule(void **state)
 	assert_true(last);
 }
 
+/* The native client's target from provider_url's base. */
+static void
+test_url_split(void **state)
+{
+	char host[64];
+	const char *path;
+	int port, tls;
+
+	(void)state;
+	assert_int_equal(wire_url_split("http://127.0.0.1:8080", host,
+	                     sizeof(host), &port, &tls, &path),
+	    0);
+	assert_string_equal(host, "127.0.0.1");
+	assert_int_equal(port, 8080);
+	assert_int_equal(tls, 0);
+	assert_string_equal(path, "");
+	assert_int_equal(wire_url_split("https://pay.example/api", host,
+	                     sizeof(host), &port, &tls, &path),
+	    0);
+	assert_string_equal(host, "pay.example");
+	assert_int_equal(port, 443);
+	assert_int_equal(tls, 1);
+	assert_string_equal(path, "/api");
+	assert_int_equal(wire_url_split("https://[::1]:9443", host,
+	                     sizeof(host), &port, &tls, &path),
+	    0);
+	assert_string_equal(host, "::1");
+	assert_int_equal(port, 9443);
+	assert_int_equal(wire_url_split("http://h:0", host, sizeof(host), &port,
+	                     &tls, &path),
+	    -1);
+	assert_int_equal(wire_url_split("http://h:80x/", host, sizeof(host),
+	                     &port, &tls, &path),
+	    -1);
+	assert_int_equal(wire_url_split("http://[::1", host, sizeof(host),
+	                     &port, &tls, &path),
+	    -1);
+	assert_int_equal(wire_url_split("ftp://h", host, sizeof(host), &port,
+	                     &tls, &path),
+	    -1);
+}
+
 int
 main(void)
 {
 	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_url_split),
 		cmocka_unit_test(test_classify),
 		cmocka_unit_test(test_downstream_key),
 		cmocka_unit_test(test_form_body),

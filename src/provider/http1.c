@@ -1,0 +1,1000 @@
+/*
+ * http1.c - the HTTP/1.1 client of http1.h: connections on libuv streams
+ * (uv_tcp_t, uv_pipe_t), TLS through OpenSSL memory BIOs, answers parsed
+ * with llhttp.
+ *
+ * A connection is in one state (h1c_state): resolving its host,
+ * connecting, in the TLS handshake, busy with one request, idle in the
+ * pool, or closing. It reads all its life: an idle connection that gets
+ * bytes or an end is closed at once, so a kept connection the peer closed
+ * is rarely taken. One timer per connection: the connect timeout, then
+ * the request's total timeout.
+ */
+#include <assert.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/queue.h>
+
+#include <llhttp.h>
+#include <openssl/err.h>
+#include <openssl/ssl.h>
+
+#include "http1.h"
+#include "util.h"
+
+#define READ_BUF 16384   /* one read, shared by the connections of a pool */
+#define NAME_MAX_H1 64   /* bytes of a header name looked at */
+#define VALUE_MAX_H1 256 /* bytes of a header value looked at */
+/* each side of the TLS BIO pair: a partial record and one read */
+#define TLS_BIO_BUF (2 * READ_BUF + 8192)
+
+enum h1c_state {
+	CS_RESOLVING,
+	CS_CONNECTING,
+	CS_HANDSHAKE,
+	CS_BUSY,
+	CS_IDLE,
+	CS_CLOSING,
+	CS_NSTATES
+};
+
+#define B(s) (1u << (s))
+/* h1c_set_state's map: h1c_allowed[from] has bit `to`. */
+static const unsigned h1c_allowed[CS_NSTATES] = {
+	[CS_RESOLVING] = B(CS_CONNECTING) | B(CS_CLOSING),
+	[CS_CONNECTING] = B(CS_HANDSHAKE) | B(CS_BUSY) | B(CS_CLOSING),
+	[CS_HANDSHAKE] = B(CS_BUSY) | B(CS_CLOSING),
+	[CS_BUSY] = B(CS_IDLE) | B(CS_CLOSING),
+	[CS_IDLE] = B(CS_BUSY) | B(CS_CLOSING),
+	[CS_CLOSING] = 0,
+};
+#undef B
+
+struct h1_conn;
+
+struct h1_req {
+	struct h1_pool *pool;
+	struct h1_conn *conn; /* NULL while waiting to fail (deferred) */
+	char *out;            /* the request, head and body */
+	size_t outlen;
+	long long deadline_ms; /* uv_now */
+	h1_header_fn *header;
+	h1_body_fn *bodyfn;
+	h1_done_fn *done;
+	void *arg;
+	struct h1_result res;
+	int status;
+	int complete; /* the answer's end was parsed */
+	LIST_ENTRY(h1_req) deferred;
+};
+
+struct h1_conn {
+	struct h1_pool *pool;
+	enum h1c_state state; /* only h1c_set_state changes it */
+	union {
+		uv_handle_t h;
+		uv_stream_t s;
+		uv_tcp_t tcp;
+		uv_pipe_t pipe;
+	} u;
+	uv_connect_t creq;
+	uv_getaddrinfo_t gai;
+	struct addrinfo *ai, *ai_next; /* resolved addresses, the next to try */
+	int gai_pending;
+	int timer_open, handle_open, handle_closing;
+	uv_timer_t timer;
+	SSL *ssl;
+	BIO *net; /* the network side of the BIO pair */
+	llhttp_t parser;
+	struct h1_req *req;  /* while busy */
+	int reused;          /* it served a request before */
+	int written;         /* a byte of req went to the socket */
+	int keep;            /* the answer allows the connection's reuse */
+	uint64_t idle_since; /* uv_now */
+	char hname[NAME_MAX_H1], hval[VALUE_MAX_H1];
+	size_t hname_len, hval_len;
+	LIST_ENTRY(h1_conn) entry; /* idle or all */
+};
+
+struct h1_pool {
+	uv_loop_t *loop;
+	struct h1_target t;
+	char host[256], unix_path[256], hosthdr[300];
+	SSL_CTX *ctx;
+	int ca_bad;                   /* the CA file cannot be loaded */
+	struct sockaddr_storage addr; /* a literal address: no resolving */
+	int addr_literal;
+	llhttp_settings_t settings;
+	LIST_HEAD(, h1_conn) idle; /* most recent first */
+	LIST_HEAD(, h1_conn) busy; /* every other connection not closing */
+	int idle_n;
+	int open;        /* connections not yet freed */
+	int freeing;     /* h1_pool_free was called */
+	uv_idle_t defer; /* fails requests after h1_request returned */
+	int defer_open;
+	LIST_HEAD(, h1_req) deferred;
+	char rbuf[READ_BUF];
+	char plain[READ_BUF];
+};
+
+static const char *const err_text[] = {
+	[H1_OK] = "ok",
+	[H1_RESOLVE] = "could not resolve the provider's host",
+	[H1_CONNECT] = "could not connect to the provider",
+	[H1_TLS_VERIFY] = "the provider's certificate was not verified",
+	[H1_TLS_CA] = "the CA file cannot be read",
+	[H1_TLS] = "the TLS handshake failed",
+	[H1_TIMEOUT] = "timed out",
+	[H1_CLOSED] = "the connection closed before a complete answer",
+	[H1_BAD_RESPONSE] = "not an HTTP/1.1 answer",
+	[H1_ABORTED] = "the answer was refused (too large)",
+	[H1_NOMEM] = "out of memory",
+};
+
+static void conn_close(struct h1_conn *c);
+static void conn_send(struct h1_conn *c);
+static void pool_maybe_free(struct h1_pool *p);
+
+/* --- ending a request ---------------------------------------------------- */
+
+static void
+req_free(struct h1_req *r)
+{
+	free(r->out);
+	free(r);
+}
+
+/* The request is over: its caller learns it, then it is freed. */
+static void
+req_finish(struct h1_req *r, enum h1_err err)
+{
+	r->res.err = err;
+	r->res.status = err == H1_OK ? r->status : 0;
+	r->res.why = err_text[err];
+	r->done(r->arg, &r->res);
+	req_free(r);
+}
+
+static void
+on_defer(uv_idle_t *h)
+{
+	struct h1_pool *p = h->data;
+	struct h1_req *r;
+
+	while ((r = LIST_FIRST(&p->deferred)) != NULL) {
+		LIST_REMOVE(r, deferred);
+		req_finish(r, r->res.err);
+	}
+	(void)uv_idle_stop(&p->defer);
+}
+
+/* Fails r after the current callback (h1_request has not returned yet). */
+static void
+req_fail_later(struct h1_req *r, enum h1_err err)
+{
+	r->conn = NULL;
+	r->res.err = err;
+	LIST_INSERT_HEAD(&r->pool->deferred, r, deferred);
+	(void)uv_idle_start(&r->pool->defer, on_defer);
+}
+
+/* --- connections ----------------------------------------------------------- */
+
+static void
+h1c_set_state(struct h1_conn *c, enum h1c_state to)
+{
+	(void)h1c_allowed; /* read by the asserts only */
+	assert(c->state < CS_NSTATES && to < CS_NSTATES);
+	assert((h1c_allowed[c->state] & (1u << to)) != 0);
+	c->state = to;
+}
+
+/* Frees c once it is closing and nothing of it is open any more. */
+static void
+conn_maybe_free(struct h1_conn *c)
+{
+	struct h1_pool *p = c->pool;
+
+	if (c->state != CS_CLOSING || c->handle_open || c->timer_open ||
+	    c->gai_pending)
+		return;
+	if (c->ai != NULL)
+		uv_freeaddrinfo(c->ai);
+	SSL_free(c->ssl); /* frees its side of the BIO pair too */
+	BIO_free(c->net);
+	free(c);
+	p->open--;
+	pool_maybe_free(p);
+}
+
+static int conn_connect_addr(struct h1_conn *c, const struct sockaddr *addr);
+static void conn_fail(struct h1_conn *c, enum h1_err err);
+
+/*
+ * The timer or the stream of c closed; a stream closed while connecting
+ * failed to one address of the name: the next one.
+ */
+static void
+on_closed(uv_handle_t *h)
+{
+	struct h1_conn *c = h->data;
+	struct addrinfo *a = c->ai_next;
+
+	if (h == (uv_handle_t *)&c->timer)
+		c->timer_open = 0;
+	else
+		c->handle_open = c->handle_closing = 0;
+	if (c->state != CS_CONNECTING || h == (uv_handle_t *)&c->timer) {
+		conn_maybe_free(c);
+		return;
+	}
+	c->ai_next = a->ai_next;
+	if (conn_connect_addr(c, a->ai_addr) != 0)
+		conn_fail(c, H1_CONNECT);
+}
+
+/* Closes c; its request (if any) was finished or moved before. */
+static void
+conn_close(struct h1_conn *c)
+{
+	if (c->state == CS_CLOSING)
+		return;
+	if (c->state == CS_IDLE)
+		c->pool->idle_n--;
+	LIST_REMOVE(c, entry);
+	h1c_set_state(c, CS_CLOSING);
+	c->req = NULL;
+	if (c->gai_pending)
+		(void)uv_cancel((uv_req_t *)&c->gai);
+	if (c->timer_open && !uv_is_closing((uv_handle_t *)&c->timer))
+		uv_close((uv_handle_t *)&c->timer, on_closed);
+	if (c->handle_open && !c->handle_closing) {
+		c->handle_closing = 1;
+		uv_close(&c->u.h, on_closed);
+	}
+}
+
+/* c's request ends with err; c is closed. */
+static void
+conn_fail(struct h1_conn *c, enum h1_err err)
+{
+	struct h1_req *r = c->req;
+
+	conn_close(c);
+	if (r != NULL)
+		req_finish(r, err);
+}
+
+/* c served its request: kept idle (first in line), or closed. */
+static void
+conn_release(struct h1_conn *c, int keep)
+{
+	struct h1_pool *p = c->pool;
+
+	c->req = NULL;
+	(void)uv_timer_stop(&c->timer);
+	if (!keep || p->freeing || p->idle_n >= p->t.idle_max) {
+		conn_close(c);
+		return;
+	}
+	LIST_REMOVE(c, entry);
+	h1c_set_state(c, CS_IDLE);
+	c->reused = 1;
+	c->idle_since = uv_now(p->loop);
+	LIST_INSERT_HEAD(&p->idle, c, entry);
+	p->idle_n++;
+}
+
+static void
+on_timer(uv_timer_t *t)
+{
+	struct h1_conn *c = t->data;
+
+	conn_fail(c, H1_TIMEOUT);
+}
+
+/* Arms c's timer for r's deadline, or the sooner connect timeout. */
+static void
+conn_arm(struct h1_conn *c, int connecting)
+{
+	struct h1_pool *p = c->pool;
+	long long now = (long long)uv_now(p->loop);
+	long long left = c->req->deadline_ms - now;
+
+	if (connecting && left > p->t.connect_timeout_ms)
+		left = p->t.connect_timeout_ms;
+	if (left < 0)
+		left = 0;
+	(void)uv_timer_start(&c->timer, on_timer, (uint64_t)left, 0);
+}
+
+/* --- writing ----------------------------------------------------------------- */
+
+struct wreq {
+	uv_write_t w;
+	char buf[]; /* what the socket did not take at once */
+};
+
+static void
+on_written(uv_write_t *w, int status)
+{
+	struct h1_conn *c = w->data;
+
+	free(w);
+	if (status < 0 && status != UV_ECANCELED && c->state != CS_CLOSING)
+		conn_fail(c, c->state == CS_HANDSHAKE ? H1_TLS : H1_CLOSED);
+}
+
+/*
+ * Writes buf[0..len) to c: now as far as the socket takes it, the rest
+ * copied and queued. 1 when a byte went (or is queued to go) out, 0 when
+ * the socket refused it at once, -1 on ENOMEM before any byte went.
+ */
+static int
+conn_write(struct h1_conn *c, const char *buf, size_t len)
+{
+	uv_buf_t b = uv_buf_init((char *)buf, (unsigned)len);
+	struct wreq *wr;
+	int n = uv_try_write(&c->u.s, &b, 1);
+
+	if (n == (int)len)
+		return 1;
+	if (n < 0 && n != UV_EAGAIN)
+		return 0;
+	if (n < 0)
+		n = 0;
+	if ((wr = malloc(sizeof(*wr) + len - (size_t)n)) == NULL)
+		return n > 0 ? 1 : -1;
+	memcpy(wr->buf, buf + n, len - (size_t)n);
+	wr->w.data = c;
+	b = uv_buf_init(wr->buf, (unsigned)(len - (size_t)n));
+	if (uv_write(&wr->w, &c->u.s, &b, 1, on_written) != 0) {
+		free(wr);
+		return n > 0 ? 1 : 0;
+	}
+	return 1;
+}
+
+/* The TLS records OpenSSL wrote to the BIO pair, to the socket. As conn_write. */
+static int
+conn_flush_tls(struct h1_conn *c)
+{
+	int n, w = 1, any = 0;
+
+	while ((n = BIO_read(c->net, c->pool->plain, sizeof(c->pool->plain))) >
+	    0) {
+		if ((w = conn_write(c, c->pool->plain, (size_t)n)) != 1)
+			break;
+		any = 1;
+	}
+	return any ? 1 : w;
+}
+
+/* --- reading the answer -------------------------------------------------------- */
+
+/* Appends at[0..len) to a header buffer, as far as it holds. */
+static void
+span_add(char *buf, size_t *used, size_t cap, const char *at, size_t len)
+{
+	if (len > cap - *used)
+		len = cap - *used;
+	memcpy(buf + *used, at, len);
+	*used += len;
+}
+
+static int
+on_hfield(llhttp_t *h, const char *at, size_t len)
+{
+	struct h1_conn *c = h->data;
+
+	span_add(c->hname, &c->hname_len, sizeof(c->hname), at, len);
+	return 0;
+}
+
+static int
+on_hvalue(llhttp_t *h, const char *at, size_t len)
+{
+	struct h1_conn *c = h->data;
+
+	span_add(c->hval, &c->hval_len, sizeof(c->hval), at, len);
+	return 0;
+}
+
+static int
+on_hvalue_done(llhttp_t *h)
+{
+	struct h1_conn *c = h->data;
+
+	if (c->req != NULL && c->req->header != NULL)
+		c->req->header(c->req->arg, c->hname, c->hname_len, c->hval,
+		    c->hval_len);
+	c->hname_len = c->hval_len = 0;
+	return 0;
+}
+
+static int
+on_headers_done(llhttp_t *h)
+{
+	struct h1_conn *c = h->data;
+
+	if (c->req != NULL)
+		c->req->status = (int)h->status_code;
+	c->hname_len = c->hval_len = 0;
+	return 0;
+}
+
+static int
+on_body(llhttp_t *h, const char *at, size_t len)
+{
+	struct h1_conn *c = h->data;
+
+	if (c->req != NULL && c->req->bodyfn != NULL &&
+	    c->req->bodyfn(c->req->arg, at, len) != 0)
+		return -1;
+	return 0;
+}
+
+static int
+on_message_begin(llhttp_t *h)
+{
+	struct h1_conn *c = h->data;
+
+	c->hname_len = c->hval_len = 0;
+	/* bytes after the answer: not ours, the connection is not kept */
+	return c->req == NULL || c->req->complete ? -1 : 0;
+}
+
+static int
+on_message_done(llhttp_t *h)
+{
+	struct h1_conn *c = h->data;
+
+	/* a 1xx is not the answer: the real one follows */
+	if (h->status_code >= 100 && h->status_code < 200)
+		return 0;
+	if (c->req != NULL)
+		c->req->complete = 1;
+	/* only here: after the message, llhttp has forgotten its headers */
+	c->keep = llhttp_should_keep_alive(h);
+	return 0;
+}
+
+/* Bytes of the answer: parsed; the request ends when the answer did. */
+static void
+conn_parse(struct h1_conn *c, const char *p, size_t n)
+{
+	struct h1_req *r = c->req;
+	llhttp_errno_t e;
+
+	if (c->state != CS_BUSY || r == NULL || !c->written) {
+		/* an idle connection spoke, or the peer answered early */
+		if (c->state == CS_BUSY && r != NULL)
+			conn_fail(c, H1_BAD_RESPONSE);
+		else
+			conn_close(c);
+		return;
+	}
+	e = llhttp_execute(&c->parser, p, n);
+	if (r->complete) {
+		int keep = e == HPE_OK && c->keep;
+
+		conn_release(c, keep);
+		req_finish(r, H1_OK);
+		return;
+	}
+	if (e != HPE_OK)
+		conn_fail(c, e == HPE_USER ? H1_ABORTED : H1_BAD_RESPONSE);
+}
+
+/* The peer closed (or reset) c. An answer that ends with the connection ends. */
+static void
+conn_eof(struct h1_conn *c, int status)
+{
+	struct h1_req *r = c->req;
+
+	if (c->state == CS_HANDSHAKE) {
+		conn_fail(c, H1_TLS);
+		return;
+	}
+	if (c->state != CS_BUSY || r == NULL) {
+		conn_close(c);
+		return;
+	}
+	if (status == UV_EOF && c->written &&
+	    llhttp_finish(&c->parser) == HPE_OK && r->complete) {
+		conn_release(c, 0);
+		req_finish(r, H1_OK);
+		return;
+	}
+	conn_fail(c, H1_CLOSED);
+}
+
+static void
+on_alloc(uv_handle_t *h, size_t hint, uv_buf_t *buf)
+{
+	struct h1_conn *c = h->data;
+
+	(void)hint;
+	*buf = uv_buf_init(c->pool->rbuf, sizeof(c->pool->rbuf));
+}
+
+/* The handshake went on: finished (verified or not), or waiting. */
+static void
+conn_handshake(struct h1_conn *c)
+{
+	int rc, err, w;
+
+	ERR_clear_error();
+	rc = SSL_do_handshake(c->ssl);
+	if ((w = conn_flush_tls(c)) != 1) {
+		conn_fail(c, w < 0 ? H1_NOMEM : H1_TLS);
+		return;
+	}
+	if (rc == 1) {
+		h1c_set_state(c, CS_BUSY);
+		conn_arm(c, 0);
+		conn_send(c);
+		return;
+	}
+	err = SSL_get_error(c->ssl, rc);
+	if (err == SSL_ERROR_WANT_READ || err == SSL_ERROR_WANT_WRITE)
+		return;
+	conn_fail(c,
+	    SSL_get_verify_result(c->ssl) != X509_V_OK ? H1_TLS_VERIFY
+	                                               : H1_TLS);
+}
+
+static void
+on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
+{
+	struct h1_conn *c = s->data;
+	struct h1_pool *p = c->pool;
+	int n;
+
+	if (nread == 0 || c->state == CS_CLOSING)
+		return;
+	if (nread < 0) {
+		conn_eof(c, (int)nread);
+		return;
+	}
+	if (c->ssl == NULL) {
+		conn_parse(c, buf->base, (size_t)nread);
+		return;
+	}
+	if (BIO_write(c->net, buf->base, (int)nread) != (int)nread) {
+		conn_fail(c, H1_NOMEM);
+		return;
+	}
+	if (c->state == CS_HANDSHAKE) {
+		conn_handshake(c);
+		return;
+	}
+	for (;;) {
+		ERR_clear_error();
+		n = SSL_read(c->ssl, p->plain, sizeof(p->plain));
+		if (n > 0) {
+			struct h1_req *r = c->req;
+
+			conn_parse(c, p->plain, (size_t)n);
+			if (c->state != CS_BUSY || c->req != r)
+				return; /* the answer ended, or the connection */
+			continue;
+		}
+		n = SSL_get_error(c->ssl, n);
+		if (n == SSL_ERROR_WANT_READ)
+			return;
+		conn_eof(c,
+		    n == SSL_ERROR_ZERO_RETURN ? UV_EOF : UV_ECONNRESET);
+		return;
+	}
+}
+
+/* --- sending -------------------------------------------------------------------- */
+
+static void req_start(struct h1_pool *p, struct h1_req *r);
+
+/* c is connected (and its TLS up): the request goes out in one write. */
+static void
+conn_send(struct h1_conn *c)
+{
+	struct h1_req *r = c->req;
+	int w;
+
+	llhttp_init(&c->parser, HTTP_RESPONSE, &c->pool->settings);
+	c->parser.data = c;
+	c->written = 0;
+	if (c->ssl != NULL) {
+		ERR_clear_error();
+		if (SSL_write(c->ssl, r->out, (int)r->outlen) !=
+		    (int)r->outlen) {
+			conn_fail(c, H1_TLS);
+			return;
+		}
+		w = conn_flush_tls(c);
+	} else {
+		w = conn_write(c, r->out, r->outlen);
+	}
+	if (w == 1) {
+		c->written = 1;
+		r->res.sends++;
+		return;
+	}
+	if (w < 0) {
+		conn_fail(c, H1_NOMEM);
+		return;
+	}
+	/*
+	 * Not a byte of the request went out: a kept connection the peer had
+	 * closed. The request goes out on another one, uncounted.
+	 */
+	if (c->reused) {
+		c->req = NULL;
+		conn_close(c);
+		req_start(c->pool, r);
+		return;
+	}
+	conn_fail(c, H1_CLOSED);
+}
+
+static void
+on_connected(uv_connect_t *creq, int status)
+{
+	struct h1_conn *c = creq->data;
+
+	if (status == UV_ECANCELED || c->state == CS_CLOSING)
+		return;
+	if (status < 0) {
+		/* the next address of the name, once this handle closed */
+		if (c->ai_next != NULL && status != UV_ETIMEDOUT) {
+			c->handle_closing = 1;
+			uv_close(&c->u.h, on_closed);
+			return;
+		}
+		conn_fail(c, H1_CONNECT);
+		return;
+	}
+	if (uv_read_start(&c->u.s, on_alloc, on_read) != 0) {
+		conn_fail(c, H1_CONNECT);
+		return;
+	}
+	if (c->ssl != NULL) {
+		h1c_set_state(c, CS_HANDSHAKE);
+		conn_handshake(c);
+		return;
+	}
+	h1c_set_state(c, CS_BUSY);
+	conn_arm(c, 0);
+	conn_send(c);
+}
+
+/* Connects c to addr; 0 or a libuv error. */
+static int
+conn_connect_addr(struct h1_conn *c, const struct sockaddr *addr)
+{
+	struct h1_pool *p = c->pool;
+	int rc;
+
+	if ((rc = uv_tcp_init(p->loop, &c->u.tcp)) != 0)
+		return rc;
+	c->handle_open = 1;
+	c->u.h.data = c;
+	(void)uv_tcp_nodelay(&c->u.tcp, 1);
+	if (c->state != CS_CONNECTING) /* the next address: still connecting */
+		h1c_set_state(c, CS_CONNECTING);
+	return uv_tcp_connect(&c->creq, &c->u.tcp, addr, on_connected);
+}
+
+static void
+on_resolved(uv_getaddrinfo_t *g, int status, struct addrinfo *res)
+{
+	struct h1_conn *c = g->data;
+
+	c->gai_pending = 0;
+	c->ai = res;
+	if (c->state == CS_CLOSING) {
+		conn_maybe_free(c);
+		return;
+	}
+	if (status < 0 || res == NULL) {
+		conn_fail(c, H1_RESOLVE);
+		return;
+	}
+	c->ai_next = res->ai_next;
+	if (conn_connect_addr(c, res->ai_addr) != 0)
+		conn_fail(c, H1_CONNECT);
+}
+
+/* c's TLS: a BIO pair between OpenSSL and the socket, the name to verify. */
+static int
+conn_tls(struct h1_conn *c)
+{
+	struct h1_pool *p = c->pool;
+	BIO *inner = NULL;
+
+	if ((c->ssl = SSL_new(p->ctx)) == NULL ||
+	    BIO_new_bio_pair(&inner, TLS_BIO_BUF, &c->net, TLS_BIO_BUF) != 1)
+		return -1;
+	SSL_set_bio(c->ssl, inner, inner);
+	SSL_set_connect_state(c->ssl);
+	if (!p->addr_literal && SSL_set_tlsext_host_name(c->ssl, p->host) != 1)
+		return -1;
+	if (p->t.verify && SSL_set1_host(c->ssl, p->host) != 1)
+		return -1;
+	return 0;
+}
+
+/*
+ * A new connection for r (r->conn set), resolving or connecting; r fails
+ * later when it cannot even start. The connection, or NULL.
+ */
+static struct h1_conn *
+conn_new(struct h1_pool *p, struct h1_req *r)
+{
+	struct h1_conn *c;
+	int rc;
+
+	if ((c = calloc(1, sizeof(*c))) == NULL) {
+		req_fail_later(r, H1_NOMEM);
+		return NULL;
+	}
+	c->pool = p;
+	c->req = r;
+	r->conn = c;
+	p->open++;
+	LIST_INSERT_HEAD(&p->busy, c, entry);
+	(void)uv_timer_init(p->loop, &c->timer);
+	c->timer.data = c;
+	c->timer_open = 1;
+	c->creq.data = c;
+	c->gai.data = c;
+	if (p->t.tls && conn_tls(c) != 0)
+		goto nomem;
+	conn_arm(c, 1);
+	if (p->unix_path[0] != '\0') {
+		if ((rc = uv_pipe_init(p->loop, &c->u.pipe, 0)) != 0)
+			goto nomem;
+		c->handle_open = 1;
+		c->u.h.data = c;
+		h1c_set_state(c, CS_CONNECTING);
+		uv_pipe_connect(&c->creq, &c->u.pipe, p->unix_path,
+		    on_connected);
+		return c;
+	}
+	if (p->addr_literal) {
+		if (conn_connect_addr(c, (struct sockaddr *)&p->addr) != 0)
+			goto fail;
+		return c;
+	}
+	{
+		struct addrinfo hints;
+		char port[16];
+
+		memset(&hints, 0, sizeof(hints));
+		hints.ai_family = AF_UNSPEC;
+		hints.ai_socktype = SOCK_STREAM;
+		(void)snprintf(port, sizeof(port), "%d", p->t.port);
+		if (uv_getaddrinfo(p->loop, &c->gai, on_resolved, p->host, port,
+		        &hints) != 0)
+			goto fail;
+		c->gai_pending = 1;
+	}
+	return c;
+nomem:
+	c->req = NULL;
+	conn_close(c);
+	req_fail_later(r, H1_NOMEM);
+	return NULL;
+fail:
+	c->req = NULL;
+	conn_close(c);
+	req_fail_later(r, H1_CONNECT);
+	return NULL;
+}
+
+/* r on the most recently used idle connection, or a new one. */
+static void
+req_start(struct h1_pool *p, struct h1_req *r)
+{
+	uint64_t now = uv_now(p->loop);
+	struct h1_conn *c;
+
+	while ((c = LIST_FIRST(&p->idle)) != NULL) {
+		if (now - c->idle_since > (uint64_t)p->t.max_idle_s * 1000) {
+			conn_close(c); /* idle too long: closed, not reused */
+			continue;
+		}
+		LIST_REMOVE(c, entry);
+		p->idle_n--;
+		h1c_set_state(c, CS_BUSY);
+		LIST_INSERT_HEAD(&p->busy, c, entry);
+		c->req = r;
+		r->conn = c;
+		conn_arm(c, 0);
+		conn_send(c);
+		return;
+	}
+	(void)conn_new(p, r);
+}
+
+struct h1_req *
+h1_request(struct h1_pool *p, const char *method, const char *target,
+    const char *hdrs, const char *body, size_t bodylen, long timeout_ms,
+    h1_header_fn *header, h1_body_fn *bodyfn, h1_done_fn *done, void *arg)
+{
+	struct h1_req *r;
+	size_t cap;
+	int n;
+
+	if ((r = calloc(1, sizeof(*r))) == NULL)
+		return NULL;
+	cap = strlen(method) + strlen(target) + strlen(p->hosthdr) +
+	    strlen(hdrs) + bodylen + 64;
+	if ((r->out = malloc(cap)) == NULL) {
+		free(r);
+		return NULL;
+	}
+	if (body != NULL)
+		n = snprintf(r->out, cap,
+		    "%s %s HTTP/1.1\r\nHost: %s\r\n%sContent-Length: %zu\r\n\r\n",
+		    method, target, p->hosthdr, hdrs, bodylen);
+	else
+		n = snprintf(r->out, cap,
+		    "%s %s HTTP/1.1\r\nHost: %s\r\n%s\r\n", method, target,
+		    p->hosthdr, hdrs);
+	if (n < 0 || (size_t)n + bodylen >= cap) {
+		req_free(r);
+		return NULL;
+	}
+	if (body != NULL)
+		memcpy(r->out + n, body, bodylen);
+	r->outlen = (size_t)n + bodylen;
+	r->pool = p;
+	r->header = header;
+	r->bodyfn = bodyfn;
+	r->done = done;
+	r->arg = arg;
+	r->deadline_ms = (long long)uv_now(p->loop) + timeout_ms;
+	if (p->ca_bad) {
+		req_fail_later(r, H1_TLS_CA);
+		return r;
+	}
+	req_start(p, r);
+	return r;
+}
+
+void
+h1_cancel(struct h1_req *r)
+{
+	if (r->conn != NULL) {
+		r->conn->req = NULL;
+		conn_close(r->conn);
+	} else {
+		LIST_REMOVE(r, deferred);
+	}
+	req_free(r);
+}
+
+/* --- the pool ----------------------------------------------------------------- */
+
+static void
+on_defer_closed(uv_handle_t *h)
+{
+	struct h1_pool *p = h->data;
+
+	p->defer_open = 0;
+	pool_maybe_free(p);
+}
+
+static void
+pool_maybe_free(struct h1_pool *p)
+{
+	if (!p->freeing || p->open > 0 || p->defer_open)
+		return;
+	SSL_CTX_free(p->ctx);
+	free(p);
+}
+
+/* The TLS context: verification against the CA file or the system's store. */
+static int
+pool_tls(struct h1_pool *p, const char *ca, char *errstr, size_t errlen)
+{
+	if ((p->ctx = SSL_CTX_new(TLS_client_method())) == NULL) {
+		util_err(errstr, errlen, "provider: SSL_CTX_new failed");
+		return -1;
+	}
+	(void)SSL_CTX_set_min_proto_version(p->ctx, TLS1_2_VERSION);
+	SSL_CTX_set_mode(p->ctx, SSL_MODE_RELEASE_BUFFERS);
+	if (!p->t.verify) {
+		SSL_CTX_set_verify(p->ctx, SSL_VERIFY_NONE, NULL);
+		return 0;
+	}
+	SSL_CTX_set_verify(p->ctx, SSL_VERIFY_PEER, NULL);
+	if (ca != NULL && ca[0] != '\0' && strcmp(ca, "none") != 0) {
+		/* a file that cannot be read fails every request, as libcurl did */
+		if (SSL_CTX_load_verify_locations(p->ctx, ca, NULL) != 1)
+			p->ca_bad = 1;
+	} else if (SSL_CTX_set_default_verify_paths(p->ctx) != 1) {
+		p->ca_bad = 1;
+	}
+	ERR_clear_error();
+	return 0;
+}
+
+struct h1_pool *
+h1_pool_new(uv_loop_t *loop, const struct h1_target *t, char *errstr,
+    size_t errlen)
+{
+	struct h1_pool *p;
+
+	if ((p = calloc(1, sizeof(*p))) == NULL) {
+		util_err(errstr, errlen, "provider: out of memory");
+		return NULL;
+	}
+	p->loop = loop;
+	p->t = *t;
+	if ((size_t)snprintf(p->host, sizeof(p->host), "%s", t->host) >=
+	        sizeof(p->host) ||
+	    (size_t)snprintf(p->unix_path, sizeof(p->unix_path), "%s",
+	        t->unix_path != NULL ? t->unix_path : "") >=
+	        sizeof(p->unix_path)) {
+		util_err(errstr, errlen, "provider_url: too long");
+		free(p);
+		return NULL;
+	}
+	p->t.host = p->host;
+	p->t.unix_path = p->unix_path;
+	p->t.ca_file = NULL; /* read once, by pool_tls */
+	if (p->unix_path[0] != '\0')
+		(void)snprintf(p->hosthdr, sizeof(p->hosthdr), "localhost");
+	else if (strchr(p->host, ':') != NULL)
+		(void)snprintf(p->hosthdr, sizeof(p->hosthdr), "[%s]:%d",
+		    p->host, t->port);
+	else
+		(void)snprintf(p->hosthdr, sizeof(p->hosthdr), "%s:%d", p->host,
+		    t->port);
+	p->addr_literal = p->unix_path[0] == '\0' &&
+	    (uv_ip4_addr(p->host, t->port, (struct sockaddr_in *)&p->addr) ==
+	            0 ||
+	        uv_ip6_addr(p->host, t->port,
+	            (struct sockaddr_in6 *)&p->addr) == 0);
+	llhttp_settings_init(&p->settings);
+	p->settings.on_message_begin = on_message_begin;
+	p->settings.on_header_field = on_hfield;
+	p->settings.on_header_value = on_hvalue;
+	p->settings.on_header_value_complete = on_hvalue_done;
+	p->settings.on_headers_complete = on_headers_done;
+	p->settings.on_body = on_body;
+	p->settings.on_message_complete = on_message_done;
+	LIST_INIT(&p->idle);
+	LIST_INIT(&p->busy);
+	LIST_INIT(&p->deferred);
+	if (t->tls && pool_tls(p, t->ca_file, errstr, errlen) != 0) {
+		free(p);
+		return NULL;
+	}
+	(void)uv_idle_init(loop, &p->defer);
+	p->defer.data = p;
+	p->defer_open = 1;
+	return p;
+}
+
+void
+h1_pool_free(struct h1_pool *p)
+{
+	struct h1_conn *c;
+	struct h1_req *r;
+
+	if (p == NULL)
+		return;
+	p->freeing = 1;
+	while ((r = LIST_FIRST(&p->deferred)) != NULL) {
+		LIST_REMOVE(r, deferred);
+		req_free(r);
+	}
+	while ((c = LIST_FIRST(&p->idle)) != NULL)
+		conn_close(c);
+	while ((c = LIST_FIRST(&p->busy)) != NULL)
+		conn_close(c);
+	uv_close((uv_handle_t *)&p->defer, on_defer_closed);
+}
