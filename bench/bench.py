@@ -426,6 +426,42 @@ def fcgi_request(port, params, body, timeout=30.0):
         s.close()
 
 
+class FcgiKept:
+    """FastCGI requests one after another on one connection kept open
+    (FCGI_KEEP_CONN), as nginx's upstream keepalive sends them."""
+
+    def __init__(self, port, timeout=30.0):
+        self.s = socket.create_connection(('127.0.0.1', port), timeout=timeout)
+        self.f = self.s.makefile('rb')
+
+    def request(self, params, body):
+        msg = [fcgi_record(1, struct.pack('!HB5x', 1, 1))]
+        p = fcgi_pairs(params)
+        for i in range(0, len(p), 65535):
+            msg.append(fcgi_record(4, p[i:i + 65535]))
+        msg.append(fcgi_record(4, b''))
+        for i in range(0, len(body), 65535):
+            msg.append(fcgi_record(5, body[i:i + 65535]))
+        msg.append(fcgi_record(5, b''))
+        self.s.sendall(b''.join(msg))
+        out = []
+        while True:
+            hdr = self.f.read(8)
+            if len(hdr) < 8:
+                raise BenchError('fastcgi: connection closed early')
+            _, rtype, _, clen, plen = struct.unpack('!BBHHBx', hdr)
+            content = self.f.read(clen)
+            self.f.read(plen)
+            if rtype == 6:
+                out.append(content)
+            elif rtype == 3:
+                return b''.join(out)
+
+    def close(self):
+        self.f.close()
+        self.s.close()
+
+
 def fcgi_charge_params(port, key, body):
     return {
         'GATEWAY_INTERFACE': 'CGI/1.1', 'SERVER_SOFTWARE': 'bench',
@@ -1048,13 +1084,14 @@ class Bench:
         return res
 
     # -- nginx with kept-alive FastCGI connections (--concurrency)
-    def start_nginx(self, keepalive=None, name='nginx', threads=None):
+    def start_nginx(self, keepalive=None, name='nginx', threads=None, charge_bin=None):
         """charge --listen on a unix socket (threads_n event loops) behind
         an nginx of its own (bench/nginx.conf): upstream keepalive
         `keepalive` (None: NGINX_KEEPALIVE from the environment, else the
         pool conf/nginx.conf ships) + fastcgi_keep_conn on; 0: no kept
         connections (a FastCGI connection per request). threads: the
-        responder's event loops (None: threads_n; 0: one per core). The first one
+        responder's event loops (None: threads_n; 0: one per core). charge_bin:
+        the responder binary (None: the one built or given by --charge). The first one
         started is also self.nginx / nginx_charge / nginx_port. Returns
         {'name', 'keepalive', 'port', 'nginx', 'charge'}."""
         if keepalive is None:
@@ -1075,7 +1112,7 @@ class Bench:
             env['CHARGE_THREADS'] = str(threads)
         out = open(os.path.join(self.run, 'charge-%s.log' % name), 'a')
         inst['charge'] = self.procs.start(
-            'charge', [self.bins['charge'], '--listen', sock], stdout=out,
+            'charge', [charge_bin or self.bins['charge'], '--listen', sock], stdout=out,
             stderr=subprocess.STDOUT, env=env, cwd=self.run)
         wait_for(lambda: os.path.exists(sock) or inst['charge'].poll() is not None,
                  10, 'charge --listen ' + sock)
@@ -1346,6 +1383,8 @@ class Bench:
                 self.start_sim(0, 'never')
                 self.write_charge_conf()
             cases += [('fresh_http', 'charge')]
+        if self.args.callgrind_kept and 'charge' in self.bins:
+            cases += [('fresh_kept', 'charge'), ('replay_kept', 'charge')]
         cases += [('baseline', 'baseline'), ('floor1', 'floor'), ('floor2', 'floor')]
         for case, binname in cases:
             totals = {}
@@ -1391,13 +1430,19 @@ class Bench:
                 raise BenchError('callgrind %s exited early; see %s' % (case, logf.name))
             body = DEFAULT_BODY.encode()
             prefix = 'cg-%s-%d-%s-' % (case, n, uuid.uuid4().hex[:8])
-            if case == 'replay':
-                # the priming request is the same in both runs: it cancels out
-                self.fcgi_expect(port, prefix + 'r', body, 'false')
-            for i in range(n):
-                key = prefix + ('r' if case == 'replay' else str(i))
-                self.fcgi_expect(port, key, body,
-                                 'true' if case == 'replay' else None)
+            # fresh_kept, replay_kept: every request on one kept connection
+            kept = FcgiKept(port) if case.endswith('_kept') else None
+            replay = case.startswith('replay')
+            try:
+                if replay:
+                    # the priming request is the same in both runs: it cancels out
+                    self.fcgi_expect(port, prefix + 'r', body, 'false', kept)
+                for i in range(n):
+                    key = prefix + ('r' if replay else str(i))
+                    self.fcgi_expect(port, key, body, 'true' if replay else None, kept)
+            finally:
+                if kept is not None:
+                    kept.close()
         finally:
             rc = self.stop_fcgi(p, port)
             self.procs.items = [(x, q) for x, q in self.procs.items if q is not p]
@@ -1427,8 +1472,9 @@ class Bench:
         p.kill()
         return p.wait(10)
 
-    def fcgi_expect(self, port, key, body, replayed):
-        out = fcgi_request(port, fcgi_charge_params(port, key, body), body)
+    def fcgi_expect(self, port, key, body, replayed, kept=None):
+        params = fcgi_charge_params(port, key, body)
+        out = kept.request(params, body) if kept else fcgi_request(port, params, body)
         head = out.split(b'\r\n\r\n', 1)[0].decode(errors='replace')
         if not re.search(r'^Status: 201', head, re.M | re.I):
             raise BenchError('callgrind request: unexpected answer %r' % out[:300])
@@ -1604,6 +1650,9 @@ def parse_args(argv):
                     help='request counts N1 N2 for callgrind ("200 1200"; '
                          '--smoke "3 8")')
     ap.add_argument('--no-callgrind', action='store_true')
+    ap.add_argument('--callgrind-kept', action='store_true',
+                    help='callgrind also fresh_kept and replay_kept: the requests on one '
+                         'connection kept open (FCGI_KEEP_CONN), not one each')
     ap.add_argument('--provider-client', choices=('native', 'libcurl'),
                     help='the responder\'s HTTP provider client in fresh_http '
                          '(provider_client; default: the responder\'s own)')
@@ -1658,6 +1707,17 @@ def parse_args(argv):
     ap.add_argument('--no-http-unix', action='store_true',
                     help='--concurrency: the HTTP provider over TCP only (not '
                          'also over a unix socket)')
+    ap.add_argument('--vs', metavar='CHARGE',
+                    help='--concurrency: instead of its parts, this responder binary '
+                         '(another tree\'s build, e.g. another transport) '
+                         'against this tree\'s: fresh and replay through nginx with kept '
+                         'FastCGI connections and with a connection per request, '
+                         'interleaved rounds at --keepalive-connections')
+    ap.add_argument('--vs-strace', type=float, default=0, metavar='S',
+                    help='--vs: after the rounds, a wrk run of S s per case with strace -c '
+                         'on the responder: system calls per request (0: none)')
+    ap.add_argument('--vs-labels', default='A,B', metavar='A,B',
+                    help='--vs: the names of the two binaries in the report (A,B)')
     ap.add_argument('--charge', help='use this responder binary (no meson build)')
     ap.add_argument('--sim', help='use this %s binary (no meson build)' % SIM_BINARY)
     ap.add_argument('--port', type=int, default=0, help='lighttpd port (free one)')
@@ -1716,6 +1776,12 @@ def parse_args(argv):
                                      else '32' if a.smoke else '32 1024').split()]
     if a.pool_only:
         a.lat_conns, a.http_conns = [], []
+    a.vs_labels = a.vs_labels.split(',')
+    if a.vs:
+        if not a.concurrency or len(a.vs_labels) != 2:
+            ap.error('--vs goes with --concurrency; --vs-labels takes A,B')
+        a.vs = os.path.abspath(a.vs)
+        a.lat_conns, a.http_conns, a.pool_conns = [], [], []
     # runs at a provider latency last at least 10 s (4 096 connections need
     # a while to reach a steady state); --smoke: --duration
     a.lat_duration = a.duration if a.smoke else max(a.duration, 10.0)
@@ -1827,6 +1893,10 @@ def concurrency(bench, args):
            'latency_ms': args.latency_ms, 'latency_runs': [], 'http_runs': [],
            'keepalive_runs': [], 'latency_duration_s': args.lat_duration,
            'duration_s': args.duration, 'rounds': args.conc_rounds}
+    if args.vs:
+        bench.latency_ms = 0
+        versus_part(bench, args, out)
+        return out
     bench.latency_ms = args.latency_ms
     bench.start_lighttpd(['charge'], bench.procs_n, bench.threads_n)
     log('concurrency: lighttpd on 127.0.0.1:%d, charge %dx%d, provider latency %d ms' % (
@@ -1900,6 +1970,99 @@ def keepalive_part(bench, args, out):
                     label, sc, c, args.duration, port, pids, rnd))
     bench.stop_nginx()
     bench.stop_lighttpd()
+
+
+def versus_part(bench, args, out):
+    """--concurrency --vs CHARGE: this tree's responder (A) against another
+    binary (B, e.g. a build with the other FastCGI transport) at latency 0:
+    fresh and replay through nginx with kept FastCGI connections (the pool
+    conf/nginx.conf ships) and with a connection per request, each binary
+    behind an nginx of its own (charge --listen, threads_n loops), at each
+    of --keepalive-connections, --rounds interleaved rounds, A first in odd
+    rounds and B first in even ones. CPU per request of the responder and of
+    its nginx, p99. The report's versus table gives medians, spread and
+    B / A."""
+    shipped = shipped_keepalive()
+    bins = [(args.vs_labels[0], bench.bins['charge']), (args.vs_labels[1], args.vs)]
+    out['versus'] = {'labels': [lb for lb, _ in bins],
+                     'bins': [os.path.abspath(b) for _, b in bins],
+                     'keepalive': shipped, 'runs': []}
+    insts = {}
+    for i, (tag, binary) in enumerate(bins):
+        for ka in (shipped, 0):
+            inst = bench.start_nginx(ka, name='nginx-%d-%d' % (i, ka), charge_bin=binary)
+            master = inst['nginx'].pid
+            insts[(tag, ka)] = (inst['port'], [inst['charge'].pid],
+                                [master] + proc_children(master))
+    bench.replay_key = 'bench-replay-' + uuid.uuid4().hex
+    st, h, b = http_post(insts[(bins[0][0], shipped)][0], '/charge', bench.replay_key,
+                         DEFAULT_BODY)
+    if st != 201 or h.get('idempotent-replayed') != 'false':
+        raise BenchError('priming the replay key: %d %r' % (st, b[:300]))
+    log('versus: %s against %s, nginx keepalive %d and 0, charge --listen threads %d' % (
+        bins[0][1], bins[1][1], shipped, bench.threads_n))
+
+    def cases(order):
+        return [('%s %s %s' % (sc, 'kept' if ka else 'per-request', tag), sc, tag, ka)
+                for sc in ('fresh', 'replay') for ka in (shipped, 0) for tag in order]
+    tags = [tag for tag, _ in bins]
+    if args.warmup > 0:
+        for label, sc, tag, ka in cases(tags):
+            port, pids, web = insts[(tag, ka)]
+            bench.measure_plain('warm-up ' + label, sc, max(args.ka_conns), args.warmup,
+                                port, pids, web_pids=web)
+    for c in args.ka_conns:
+        for rnd in range(1, args.conc_rounds + 1):
+            if args.wait_quiet > 0:
+                wait_quiet(args.wait_quiet)
+            for label, sc, tag, ka in cases(tags if rnd % 2 else tags[::-1]):
+                port, pids, web = insts[(tag, ka)]
+                r = bench.measure_plain(label, sc, c, args.duration, port, pids, rnd,
+                                        web_pids=web)
+                r.update(side=tag, kept=bool(ka))
+                out['versus']['runs'].append(r)
+    if args.vs_strace > 0:
+        out['versus']['strace'] = []
+        for label, sc, tag, ka in cases(tags):
+            port, pids, web = insts[(tag, ka)]
+            out['versus']['strace'].append(dict(
+                strace_run(bench, sc, min(args.ka_conns), args.vs_strace, port, pids[0]),
+                label=label, scenario=sc, side=tag, kept=bool(ka)))
+    bench.stop_nginx()
+
+
+def strace_run(bench, scenario, conns, duration, port, pid):
+    """System calls per request of the responder pid (all its threads,
+    strace -c) over a wrk run of duration s: {'requests', 'calls':
+    {name: per request}, 'total'}. strace slows it down: counts only."""
+    run_id = 's%s' % uuid.uuid4().hex[:10]
+    outfile = os.path.join(bench.run, 'strace-%s.txt' % run_id)
+    tids = sorted(os.listdir('/proc/%d/task' % pid))
+    argv = ['strace', '-c', '-q', '-o', outfile] + [x for t in tids for x in ('-p', t)]
+    st = bench.procs.start('strace', argv, stdout=subprocess.DEVNULL,
+                           stderr=subprocess.STDOUT)
+    time.sleep(1.0)  # attached
+    try:
+        w, _ = bench.wrk(scenario, conns, duration, run_id, port=port)
+    finally:
+        time.sleep(0.5)
+        st.send_signal(signal.SIGINT)
+        st.wait(30)
+        bench.procs.items = [(n, q) for n, q in bench.procs.items if q is not st]
+    n = w['requests']
+    calls = {}
+    with open(outfile) as f:
+        for line in f:
+            parts = line.split()
+            # % time, seconds, usecs/call, calls, [errors,] syscall
+            if len(parts) >= 5 and parts[0][0].isdigit() and parts[-1] != 'total':
+                calls[parts[-1]] = int(parts[3]) / n if n else None
+    res = {'requests': n, 'calls': calls,
+           'total': sum(v for v in calls.values() if v) if n else None}
+    log('strace %-8s port %d c=%d: %d requests, %.2f system calls per request (%s)' % (
+        scenario, port, conns, n, res['total'] or 0,
+        ', '.join('%s %.2f' % kv for kv in sorted(calls.items(), key=lambda kv: -kv[1]))))
+    return res
 
 
 LUA_PEER = 'nginx + Lua (peer)'

@@ -21,8 +21,10 @@ import sys
 
 sys.dont_write_bytecode = True     # no __pycache__ in the tree
 
-ORDER = ['fresh', 'fresh_http', 'replay', 'baseline', 'floor1', 'floor2']
+ORDER = ['fresh', 'fresh_http', 'replay', 'fresh_kept', 'replay_kept', 'baseline', 'floor1',
+         'floor2']
 LABEL = {'fresh': 'fresh', 'fresh_http': 'fresh (HTTP)', 'replay': 'replay',
+         'fresh_kept': 'fresh (kept connection)', 'replay_kept': 'replay (kept connection)',
          'baseline': 'baseline', 'floor1': 'floor(1)', 'floor2': 'floor(2)'}
 # The floor each scenario of the responder is held against.
 FLOOR_OF = {'fresh': 'floor2', 'replay': 'floor1'}
@@ -625,6 +627,9 @@ def concurrency_section(res, L):
     c = res.get('concurrency')
     if not c:
         return
+    if c.get('versus'):
+        versus_section(c, L)
+        return
     L.append('## Many connections: provider latency %d ms\n' % c['latency_ms'])
     L.append('Fresh charges through lighttpd (mod_fastcgi `bin-path`, %d process(es), '
              '`threads` = %d), one wrk run of %g s per connection count. **C/L** = '
@@ -692,6 +697,69 @@ def concurrency_section(res, L):
     L.append(table(['connections', 'path', 'req/s', '÷ baseline (per round)', 'p50 ms',
                     'p99 ms', 'in flight', 'errors', 'RSS MiB per process'], rows, left=2))
     L.append('')
+
+
+def versus_section(c, L):
+    """bench/run --concurrency --vs CHARGE: two responder binaries side by
+    side through nginx, kept connections and a connection per request."""
+    v = c['versus']
+    a, b = v['labels']
+    runs = v['runs']
+    L.append('## %s against %s through nginx, provider latency 0\n' % (a, b))
+    L.append('%s: `%s`; %s: `%s`. Each behind an nginx of its own (`charge --listen` '
+             'on a unix socket, `threads` = %d), upstream `keepalive %d` + '
+             '`fastcgi_keep_conn on` ("kept") or no kept connections ("per-request"). '
+             '%d interleaved round(s) of %g s, the order of %s and %s alternating per '
+             'round. Median [min–max] over rounds; CPU µs per request of the responder, '
+             'and of the responder plus its nginx; "%s / %s" is the ratio of the '
+             'medians.\n' % (a, v['bins'][0], b, v['bins'][1], c['threads'],
+                              v['keepalive'], c['rounds'], c['duration_s'], a, b, b, a))
+
+    def sel(sc, kept, side, conn):
+        return [r for r in runs if r['scenario'] == sc and r['kept'] == kept and
+                r['side'] == side and r['conns'] == conn]
+
+    def med(xs):
+        xs = [x for x in xs if x is not None]
+        return statistics.median(xs) if xs else None
+
+    def f_us(x):
+        return '%.1f' % x
+
+    def both(r):
+        if r.get('responder_cpu_us') is None:
+            return None
+        return r['responder_cpu_us'] + (r.get('web_cpu_us') or 0)
+    rows = []
+    conns = list(dict.fromkeys(r['conns'] for r in runs))
+    for conn in conns:
+        for sc in ('fresh', 'replay'):
+            for kept in (True, False):
+                for what, f, fmt in (
+                        ('req/s', lambda r: r['rps'], f_rps),
+                        ('responder CPU µs/req', lambda r: r.get('responder_cpu_us'), f_us),
+                        ('+ nginx CPU µs/req', both, f_us),
+                        ('p99 ms', lambda r: r['wrk']['p99_us'] / 1e3, lambda x: '%.2f' % x)):
+                    xa = [f(r) for r in sel(sc, kept, a, conn)]
+                    xb = [f(r) for r in sel(sc, kept, b, conn)]
+                    ma, mb = med(xa), med(xb)
+                    rows.append([conn, '%s %s' % (sc, 'kept' if kept else 'per-request'),
+                                 what, spread(xa, fmt), spread(xb, fmt),
+                                 '%.3f' % (mb / ma) if ma and mb is not None else '–'])
+    L.append(table(['connections', 'path', 'measure', a, b, '%s / %s' % (b, a)],
+                   rows, left=3))
+    L.append('')
+    if v.get('strace'):
+        L.append('System calls per request of the responder (`strace -c` on all its '
+                 'threads over one wrk run per case; strace slows it down, so counts '
+                 'only):\n')
+        rows = []
+        for r in v['strace']:
+            top = sorted(r['calls'].items(), key=lambda kv: -(kv[1] or 0))
+            rows.append([r['label'], r['requests'], '%.2f' % (r['total'] or 0),
+                         ', '.join('%s %.2f' % (k, x) for k, x in top if x and x >= 0.05)])
+        L.append(table(['case', 'requests', 'calls/request', 'per request'], rows, left=1))
+        L.append('')
 
 
 TARGET_POOL_CPU_VS_32 = 1.10    # pool part: CPU per replay at the most connections

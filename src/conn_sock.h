@@ -20,7 +20,9 @@
  * handle watches: a descriptor is added once and leaves the set with its
  * close(), where a uv_poll_t per socket cost five more system calls (libuv
  * probes a new descriptor with an epoll add and delete, sets O_NONBLOCK
- * again and deletes it at every restart).
+ * again and deletes it at every restart) and libuv's own streams three
+ * more per connection (O_NONBLOCK again, an fcntl, an epoll delete before
+ * the close) for the same cost on a kept one (docs/decisions.md).
  */
 struct sock_set {
 	uv_loop_t *loop;
