@@ -64,7 +64,8 @@ build() {
 
 # --quick: what the named suites use, and nothing else. unit runs every
 # build/test_* binary, so all of them are built (none stale); structure
-# reads the objects of src/ (the charge target); any other suite gets the
+# reads the objects of src/ (the charge and charge-reconcile targets, whose
+# mains the module map names); any other suite gets the
 # whole plain tree; the ASan tree only when a suite's function names it.
 build_quick() {
 	local s plain=() full=0 asan=0
@@ -76,7 +77,7 @@ build_quick() {
 			# shellcheck disable=SC2207
 			plain+=($(ninja -C build -t targets all | sed -n 's/^\(test_[a-z_0-9]*\): .*/\1/p'))
 			;;
-		structure) plain+=(charge) ;;
+		structure) plain+=(charge charge-reconcile) ;;
 		*) full=1 ;;
 		esac
 		declare -f "suite_$s" | grep -qE 'with_asan|build-asan' && asan=1
