@@ -129,7 +129,7 @@ provider_http_global_init(const struct config *cfg)
 	/* the native client needs no global set-up (OpenSSL's is its own) */
 	if (cfg->provider_url[0] == '\0')
 		return 0;
-	if (strcmp(cfg->provider_client, "native") == 0 && proxy_env_unset())
+	if (strcmp(cfg->provider_client, "native") == 0)
 		return 0;
 	return curl_global_init(CURL_GLOBAL_DEFAULT) == CURLE_OK ? 0 : -1;
 }
@@ -343,7 +343,7 @@ transport_class(CURLcode rc, int sends)
 static enum settle_class
 h1_class(enum h1_err e, int sends)
 {
-	if (e == H1_TLS_VERIFY || e == H1_TLS_CA)
+	if (e == H1_TLS_VERIFY || e == H1_TLS_CA || e == H1_PROXY)
 		return SC_NOT_SENT;
 	if ((e == H1_CONNECT || e == H1_RESOLVE) && sends == 0)
 		return SC_NOT_SENT;
@@ -857,8 +857,10 @@ h1_setup(struct http_provider *hp, char *errstr, size_t errlen)
 {
 	const struct config *cfg = hp->cfg;
 	struct h1_target t;
+	struct h1_proxy px;
 	char host[256] = "";
 	const char *path;
+	int rc = 0;
 
 	memset(&t, 0, sizeof(t));
 	if (wire_url_split(hp->base, host, sizeof(host), &t.port, &t.tls,
@@ -873,6 +875,14 @@ h1_setup(struct http_provider *hp, char *errstr, size_t errlen)
 	t.connect_timeout_ms = cfg->provider_connect_timeout_ms;
 	t.max_idle_s = PROVIDER_MAXAGE_CONN_S;
 	t.idle_max = PROVIDER_CONNS_KEPT;
+	/* a unix socket never goes through a proxy */
+	if (hp->unix_path[0] == '\0' &&
+	    (rc = h1_proxy_env(t.tls, host, &px, errstr, errlen)) < 0)
+		return -1;
+	t.proxy = rc == 1 ? &px : NULL;
+	if (rc == 1)
+		log_info(NULL, "provider: through the proxy %s:%d", px.host,
+		    px.port);
 	if ((size_t)snprintf(hp->h1_hdr_post, sizeof(hp->h1_hdr_post),
 	        "%s\r\nContent-Type: application/x-www-form-urlencoded\r\n",
 	        hp->auth) >= sizeof(hp->h1_hdr_post) ||
@@ -915,11 +925,8 @@ provider_http_new(uv_loop_t *loop, const struct config *cfg, char *errstr,
 		goto fail;
 	}
 	hp->proxy_off = proxy_env_unset();
-	/*
-	 * The native client, unless a proxy is set in the environment (it
-	 * does not speak to proxies: libcurl does, then).
-	 */
-	if (strcmp(cfg->provider_client, "native") == 0 && hp->proxy_off) {
+	/* the native client, through a proxy from the environment too */
+	if (strcmp(cfg->provider_client, "native") == 0) {
 		if (h1_setup(hp, errstr, errlen) != 0)
 			goto fail;
 		p->ops = &http_ops;
