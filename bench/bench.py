@@ -653,9 +653,6 @@ class Bench:
                 CHARGE_CONF=os.path.join(self.run, 'charge-http.conf'),
                 CHARGE_PROVIDER_URL=self.sim['url'],
                 CHARGE_PROVIDER_API_KEY=SIM_API_KEY)
-            if self.args.provider_client:
-                self.charge_http_env['CHARGE_PROVIDER_CLIENT'] = \
-                    self.args.provider_client
         for env in (self.charge_env, self.charge_http_env):
             if env is None:
                 continue
@@ -1604,9 +1601,6 @@ def parse_args(argv):
                     help='request counts N1 N2 for callgrind ("200 1200"; '
                          '--smoke "3 8")')
     ap.add_argument('--no-callgrind', action='store_true')
-    ap.add_argument('--provider-client', choices=('native', 'libcurl'),
-                    help='the responder\'s HTTP provider client in fresh_http '
-                         '(provider_client; default: the responder\'s own)')
     ap.add_argument('--callgrind-only', action='store_true',
                     help='only the instruction counts (no lighttpd, no wrk)')
     ap.add_argument('--keep-callgrind', metavar='DIR',
