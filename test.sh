@@ -165,6 +165,17 @@ suite_structure() {
 	# one message, one literal (git grep finds where a text is written)
 	python3 tools/check-literals.py src
 	python3 tools/check-literals.py sim    # charge-provider-sim
+	# libcurl is charge-reconcile's only (provider_sync.c): the responder's
+	# provider client is http1.c, and libcurl's libraries would be mapped
+	# into every responder process whether used or not
+	if ! ldd build/charge >"$LOGDIR/ldd-charge.log" 2>&1; then
+		echo "not ok - ldd build/charge"
+	elif grep -q 'libcurl' "$LOGDIR/ldd-charge.log"; then
+		echo "not ok - the responder (build/charge) does not link libcurl"
+		grep 'libcurl' "$LOGDIR/ldd-charge.log" | sed 's/^/# /'
+	else
+		echo "ok - the responder (build/charge) does not link libcurl"
+	fi
 	if git grep -nE '^(<<<<<<<|>>>>>>>) ' -- . >/dev/null 2>&1; then
 		echo "not ok - no merge conflict markers in tracked files"
 		git grep -nE '^(<<<<<<<|>>>>>>>) ' -- . | sed 's/^/# /'

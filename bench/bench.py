@@ -689,9 +689,6 @@ class Bench:
                 CHARGE_CONF=os.path.join(self.run, 'charge-http.conf'),
                 CHARGE_PROVIDER_URL=self.sim['url'],
                 CHARGE_PROVIDER_API_KEY=SIM_API_KEY)
-            if self.args.provider_client:
-                self.charge_http_env['CHARGE_PROVIDER_CLIENT'] = \
-                    self.args.provider_client
         for env in (self.charge_env, self.charge_http_env):
             if env is None:
                 continue
@@ -1653,9 +1650,6 @@ def parse_args(argv):
     ap.add_argument('--callgrind-kept', action='store_true',
                     help='callgrind also fresh_kept and replay_kept: the requests on one '
                          'connection kept open (FCGI_KEEP_CONN), not one each')
-    ap.add_argument('--provider-client', choices=('native', 'libcurl'),
-                    help='the responder\'s HTTP provider client in fresh_http '
-                         '(provider_client; default: the responder\'s own)')
     ap.add_argument('--callgrind-only', action='store_true',
                     help='only the instruction counts (no lighttpd, no wrk)')
     ap.add_argument('--keep-callgrind', metavar='DIR',

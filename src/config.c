@@ -79,7 +79,7 @@ const struct cfg_row cfg_rows[] = {
 	    DEF_PROVIDER_CA_FILE, FIELD(provider_ca_file), CFG_F_NONE_OK },
 	{ "provider_tls_verify", CFG_INT, 0, 1, DEF_PROVIDER_TLS_VERIFY, NULL,
 	    FIELD(provider_tls_verify), 0 },
-	/* native: http1.c; libcurl: curl_uv.c */
+	/* no effect (http1.c is the only client): kept so that files load */
 	{ "provider_client", CFG_STRING, 1, FIELD_LEN(provider_client), 0,
 	    DEF_PROVIDER_CLIENT, FIELD(provider_client), CFG_F_TOKEN },
 	{ "provider_execute_window_s", CFG_INT, 1, EXECUTE_WINDOW_S_MAX,

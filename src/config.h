@@ -39,7 +39,7 @@ struct config {
 	int provider_deadline_ms;            /* every attempt of one request */
 	char provider_ca_file[PATH_MAX_LEN]; /* "": the system's store */
 	int provider_tls_verify;
-	char provider_client[16]; /* "native" (http1.c) or "libcurl" */
+	char provider_client[16]; /* "native" or "libcurl": no effect */
 	int provider_execute_window_s; /* re-send an unknown only this long after its request */
 	char completer_schedule_s[256]; /* "1,5,30,90,300,3600" */
 	char

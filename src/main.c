@@ -24,7 +24,6 @@
 #include "log.h"
 #include "loop.h"
 #include "metrics.h"
-#include "provider_http.h"
 #include "redis.h"
 #include "spill.h"
 #include "webhook_store.h"
@@ -140,11 +139,11 @@ main(int argc, char **argv)
 		log_error(NULL, "OpenSSL digests unavailable");
 		goto done;
 	}
-	/* libcurl (and its TLS) only for a provider over HTTP through it */
-	if (provider_http_global_init(&cfg) != 0) {
-		log_error(NULL, "libcurl cannot be initialised");
-		goto done;
-	}
+	/* provider_client is still read, so that configurations setting it load */
+	if (cfg.provider_url[0] != '\0' &&
+	    strcmp(cfg.provider_client, "libcurl") == 0)
+		log_warn(NULL,
+		    "provider_client = libcurl: libcurl is no longer built into the responder; its own HTTP/1.1 client is used");
 	if (spill_dir_create(cfg.spill_dir) != 0) {
 		log_error(NULL, "spill_dir %s: %s", cfg.spill_dir,
 		    strerror(errno));

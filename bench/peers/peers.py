@@ -349,9 +349,6 @@ def main(argv):
     ap.add_argument('--smoke', action='store_true')
     ap.add_argument('--charge')
     ap.add_argument('--sim')
-    ap.add_argument('--provider-client', choices=('native', 'libcurl'),
-                    help='the HTTP-provider responder\'s provider_client '
-                         '(default: its own)')
     args = ap.parse_args(argv)
     if args.smoke:
         args.duration, args.warmup, args.rounds, args.one_conn_duration = 1, 0, 1, 1

@@ -4,7 +4,7 @@
  * with llhttp.
  *
  * A connection is in one state (h1c_state): resolving its host,
- * connecting, in the TLS handshake, busy with one request, idle in the
+ * connecting, asking a proxy for a tunnel, in the TLS handshake, busy with one request, idle in the
  * pool, or closing. It reads all its life: an idle connection that gets
  * bytes or an end is closed at once, so a kept connection the peer closed
  * is rarely taken. One timer per connection: the connect timeout, then
@@ -16,22 +16,22 @@
 #include <string.h>
 #include <sys/queue.h>
 
-#include <llhttp.h>
 #include <openssl/err.h>
 #include <openssl/ssl.h>
 
 #include "http1.h"
+#include "http1_tls.h"
 #include "util.h"
 
-#define READ_BUF 16384   /* one read, shared by the connections of a pool */
-#define NAME_MAX_H1 64   /* bytes of a header name looked at */
-#define VALUE_MAX_H1 256 /* bytes of a header value looked at */
+#define READ_BUF 16384 /* one read, shared by the connections of a pool */
 /* each side of the TLS BIO pair: a partial record and one read */
 #define TLS_BIO_BUF (2 * READ_BUF + 8192)
+#define TUNNEL_MAX 4096 /* bytes of a proxy's answer to CONNECT */
 
 enum h1c_state {
 	CS_RESOLVING,
 	CS_CONNECTING,
+	CS_TUNNEL,
 	CS_HANDSHAKE,
 	CS_BUSY,
 	CS_IDLE,
@@ -43,7 +43,9 @@ enum h1c_state {
 /* h1c_set_state's map: h1c_allowed[from] has bit `to`. */
 static const unsigned h1c_allowed[CS_NSTATES] = {
 	[CS_RESOLVING] = B(CS_CONNECTING) | B(CS_CLOSING),
-	[CS_CONNECTING] = B(CS_HANDSHAKE) | B(CS_BUSY) | B(CS_CLOSING),
+	[CS_CONNECTING] =
+	    B(CS_TUNNEL) | B(CS_HANDSHAKE) | B(CS_BUSY) | B(CS_CLOSING),
+	[CS_TUNNEL] = B(CS_HANDSHAKE) | B(CS_CLOSING),
 	[CS_HANDSHAKE] = B(CS_BUSY) | B(CS_CLOSING),
 	[CS_BUSY] = B(CS_IDLE) | B(CS_CLOSING),
 	[CS_IDLE] = B(CS_BUSY) | B(CS_CLOSING),
@@ -64,8 +66,7 @@ struct h1_req {
 	h1_done_fn *done;
 	void *arg;
 	struct h1_result res;
-	int status;
-	int complete; /* the answer's end was parsed */
+	int status; /* the answer's, once complete */
 	LIST_ENTRY(h1_req) deferred;
 };
 
@@ -85,15 +86,14 @@ struct h1_conn {
 	int timer_open, handle_open, handle_closing;
 	uv_timer_t timer;
 	SSL *ssl;
-	BIO *net; /* the network side of the BIO pair */
-	llhttp_t parser;
-	struct h1_req *req;  /* while busy */
-	int reused;          /* it served a request before */
-	int written;         /* a byte of req went to the socket */
-	int keep;            /* the answer allows the connection's reuse */
-	uint64_t idle_since; /* uv_now */
-	char hname[NAME_MAX_H1], hval[VALUE_MAX_H1];
-	size_t hname_len, hval_len;
+	BIO *net;            /* the network side of the BIO pair */
+	struct h1_reader rd; /* the answer */
+	char *tun; /* the proxy's answer to CONNECT so far (TUNNEL_MAX) */
+	size_t tun_len;
+	struct h1_req *req;        /* while busy */
+	int reused;                /* it served a request before */
+	int written;               /* a byte of req went to the socket */
+	uint64_t idle_since;       /* uv_now */
 	LIST_ENTRY(h1_conn) entry; /* idle or all */
 };
 
@@ -102,10 +102,13 @@ struct h1_pool {
 	struct h1_target t;
 	char host[256], unix_path[256], hosthdr[300];
 	SSL_CTX *ctx;
-	int ca_bad;                   /* the CA file cannot be loaded */
-	struct sockaddr_storage addr; /* a literal address: no resolving */
+	int ca_bad; /* the CA file cannot be loaded */
+	struct h1_proxy px;
+	const char *chost; /* where connections go: host, or the proxy's */
+	int cport, proxied, host_literal;
+	struct sockaddr_storage
+	    addr; /* chost a literal address: no resolving */
 	int addr_literal;
-	llhttp_settings_t settings;
 	LIST_HEAD(, h1_conn) idle; /* most recent first */
 	LIST_HEAD(, h1_conn) busy; /* every other connection not closing */
 	int idle_n;
@@ -125,6 +128,7 @@ static const char *const err_text[] = {
 	[H1_TLS_VERIFY] = "the provider's certificate was not verified",
 	[H1_TLS_CA] = "the CA file cannot be read",
 	[H1_TLS] = "the TLS handshake failed",
+	[H1_PROXY] = "the proxy refused the tunnel to the provider",
 	[H1_TIMEOUT] = "timed out",
 	[H1_CLOSED] = "the connection closed before a complete answer",
 	[H1_BAD_RESPONSE] = "not an HTTP/1.1 answer",
@@ -201,6 +205,7 @@ conn_maybe_free(struct h1_conn *c)
 		return;
 	if (c->ai != NULL)
 		uv_freeaddrinfo(c->ai);
+	free(c->tun);
 	SSL_free(c->ssl); /* frees its side of the BIO pair too */
 	BIO_free(c->net);
 	free(c);
@@ -323,7 +328,10 @@ on_written(uv_write_t *w, int status)
 
 	free(w);
 	if (status < 0 && status != UV_ECANCELED && c->state != CS_CLOSING)
-		conn_fail(c, c->state == CS_HANDSHAKE ? H1_TLS : H1_CLOSED);
+		conn_fail(c,
+		    c->state == CS_HANDSHAKE    ? H1_TLS
+		        : c->state == CS_TUNNEL ? H1_PROXY
+		                                : H1_CLOSED);
 }
 
 /*
@@ -373,93 +381,6 @@ conn_flush_tls(struct h1_conn *c)
 
 /* --- reading the answer -------------------------------------------------------- */
 
-/* Appends at[0..len) to a header buffer, as far as it holds. */
-static void
-span_add(char *buf, size_t *used, size_t cap, const char *at, size_t len)
-{
-	if (len > cap - *used)
-		len = cap - *used;
-	memcpy(buf + *used, at, len);
-	*used += len;
-}
-
-static int
-on_hfield(llhttp_t *h, const char *at, size_t len)
-{
-	struct h1_conn *c = h->data;
-
-	span_add(c->hname, &c->hname_len, sizeof(c->hname), at, len);
-	return 0;
-}
-
-static int
-on_hvalue(llhttp_t *h, const char *at, size_t len)
-{
-	struct h1_conn *c = h->data;
-
-	span_add(c->hval, &c->hval_len, sizeof(c->hval), at, len);
-	return 0;
-}
-
-static int
-on_hvalue_done(llhttp_t *h)
-{
-	struct h1_conn *c = h->data;
-
-	if (c->req != NULL && c->req->header != NULL)
-		c->req->header(c->req->arg, c->hname, c->hname_len, c->hval,
-		    c->hval_len);
-	c->hname_len = c->hval_len = 0;
-	return 0;
-}
-
-static int
-on_headers_done(llhttp_t *h)
-{
-	struct h1_conn *c = h->data;
-
-	if (c->req != NULL)
-		c->req->status = (int)h->status_code;
-	c->hname_len = c->hval_len = 0;
-	return 0;
-}
-
-static int
-on_body(llhttp_t *h, const char *at, size_t len)
-{
-	struct h1_conn *c = h->data;
-
-	if (c->req != NULL && c->req->bodyfn != NULL &&
-	    c->req->bodyfn(c->req->arg, at, len) != 0)
-		return -1;
-	return 0;
-}
-
-static int
-on_message_begin(llhttp_t *h)
-{
-	struct h1_conn *c = h->data;
-
-	c->hname_len = c->hval_len = 0;
-	/* bytes after the answer: not ours, the connection is not kept */
-	return c->req == NULL || c->req->complete ? -1 : 0;
-}
-
-static int
-on_message_done(llhttp_t *h)
-{
-	struct h1_conn *c = h->data;
-
-	/* a 1xx is not the answer: the real one follows */
-	if (h->status_code >= 100 && h->status_code < 200)
-		return 0;
-	if (c->req != NULL)
-		c->req->complete = 1;
-	/* only here: after the message, llhttp has forgotten its headers */
-	c->keep = llhttp_should_keep_alive(h);
-	return 0;
-}
-
 /* Bytes of the answer: parsed; the request ends when the answer did. */
 static void
 conn_parse(struct h1_conn *c, const char *p, size_t n)
@@ -475,10 +396,11 @@ conn_parse(struct h1_conn *c, const char *p, size_t n)
 			conn_close(c);
 		return;
 	}
-	e = llhttp_execute(&c->parser, p, n);
-	if (r->complete) {
-		int keep = e == HPE_OK && c->keep;
+	e = h1_read(&c->rd, p, n);
+	if (c->rd.complete) {
+		int keep = e == HPE_OK && c->rd.keep;
 
+		r->status = c->rd.status;
 		conn_release(c, keep);
 		req_finish(r, H1_OK);
 		return;
@@ -493,16 +415,16 @@ conn_eof(struct h1_conn *c, int status)
 {
 	struct h1_req *r = c->req;
 
-	if (c->state == CS_HANDSHAKE) {
-		conn_fail(c, H1_TLS);
+	if (c->state == CS_HANDSHAKE || c->state == CS_TUNNEL) {
+		conn_fail(c, c->state == CS_TUNNEL ? H1_PROXY : H1_TLS);
 		return;
 	}
 	if (c->state != CS_BUSY || r == NULL) {
 		conn_close(c);
 		return;
 	}
-	if (status == UV_EOF && c->written &&
-	    llhttp_finish(&c->parser) == HPE_OK && r->complete) {
+	if (status == UV_EOF && c->written && h1_read_eof(&c->rd)) {
+		r->status = c->rd.status;
 		conn_release(c, 0);
 		req_finish(r, H1_OK);
 		return;
@@ -545,6 +467,31 @@ conn_handshake(struct h1_conn *c)
 	                                               : H1_TLS);
 }
 
+/* The proxy answered CONNECT (a part of it): the tunnel is up, or refused. */
+static void
+conn_tunnel_read(struct h1_conn *c, const char *p, size_t n)
+{
+	int status = 0, hl;
+
+	if (n > TUNNEL_MAX - c->tun_len) {
+		conn_fail(c, H1_PROXY);
+		return;
+	}
+	memcpy(c->tun + c->tun_len, p, n);
+	c->tun_len += n;
+	if ((hl = h1_proxy_answer(c->tun, c->tun_len, &status)) == 0)
+		return;
+	/* the provider speaks after our ClientHello: nothing may follow */
+	if (hl < 0 || status / 100 != 2 || (size_t)hl != c->tun_len) {
+		conn_fail(c, H1_PROXY);
+		return;
+	}
+	free(c->tun);
+	c->tun = NULL;
+	h1c_set_state(c, CS_HANDSHAKE);
+	conn_handshake(c);
+}
+
 static void
 on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
 {
@@ -556,6 +503,10 @@ on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
 		return;
 	if (nread < 0) {
 		conn_eof(c, (int)nread);
+		return;
+	}
+	if (c->state == CS_TUNNEL) {
+		conn_tunnel_read(c, buf->base, (size_t)nread);
 		return;
 	}
 	if (c->ssl == NULL) {
@@ -601,8 +552,7 @@ conn_send(struct h1_conn *c)
 	struct h1_req *r = c->req;
 	int w;
 
-	llhttp_init(&c->parser, HTTP_RESPONSE, &c->pool->settings);
-	c->parser.data = c;
+	h1_read_start(&c->rd, r->header, r->bodyfn, r->arg);
 	c->written = 0;
 	if (c->ssl != NULL) {
 		ERR_clear_error();
@@ -637,6 +587,24 @@ conn_send(struct h1_conn *c)
 	conn_fail(c, H1_CLOSED);
 }
 
+/* c reached the proxy: CONNECT to the provider, read by conn_tunnel_read. */
+static void
+conn_tunnel(struct h1_conn *c)
+{
+	struct h1_pool *p = c->pool;
+	int n;
+
+	h1c_set_state(c, CS_TUNNEL);
+	if ((c->tun = malloc(TUNNEL_MAX)) == NULL ||
+	    (n = h1_proxy_connect(&p->px, p->hosthdr, p->plain,
+	         sizeof(p->plain))) < 0) {
+		conn_fail(c, H1_NOMEM);
+		return;
+	}
+	if (conn_write(c, p->plain, (size_t)n) != 1)
+		conn_fail(c, H1_CONNECT);
+}
+
 static void
 on_connected(uv_connect_t *creq, int status)
 {
@@ -656,6 +624,10 @@ on_connected(uv_connect_t *creq, int status)
 	}
 	if (uv_read_start(&c->u.s, on_alloc, on_read) != 0) {
 		conn_fail(c, H1_CONNECT);
+		return;
+	}
+	if (c->ssl != NULL && c->pool->proxied) {
+		conn_tunnel(c);
 		return;
 	}
 	if (c->ssl != NULL) {
@@ -705,25 +677,6 @@ on_resolved(uv_getaddrinfo_t *g, int status, struct addrinfo *res)
 		conn_fail(c, H1_CONNECT);
 }
 
-/* c's TLS: a BIO pair between OpenSSL and the socket, the name to verify. */
-static int
-conn_tls(struct h1_conn *c)
-{
-	struct h1_pool *p = c->pool;
-	BIO *inner = NULL;
-
-	if ((c->ssl = SSL_new(p->ctx)) == NULL ||
-	    BIO_new_bio_pair(&inner, TLS_BIO_BUF, &c->net, TLS_BIO_BUF) != 1)
-		return -1;
-	SSL_set_bio(c->ssl, inner, inner);
-	SSL_set_connect_state(c->ssl);
-	if (!p->addr_literal && SSL_set_tlsext_host_name(c->ssl, p->host) != 1)
-		return -1;
-	if (p->t.verify && SSL_set1_host(c->ssl, p->host) != 1)
-		return -1;
-	return 0;
-}
-
 /*
  * A new connection for r (r->conn set), resolving or connecting; r fails
  * later when it cannot even start. The connection, or NULL.
@@ -748,7 +701,9 @@ conn_new(struct h1_pool *p, struct h1_req *r)
 	c->timer_open = 1;
 	c->creq.data = c;
 	c->gai.data = c;
-	if (p->t.tls && conn_tls(c) != 0)
+	if (p->t.tls &&
+	    (c->ssl = h1_tls_new(p->ctx, p->host, !p->host_literal, p->t.verify,
+	         TLS_BIO_BUF, &c->net)) == NULL)
 		goto nomem;
 	conn_arm(c, 1);
 	if (p->unix_path[0] != '\0') {
@@ -773,9 +728,9 @@ conn_new(struct h1_pool *p, struct h1_req *r)
 		memset(&hints, 0, sizeof(hints));
 		hints.ai_family = AF_UNSPEC;
 		hints.ai_socktype = SOCK_STREAM;
-		(void)snprintf(port, sizeof(port), "%d", p->t.port);
-		if (uv_getaddrinfo(p->loop, &c->gai, on_resolved, p->host, port,
-		        &hints) != 0)
+		(void)snprintf(port, sizeof(port), "%d", p->cport);
+		if (uv_getaddrinfo(p->loop, &c->gai, on_resolved, p->chost,
+		        port, &hints) != 0)
 			goto fail;
 		c->gai_pending = 1;
 	}
@@ -822,26 +777,28 @@ h1_request(struct h1_pool *p, const char *method, const char *target,
     const char *hdrs, const char *body, size_t bodylen, long timeout_ms,
     h1_header_fn *header, h1_body_fn *bodyfn, h1_done_fn *done, void *arg)
 {
+	/* through a proxy, plain HTTP: the target in absolute form */
+	int abs = p->proxied && !p->t.tls, n;
+	const char *pauth = abs ? p->px.auth : "";
 	struct h1_req *r;
 	size_t cap;
-	int n;
 
 	if ((r = calloc(1, sizeof(*r))) == NULL)
 		return NULL;
-	cap = strlen(method) + strlen(target) + strlen(p->hosthdr) +
-	    strlen(hdrs) + bodylen + 64;
+	cap = strlen(method) + strlen(target) + 2 * strlen(p->hosthdr) +
+	    strlen(pauth) + strlen(hdrs) + bodylen + 80;
 	if ((r->out = malloc(cap)) == NULL) {
 		free(r);
 		return NULL;
 	}
-	if (body != NULL)
-		n = snprintf(r->out, cap,
-		    "%s %s HTTP/1.1\r\nHost: %s\r\n%sContent-Length: %zu\r\n\r\n",
-		    method, target, p->hosthdr, hdrs, bodylen);
-	else
-		n = snprintf(r->out, cap,
-		    "%s %s HTTP/1.1\r\nHost: %s\r\n%s\r\n", method, target,
-		    p->hosthdr, hdrs);
+	n = snprintf(r->out, cap, "%s %s%s%s HTTP/1.1\r\nHost: %s\r\n%s%s",
+	    method, abs ? "http://" : "", abs ? p->hosthdr : "", target,
+	    p->hosthdr, pauth, hdrs);
+	if (n >= 0 && (size_t)n < cap && body != NULL)
+		n += snprintf(r->out + n, cap - (size_t)n,
+		    "Content-Length: %zu\r\n", bodylen);
+	if (n >= 0 && (size_t)n < cap)
+		n += snprintf(r->out + n, cap - (size_t)n, "\r\n");
 	if (n < 0 || (size_t)n + bodylen >= cap) {
 		req_free(r);
 		return NULL;
@@ -895,30 +852,12 @@ pool_maybe_free(struct h1_pool *p)
 	free(p);
 }
 
-/* The TLS context: verification against the CA file or the system's store. */
+/* 1 when host is an address literal (then *ss is it with port), else 0. */
 static int
-pool_tls(struct h1_pool *p, const char *ca, char *errstr, size_t errlen)
+addr_of(const char *host, int port, struct sockaddr_storage *ss)
 {
-	if ((p->ctx = SSL_CTX_new(TLS_client_method())) == NULL) {
-		util_err(errstr, errlen, "provider: SSL_CTX_new failed");
-		return -1;
-	}
-	(void)SSL_CTX_set_min_proto_version(p->ctx, TLS1_2_VERSION);
-	SSL_CTX_set_mode(p->ctx, SSL_MODE_RELEASE_BUFFERS);
-	if (!p->t.verify) {
-		SSL_CTX_set_verify(p->ctx, SSL_VERIFY_NONE, NULL);
-		return 0;
-	}
-	SSL_CTX_set_verify(p->ctx, SSL_VERIFY_PEER, NULL);
-	if (ca != NULL && ca[0] != '\0' && strcmp(ca, "none") != 0) {
-		/* a file that cannot be read fails every request, as libcurl did */
-		if (SSL_CTX_load_verify_locations(p->ctx, ca, NULL) != 1)
-			p->ca_bad = 1;
-	} else if (SSL_CTX_set_default_verify_paths(p->ctx) != 1) {
-		p->ca_bad = 1;
-	}
-	ERR_clear_error();
-	return 0;
+	return uv_ip4_addr(host, port, (struct sockaddr_in *)ss) == 0 ||
+	    uv_ip6_addr(host, port, (struct sockaddr_in6 *)ss) == 0;
 }
 
 struct h1_pool *
@@ -944,7 +883,8 @@ h1_pool_new(uv_loop_t *loop, const struct h1_target *t, char *errstr,
 	}
 	p->t.host = p->host;
 	p->t.unix_path = p->unix_path;
-	p->t.ca_file = NULL; /* read once, by pool_tls */
+	p->t.ca_file = NULL; /* read once, by h1_tls_ctx */
+	p->t.proxy = NULL;   /* copied into px */
 	if (p->unix_path[0] != '\0')
 		(void)snprintf(p->hosthdr, sizeof(p->hosthdr), "localhost");
 	else if (strchr(p->host, ':') != NULL)
@@ -953,23 +893,23 @@ h1_pool_new(uv_loop_t *loop, const struct h1_target *t, char *errstr,
 	else
 		(void)snprintf(p->hosthdr, sizeof(p->hosthdr), "%s:%d", p->host,
 		    t->port);
-	p->addr_literal = p->unix_path[0] == '\0' &&
-	    (uv_ip4_addr(p->host, t->port, (struct sockaddr_in *)&p->addr) ==
-	            0 ||
-	        uv_ip6_addr(p->host, t->port,
-	            (struct sockaddr_in6 *)&p->addr) == 0);
-	llhttp_settings_init(&p->settings);
-	p->settings.on_message_begin = on_message_begin;
-	p->settings.on_header_field = on_hfield;
-	p->settings.on_header_value = on_hvalue;
-	p->settings.on_header_value_complete = on_hvalue_done;
-	p->settings.on_headers_complete = on_headers_done;
-	p->settings.on_body = on_body;
-	p->settings.on_message_complete = on_message_done;
+	p->host_literal = addr_of(p->host, t->port, &p->addr);
+	p->chost = p->host;
+	p->cport = t->port;
+	if (t->proxy != NULL && p->unix_path[0] == '\0') {
+		p->px = *t->proxy;
+		p->proxied = 1;
+		p->chost = p->px.host;
+		p->cport = p->px.port;
+	}
+	p->addr_literal =
+	    p->unix_path[0] == '\0' && addr_of(p->chost, p->cport, &p->addr);
 	LIST_INIT(&p->idle);
 	LIST_INIT(&p->busy);
 	LIST_INIT(&p->deferred);
-	if (t->tls && pool_tls(p, t->ca_file, errstr, errlen) != 0) {
+	if (t->tls &&
+	    (p->ctx = h1_tls_ctx(t->verify, t->ca_file, &p->ca_bad, errstr,
+	         errlen)) == NULL) {
 		free(p);
 		return NULL;
 	}

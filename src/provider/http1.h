@@ -10,6 +10,10 @@
  * counts the deliveries (a byte of the request written to a socket); a
  * kept connection found dead before any byte of the request was written
  * is left and the request goes out on another one, uncounted.
+ *
+ * Through a proxy (http1_proxy.h), a connection is to the proxy: for an
+ * https provider, a CONNECT tunnel to it first, then TLS through the
+ * tunnel, verified against the provider's name as without a proxy.
  */
 #ifndef CHARGE_HTTP1_H
 #define CHARGE_HTTP1_H
@@ -17,6 +21,9 @@
 #include <stddef.h>
 
 #include <uv.h>
+
+#include "http1_proxy.h"
+#include "http1_read.h"
 
 struct h1_pool;
 struct h1_req;
@@ -32,16 +39,23 @@ struct h1_target {
 	int connect_timeout_ms;
 	int max_idle_s; /* a kept connection idle longer is closed, not reused */
 	int idle_max;   /* idle connections kept at most */
+	/*
+	 * NULL, or the proxy every connection goes through (not with
+	 * unix_path): https through a CONNECT tunnel, http with the request
+	 * target in absolute form.
+	 */
+	const struct h1_proxy *proxy;
 };
 
 /* How a request ended. */
 enum h1_err {
 	H1_OK,         /* a complete answer: status */
 	H1_RESOLVE,    /* the host name did not resolve */
-	H1_CONNECT,    /* no connection (refused, unreachable) */
+	H1_CONNECT,    /* no connection (refused, unreachable; or the proxy) */
 	H1_TLS_VERIFY, /* the certificate or its name was refused */
 	H1_TLS_CA,     /* the CA file cannot be read */
 	H1_TLS,        /* the TLS handshake failed otherwise */
+	H1_PROXY,      /* the proxy refused the tunnel (CONNECT not 2xx) */
 	H1_TIMEOUT,    /* the connect or total timeout */
 	H1_CLOSED,     /* the connection closed or reset before a full answer */
 	H1_BAD_RESPONSE, /* not an HTTP/1.x answer */
@@ -56,11 +70,7 @@ struct h1_result {
 	const char *why; /* static text of err, for the log */
 };
 
-/* One header of the answer (name and value without the ": "). */
-typedef void h1_header_fn(void *arg, const char *name, size_t nlen,
-    const char *value, size_t vlen);
-/* A piece of the answer's body: 0, or -1 to abort (H1_ABORTED). */
-typedef int h1_body_fn(void *arg, const char *p, size_t len);
+/* h1_header_fn, h1_body_fn (-1: H1_ABORTED): http1_read.h */
 /* The request is over; the request is freed after it returns. */
 typedef void h1_done_fn(void *arg, const struct h1_result *r);
 

@@ -1,13 +1,12 @@
 /*
- * provider_http.c - POST /v1/charges with libcurl's multi-socket interface
- * on libuv (curl_uv.c: the sockets and the timeout on the loop). One multi
- * handle per loop owns the kept-alive connections.
+ * provider_http.c - POST /v1/charges (and the probe's GET of the list)
+ * with the native HTTP/1.1 client (http1.c): one pool of kept-alive
+ * connections per loop, through the proxy of the environment when one
+ * applies (http1_proxy.c).
  *
  * What one attempt costs is kept low (a fresh charge through the provider
  * should cost little more CPU than one with the in-process simulation):
- * easy handles are reused from a per-loop pool with the options that never
- * change set once; the headers are a constant list behind two per-call
- * nodes (Authorization, Idempotency-Key); the charges URL is parsed once.
+ * the constant header lines are built once; a request is one write.
  */
 #include <assert.h>
 #include <errno.h>
@@ -19,10 +18,7 @@
 #include <sys/queue.h>
 #include <unistd.h>
 
-#include <curl/curl.h>
-
 #include "clock.h"
-#include "curl_uv.h"
 #include "http1.h"
 #include "log.h"
 #include "metrics.h"
@@ -36,7 +32,6 @@
 #define PROBE_SKEW_S 60      /* the provider's clock against ours, either way */
 #define BODY_MAX (1024 * 1024) /* bytes of a provider's answer */
 #define ATTEMPT_MIN_MS 50      /* an attempt with less time left: none */
-#define EASY_POOL_MAX 64       /* idle easy handles kept per loop */
 
 struct http_call;
 
@@ -45,19 +40,11 @@ struct http_provider;
 struct http_provider {
 	uv_loop_t *loop;
 	const struct config *cfg;
-	struct curl_uv *cu;     /* the multi handle on the loop */
 	char base[URL_MAX_LEN]; /* scheme://host:port, or http://localhost */
 	char unix_path[URL_MAX_LEN]; /* "" unless unix: */
 	char auth[300];              /* Authorization: Bearer ... */
-	int proxy_off;               /* 1: no proxy variable at start */
-	struct curl_slist *hdr_post; /* Expect:, Content-Type: (constant) */
-	struct curl_slist *hdr_get;  /* Expect: (constant) */
-	CURLU *charges_url;          /* base + CHARGES_PATH, parsed once */
-	CURL *idle[EASY_POOL_MAX];   /* easy handles between transfers */
-	size_t idle_n;
 	LIST_HEAD(, http_call) calls;
 	uint64_t rng; /* the backoff's jitter */
-	/* the native client (http1.c), when provider_client is native */
 	struct h1_pool *h1;
 	char h1_prefix[URL_MAX_LEN]; /* the path before /v1/charges */
 	char h1_hdr_post[400], h1_hdr_get[300]; /* constant header lines */
@@ -105,12 +92,8 @@ struct http_call {
 	int probe_mismatch; /* a page named us with another amount */
 	long long
 	    resend_until_ms; /* no delivery starts from then on; 0: none */
-	int sends; /* requests libcurl sent in this transfer (its own re-send counts) */
 	char after[PROVIDER_ID_MAX];
-	CURL *easy;         /* the attempt in flight, or NULL */
-	struct h1_req *req; /* the native client's attempt in flight, or NULL */
-	/* Authorization, Idempotency-Key, then the provider's constant list */
-	struct curl_slist hdr_auth, hdr_key;
+	struct h1_req *req; /* the attempt in flight, or NULL */
 	char key_hdr[WIRE_KEY_LEN + 32];
 	char *body; /* the answer being read */
 	size_t body_len, body_cap;
@@ -121,37 +104,7 @@ struct http_call {
 	LIST_ENTRY(http_call) entry;
 };
 
-static int proxy_env_unset(void);
-
-int
-provider_http_global_init(const struct config *cfg)
-{
-	/* the native client needs no global set-up (OpenSSL's is its own) */
-	if (cfg->provider_url[0] == '\0')
-		return 0;
-	if (strcmp(cfg->provider_client, "native") == 0 && proxy_env_unset())
-		return 0;
-	return curl_global_init(CURL_GLOBAL_DEFAULT) == CURLE_OK ? 0 : -1;
-}
-
 /* --- one attempt --------------------------------------------------------- */
-
-static size_t
-on_curl_body(char *p, size_t size, size_t n, void *arg)
-{
-	struct http_call *c = arg;
-	size_t len = size * n;
-
-	if (len > BODY_MAX - c->body_len)
-		return 0; /* too long: the transfer fails (ambiguous) */
-	if (util_grow(&c->body, &c->body_cap, c->body_len + len + 1, 4096,
-	        BODY_MAX + 1) != 0)
-		return 0;
-	memcpy(c->body + c->body_len, p, len);
-	c->body_len += len;
-	c->body[c->body_len] = '\0';
-	return len;
-}
 
 /* One header of the answer, as the native client hands it over. */
 static void
@@ -176,57 +129,25 @@ on_h1_header(void *arg, const char *name, size_t nlen, const char *value,
 	}
 }
 
+/* A piece of the answer's body: kept (up to BODY_MAX), or -1: aborted. */
 static int
 on_h1_body(void *arg, const char *p, size_t len)
 {
-	return on_curl_body((char *)p, 1, len, arg) == len ? 0 : -1;
-}
-
-static size_t
-on_curl_header(char *p, size_t size, size_t n, void *arg)
-{
-	static const char name[] = "Stripe-Should-Retry:";
-	static const char replayed[] = "Idempotent-Replayed: true";
 	struct http_call *c = arg;
-	size_t len = size * n, i = sizeof(name) - 1;
 
-	/* the first delivery of this call replayed: an earlier call executed */
-	if (c->res.attempts == 1 && len >= sizeof(replayed) - 1 &&
-	    strncasecmp(p, replayed, sizeof(replayed) - 1) == 0)
-		c->res.replayed = 1;
-	if (len >= i && strncasecmp(p, name, i) == 0) {
-		while (i < len && (p[i] == ' ' || p[i] == '\t'))
-			i++;
-		if (len - i >= 4 && strncasecmp(p + i, "true", 4) == 0)
-			c->should_retry = 1;
-		else if (len - i >= 5 && strncasecmp(p + i, "false", 5) == 0)
-			c->should_retry = 0;
-	}
-	return len;
+	if (len > BODY_MAX - c->body_len)
+		return -1; /* too long: the attempt fails (ambiguous) */
+	if (util_grow(&c->body, &c->body_cap, c->body_len + len + 1, 4096,
+	        BODY_MAX + 1) != 0)
+		return -1;
+	memcpy(c->body + c->body_len, p, len);
+	c->body_len += len;
+	c->body[c->body_len] = '\0';
+	return 0;
 }
 
 static void attempt_start(struct http_call *c);
 static void call_settle(struct http_call *c, enum settle_verdict v);
-
-/*
- * Called by libcurl each time it is about to send the request, its own
- * re-send included: after a kept connection died it sends a POST again on
- * a fresh one within the same transfer, and the first may have executed.
- */
-static int
-on_curl_prereq(void *arg, char *conn_primary_ip, char *conn_local_ip,
-    int conn_primary_port, int conn_local_port)
-{
-	struct http_call *c = arg;
-
-	(void)conn_primary_ip;
-	(void)conn_local_ip;
-	(void)conn_primary_port;
-	(void)conn_local_port;
-	if (c != NULL)
-		c->sends++;
-	return CURL_PREREQFUNC_OK;
-}
 
 static void
 on_backoff_closed(uv_handle_t *h)
@@ -241,24 +162,10 @@ on_backoff_closed(uv_handle_t *h)
 static void
 attempt_cleanup(struct http_call *c)
 {
-	struct http_provider *hp = c->hp;
-
 	if (c->req != NULL) {
 		h1_cancel(c->req);
 		c->req = NULL;
 	}
-	if (c->easy == NULL)
-		return;
-	curl_uv_remove(hp->cu, c->easy);
-	/* no pointer into the call stays behind in a pooled handle */
-	(void)curl_easy_setopt(c->easy, CURLOPT_HTTPHEADER, NULL);
-	(void)curl_easy_setopt(c->easy, CURLOPT_PRIVATE, NULL);
-	(void)curl_easy_setopt(c->easy, CURLOPT_PREREQDATA, NULL);
-	if (hp->idle_n < EASY_POOL_MAX)
-		hp->idle[hp->idle_n++] = c->easy;
-	else
-		curl_easy_cleanup(c->easy);
-	c->easy = NULL;
 }
 
 static void
@@ -268,7 +175,7 @@ call_set_state(struct http_call *c, enum http_call_state to)
 	assert(c->state < HC_NSTATES && to < HC_NSTATES);
 	assert((http_call_allowed[c->state] & (1u << to)) != 0);
 	/* one attempt in flight at a time: none when another starts */
-	assert(to != HC_ATTEMPT || (c->easy == NULL && c->req == NULL));
+	assert(to != HC_ATTEMPT || c->req == NULL);
 	c->state = to;
 }
 
@@ -314,49 +221,29 @@ attempt_retry(struct http_call *c)
 }
 
 /*
- * What a transfer that got no HTTP answer proves: nothing reached the
- * provider when the certificate was refused, or when no connection could
- * be made and libcurl never got to send the request (sends: its
- * CURLOPT_PREREQFUNCTION calls; it re-sends on a fresh connection after a
- * kept one died, and the first may have arrived). Anything else may have
- * executed.
- */
-static enum settle_class
-transport_class(CURLcode rc, int sends)
-{
-	if (rc == CURLE_PEER_FAILED_VERIFICATION ||
-	    rc == CURLE_SSL_CACERT_BADFILE)
-		return SC_NOT_SENT;
-	if ((rc == CURLE_COULDNT_CONNECT || rc == CURLE_COULDNT_RESOLVE_HOST) &&
-	    sends == 0)
-		return SC_NOT_SENT;
-	return SC_MAYBE;
-}
-
-/*
- * The same facts from the native client: the certificate refused (or the
- * CA file unreadable), or no connection and no byte of the request
- * written, prove nothing was delivered. A connect or TLS timeout, a reset
- * or an answer cut short may follow a delivery, and count as one (as
- * libcurl's results did).
+ * What an attempt without an answer proves: the certificate refused (or
+ * the CA file unreadable), the proxy's tunnel refused, or no connection
+ * and no byte of the request written, prove nothing was delivered. A
+ * connect or TLS timeout, a reset or an answer cut short may follow a
+ * delivery, and count as one.
  */
 static enum settle_class
 h1_class(enum h1_err e, int sends)
 {
-	if (e == H1_TLS_VERIFY || e == H1_TLS_CA)
+	if (e == H1_TLS_VERIFY || e == H1_TLS_CA || e == H1_PROXY)
 		return SC_NOT_SENT;
 	if ((e == H1_CONNECT || e == H1_RESOLVE) && sends == 0)
 		return SC_NOT_SENT;
 	return SC_MAYBE;
 }
 
-/* What one transfer came to, whichever client made it. */
+/* What one attempt came to. */
 struct xfer {
 	long status;          /* the answer's; 0: none (why says why) */
-	enum settle_class sc; /* what a transfer without an answer proves */
+	enum settle_class sc; /* what an attempt without an answer proves */
 	int tls_refused;      /* the certificate, or the CA file */
-	int sends;            /* deliveries in it (re-sends included) */
-	const char *why;      /* a transfer without an answer: what it was */
+	int sends;            /* deliveries in it */
+	const char *why;      /* an attempt without an answer: what it was */
 };
 
 /* The call ends with what the settle module decided. */
@@ -508,31 +395,7 @@ attempt_done(struct http_call *c, const struct xfer *x)
 	attempt_retry(c);
 }
 
-/* A transfer is over (curl_uv.c): the attempt it was comes to an end. */
-static void
-on_transfer_done(CURL *easy, CURLcode result, void *arg)
-{
-	struct http_call *c = NULL;
-	struct xfer x = { 0, SC_MAYBE, 0, 0, NULL };
-
-	(void)arg;
-	(void)curl_easy_getinfo(easy, CURLINFO_PRIVATE, (char **)&c);
-	if (c == NULL)
-		return;
-	if (result == CURLE_OK)
-		(void)curl_easy_getinfo(easy, CURLINFO_RESPONSE_CODE,
-		    &x.status);
-	else {
-		x.sc = transport_class(result, c->sends);
-		x.why = curl_easy_strerror(result);
-		x.tls_refused = result == CURLE_PEER_FAILED_VERIFICATION ||
-		    result == CURLE_SSL_CACERT_BADFILE;
-	}
-	x.sends = c->sends;
-	attempt_done(c, &x);
-}
-
-/* The native client's request is over (it frees the request after). */
+/* The attempt's request is over (the client frees it after). */
 static void
 on_h1_done(void *arg, const struct h1_result *r)
 {
@@ -551,7 +414,7 @@ on_h1_done(void *arg, const struct h1_result *r)
 	attempt_done(c, &x);
 }
 
-/* One attempt through the native client; 0 or -1. */
+/* One attempt: its request to the pool; 0 or -1. */
 static int
 attempt_h1(struct http_call *c)
 {
@@ -575,100 +438,6 @@ attempt_h1(struct http_call *c)
 	    c->probe ? NULL : c->form, c->probe ? 0 : c->formlen, timeout_ms,
 	    on_h1_header, on_h1_body, on_h1_done, c);
 	return c->req != NULL ? 0 : -1;
-}
-
-/* The options every attempt shares, set once per easy handle; 0 or -1. */
-static int
-easy_setup(struct http_provider *hp, CURL *e)
-{
-	const struct config *cfg = hp->cfg;
-	int rc = 0;
-
-	if (hp->unix_path[0] != '\0')
-		rc |= curl_easy_setopt(e, CURLOPT_UNIX_SOCKET_PATH,
-		    hp->unix_path);
-	rc |= curl_easy_setopt(e, CURLOPT_WRITEFUNCTION, on_curl_body);
-	rc |= curl_easy_setopt(e, CURLOPT_PREREQFUNCTION, on_curl_prereq);
-	rc |= curl_easy_setopt(e, CURLOPT_HEADERFUNCTION, on_curl_header);
-	rc |= curl_easy_setopt(e, CURLOPT_NOSIGNAL, 1L);
-	rc |= curl_easy_setopt(e, CURLOPT_CONNECTTIMEOUT_MS,
-	    (long)cfg->provider_connect_timeout_ms);
-	rc |= curl_easy_setopt(e, CURLOPT_MAXAGE_CONN,
-	    (long)PROVIDER_MAXAGE_CONN_S);
-	rc |= curl_easy_setopt(e, CURLOPT_PROTOCOLS_STR, "http,https");
-	rc |= curl_easy_setopt(e, CURLOPT_SSL_VERIFYPEER,
-	    cfg->provider_tls_verify ? 1L : 0L);
-	rc |= curl_easy_setopt(e, CURLOPT_SSL_VERIFYHOST,
-	    cfg->provider_tls_verify ? 2L : 0L);
-	if (cfg->provider_ca_file[0] != '\0' &&
-	    strcmp(cfg->provider_ca_file, "none") != 0)
-		rc |=
-		    curl_easy_setopt(e, CURLOPT_CAINFO, cfg->provider_ca_file);
-	rc |= curl_uv_easy_setup(hp->cu, e);
-	if (hp->proxy_off) {
-		/* no proxy variable was set: none looked up per transfer */
-		rc |= curl_easy_setopt(e, CURLOPT_PROXY, "");
-		rc |= curl_easy_setopt(e, CURLOPT_NOPROXY, "");
-	}
-	return rc == 0 ? 0 : -1;
-}
-
-/* An easy handle from the pool, or a new one; NULL on ENOMEM. */
-static CURL *
-easy_take(struct http_provider *hp)
-{
-	CURL *e;
-
-	if (hp->idle_n > 0)
-		return hp->idle[--hp->idle_n];
-	if ((e = curl_easy_init()) != NULL && easy_setup(hp, e) != 0) {
-		curl_easy_cleanup(e);
-		e = NULL;
-	}
-	return e;
-}
-
-/* Sets the options of one attempt; 0 or -1. */
-static int
-attempt_setup(struct http_call *c)
-{
-	const struct config *cfg = c->hp->cfg;
-	struct http_provider *hp = c->hp;
-	long long left_ms = (c->deadline_us - now_mono_us()) / 1000;
-	long timeout_ms = cfg->provider_timeout_ms;
-	CURL *e = c->easy;
-	int rc = 0;
-
-	if (left_ms < timeout_ms)
-		timeout_ms = (long)left_ms;
-	/* libcurl reads the list during the transfer; the call outlives it */
-	c->hdr_auth.data = hp->auth;
-	c->hdr_auth.next = &c->hdr_key;
-	c->hdr_key.data = c->key_hdr;
-	c->hdr_key.next = c->probe ? hp->hdr_get : hp->hdr_post;
-	/*
-	 * The charges URL is parsed once (CURLOPT_CURLU, read by libcurl at
-	 * every transfer); a search's URL is a string. CURLOPT_URL is set
-	 * too: the handle's URL for everything else libcurl reports.
-	 */
-	rc |= curl_easy_setopt(e, CURLOPT_CURLU,
-	    c->probe ? NULL : hp->charges_url);
-	rc |= curl_easy_setopt(e, CURLOPT_URL, c->url);
-	rc |= curl_easy_setopt(e, CURLOPT_HTTPHEADER, &c->hdr_auth);
-	if (!c->probe) {
-		rc |= curl_easy_setopt(e, CURLOPT_POST, 1L);
-		rc |= curl_easy_setopt(e, CURLOPT_POSTFIELDS, c->form);
-		rc |= curl_easy_setopt(e, CURLOPT_POSTFIELDSIZE,
-		    (long)c->formlen);
-	} else {
-		rc |= curl_easy_setopt(e, CURLOPT_HTTPGET, 1L);
-	}
-	rc |= curl_easy_setopt(e, CURLOPT_PRIVATE, c);
-	rc |= curl_easy_setopt(e, CURLOPT_PREREQDATA, c);
-	rc |= curl_easy_setopt(e, CURLOPT_WRITEDATA, c);
-	rc |= curl_easy_setopt(e, CURLOPT_HEADERDATA, c);
-	rc |= curl_easy_setopt(e, CURLOPT_TIMEOUT_MS, timeout_ms);
-	return rc == 0 ? 0 : -1;
 }
 
 /* A probe's page URL: the list over [gte, lte] after c->after. 0 or -1. */
@@ -700,25 +469,12 @@ attempt_start(struct http_call *c)
 	call_set_state(c, HC_ATTEMPT);
 	c->body_len = 0;
 	c->should_retry = -1;
-	c->sends = 0;
 	c->res.attempts++;
 	if (c->probe && c->pages == 0)
 		c->probe_sent_ms = now_wall_ms(); /* the list's moment */
-	if (c->hp->h1 != NULL) {
-		if ((c->probe && probe_url(c) != 0) || attempt_h1(c) != 0) {
-			(void)snprintf(c->res.why, sizeof(c->res.why),
-			    "cannot start a request");
-			call_settle(c,
-			    c->probe ? SV_UNKNOWN : settle_end(&c->fold));
-		}
-		return;
-	}
-	if ((c->probe && probe_url(c) != 0) ||
-	    (c->easy = easy_take(c->hp)) == NULL || attempt_setup(c) != 0 ||
-	    curl_uv_add(c->hp->cu, c->easy) != 0) {
+	if ((c->probe && probe_url(c) != 0) || attempt_h1(c) != 0) {
 		(void)snprintf(c->res.why, sizeof(c->res.why),
-		    "cannot start a transfer");
-		attempt_cleanup(c);
+		    "cannot start a request");
 		call_settle(c, c->probe ? SV_UNKNOWN : settle_end(&c->fold));
 	}
 }
@@ -792,14 +548,8 @@ http_free(void *impl)
 		(void)snprintf(c->res.why, sizeof(c->res.why), "shutting down");
 		call_done(c);
 	}
-	while (hp->idle_n > 0)
-		curl_easy_cleanup(hp->idle[--hp->idle_n]);
 	/* closes the kept connections; freed once the loop closed its handles */
-	curl_uv_free(hp->cu);
 	h1_pool_free(hp->h1);
-	curl_slist_free_all(hp->hdr_post);
-	curl_slist_free_all(hp->hdr_get);
-	curl_url_cleanup(hp->charges_url);
 	free(hp);
 }
 
@@ -830,26 +580,7 @@ url_split(const char *url, char *base, size_t baselen, char *unix_path,
 }
 
 /*
- * 1 when none of the variables libcurl takes a proxy from is set. The
- * environment does not change after start, so libcurl need not look it up
- * again for every transfer (CURLOPT_PROXY ""); a deployment that sets one
- * keeps libcurl's own lookup, no_proxy included.
- */
-static int
-proxy_env_unset(void)
-{
-	static const char *const names[] = { "http_proxy", "HTTP_PROXY",
-		"https_proxy", "HTTPS_PROXY", "all_proxy", "ALL_PROXY" };
-	size_t i;
-
-	for (i = 0; i < sizeof(names) / sizeof(names[0]); i++)
-		if (getenv(names[i]) != NULL)
-			return 0;
-	return 1;
-}
-
-/*
- * The native client's pool for hp->base (http://HOST[:PORT][/PREFIX],
+ * The pool for hp->base (http://HOST[:PORT][/PREFIX],
  * https://..., or a unix socket), and its constant header lines. 0 or -1.
  */
 static int
@@ -857,8 +588,10 @@ h1_setup(struct http_provider *hp, char *errstr, size_t errlen)
 {
 	const struct config *cfg = hp->cfg;
 	struct h1_target t;
+	struct h1_proxy px;
 	char host[256] = "";
 	const char *path;
+	int rc = 0;
 
 	memset(&t, 0, sizeof(t));
 	if (wire_url_split(hp->base, host, sizeof(host), &t.port, &t.tls,
@@ -873,6 +606,14 @@ h1_setup(struct http_provider *hp, char *errstr, size_t errlen)
 	t.connect_timeout_ms = cfg->provider_connect_timeout_ms;
 	t.max_idle_s = PROVIDER_MAXAGE_CONN_S;
 	t.idle_max = PROVIDER_CONNS_KEPT;
+	/* a unix socket never goes through a proxy */
+	if (hp->unix_path[0] == '\0' &&
+	    (rc = h1_proxy_env(t.tls, host, &px, errstr, errlen)) < 0)
+		return -1;
+	t.proxy = rc == 1 ? &px : NULL;
+	if (rc == 1)
+		log_info(NULL, "provider: through the proxy %s:%d", px.host,
+		    px.port);
 	if ((size_t)snprintf(hp->h1_hdr_post, sizeof(hp->h1_hdr_post),
 	        "%s\r\nContent-Type: application/x-www-form-urlencoded\r\n",
 	        hp->auth) >= sizeof(hp->h1_hdr_post) ||
@@ -893,7 +634,6 @@ provider_http_new(uv_loop_t *loop, const struct config *cfg, char *errstr,
 {
 	struct http_provider *hp = NULL;
 	struct provider *p = NULL;
-	char url[URL_MAX_LEN + sizeof(CHARGES_PATH)];
 
 	if ((p = calloc(1, sizeof(*p))) == NULL ||
 	    (hp = calloc(1, sizeof(*hp))) == NULL) {
@@ -914,54 +654,12 @@ provider_http_new(uv_loop_t *loop, const struct config *cfg, char *errstr,
 		util_err(errstr, errlen, "provider_url: too long");
 		goto fail;
 	}
-	hp->proxy_off = proxy_env_unset();
-	/*
-	 * The native client, unless a proxy is set in the environment (it
-	 * does not speak to proxies: libcurl does, then).
-	 */
-	if (strcmp(cfg->provider_client, "native") == 0 && hp->proxy_off) {
-		if (h1_setup(hp, errstr, errlen) != 0)
-			goto fail;
-		p->ops = &http_ops;
-		p->impl = hp;
-		return p;
-	}
-	/*
-	 * Parsed with the flags libcurl parses a CURLOPT_URL with. A URL it
-	 * refuses stays a string: every transfer fails on it, as before.
-	 */
-	(void)snprintf(url, sizeof(url), "%s%s", hp->base, CHARGES_PATH);
-	if ((hp->charges_url = curl_url()) != NULL &&
-	    curl_url_set(hp->charges_url, CURLUPART_URL, url,
-	        CURLU_GUESS_SCHEME | CURLU_NON_SUPPORT_SCHEME) != CURLUE_OK) {
-		curl_url_cleanup(hp->charges_url);
-		hp->charges_url = NULL;
-	}
-	/* no Expect: 100-continue, no Accept: */
-	if ((hp->hdr_get = curl_slist_append(NULL, "Expect:")) == NULL ||
-	    curl_slist_append(hp->hdr_get, "Accept:") == NULL ||
-	    (hp->hdr_post = curl_slist_append(NULL, "Expect:")) == NULL ||
-	    curl_slist_append(hp->hdr_post, "Accept:") == NULL ||
-	    curl_slist_append(hp->hdr_post,
-	        "Content-Type: application/x-www-form-urlencoded") == NULL) {
-		util_err(errstr, errlen, "provider: out of memory");
+	if (h1_setup(hp, errstr, errlen) != 0)
 		goto fail;
-	}
-	if ((hp->cu = curl_uv_new(loop, PROVIDER_CONNS_KEPT, on_transfer_done,
-	         hp)) == NULL) {
-		util_err(errstr, errlen, "provider: curl_multi_init failed");
-		goto fail;
-	}
 	p->ops = &http_ops;
 	p->impl = hp;
 	return p;
 fail:
-	if (hp != NULL) {
-		curl_uv_free(hp->cu);
-		curl_slist_free_all(hp->hdr_post);
-		curl_slist_free_all(hp->hdr_get);
-		curl_url_cleanup(hp->charges_url);
-	}
 	free(hp);
 	free(p);
 	return NULL;

@@ -225,7 +225,8 @@ class Stack:
         ("provider_execute_window_s", 6),
     ])
 
-    def __init__(self, name, procs=2, **cfg):
+    def __init__(self, name, procs=2, env_extra=None, **cfg):
+        """env_extra: variables added to the responders' environment."""
         self.name = name
         self.dir = os.path.join(RUN, "lt-" + name)
         os.makedirs(os.path.join(self.dir, "spill"), exist_ok=True)
@@ -248,6 +249,7 @@ class Stack:
                 f.write("%s = %s\n" % (k, v))
         env = {k: v for k, v in os.environ.items() if not k.startswith("CHARGE_")}
         env["CHARGE_CONF"] = self.conf_path
+        env.update(env_extra or {})
         self.env = env
         p = subprocess.run([BIN, "--check-config"], env=env, stdin=subprocess.DEVNULL,
                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=30)

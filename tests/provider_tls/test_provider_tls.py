@@ -15,7 +15,14 @@ HTTP behind it). Then:
     never a 201, only documented answers;
   * provider_tls_verify = 0, documented as "only for tests", turns
     verification off: the same certificate is then accepted;
-  * plain HTTP to the TLS port: nothing charged, documented answers.
+  * plain HTTP to the TLS port: nothing charged, documented answers;
+  * through a proxy from the environment (tests/lib/http_proxy.py, a small
+    HTTP proxy on 127.0.0.1): https_proxy with user:password, a CONNECT
+    tunnel, the certificate still verified: 201, the proxy saw the CONNECT
+    with the credentials; a proxy that answers 403 to CONNECT, or refuses
+    the connection: nothing reaches the simulator (the not-sent outcome);
+    no_proxy naming the host: the proxy is passed by; http_proxy for an
+    http:// provider: the request in absolute form through the proxy.
 """
 import os
 import signal
@@ -141,6 +148,37 @@ http {
                 self.proc.wait(5)
 
 
+class Proxy:
+    """tests/lib/http_proxy.py on 127.0.0.1 (args: --deny, --auth U:P)."""
+
+    def __init__(self, name, *args):
+        self.port = P.free_port()
+        self.log = os.path.join(P.RUN, "proxy-%s.log" % name)
+        open(self.log, "w").close()
+        self.proc = subprocess.Popen(
+            [sys.executable, os.path.join(REPO, "tests", "lib", "http_proxy.py"), str(self.port), self.log]
+            + list(args), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, start_new_session=True)
+        line = self.proc.stdout.readline()
+        check(line.strip() == b"listening", "http_proxy.py did not start: %r" % line)
+
+    @property
+    def url(self):
+        return "http://127.0.0.1:%d" % self.port
+
+    def lines(self):
+        with open(self.log) as f:
+            return f.read().splitlines()
+
+    def stop(self):
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(5)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(5)
+
+
 def setup():
     global SIM, NGINX, TLS_PORT
     key, crt = make_pki()
@@ -154,8 +192,9 @@ def sim_side(key):
     return sum(x.get("charges", 0) for x in sk), sum(x.get("deliveries", 0) for x in sk)
 
 
-def refused(name, **cfg):
-    """A stack whose provider certificate must be refused."""
+def refused(name, answers=None, **cfg):
+    """A stack whose provider certificate must be refused (or whose
+    provider is out of reach). answers: the only statuses allowed."""
     st = P.Stack(name, procs=1, provider_api_key="sk_test_sim", **cfg)
     try:
         k = P.new_key(name)
@@ -167,6 +206,8 @@ def refused(name, **cfg):
               "the simulator got %d deliveries (%d charges) through a refused certificate" % (deliveries, charges))
         bad = P.undocumented(seen)
         check(not bad, "\n".join(bad[:8]))
+        check(answers is None or {r.status for r in seen} <= set(answers),
+              "answers %s, expected only %r" % (P.statuses(seen), answers))
         code, j = P.key_state(st, k)
         check(code == 404 or j.get("state") != "completed", "the key: %d %r" % (code, j))
         log = st.log_text()
@@ -234,6 +275,90 @@ def t_tls_verify_off():
 @test("plain HTTP to the TLS port: no charge, documented answers")
 def t_plain_to_tls():
     refused("tls-plain", provider_url="http://localhost:%d" % TLS_PORT)
+
+
+@test("https_proxy (with user:password) to an https provider: a CONNECT tunnel, the certificate verified, 201")
+def t_proxy_connect():
+    px = Proxy("ok", "--auth", "user:p@ss")
+    url = "https://localhost:%d" % TLS_PORT
+    st = P.Stack("tls-proxy", procs=1, provider_url=url, provider_ca_file=os.path.join(PKI, "ca.pem"),
+                 provider_api_key="sk_test_sim",
+                 env_extra={"https_proxy": "http://user:p%%40ss@127.0.0.1:%d" % px.port})
+    try:
+        k = P.new_key("tls-proxy")
+        r = P.post(st, k, P.charge_body("tok_visa", amount=4444))
+        check(r.status == 201, "through the proxy: %r" % r)
+        charges, deliveries = sim_side(k)
+        check(charges == 1 and deliveries == 1, "simulator: %d charges, %d deliveries" % (charges, deliveries))
+        seen = px.lines()
+        check("CONNECT localhost:%d HTTP/1.1 -> 200" % TLS_PORT in seen, "the proxy saw: %r" % seen)
+        diag("the proxy saw: %s" % " | ".join(seen))
+    finally:
+        st.stop()
+        px.stop()
+    # the same proxy, the certificate of the wrong name: still refused
+    px = Proxy("name")
+    try:
+        refused("tls-proxy-name", provider_url="https://127.0.0.1:%d" % TLS_PORT,
+                provider_ca_file=os.path.join(PKI, "ca.pem"), env_extra={"https_proxy": px.url})
+        seen = px.lines()
+        check(any(ln.startswith("CONNECT 127.0.0.1:%d " % TLS_PORT) for ln in seen), "the proxy saw: %r" % seen)
+    finally:
+        px.stop()
+
+
+@test("https_proxy answering 403 to CONNECT: nothing reaches the provider (not sent), documented answers")
+def t_proxy_denied():
+    px = Proxy("deny", "--deny")
+    try:
+        # what an unreachable provider gets: 504 outcome-unknown (API.md §17.2)
+        refused("tls-proxy-deny", answers=(504,), provider_url="https://localhost:%d" % TLS_PORT,
+                provider_ca_file=os.path.join(PKI, "ca.pem"), env_extra={"https_proxy": px.url})
+        seen = px.lines()
+        check(seen and all(ln == "CONNECT localhost:%d HTTP/1.1 -> 403" % TLS_PORT for ln in seen),
+              "the proxy saw: %r" % seen)
+    finally:
+        px.stop()
+
+
+@test("https_proxy on a port nobody listens on: not sent, documented answers")
+def t_proxy_refused():
+    refused("tls-proxy-closed", answers=(504,), provider_url="https://localhost:%d" % TLS_PORT,
+            provider_ca_file=os.path.join(PKI, "ca.pem"),
+            env_extra={"HTTPS_PROXY": "http://127.0.0.1:%d" % P.free_port()})
+
+
+@test("no_proxy naming the provider's host: the proxy (one that would refuse) is passed by, 201")
+def t_proxy_bypassed():
+    px = Proxy("bypass", "--deny")
+    st = P.Stack("tls-noproxy", procs=1, provider_url="https://localhost:%d" % TLS_PORT,
+                 provider_ca_file=os.path.join(PKI, "ca.pem"), provider_api_key="sk_test_sim",
+                 env_extra={"https_proxy": px.url, "no_proxy": "example.com, .localhost"})
+    try:
+        r = P.post(st, P.new_key("tls-noproxy"), P.charge_body("tok_visa", amount=5555))
+        check(r.status == 201, "with no_proxy: %r" % r)
+        check(px.lines() == [], "the proxy saw: %r" % px.lines())
+    finally:
+        st.stop()
+        px.stop()
+
+
+@test("http_proxy to an http:// provider: the request in absolute form through the proxy, 201")
+def t_proxy_plain():
+    px = Proxy("plain")
+    st = P.Stack("plain-proxy", procs=1, provider_url=SIM.url, provider_api_key="sk_test_sim",
+                 env_extra={"http_proxy": px.url, "HTTP_PROXY": "http://127.0.0.1:9"})
+    try:
+        k = P.new_key("plain-proxy")
+        r = P.post(st, k, P.charge_body("tok_visa", amount=6666))
+        check(r.status == 201, "through the proxy: %r" % r)
+        charges, _ = sim_side(k)
+        check(charges == 1, "simulator: %d charges" % charges)
+        seen = px.lines()
+        check("POST %s/v1/charges HTTP/1.1 -> 200" % SIM.url in seen, "the proxy saw: %r" % seen)
+    finally:
+        st.stop()
+        px.stop()
 
 
 def main():

@@ -317,7 +317,7 @@ def one_call_403(tag, first_action):
 @settle_test("2b. inside one call: attempt 1 charges and its answer is lost (timeout; closed on a fresh connection), attempt 2 gets 403: 504, not 502; later 201 with that charge")
 def t_refused_in_call():
     one_call_403("in-call-hang", "charge_hang")
-    # every delivery on a fresh connection: libcurl cannot re-send by itself
+    # every delivery on a fresh connection: no kept connection to lose
     hp("POST", "/_config", {"keepalive": False})
     try:
         one_call_403("in-call-drop", "charge_drop")
@@ -325,11 +325,13 @@ def t_refused_in_call():
         hp("POST", "/_config", {"keepalive": True})
 
 
-@settle_test("2c. libcurl's own re-send on a kept connection: the delivery charged and the connection closed, the re-send (same attempt) got 403: 504, not 502")
+@settle_test("2c. a kept connection closed after its delivery charged, the next delivery (a new connection) got 403: 504, not 502")
 def t_refused_resend():
     # the first delivery that arrives on a kept connection charges and the
-    # connection closes; libcurl re-sends it on a fresh one, which gets 403:
-    # the responder sees a single attempt answered 403
+    # connection closes. The client does not re-send a request a byte of
+    # which was written (libcurl did, within the same attempt): the attempt
+    # ends as one that may have executed, and the next one, on a fresh
+    # connection, gets 403
     warm = new_key("warm")
     for i in range(6):   # kept connections on every event loop
         check(charge("%s-%d" % (warm, i)).status == 201, "warm-up charge failed")
@@ -348,7 +350,7 @@ def t_refused_resend():
         diag("answer %r; deliveries: %s" % (r1, deliveries_line(key, base)))
         charges = hp_charges(key)
         check(len(charges) == 1, "the provider should hold one charge: %r" % charges)
-        check(r1.status == 504, "charged, connection closed, re-sent by libcurl, 403: %r (want 504: the provider holds %s)"
+        check(r1.status == 504, "charged, connection closed, sent again, 403: %r (want 504: the provider holds %s)"
               % (r1, charges[0]["id"]))
         hp("POST", "/_reset", {})
         final = settle(seen)
@@ -356,10 +358,10 @@ def t_refused_resend():
         check(final is not None and final.status == 201 and final.json().get("id") == charges[0]["id"],
               "final answer %r (want 201 with %s)" % (final, charges[0]["id"]))
         return
-    # no reuse at all: libcurl has no kept connection to re-send from
+    # no reuse at all: no kept connection to lose
     reused = [e for e in hp_log(method="POST") if e.get("reused")]
     check(not reused, "no first delivery came on a kept connection in 6 rounds (%d others did)" % len(reused))
-    diag("the responder kept no connection to the provider: libcurl cannot re-send on one")
+    diag("the responder kept no connection to the provider: nothing to lose on one")
 
 
 @settle_test("3. a slow provider (each POST answered 1.2 s late, past provider_timeout_ms; its search index lags a minute): the charge executes inside the execute window; final 201 with it, never 502")
