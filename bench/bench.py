@@ -396,32 +396,42 @@ def fcgi_record(rtype, content, rid=1):
     return struct.pack('!BBHHBx', 1, rtype, rid, len(content), pad) + content + b'\0' * pad
 
 
+def fcgi_message(params, body, keep):
+    """One request's records: BEGIN_REQUEST (FCGI_KEEP_CONN when keep),
+    PARAMS, STDIN, each stream ended by an empty record."""
+    msg = [fcgi_record(1, struct.pack('!HB5x', 1, 1 if keep else 0))]
+    p = fcgi_pairs(params)
+    for i in range(0, len(p), 65535):
+        msg.append(fcgi_record(4, p[i:i + 65535]))
+    msg.append(fcgi_record(4, b''))
+    for i in range(0, len(body), 65535):
+        msg.append(fcgi_record(5, body[i:i + 65535]))
+    msg.append(fcgi_record(5, b''))
+    return b''.join(msg)
+
+
+def fcgi_read_stdout(f):
+    """The STDOUT bytes of one answer read from f, up to END_REQUEST."""
+    out = []
+    while True:
+        hdr = f.read(8)
+        if len(hdr) < 8:
+            raise BenchError('fastcgi: connection closed early')
+        _, rtype, _, clen, plen = struct.unpack('!BBHHBx', hdr)
+        content = f.read(clen)
+        f.read(plen)
+        if rtype == 6:
+            out.append(content)
+        elif rtype == 3:
+            return b''.join(out)
+
+
 def fcgi_request(port, params, body, timeout=30.0):
     """One FastCGI request on a new connection; returns the STDOUT bytes."""
     s = socket.create_connection(('127.0.0.1', port), timeout=timeout)
     try:
-        msg = [fcgi_record(1, struct.pack('!HB5x', 1, 0))]
-        p = fcgi_pairs(params)
-        for i in range(0, len(p), 65535):
-            msg.append(fcgi_record(4, p[i:i + 65535]))
-        msg.append(fcgi_record(4, b''))
-        for i in range(0, len(body), 65535):
-            msg.append(fcgi_record(5, body[i:i + 65535]))
-        msg.append(fcgi_record(5, b''))
-        s.sendall(b''.join(msg))
-        f = s.makefile('rb')
-        out = []
-        while True:
-            hdr = f.read(8)
-            if len(hdr) < 8:
-                raise BenchError('fastcgi: connection closed early')
-            _, rtype, _, clen, plen = struct.unpack('!BBHHBx', hdr)
-            content = f.read(clen)
-            f.read(plen)
-            if rtype == 6:
-                out.append(content)
-            elif rtype == 3:
-                return b''.join(out)
+        s.sendall(fcgi_message(params, body, False))
+        return fcgi_read_stdout(s.makefile('rb'))
     finally:
         s.close()
 
@@ -435,27 +445,8 @@ class FcgiKept:
         self.f = self.s.makefile('rb')
 
     def request(self, params, body):
-        msg = [fcgi_record(1, struct.pack('!HB5x', 1, 1))]
-        p = fcgi_pairs(params)
-        for i in range(0, len(p), 65535):
-            msg.append(fcgi_record(4, p[i:i + 65535]))
-        msg.append(fcgi_record(4, b''))
-        for i in range(0, len(body), 65535):
-            msg.append(fcgi_record(5, body[i:i + 65535]))
-        msg.append(fcgi_record(5, b''))
-        self.s.sendall(b''.join(msg))
-        out = []
-        while True:
-            hdr = self.f.read(8)
-            if len(hdr) < 8:
-                raise BenchError('fastcgi: connection closed early')
-            _, rtype, _, clen, plen = struct.unpack('!BBHHBx', hdr)
-            content = self.f.read(clen)
-            self.f.read(plen)
-            if rtype == 6:
-                out.append(content)
-            elif rtype == 3:
-                return b''.join(out)
+        self.s.sendall(fcgi_message(params, body, True))
+        return fcgi_read_stdout(self.f)
 
     def close(self):
         self.f.close()

@@ -13,29 +13,14 @@ import asyncio
 import base64
 import sys
 
+from relay import pipe
+
 LOG = None
 
 
 def log(line):
     with open(LOG, "a") as f:
         f.write(line + "\n")
-
-
-async def pipe(reader, writer):
-    try:
-        while True:
-            data = await reader.read(65536)
-            if not data:
-                break
-            writer.write(data)
-            await writer.drain()
-    except ConnectionError:
-        pass
-    finally:
-        try:
-            writer.close()
-        except Exception:
-            pass
 
 
 async def read_head(reader):

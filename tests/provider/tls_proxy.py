@@ -4,25 +4,12 @@ and relays each connection's bytes to 127.0.0.1:UPSTREAM_PORT (the provider
 simulator, which speaks plain HTTP). Test use only; prints "listening" when
 ready. Python standard library only."""
 import asyncio
+import os
 import ssl
 import sys
 
-
-async def pipe(reader, writer):
-    try:
-        while True:
-            data = await reader.read(65536)
-            if not data:
-                break
-            writer.write(data)
-            await writer.drain()
-    except (ConnectionError, ssl.SSLError):
-        pass
-    finally:
-        try:
-            writer.close()
-        except Exception:
-            pass
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
+from relay import pipe  # noqa: E402
 
 
 async def main():
