@@ -81,7 +81,7 @@ struct http_call {
 	struct settle_fold fold;     /* the attempts so far */
 	char *form;                  /* POST body; NULL for a probe */
 	size_t formlen;
-	char url[URL_MAX_LEN + 256];
+	char target[URL_MAX_LEN + 256]; /* the request target: prefix + path */
 	long long deadline_us;
 	/* a probe: the list over [gte, lte], page by page */
 	int probe;
@@ -421,34 +421,29 @@ attempt_h1(struct http_call *c)
 	struct http_provider *hp = c->hp;
 	long long left_ms = (c->deadline_us - now_mono_us()) / 1000;
 	long timeout_ms = hp->cfg->provider_timeout_ms;
-	char target[URL_MAX_LEN + 256], hdrs[600];
-	const char *path;
+	char hdrs[600];
 
 	if (left_ms < timeout_ms)
 		timeout_ms = (long)left_ms;
-	/* the path of c->url, after the base */
-	path = c->url + strlen(hp->base);
-	if ((size_t)snprintf(target, sizeof(target), "%s%s", hp->h1_prefix,
-	        path) >= sizeof(target) ||
-	    (size_t)snprintf(hdrs, sizeof(hdrs), "%s%s\r\n",
+	if ((size_t)snprintf(hdrs, sizeof(hdrs), "%s%s\r\n",
 	        c->probe ? hp->h1_hdr_get : hp->h1_hdr_post,
 	        c->key_hdr) >= sizeof(hdrs))
 		return -1;
-	c->req = h1_request(hp->h1, c->probe ? "GET" : "POST", target, hdrs,
+	c->req = h1_request(hp->h1, c->probe ? "GET" : "POST", c->target, hdrs,
 	    c->probe ? NULL : c->form, c->probe ? 0 : c->formlen, timeout_ms,
 	    on_h1_header, on_h1_body, on_h1_done, c);
 	return c->req != NULL ? 0 : -1;
 }
 
-/* A probe's page URL: the list over [gte, lte] after c->after. 0 or -1. */
+/* A probe's page target: the list over [gte, lte] after c->after. 0 or -1. */
 static int
-probe_url(struct http_call *c)
+probe_target(struct http_call *c)
 {
 	char q[256];
 
 	return wire_list_query(c->gte, c->lte, c->after, q, sizeof(q)) < 0 ||
-	        (size_t)snprintf(c->url, sizeof(c->url), "%s%s%s", c->hp->base,
-	            LIST_PATH, q) >= sizeof(c->url)
+	        (size_t)snprintf(c->target, sizeof(c->target), "%s%s%s",
+	            c->hp->h1_prefix, LIST_PATH, q) >= sizeof(c->target)
 	    ? -1
 	    : 0;
 }
@@ -472,7 +467,7 @@ attempt_start(struct http_call *c)
 	c->res.attempts++;
 	if (c->probe && c->pages == 0)
 		c->probe_sent_ms = now_wall_ms(); /* the list's moment */
-	if ((c->probe && probe_url(c) != 0) || attempt_h1(c) != 0) {
+	if ((c->probe && probe_target(c) != 0) || attempt_h1(c) != 0) {
 		(void)snprintf(c->res.why, sizeof(c->res.why),
 		    "cannot start a request");
 		call_settle(c, c->probe ? SV_UNKNOWN : settle_end(&c->fold));
@@ -522,8 +517,8 @@ http_start(void *impl, const struct provider_call *call, provider_cb *cb,
 		         call->principal, call->key, call->keylen, c->dkey,
 		         &c->formlen)) == NULL)
 			goto fail;
-		(void)snprintf(c->url, sizeof(c->url), "%s%s", hp->base,
-		    CHARGES_PATH);
+		(void)snprintf(c->target, sizeof(c->target), "%s%s",
+		    hp->h1_prefix, CHARGES_PATH);
 	}
 	(void)uv_timer_init(hp->loop, &c->backoff);
 	c->backoff.data = c;
