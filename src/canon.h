@@ -20,4 +20,21 @@
  */
 char *canon_text(const struct charge_fields *f, size_t *len);
 
+/*
+ * The top-level member name of a canonical text (compact JSON, as
+ * canon_text() writes it), read without parsing the rest: 1 and *s, *n the
+ * bytes between the quotes of its string value, still escaped; 0 when it
+ * is absent or null; -1 when text is not a compact JSON object or the
+ * member is neither a string nor null.
+ */
+int canon_string_member(const char *text, size_t len, const char *name,
+    const char **s, size_t *n);
+
+/*
+ * The next byte of an escaped string s[0..n) (canon_string_member()) at
+ * *i, *i moved past it: the escapes put_string() writes (\" \\ \b \f \n
+ * \r \t \u00xx) decoded. -1 at an escape it does not write.
+ */
+int canon_string_byte(const char *s, size_t n, size_t *i);
+
 #endif

@@ -774,38 +774,55 @@ req_start(struct h1_pool *p, struct h1_req *r)
 
 struct h1_req *
 h1_request(struct h1_pool *p, const char *method, const char *target,
-    const char *hdrs, const char *body, size_t bodylen, long timeout_ms,
+    const char *const *hdrs, const char *body, size_t bodylen, long timeout_ms,
     h1_header_fn *header, h1_body_fn *bodyfn, h1_done_fn *done, void *arg)
 {
 	/* through a proxy, plain HTTP: the target in absolute form */
-	int abs = p->proxied && !p->t.tls, n;
+	int abs = p->proxied && !p->t.tls;
 	const char *pauth = abs ? p->px.auth : "";
+	struct util_buf b;
 	struct h1_req *r;
-	size_t cap;
+	size_t cap, i;
+	long n;
 
 	if ((r = calloc(1, sizeof(*r))) == NULL)
 		return NULL;
 	cap = strlen(method) + strlen(target) + 2 * strlen(p->hosthdr) +
-	    strlen(pauth) + strlen(hdrs) + bodylen + 80;
+	    strlen(pauth) + bodylen + 80;
+	for (i = 0; hdrs[i] != NULL; i++)
+		cap += strlen(hdrs[i]);
 	if ((r->out = malloc(cap)) == NULL) {
 		free(r);
 		return NULL;
 	}
-	n = snprintf(r->out, cap, "%s %s%s%s HTTP/1.1\r\nHost: %s\r\n%s%s",
-	    method, abs ? "http://" : "", abs ? p->hosthdr : "", target,
-	    p->hosthdr, pauth, hdrs);
-	if (n >= 0 && (size_t)n < cap && body != NULL)
-		n += snprintf(r->out + n, cap - (size_t)n,
-		    "Content-Length: %zu\r\n", bodylen);
-	if (n >= 0 && (size_t)n < cap)
-		n += snprintf(r->out + n, cap - (size_t)n, "\r\n");
-	if (n < 0 || (size_t)n + bodylen >= cap) {
+	/* the head and the body in one buffer: one write */
+	util_buf_init(&b, r->out, cap);
+	util_buf_str(&b, method);
+	util_buf_put(&b, " ", 1);
+	if (abs) {
+		util_buf_str(&b, "http://");
+		util_buf_str(&b, p->hosthdr);
+	}
+	util_buf_str(&b, target);
+	util_buf_str(&b, " HTTP/1.1\r\nHost: ");
+	util_buf_str(&b, p->hosthdr);
+	util_buf_str(&b, "\r\n");
+	util_buf_str(&b, pauth);
+	for (i = 0; hdrs[i] != NULL; i++)
+		util_buf_str(&b, hdrs[i]);
+	if (body != NULL) {
+		util_buf_str(&b, "Content-Length: ");
+		util_buf_ull(&b, bodylen);
+		util_buf_str(&b, "\r\n");
+	}
+	util_buf_str(&b, "\r\n");
+	if (body != NULL)
+		util_buf_put(&b, body, bodylen);
+	if ((n = util_buf_len(&b)) < 0) {
 		req_free(r);
 		return NULL;
 	}
-	if (body != NULL)
-		memcpy(r->out + n, body, bodylen);
-	r->outlen = (size_t)n + bodylen;
+	r->outlen = (size_t)n;
 	r->pool = p;
 	r->header = header;
 	r->bodyfn = bodyfn;

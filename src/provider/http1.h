@@ -89,14 +89,15 @@ void h1_pool_free(struct h1_pool *p);
 
 /*
  * Starts method target (origin form: "/v1/charges") with the header
- * lines hdrs (each ending "\r\n"; Host and, with a body, Content-Length
- * are added) and body[0..bodylen) (NULL: none), ending within timeout_ms.
- * done is called once, never before h1_request returned. NULL on ENOMEM.
+ * lines of hdrs (a NULL-terminated list of strings, each of whole lines
+ * ending "\r\n"; Host and, with a body, Content-Length are added) and
+ * body[0..bodylen) (NULL: none), ending within timeout_ms. done is called
+ * once, never before h1_request returned. NULL on ENOMEM.
  */
 struct h1_req *h1_request(struct h1_pool *p, const char *method,
-    const char *target, const char *hdrs, const char *body, size_t bodylen,
-    long timeout_ms, h1_header_fn *header, h1_body_fn *bodyfn, h1_done_fn *done,
-    void *arg);
+    const char *target, const char *const *hdrs, const char *body,
+    size_t bodylen, long timeout_ms, h1_header_fn *header, h1_body_fn *bodyfn,
+    h1_done_fn *done, void *arg);
 
 /* Ends a request without calling done (its connection is closed). */
 void h1_cancel(struct h1_req *r);

@@ -421,14 +421,11 @@ attempt_h1(struct http_call *c)
 	struct http_provider *hp = c->hp;
 	long long left_ms = (c->deadline_us - now_mono_us()) / 1000;
 	long timeout_ms = hp->cfg->provider_timeout_ms;
-	char hdrs[600];
+	const char *hdrs[] = { c->probe ? hp->h1_hdr_get : hp->h1_hdr_post,
+		c->key_hdr, NULL };
 
 	if (left_ms < timeout_ms)
 		timeout_ms = (long)left_ms;
-	if ((size_t)snprintf(hdrs, sizeof(hdrs), "%s%s\r\n",
-	        c->probe ? hp->h1_hdr_get : hp->h1_hdr_post,
-	        c->key_hdr) >= sizeof(hdrs))
-		return -1;
 	c->req = h1_request(hp->h1, c->probe ? "GET" : "POST", c->target, hdrs,
 	    c->probe ? NULL : c->form, c->probe ? 0 : c->formlen, timeout_ms,
 	    on_h1_header, on_h1_body, on_h1_done, c);
@@ -501,8 +498,8 @@ http_start(void *impl, const struct provider_call *call, provider_cb *cb,
 	c->expect.request = c->dkey;
 	c->expect.amount = call->amount;
 	c->expect.currency = c->currency;
-	(void)snprintf(c->key_hdr, sizeof(c->key_hdr), "Idempotency-Key: %s",
-	    c->dkey);
+	(void)snprintf(c->key_hdr, sizeof(c->key_hdr),
+	    "Idempotency-Key: %s\r\n", c->dkey);
 	if (c->probe) {
 		/* every charge a delivery of this request could have made */
 		c->quiet_ms = call->quiet_ms;
@@ -513,9 +510,8 @@ http_start(void *impl, const struct provider_call *call, provider_cb *cb,
 		if (c->gte < 0)
 			c->gte = 0;
 	} else {
-		if ((c->form = wire_form_body(call->canon, call->canonlen,
-		         call->principal, call->key, call->keylen, c->dkey,
-		         &c->formlen)) == NULL)
+		if ((c->form = wire_form_body(call, c->dkey, &c->formlen)) ==
+		    NULL)
 			goto fail;
 		(void)snprintf(c->target, sizeof(c->target), "%s%s",
 		    hp->h1_prefix, CHARGES_PATH);

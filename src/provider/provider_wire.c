@@ -10,6 +10,7 @@
 
 #include <cJSON.h>
 
+#include "canon.h"
 #include "defaults.h"
 #include "digest.h"
 #include "metrics.h"
@@ -74,83 +75,82 @@ form_pair(struct util_buf *b, const char *name, const char *v, size_t n)
 }
 
 /*
- * "%.0f" of v: the digits by hand when v is a whole number in (0, 2^53)
- * (an amount always is), which printf's floating point would spend more on.
+ * Percent-encodes the escaped string s[0..n) of a canonical text
+ * (canon_string_byte() decodes it) into b. 0, or -1 at an escape the
+ * canonical form does not write.
  */
-static void
-number_format(double v, char *out, size_t outlen)
+static int
+form_escape_canon(struct util_buf *b, const char *s, size_t n)
 {
-	char d[24];
-	unsigned long long u;
-	size_t n = 0, i = 0;
+	size_t i = 0, from;
+	int c;
 
-	if (!(v > 0 && v < 9007199254740992.0) || v != (double)(long long)v ||
-	    outlen < sizeof(d)) {
-		(void)snprintf(out, outlen, "%.0f", v);
-		return;
+	while (i < n) {
+		/* a run without escapes goes through form_escape() at once */
+		for (from = i; i < n && s[i] != '\\'; i++)
+			;
+		form_escape(b, s + from, i - from);
+		if (i < n) {
+			char byte;
+
+			if ((c = canon_string_byte(s, n, &i)) < 0)
+				return -1;
+			byte = (char)c;
+			form_escape(b, &byte, 1);
+		}
 	}
-	u = (unsigned long long)v;
-	do
-		d[n++] = (char)('0' + u % 10);
-	while ((u /= 10) != 0);
-	while (n > 0)
-		out[i++] = d[--n];
-	out[i] = '\0';
+	return 0;
 }
 
 char *
-wire_form_body(const char *canon, size_t canonlen, const char *principal,
-    const char *key, size_t keylen, const char *dkey, size_t *len)
+wire_form_body(const struct provider_call *call, const char *dkey, size_t *len)
 {
-	const cJSON *amount, *currency, *source, *desc;
-	char num[24], *out = NULL;
+	const char *desc = NULL;
+	size_t desclen = 0, cap;
 	struct util_buf b;
-	cJSON *root;
-	size_t cap;
+	char *out;
 	long n;
+	int has;
 
-	if ((root = cJSON_ParseWithLength(canon, canonlen)) == NULL)
+	/*
+	 * The description is read from the canonical text: the request's
+	 * parameters hold only what the use case decides on.
+	 */
+	if ((has = canon_string_member(call->canon, call->canonlen,
+	         "description", &desc, &desclen)) < 0)
 		return NULL;
-	amount = cJSON_GetObjectItemCaseSensitive(root, "amount");
-	currency = cJSON_GetObjectItemCaseSensitive(root, "currency");
-	source = cJSON_GetObjectItemCaseSensitive(root, "source");
-	desc = cJSON_GetObjectItemCaseSensitive(root, "description");
-	if (!cJSON_IsNumber(amount) || !cJSON_IsString(currency) ||
-	    !cJSON_IsString(source) ||
-	    (desc != NULL && !cJSON_IsNull(desc) && !cJSON_IsString(desc)))
-		goto done;
-	/* every byte may become three; the names and separators fit in 128 */
+	/* every byte may become three; the names, separators and amount fit */
 	cap = 3 *
-	        (strlen(currency->valuestring) + strlen(source->valuestring) +
-	            (cJSON_IsString(desc) ? strlen(desc->valuestring) : 0) +
-	            strlen(principal) + keylen + strlen(dkey)) +
+	        (strlen(call->currency) + strlen(call->source) + desclen +
+	            strlen(call->principal) + call->keylen + strlen(dkey)) +
 	    192;
 	if ((out = malloc(cap)) == NULL)
-		goto done;
-	number_format(amount->valuedouble, num, sizeof(num));
+		return NULL;
 	util_buf_init(&b, out, cap);
-	form_pair(&b, "amount", num, strlen(num));
-	form_pair(&b, "currency", currency->valuestring,
-	    strlen(currency->valuestring));
-	form_pair(&b, "source", source->valuestring,
-	    strlen(source->valuestring));
-	if (cJSON_IsString(desc))
-		form_pair(&b, "description", desc->valuestring,
-		    strlen(desc->valuestring));
-	form_pair(&b, "metadata[charge_principal]", principal,
-	    strlen(principal));
-	form_pair(&b, "metadata[charge_idempotency_key]", key, keylen);
-	form_pair(&b, "metadata[charge_request]", dkey, strlen(dkey));
-	if ((n = util_buf_len(&b)) < 0 || (size_t)n >= cap) {
-		free(out);
-		out = NULL;
-		goto done;
+	util_buf_str(&b, "amount=");
+	util_buf_ll(&b, call->amount);
+	util_buf_str(&b, "&currency=");
+	form_escape(&b, call->currency, strlen(call->currency));
+	util_buf_str(&b, "&source=");
+	form_escape(&b, call->source, strlen(call->source));
+	if (has) {
+		util_buf_str(&b, "&description=");
+		if (form_escape_canon(&b, desc, desclen) != 0)
+			goto fail;
 	}
+	form_pair(&b, "metadata[charge_principal]", call->principal,
+	    strlen(call->principal));
+	form_pair(&b, "metadata[charge_idempotency_key]", call->key,
+	    call->keylen);
+	form_pair(&b, "metadata[charge_request]", dkey, strlen(dkey));
+	if ((n = util_buf_len(&b)) < 0 || (size_t)n >= cap)
+		goto fail;
 	out[n] = '\0';
 	*len = (size_t)n;
-done:
-	cJSON_Delete(root);
 	return out;
+fail:
+	free(out);
+	return NULL;
 }
 
 int

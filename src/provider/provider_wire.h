@@ -27,16 +27,16 @@ int wire_downstream_key(const char *secret, const char *principal,
     char out[WIRE_KEY_LEN + 1]);
 
 /*
- * The form body of POST /v1/charges from the request's canonical
- * parameters (amount, currency, source, description), with
+ * The form body of POST /v1/charges for call: its amount, currency and
+ * source, the description of its canonical text (none sent when null),
  * metadata[charge_principal], metadata[charge_idempotency_key] and
  * metadata[charge_request] (dkey, the downstream key: what proves a charge
  * is this request's). Values percent-encoded. Malloc'd, NUL-terminated,
- * length in *len; NULL on ENOMEM or when canon is not a charge's
+ * length in *len; NULL on ENOMEM or when call->canon is not a charge's
  * canonical text.
  */
-char *wire_form_body(const char *canon, size_t canonlen, const char *principal,
-    const char *key, size_t keylen, const char *dkey, size_t *len);
+char *wire_form_body(const struct provider_call *call, const char *dkey,
+    size_t *len);
 
 #define WIRE_LIST_LIMIT 100 /* charges per page of the list, Stripe's most */
 

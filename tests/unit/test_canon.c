@@ -224,6 +224,129 @@ test_large(void **state)
 	free(b);
 }
 
+/* The decoded bytes of a member canon_string_member() found (caller frees). */
+static char *
+member(const char *text, size_t len, const char *name)
+{
+	const char *s;
+	size_t n, i = 0, o = 0;
+	char *d;
+	int c;
+
+	if (canon_string_member(text, len, name, &s, &n) != 1)
+		return NULL;
+	d = malloc(n + 1);
+	assert_non_null(d);
+	while (i < n) {
+		assert_true((c = canon_string_byte(s, n, &i)) >= 0);
+		d[o++] = (char)c;
+	}
+	d[o] = '\0';
+	return d;
+}
+
+/*
+ * canon_string_member() and canon_string_byte() read back what
+ * canon_text() wrote: every escape and byte the schema lets through, in
+ * the description and the customer; a description named inside metadata
+ * or line_items is not the member; a cut text is read within its bounds.
+ */
+static void
+test_string_member(void **state)
+{
+	char esc[7 * 128], *b, *text, *got, *cut;
+	struct json_doc doc;
+	struct charge_fields f;
+	struct validation v;
+	size_t n = 0, len;
+	const char *s;
+
+	(void)state;
+	for (int c = 1; c < 0x80; c++)
+		n += (size_t)snprintf(esc + n, sizeof(esc) - n, "\\u%04x", c);
+	b = malloc(8 * sizeof(esc));
+	assert_non_null(b);
+	snprintf(b, 8 * sizeof(esc),
+	    "{" BASE ",\"customer\":\"%.300s\","
+	    "\"description\":\"%s\\\"x\xc3\xa9\xe2\x82\xac\","
+	    "\"metadata\":{\"description\":\"no\"}}",
+	    esc, esc);
+	v.n = 0;
+	assert_int_equal(json_parse(b, strlen(b), &doc), JSON_OK);
+	schema_check(doc.root, &f, &v);
+	assert_int_equal(v.n, 0);
+	text = canon_text(&f, &len);
+	assert_non_null(text);
+	got = member(text, len, "description");
+	assert_non_null(got);
+	assert_string_equal(got, f.description->valuestring);
+	free(got);
+	got = member(text, len, "customer");
+	assert_string_equal(got, f.customer->valuestring);
+	free(got);
+	got = member(text, len, "currency");
+	assert_string_equal(got, "usd");
+	free(got);
+	/* a number is not a string member */
+	assert_int_equal(canon_string_member(text, len, "amount", &s, &n), -1);
+	assert_int_equal(canon_string_member(text, len, "nothing", &s, &n), 0);
+	/* every cut of the text: read within it (ASan), never a wrong value */
+	for (size_t k = 0; k < len; k++) {
+		int r;
+
+		cut = malloc(k + 1);
+		assert_non_null(cut);
+		memcpy(cut, text, k);
+		r = canon_string_member(cut, k, "description", &s, &n);
+		if (r == 1)
+			assert_memory_equal(s,
+			    strstr(text, ",\"description\":\"") + 16, n);
+		else
+			assert_int_equal(r, -1);
+		free(cut);
+	}
+	free(text);
+	json_doc_free(&doc);
+	free(b);
+
+	/* null, and a "description" only inside metadata and line_items */
+	text = canon("{" BASE ",\"metadata\":{\"description\":\"m\"},"
+	             "\"line_items\":[{\"description\":\"l\",\"quantity\":1,"
+	             "\"unit_amount\":1999}]}");
+	assert_int_equal(canon_string_member(text, strlen(text), "description",
+	                     &s, &n),
+	    0);
+	free(text);
+	/* texts canon_text() does not write */
+	assert_int_equal(canon_string_member("", 0, "description", &s, &n), -1);
+	assert_int_equal(canon_string_member("[]", 2, "description", &s, &n),
+	    -1);
+	assert_int_equal(canon_string_member("{}", 2, "description", &s, &n),
+	    0);
+	assert_int_equal(canon_string_member("{\"description\" :\"a\"}", 19,
+	                     "description", &s, &n),
+	    -1);
+	assert_int_equal(canon_string_member("{\"description\":{}}", 18,
+	                     "description", &s, &n),
+	    -1);
+	/* escapes put_string() does not write */
+	{
+		static const char *const bad[] = { "\\u00e9", "\\u0120", "\\/",
+			"\\x", "\\", "\\u00" };
+		size_t i;
+
+		for (size_t j = 0; j < sizeof(bad) / sizeof(bad[0]); j++) {
+			i = 0;
+			assert_int_equal(canon_string_byte(bad[j],
+			                     strlen(bad[j]), &i),
+			    -1);
+		}
+		i = 0;
+		assert_int_equal(canon_string_byte("\\u001f", 6, &i), 0x1f);
+		assert_int_equal(i, 6);
+	}
+}
+
 int
 main(void)
 {
@@ -233,6 +356,7 @@ main(void)
 		cmocka_unit_test(test_metadata_sorted),
 		cmocka_unit_test(test_escapes),
 		cmocka_unit_test(test_large),
+		cmocka_unit_test(test_string_member),
 	};
 
 	return cmocka_run_group_tests_name("canon", tests, NULL, NULL);
