@@ -10,9 +10,28 @@
 // charge. Only the paths the benchmark takes (a fresh charge, a replay)
 // are written out; anything else answers a bare error status.
 //
+// Two provider modes, chosen as the responder chooses its provider:
+//   - PEER_PROVIDER_URL set: the provider over HTTP (above).
+//   - PEER_PROVIDER_URL empty: the provider in the process, doing what the
+//     responder's in-process simulation (src/provider/provider_inproc.c)
+//     does for a charge at provider_latency_ms 0: the outcome decided by
+//     the source token (tok_chargeDeclined, tok_insufficientFunds,
+//     tok_providerError, tok_providerTimeout, or the first element of a
+//     chain "a|b"; anything else succeeds), the charge id "ch_" + the first
+//     24 hex digits of HMAC-SHA256(secret, principal NUL key NUL
+//     fingerprint) (the MAC the HTTP mode sends as the downstream key),
+//     answered at once, and one ledger line per call (ms, principal, key,
+//     charge id, outcome, amount, currency, tab-separated) written with
+//     one write(2) to PEER_PROVIDER_LEDGER, opened O_APPEND once. A
+//     succeeded charge is then recorded and answered exactly as in the
+//     HTTP mode; any other outcome answers a bare status (402, 502, 504)
+//     without a record, as the HTTP mode does for a provider failure.
+//
 // Environment: PEER_LISTEN (127.0.0.1:PORT), PEER_REDIS_SOCKET,
-// PEER_PROVIDER_URL (http://127.0.0.1:PORT), PEER_PROVIDER_API_KEY,
-// PEER_API_KEYS (the responder's api-keys file), PEER_LUA_DIR (lua/).
+// PEER_PROVIDER_URL (http://127.0.0.1:PORT, or empty: in-process),
+// PEER_PROVIDER_API_KEY (HTTP mode), PEER_PROVIDER_LEDGER (the ledger
+// file, in-process mode), PEER_API_KEYS (the responder's api-keys file),
+// PEER_LUA_DIR (lua/).
 //
 // Build: GO111MODULE=off GOPATH=/usr/share/gocode go build charge.go
 package main
@@ -51,6 +70,7 @@ var (
 	providerURL         string
 	providerAuth        string
 	client              *http.Client
+	ledger              *os.File // in-process mode; nil: over HTTP
 )
 
 func must(err error) {
@@ -101,6 +121,40 @@ type providerCharge struct {
 func jsonStr(s string) string {
 	b, _ := json.Marshal(s)
 	return string(b)
+}
+
+// tokenIs: true when source, or its first element (a chain "a|b"), is tok
+// (provider_inproc.c's token_is).
+func tokenIs(source, tok string) bool {
+	return strings.HasPrefix(source, tok) &&
+		(len(source) == len(tok) || source[len(tok)] == '|')
+}
+
+// inprocCharge is the in-process provider at latency 0: the outcome of the
+// source token, the charge id from the request's MAC (hex), one ledger
+// line. It returns the charge, or a status to answer bare when the charge
+// did not succeed or the ledger could not be written.
+func inprocCharge(principal, key, machex string, amount int64, currency,
+	source string) (providerCharge, int) {
+	outcome, status := "succeeded", 0
+	switch {
+	case tokenIs(source, "tok_chargeDeclined"), tokenIs(source, "tok_insufficientFunds"):
+		outcome, status = "declined", 402
+	case tokenIs(source, "tok_providerError"):
+		outcome, status = "error", 502
+	case tokenIs(source, "tok_providerTimeout"):
+		outcome, status = "timeout", 504
+	}
+	now := time.Now()
+	ch := providerCharge{ID: "ch_" + machex[:24], Created: now.Unix()}
+	// ms \t principal \t key \t charge id \t outcome \t amount \t currency
+	line := strconv.FormatInt(now.UnixMilli(), 10) + "\t" + principal + "\t" +
+		key + "\t" + ch.ID + "\t" + outcome + "\t" +
+		strconv.FormatInt(amount, 10) + "\t" + currency + "\n"
+	if _, err := ledger.Write([]byte(line)); err != nil {
+		return ch, 502
+	}
+	return ch, status
 }
 
 func handle(w http.ResponseWriter, r *http.Request) {
@@ -162,27 +216,37 @@ func handle(w http.ResponseWriter, r *http.Request) {
 	// the provider: the same downstream key on every attempt
 	mac := hmac.New(sha256.New, []byte(secret))
 	mac.Write([]byte(principal + "\x00" + key + "\x00" + fp))
-	dkey := "charge_" + hex.EncodeToString(mac.Sum(nil))
-	form := "amount=" + strconv.FormatInt(*q.Amount, 10) +
-		"&currency=" + url.QueryEscape(*q.Currency) +
-		"&source=" + url.QueryEscape(*q.Source) +
-		"&metadata[charge_principal]=" + url.QueryEscape(principal) +
-		"&metadata[charge_idempotency_key]=" + url.QueryEscape(key)
-	preq, _ := http.NewRequest("POST", providerURL, strings.NewReader(form))
-	preq.Header.Set("Authorization", providerAuth)
-	preq.Header.Set("Idempotency-Key", dkey)
-	preq.Header.Set("Content-Type", "application/x-www-form-urlencoded")
-	presp, err := client.Do(preq)
-	if err != nil {
-		w.WriteHeader(504)
-		return
-	}
-	pbody, err := io.ReadAll(presp.Body)
-	presp.Body.Close()
+	machex := hex.EncodeToString(mac.Sum(nil))
 	var ch providerCharge
-	if err != nil || presp.StatusCode != 200 || json.Unmarshal(pbody, &ch) != nil || ch.ID == "" {
-		w.WriteHeader(502)
-		return
+	if ledger != nil {
+		var status int
+		if ch, status = inprocCharge(principal, key, machex, *q.Amount,
+			*q.Currency, *q.Source); status != 0 {
+			w.WriteHeader(status)
+			return
+		}
+	} else {
+		dkey := "charge_" + machex
+		form := "amount=" + strconv.FormatInt(*q.Amount, 10) +
+			"&currency=" + url.QueryEscape(*q.Currency) +
+			"&source=" + url.QueryEscape(*q.Source) +
+			"&metadata[charge_principal]=" + url.QueryEscape(principal) +
+			"&metadata[charge_idempotency_key]=" + url.QueryEscape(key)
+		preq, _ := http.NewRequest("POST", providerURL, strings.NewReader(form))
+		preq.Header.Set("Authorization", providerAuth)
+		preq.Header.Set("Idempotency-Key", dkey)
+		preq.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+		presp, err := client.Do(preq)
+		if err != nil {
+			w.WriteHeader(504)
+			return
+		}
+		pbody, err := io.ReadAll(presp.Body)
+		presp.Body.Close()
+		if err != nil || presp.StatusCode != 200 || json.Unmarshal(pbody, &ch) != nil || ch.ID == "" {
+			w.WriteHeader(502)
+			return
+		}
 	}
 	out := `{"id":` + jsonStr(ch.ID) + `,"object":"charge","status":"succeeded",` +
 		canon[1:len(canon)-1] + `,"created":` + strconv.FormatInt(ch.Created, 10) +
@@ -237,11 +301,22 @@ func main() {
 		must(err)
 	}
 	loadKeys(os.Getenv("PEER_API_KEYS"))
+	mode := "the provider over HTTP"
+	if os.Getenv("PEER_PROVIDER_URL") == "" {
+		path := os.Getenv("PEER_PROVIDER_LEDGER")
+		if path == "" {
+			log.Fatal("in-process provider (PEER_PROVIDER_URL empty): PEER_PROVIDER_LEDGER is not set")
+		}
+		var err error
+		ledger, err = os.OpenFile(path, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0644)
+		must(err)
+		mode = "the provider in the process"
+	}
 	providerURL = strings.TrimRight(os.Getenv("PEER_PROVIDER_URL"), "/") + "/v1/charges"
 	providerAuth = "Bearer " + os.Getenv("PEER_PROVIDER_API_KEY")
 	client = &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{
 		Proxy: nil, MaxIdleConns: 1024, MaxIdleConnsPerHost: 1024,
 		IdleConnTimeout: 60 * time.Second}}
-	log.Printf("charge peer (Go) listening on %s", os.Getenv("PEER_LISTEN"))
+	log.Printf("charge peer (Go) listening on %s, %s", os.Getenv("PEER_LISTEN"), mode)
 	must(http.ListenAndServe(os.Getenv("PEER_LISTEN"), http.HandlerFunc(handle)))
 }

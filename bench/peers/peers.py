@@ -1,6 +1,8 @@
 #!/usr/bin/env python3
 """bench/run --peers: the responder against its peers, everyone calling the
-provider simulator over loopback HTTP with kept connections.
+provider simulator over loopback HTTP with kept connections, and the
+responder through lighttpd against the Go peer with the provider in the
+process.
 
 Backends, all on one machine, one Redis, one simulator (latency 0,
 --fsync never):
@@ -12,6 +14,12 @@ Backends, all on one machine, one Redis, one simulator (latency 0,
   lua            nginx + Lua (bench/peers/charge_peer.lua: cosockets, kept
                  Redis and provider connections)
   go             Go net/http + go-redis (bench/peers/charge.go)
+and, fresh charges only, the provider in the process for both:
+  charge_lighttpd  lighttpd (bench.py's, mod_fastcgi bin-path) -> charge at
+                 the packaged deployment's processes x threads (run.sh's
+                 MAX_PROCS, conf/charge.conf's threads), provider_url empty
+  go_inproc      the Go peer with PEER_PROVIDER_URL empty (its in-process
+                 provider: the responder's simulation at latency 0)
 Interleaved rounds of fresh and replay at --connections (32), then fresh
 at 1 connection for charge_http and charge_inproc (what the HTTP provider
 adds to a charge's latency). Per run: req/s, p50/p99, machine busy, CPU
@@ -41,6 +49,15 @@ LUA_MODULES = ('/usr/lib/nginx/modules/ndk_http_module.so',
                '/usr/lib/nginx/modules/ngx_http_lua_module.so')
 PACKAGES = 'golang-go golang-gopkg-redis.v5-dev libnginx-mod-http-lua lua-resty-core lua-cjson'
 BACKENDS = ('charge_http', 'lua', 'go', 'charge_inproc')
+# fresh charges only, the provider in the process: the responder through
+# lighttpd against the Go peer in its in-process mode
+INPROC_BACKENDS = ('charge_lighttpd', 'go_inproc')
+ALL_BACKENDS = BACKENDS + INPROC_BACKENDS
+
+
+def scenario_backends(scen):
+    """The backends measured in scenario scen, in interleaving order."""
+    return ALL_BACKENDS if scen == 'fresh' else BACKENDS
 
 
 def log(msg):
@@ -124,6 +141,7 @@ class Peers:
         self.ports = {}
         self.pids = {}      # backend -> [pid, ...] (server side)
         self.nginx = {}
+        self.ledgers = {}   # in-process backend -> its provider ledger
 
     def start(self):
         b = self.bench
@@ -144,7 +162,7 @@ class Peers:
             if p.poll() is not None:
                 raise B.BenchError('%s exited; see %s.log' % (name, name))
             charges[name] = (p, path)
-        for name in BACKENDS:
+        for name in BACKENDS + ('go_inproc',):
             self.ports[name] = B.port_free()
         servers = ''.join(
             '    upstream %s { server unix:%s; keepalive 64; }\n'
@@ -156,27 +174,49 @@ class Peers:
         self.start_nginx('nginx-charge', servers, lua=False)
         lua = lua_servers(b, self.run, self.ports['lua'])
         self.start_nginx('nginx-lua', lua, lua=True)
-        env = dict(b.base_env(), PEER_LISTEN='127.0.0.1:%d' % self.ports['go'],
-                   PEER_REDIS_SOCKET=b.redis_sock, PEER_PROVIDER_URL=b.sim['url'],
-                   PEER_PROVIDER_API_KEY=B.SIM_API_KEY,
-                   PEER_API_KEYS=os.path.join(self.run, 'api-keys'),
-                   PEER_LUA_DIR=os.path.join(ROOT, 'lua'))
-        g = b.procs.start('go', [self.bins['go']], env=env, cwd=self.run,
-                          stdout=open(os.path.join(self.run, 'go.log'), 'w'),
-                          stderr=subprocess.STDOUT)
-        B.wait_for(lambda: B.tcp_listening(self.ports['go']) or g.poll() is not None,
-                   20, 'Go peer')
-        if g.poll() is not None:
-            raise B.BenchError('the Go peer exited; see go.log')
+        g = self.start_go('go', b.sim['url'])
+        self.ledgers['go_inproc'] = os.path.join(self.run, 'go-ledger.log')
+        self.ledgers['charge_inproc'] = b.ledger
+        gi = self.start_go('go_inproc', '')
+        # the responder as lighttpd runs it in the other benches, at the
+        # packaged deployment's processes x threads, provider in the process
+        dep = B.deployment_defaults()
+        b.start_lighttpd(['charge'], dep['procs'], dep['threads'])
+        self.lighttpd_deployment = dep
+        self.ports['charge_lighttpd'] = b.port
+        self.ledgers['charge_lighttpd'] = b.ledger
+        log('lighttpd on 127.0.0.1:%d, charge %dx%d (in-process provider), pids %s' % (
+            b.port, dep['procs'], dep['threads'], b.backends['charge']))
         ng = self.nginx['nginx-charge']
         workers = B.proc_children(ng.pid)
         self.pids = {'charge_http': workers + [charges['charge_http'][0].pid],
                      'charge_inproc': workers + [charges['charge_inproc'][0].pid],
                      'lua': B.proc_children(self.nginx['nginx-lua'].pid),
-                     'go': [g.pid]}
+                     'go': [g.pid], 'go_inproc': [gi.pid],
+                     'charge_lighttpd': [b.lighttpd.pid] + b.backends['charge']}
         self.charge_pids = {k: charges[k][0].pid for k in charges}
-        for name in BACKENDS:
+        for name in ALL_BACKENDS:
             self.check(name)
+
+    def start_go(self, name, provider_url):
+        """The Go peer named name on self.ports[name]: the provider over HTTP
+        at provider_url, or in the process (provider_url empty; its ledger
+        self.ledgers[name])."""
+        b = self.bench
+        env = dict(b.base_env(), PEER_LISTEN='127.0.0.1:%d' % self.ports[name],
+                   PEER_REDIS_SOCKET=b.redis_sock, PEER_PROVIDER_URL=provider_url,
+                   PEER_PROVIDER_API_KEY=B.SIM_API_KEY,
+                   PEER_PROVIDER_LEDGER=self.ledgers.get(name, ''),
+                   PEER_API_KEYS=os.path.join(self.run, 'api-keys'),
+                   PEER_LUA_DIR=os.path.join(ROOT, 'lua'))
+        g = b.procs.start(name, [self.bins['go']], env=env, cwd=self.run,
+                          stdout=open(os.path.join(self.run, name + '.log'), 'w'),
+                          stderr=subprocess.STDOUT)
+        B.wait_for(lambda: B.tcp_listening(self.ports[name]) or g.poll() is not None,
+                   20, 'Go peer (%s)' % name)
+        if g.poll() is not None:
+            raise B.BenchError('the Go peer %s exited; see %s.log' % (name, name))
+        return g
 
     def start_nginx(self, name, servers, lua):
         self.nginx[name] = start_nginx(self.bench, self.run, name, servers, lua)
@@ -185,6 +225,7 @@ class Peers:
         key = 'peers-sanity-%s-%s' % (name, uuid.uuid4().hex)
         port = self.ports[name]
         B.wait_for(lambda: B.tcp_listening(port), 10, name)
+        lines0 = ledger_lines(self.ledgers.get(name))
         st, h, body = B.http_post(port, '/charge', key, B.DEFAULT_BODY)
         st2, h2, body2 = B.http_post(port, '/charge', key, B.DEFAULT_BODY)
         if st != 201 or st2 != 201 or body != body2 or \
@@ -192,6 +233,14 @@ class Peers:
                 h2.get('idempotent-replayed') != 'true':
             raise B.BenchError('%s: fresh then replay answered %d %r / %d %r' % (
                 name, st, body[:200], st2, body2[:200]))
+        if name in self.ledgers:
+            # the in-process provider: one ledger line for the pair, and a
+            # charge id of its form ("ch_" + 24 hex digits)
+            got = ledger_lines(self.ledgers[name]) - lines0
+            cid = json.loads(body).get('id', '')
+            if got != 1 or len(cid) != 27 or not cid.startswith('ch_'):
+                raise B.BenchError('%s: fresh then replay wrote %d ledger lines '
+                                   '(want 1), charge id %r' % (name, got, cid))
         self.replay_key = getattr(self, 'replay_key', {})
         self.replay_key[name] = key
 
@@ -237,11 +286,24 @@ class Peers:
                'sim_cpu_us': (B.proc_cpu_ticks(sim_pid) - s0) * tick_us / n,
                'redis_cpu_us': (B.proc_cpu_ticks(redis_pid) - r0) * tick_us / n,
                'deliveries': st1['deliveries'] - st0['deliveries']}
-        log('%-13s %-6s c=%-3d round %d: %8.0f req/s p50 %6.2f p99 %6.2f ms busy %3.0f %% '
+        if name == 'charge_lighttpd':
+            b.check_backends()      # lighttpd respawned a responder: fail
+        log('%-15s %-6s c=%-3d round %d: %8.0f req/s p50 %6.2f p99 %6.2f ms busy %3.0f %% '
             'server %5.0f µs sim %4.0f µs redis %4.0f µs err %d' % (
                 name, scenario, conns, rnd, res['rps'], res['p50_ms'], res['p99_ms'],
                 res['busy_pct'], srv, res['sim_cpu_us'], res['redis_cpu_us'], res['errors']))
         return res
+
+
+def ledger_lines(path):
+    """Lines in the ledger file path (0: none yet; None: no path)."""
+    if path is None:
+        return None
+    try:
+        with open(path, 'rb') as f:
+            return sum(chunk.count(b'\n') for chunk in iter(lambda: f.read(1 << 20), b''))
+    except FileNotFoundError:
+        return 0
 
 
 def med(xs):
@@ -263,33 +325,48 @@ def report(data):
         return med([get(a, scen, c, key, r) / get(b, scen, c, key, r)
                     for r in range(1, rounds + 1)
                     if get(a, scen, c, key, r) and get(b, scen, c, key, r)])
-    L = ['# charge against its peers, everyone calling the provider over HTTP (%s)' % data['date'], '']
+    L = ['# charge against its peers, everyone calling the provider over HTTP%s (%s)' % (
+        ', and in the process' if data['config'].get('lighttpd') else '', data['date']), '']
+    lt = data['config'].get('lighttpd')
     L.append('`bench/run --peers`: one Redis, one `charge-provider-sim` (latency 0, '
              '`--fsync never`) called by every backend over loopback HTTP with kept '
              'connections; the responder behind nginx (one worker, kept FastCGI '
-             'connections), one process with %s event loops; %d interleaved rounds '
+             'connections), one process with %s event loops%s; %d interleaved rounds '
              'of %g s (after %g s of warm-up each), medians; ratios are medians of '
              'per-round ratios. Machine busy before the run: %.0f %%%s.' % (
-                 data['config']['threads'] or 'one per core', rounds,
+                 data['config']['threads'] or 'one per core',
+                 '; fresh charges also with the provider in the process for the '
+                 'responder through lighttpd (mod_fastcgi `bin-path`, processes × loops '
+                 '%d × %d, the packaged deployment) and for the Go peer '
+                 '(`PEER_PROVIDER_URL` empty)' % (lt['procs'], lt['threads'])
+                 if lt else '', rounds,
                  data['config']['duration_s'], data['config']['warmup_s'],
                  data['busy_before_pct'],
                  ' (**loaded: other work shared the cores; read the ratios, not the absolute numbers**)'
                  if data['busy_before_pct'] > 10 else ''))
     L.append('')
     names = {'charge_http': 'charge (HTTP provider)', 'lua': 'nginx + Lua', 'go': 'Go',
-             'charge_inproc': 'charge (in-process provider)'}
+             'charge_inproc': 'charge (in-process provider)',
+             'charge_lighttpd': 'charge (in-process provider, lighttpd)',
+             'go_inproc': 'Go (in-process provider)'}
+
+    def num(v, f='%.0f'):
+        return f % v if v is not None else '-'
     for c in conns:
         L += ['## %d connections' % c, '',
               '| backend | fresh/s | replay/s | busy fresh | p50 / p99 fresh ms | server µs/fresh '
               '| simulator µs/fresh | Redis µs/fresh | server µs/replay | errors |',
               '|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|']
-        for be in BACKENDS:
-            L.append('| %s | %.0f | %.0f | %.0f %% | %.2f / %.2f | %.0f | %.0f | %.0f | %.0f | %d |' % (
-                names[be], get(be, 'fresh', c, 'rps'), get(be, 'replay', c, 'rps'),
-                get(be, 'fresh', c, 'busy_pct'), get(be, 'fresh', c, 'p50_ms'),
-                get(be, 'fresh', c, 'p99_ms'), get(be, 'fresh', c, 'server_cpu_us'),
-                get(be, 'fresh', c, 'sim_cpu_us'), get(be, 'fresh', c, 'redis_cpu_us'),
-                get(be, 'replay', c, 'server_cpu_us'),
+        for be in ALL_BACKENDS:
+            if get(be, 'fresh', c, 'rps') is None:
+                continue    # not in this run (a report of an older run)
+            L.append('| %s | %s | %s | %s %% | %s / %s | %s | %s | %s | %s | %d |' % (
+                names[be], num(get(be, 'fresh', c, 'rps')), num(get(be, 'replay', c, 'rps')),
+                num(get(be, 'fresh', c, 'busy_pct')), num(get(be, 'fresh', c, 'p50_ms'), '%.2f'),
+                num(get(be, 'fresh', c, 'p99_ms'), '%.2f'),
+                num(get(be, 'fresh', c, 'server_cpu_us')),
+                num(get(be, 'fresh', c, 'sim_cpu_us')), num(get(be, 'fresh', c, 'redis_cpu_us')),
+                num(get(be, 'replay', c, 'server_cpu_us')),
                 sum(r['errors'] for r in runs if r['backend'] == be and r['conns'] == c)))
         L.append('')
         t = []
@@ -304,6 +381,8 @@ def report(data):
         target('replay, charge (HTTP) ÷ nginx + Lua', ratio('charge_http', 'lua', 'replay', c), 1.0)
         target('fresh, charge (in-process) ÷ nginx + Lua (HTTP)', ratio('charge_inproc', 'lua', 'fresh', c), 1.05)
         target('replay, charge (in-process) ÷ nginx + Lua', ratio('charge_inproc', 'lua', 'replay', c), 1.05)
+        target('lighttpd, in-process: fresh, charge (lighttpd) ÷ Go (in-process)',
+               ratio('charge_lighttpd', 'go_inproc', 'fresh', c), 1.0)
         target('machine busy %, charge (HTTP) fresh', get('charge_http', 'fresh', c, 'busy_pct'), 90)
         target('server CPU per fresh, charge (HTTP) ÷ nginx + Lua',
                ratio('charge_http', 'lua', 'fresh', c, 'server_cpu_us'), 1.0, ge=False)
@@ -354,6 +433,7 @@ def main(argv):
         args.duration, args.warmup, args.rounds, args.one_conn_duration = 1, 0, 1, 1
     args.conns = [int(x) for x in args.connections.split()]
     args.procs = 1
+    args.port = 0       # lighttpd's (bench.py's start_lighttpd): a free one
     date = time.strftime('%Y-%m-%d')
     out_dir = args.out or (tempfile.mkdtemp(prefix='charge-peers-report-')
                            if args.smoke else os.path.join(BENCH, 'results'))
@@ -371,15 +451,17 @@ def main(argv):
         data = {'date': date, 'busy_before_pct': busy, 'machine': B.machine_info(),
                 'config': {'duration_s': args.duration, 'warmup_s': args.warmup,
                            'rounds': args.rounds, 'connections': args.conns,
-                           'threads': args.threads, 'sim': peers.bench.sim['argv']},
+                           'threads': args.threads, 'sim': peers.bench.sim['argv'],
+                           'lighttpd': {k: peers.lighttpd_deployment[k] for k in (
+                               'procs', 'threads', 'procs_from', 'threads_from')}},
                 'runs': [], 'one_conn': []}
         for c in args.conns:
             if args.warmup > 0:
-                for be in BACKENDS:
+                for be in ALL_BACKENDS:
                     peers.wrk(be, 'fresh', c, args.warmup)
             for rnd in range(1, args.rounds + 1):
                 for scen in ('fresh', 'replay'):
-                    for be in BACKENDS:
+                    for be in scenario_backends(scen):
                         data['runs'].append(peers.measure(be, scen, c, args.duration, rnd))
         for rnd in range(1, args.rounds + 1):
             for be in ('charge_http', 'charge_inproc'):
