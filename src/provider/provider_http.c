@@ -28,6 +28,7 @@
 
 #define CHARGES_PATH "/v1/charges"
 #define LIST_PATH "/v1/charges?"
+#define KEY_HDR "Idempotency-Key: "
 #define PROBE_PAGES_MAX 1000 /* pages of one probe: 100 000 charges */
 #define PROBE_SKEW_S 60      /* the provider's clock against ours, either way */
 #define BODY_MAX (1024 * 1024) /* bytes of a provider's answer */
@@ -47,6 +48,7 @@ struct http_provider {
 	uint64_t rng; /* the backoff's jitter */
 	struct h1_pool *h1;
 	char h1_prefix[URL_MAX_LEN]; /* the path before /v1/charges */
+	size_t h1_prefixlen;
 	char h1_hdr_post[400], h1_hdr_get[300]; /* constant header lines */
 };
 
@@ -94,7 +96,7 @@ struct http_call {
 	    resend_until_ms; /* no delivery starts from then on; 0: none */
 	char after[PROVIDER_ID_MAX];
 	struct h1_req *req; /* the attempt in flight, or NULL */
-	char key_hdr[WIRE_KEY_LEN + 32];
+	char key_hdr[sizeof(KEY_HDR) + WIRE_KEY_LEN + 2]; /* the line, "\r\n" */
 	char *body; /* the answer being read */
 	size_t body_len, body_cap;
 	int should_retry; /* Stripe-Should-Retry: 1, 0, -1 */
@@ -338,9 +340,19 @@ attempt_done(struct http_call *c, const struct xfer *x)
 	metrics_provider_attempt(v.attempt);
 	if (!ok)
 		(void)snprintf(c->res.why, sizeof(c->res.why), "%s", x->why);
-	else
-		(void)snprintf(c->res.why, sizeof(c->res.why), "%ld %s%s%s",
-		    status, v.label, code[0] != '\0' ? " " : "", code);
+	else {
+		/* "200 ok", "402 declined card_declined": on every answer */
+		struct util_buf b;
+
+		util_buf_init(&b, c->res.why, sizeof(c->res.why));
+		util_buf_ll(&b, status);
+		util_buf_put(&b, " ", 1);
+		util_buf_str(&b, v.label);
+		if (code[0] != '\0') {
+			util_buf_put(&b, " ", 1);
+			util_buf_str(&b, code);
+		}
+	}
 	/*
 	 * A certificate we do not trust: nothing was delivered, and every
 	 * retry would meet the same certificate. Unknown at once (the record
@@ -498,8 +510,9 @@ http_start(void *impl, const struct provider_call *call, provider_cb *cb,
 	c->expect.request = c->dkey;
 	c->expect.amount = call->amount;
 	c->expect.currency = c->currency;
-	(void)snprintf(c->key_hdr, sizeof(c->key_hdr),
-	    "Idempotency-Key: %s\r\n", c->dkey);
+	memcpy(c->key_hdr, KEY_HDR, sizeof(KEY_HDR) - 1);
+	memcpy(c->key_hdr + sizeof(KEY_HDR) - 1, c->dkey, WIRE_KEY_LEN);
+	memcpy(c->key_hdr + sizeof(KEY_HDR) - 1 + WIRE_KEY_LEN, "\r\n", 3);
 	if (c->probe) {
 		/* every charge a delivery of this request could have made */
 		c->quiet_ms = call->quiet_ms;
@@ -513,8 +526,10 @@ http_start(void *impl, const struct provider_call *call, provider_cb *cb,
 		if ((c->form = wire_form_body(call, c->dkey, &c->formlen)) ==
 		    NULL)
 			goto fail;
-		(void)snprintf(c->target, sizeof(c->target), "%s%s",
-		    hp->h1_prefix, CHARGES_PATH);
+		/* the prefix fits with room to spare (provider_http_new) */
+		memcpy(c->target, hp->h1_prefix, hp->h1_prefixlen);
+		memcpy(c->target + hp->h1_prefixlen, CHARGES_PATH,
+		    sizeof(CHARGES_PATH));
 	}
 	(void)uv_timer_init(hp->loop, &c->backoff);
 	c->backoff.data = c;
@@ -590,6 +605,7 @@ h1_setup(struct http_provider *hp, char *errstr, size_t errlen)
 	    (hp->unix_path[0] == '\0' && host[0] == '\0'))
 		goto bad;
 	(void)snprintf(hp->h1_prefix, sizeof(hp->h1_prefix), "%s", path);
+	hp->h1_prefixlen = strlen(hp->h1_prefix);
 	t.host = host;
 	t.unix_path = hp->unix_path;
 	t.ca_file = cfg->provider_ca_file;

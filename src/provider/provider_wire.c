@@ -4,6 +4,7 @@
  * the completer's schedule. No I/O.
  */
 #include <errno.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -417,6 +418,35 @@ scan_hex(char c)
 	    (c >= 'A' && c <= 'F');
 }
 
+/*
+ * The first byte in [p, end) that is '"', '\\' or below 0x20, or end: eight
+ * bytes a step while none of them is (the "has a zero byte" and "has a
+ * byte less than n" tests of Hacker's Delight, 6-1), the rest one by one.
+ * A string's bytes cost a fraction of the byte loop's.
+ */
+static const char *
+skip_plain(const char *p, const char *end)
+{
+	const uint64_t ones = 0x0101010101010101ULL;
+	const uint64_t high = 0x8080808080808080ULL;
+
+	while (end - p >= 8) {
+		uint64_t w, q, b;
+
+		memcpy(&w, p, sizeof(w));
+		q = w ^ (ones * '"');
+		b = w ^ (ones * '\\');
+		if ((((w - ones * 0x20) & ~w) | ((q - ones) & ~q) |
+		        ((b - ones) & ~b)) &
+		    high)
+			break;
+		p += 8;
+	}
+	while (p < end && *p != '"' && *p != '\\' && (unsigned char)*p >= 0x20)
+		p++;
+	return p;
+}
+
 /* A string at s->p: its raw bytes [*str, *str + *len); *esc: has escapes. */
 static int
 scan_string(struct scan *s, const char **str, size_t *len, int *esc)
@@ -428,7 +458,12 @@ scan_string(struct scan *s, const char **str, size_t *len, int *esc)
 	*str = ++s->p;
 	*esc = 0;
 	for (; s->p < s->end; s->p++) {
-		unsigned char c = (unsigned char)*s->p;
+		unsigned char c;
+
+		s->p = skip_plain(s->p, s->end);
+		if (s->p >= s->end)
+			break;
+		c = (unsigned char)*s->p;
 
 		if (c == '"') {
 			*len = (size_t)(s->p++ - *str);
@@ -619,8 +654,17 @@ enum { F_OBJECT, F_ID, F_CREATED, F_STATUS, F_AMOUNT, F_CURRENCY, F_META, F_N };
 static int
 charge_fast(const char *body, size_t len, struct provider_result *res)
 {
-	static const char *const names[F_N] = { "object", "id", "created",
-		"status", "amount", "currency", "metadata" };
+#define NAME(s)                                                                \
+	{                                                                      \
+		s, sizeof(s) - 1                                               \
+	}
+	static const struct {
+		const char *s;
+		size_t len;
+	} names[F_N] = { NAME("object"), NAME("id"), NAME("created"),
+		NAME("status"), NAME("amount"), NAME("currency"),
+		NAME("metadata") };
+#undef NAME
 	struct scan s = { body, body + len };
 	const char *val[F_N] = { NULL }, *key, *v, *rq = NULL;
 	size_t vlen[F_N] = { 0 }, klen, i, rqlen = 0;
@@ -640,8 +684,8 @@ charge_fast(const char *body, size_t len, struct provider_result *res)
 			return -1;
 		scan_ws(&s);
 		for (i = 0; i < F_N; i++)
-			if (val[i] == NULL && strlen(names[i]) == klen &&
-			    memcmp(key, names[i], klen) == 0)
+			if (val[i] == NULL && names[i].len == klen &&
+			    memcmp(key, names[i].s, klen) == 0)
 				break;
 		v = s.p;
 		if (i == F_N) {

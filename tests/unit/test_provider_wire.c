@@ -14,6 +14,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <cJSON.h>
+
 #include "completer.h"
 #include "config.h"
 #include "digest.h"
@@ -363,6 +365,50 @@ test_parse_charge_forms(void **state)
 	}
 }
 
+/*
+ * The string scanner skips eight bytes a step: a quote, a backslash, a
+ * control byte or UTF-8 at every offset of a long string (the request in
+ * the charge's metadata, which the reader hands back) reads as cJSON reads
+ * it.
+ */
+static void
+test_parse_charge_string_offsets(void **state)
+{
+	static const char *const specials[] = { "\\\"", "\\\\", "\\u0041",
+		"\\n", "\x1f", "\x01", "\xc3\xa9", "\x7f", "\"" };
+	char rq[64], json[256];
+	struct provider_result r;
+	const cJSON *want_rq;
+	cJSON *ref;
+
+	(void)state;
+	for (size_t k = 0; k < sizeof(specials) / sizeof(specials[0]); k++)
+		for (int off = 0; off < 24; off++) {
+			(void)snprintf(rq, sizeof(rq), "%.*s%s%s", off,
+			    "abcdefghijklmnopqrstuvwxyz", specials[k],
+			    "0123456789abcdefghij");
+			(void)snprintf(json, sizeof(json),
+			    "{\"id\":\"ch_1\",\"object\":\"charge\","
+			    "\"created\":7,\"status\":\"succeeded\","
+			    "\"metadata\":{\"charge_request\":\"%s\"}}",
+			    rq);
+			ref = cJSON_Parse(json);
+			want_rq = cJSON_GetObjectItemCaseSensitive(
+			    cJSON_GetObjectItemCaseSensitive(ref, "metadata"),
+			    "charge_request");
+			memset(&r, 0, sizeof(r));
+			if (wire_parse_charge(json, strlen(json), &r) !=
+			    (ref != NULL ? 0 : -1))
+				fail_msg("special %zu at offset %d", k, off);
+			if (ref != NULL) {
+				assert_string_equal(r.charge_id, "ch_1");
+				assert_string_equal(r.seen_request,
+				    want_rq->valuestring);
+			}
+			cJSON_Delete(ref);
+		}
+}
+
 static void
 test_parse_error(void **state)
 {
@@ -673,6 +719,7 @@ main(void)
 		cmocka_unit_test(test_list_query),
 		cmocka_unit_test(test_parse_charge),
 		cmocka_unit_test(test_parse_charge_forms),
+		cmocka_unit_test(test_parse_charge_string_offsets),
 		cmocka_unit_test(test_parse_error),
 		cmocka_unit_test(test_parse_list),
 		cmocka_unit_test(test_backoff),
