@@ -313,6 +313,23 @@ probe_page_done(struct http_call *c)
 	        c->hp->cfg->provider_timeout_ms));
 }
 
+/* res.why of an answer: "200 ok", "402 declined card_declined". */
+static void
+attempt_why(struct http_call *c, long status, const char *label,
+    const char *code)
+{
+	struct util_buf b;
+
+	util_buf_init(&b, c->res.why, sizeof(c->res.why));
+	util_buf_ll(&b, status);
+	util_buf_put(&b, " ", 1);
+	util_buf_str(&b, label);
+	if (code[0] != '\0') {
+		util_buf_put(&b, " ", 1);
+		util_buf_str(&b, code);
+	}
+}
+
 /* What one finished transfer came to, by the table of provider_wire.c. */
 static void
 attempt_done(struct http_call *c, const struct xfer *x)
@@ -340,19 +357,8 @@ attempt_done(struct http_call *c, const struct xfer *x)
 	metrics_provider_attempt(v.attempt);
 	if (!ok)
 		(void)snprintf(c->res.why, sizeof(c->res.why), "%s", x->why);
-	else {
-		/* "200 ok", "402 declined card_declined": on every answer */
-		struct util_buf b;
-
-		util_buf_init(&b, c->res.why, sizeof(c->res.why));
-		util_buf_ll(&b, status);
-		util_buf_put(&b, " ", 1);
-		util_buf_str(&b, v.label);
-		if (code[0] != '\0') {
-			util_buf_put(&b, " ", 1);
-			util_buf_str(&b, code);
-		}
-	}
+	else
+		attempt_why(c, status, v.label, code);
 	/*
 	 * A certificate we do not trust: nothing was delivered, and every
 	 * retry would meet the same certificate. Unknown at once (the record

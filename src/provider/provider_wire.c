@@ -651,20 +651,23 @@ digits_value(const char *d, size_t n)
 /* Members the fast path reads; the first four must be there. */
 enum { F_OBJECT, F_ID, F_CREATED, F_STATUS, F_AMOUNT, F_CURRENCY, F_META, F_N };
 
+/* Their names, with their lengths to compare a key's with first. */
+static const struct {
+	const char *s;
+	size_t len;
+} charge_names[F_N] = {
+	{ "object", 6 },
+	{ "id", 2 },
+	{ "created", 7 },
+	{ "status", 6 },
+	{ "amount", 6 },
+	{ "currency", 8 },
+	{ "metadata", 8 },
+};
+
 static int
 charge_fast(const char *body, size_t len, struct provider_result *res)
 {
-#define NAME(s)                                                                \
-	{                                                                      \
-		s, sizeof(s) - 1                                               \
-	}
-	static const struct {
-		const char *s;
-		size_t len;
-	} names[F_N] = { NAME("object"), NAME("id"), NAME("created"),
-		NAME("status"), NAME("amount"), NAME("currency"),
-		NAME("metadata") };
-#undef NAME
 	struct scan s = { body, body + len };
 	const char *val[F_N] = { NULL }, *key, *v, *rq = NULL;
 	size_t vlen[F_N] = { 0 }, klen, i, rqlen = 0;
@@ -684,8 +687,8 @@ charge_fast(const char *body, size_t len, struct provider_result *res)
 			return -1;
 		scan_ws(&s);
 		for (i = 0; i < F_N; i++)
-			if (val[i] == NULL && names[i].len == klen &&
-			    memcmp(key, names[i].s, klen) == 0)
+			if (val[i] == NULL && charge_names[i].len == klen &&
+			    memcmp(key, charge_names[i].s, klen) == 0)
 				break;
 		v = s.p;
 		if (i == F_N) {
