@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "canon.h"
+#include "util.h"
 
 #define CANON_START 512 /* bytes; a typical body's text fits */
 
@@ -302,19 +303,6 @@ canon_string_member(const char *text, size_t len, const char *name,
 	}
 }
 
-/* The value of a hex digit, or -1. */
-static int
-hex_value(char c)
-{
-	if (c >= '0' && c <= '9')
-		return c - '0';
-	if (c >= 'a' && c <= 'f')
-		return c - 'a' + 10;
-	if (c >= 'A' && c <= 'F')
-		return c - 'A' + 10;
-	return -1;
-}
-
 int
 canon_string_byte(const char *s, size_t n, size_t *i)
 {
@@ -337,8 +325,8 @@ canon_string_byte(const char *s, size_t n, size_t *i)
 	case 't': return '\t';
 	case 'u':
 		if (n - *i < 4 || s[*i] != '0' || s[*i + 1] != '0' ||
-		    (hi = hex_value(s[*i + 2])) < 0 ||
-		    (lo = hex_value(s[*i + 3])) < 0 || hi > 1)
+		    (hi = util_hex_digit(s[*i + 2])) < 0 ||
+		    (lo = util_hex_digit(s[*i + 3])) < 0 || hi > 1)
 			return -1; /* put_string() writes \u00xx below 0x20 only */
 		*i += 4;
 		return hi << 4 | lo;

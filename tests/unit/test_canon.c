@@ -174,18 +174,30 @@ test_metadata_sorted(void **state)
 	    "\"\xc3\xa9\":\"1\"},\"line_items\":[]}");
 }
 
+#define ESC_LEN (7 * 128) /* every byte from 0x01 to 0x7f as \u00xx */
+
+/* esc = every byte from 0x01 to 0x7f escaped; a body's room (free it). */
+static char *
+escaped_body(char *esc, size_t size)
+{
+	size_t n = 0;
+	char *b;
+
+	for (int c = 1; c < 0x80; c++)
+		n += (size_t)snprintf(esc + n, size - n, "\\u%04x", c);
+	b = malloc(8 * size);
+	assert_non_null(b);
+	return b;
+}
+
 /* Every escape JSON has, and every byte from 0x01 to 0x7f, in each place. */
 static void
 test_escapes(void **state)
 {
-	char esc[7 * 128], *b;
-	size_t n = 0;
+	char esc[ESC_LEN], *b;
 
 	(void)state;
-	for (int c = 1; c < 0x80; c++)
-		n += (size_t)snprintf(esc + n, sizeof(esc) - n, "\\u%04x", c);
-	b = malloc(8 * sizeof(esc));
-	assert_non_null(b);
+	b = escaped_body(esc, sizeof(esc));
 	snprintf(b, 8 * sizeof(esc),
 	    "{" BASE ",\"customer\":\"%s\","
 	    "\"description\":\"\\b\\f\\n\\r\\t\\\"\\\\\\/\\u00e9\xe2\x82\xac\","
@@ -254,7 +266,7 @@ member(const char *text, size_t len, const char *name)
 static void
 test_string_member(void **state)
 {
-	char esc[7 * 128], *b, *text, *got, *cut;
+	char esc[ESC_LEN], *b, *text, *got, *cut;
 	struct json_doc doc;
 	struct charge_fields f;
 	struct validation v;
@@ -262,10 +274,7 @@ test_string_member(void **state)
 	const char *s;
 
 	(void)state;
-	for (int c = 1; c < 0x80; c++)
-		n += (size_t)snprintf(esc + n, sizeof(esc) - n, "\\u%04x", c);
-	b = malloc(8 * sizeof(esc));
-	assert_non_null(b);
+	b = escaped_body(esc, sizeof(esc));
 	snprintf(b, 8 * sizeof(esc),
 	    "{" BASE ",\"customer\":\"%.300s\","
 	    "\"description\":\"%s\\\"x\xc3\xa9\xe2\x82\xac\","
