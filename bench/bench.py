@@ -215,11 +215,27 @@ def proc_argv0(pid):
         return ''
 
 
-def proc_cpu_ticks(pid):
-    """utime + stime of the whole process from /proc/<pid>/stat, in ticks."""
+def nginx_workers():
+    """nginx worker processes of the --concurrency nginxes: NGINX_WORKERS
+    from the environment, else 1 (as conf/nginx.conf ships)."""
+    return int(os.environ.get('NGINX_WORKERS', '1'))
+
+
+def proc_cpu_split(pid):
+    """(utime, stime) of the whole process from /proc/<pid>/stat, in ticks."""
     with open(f'/proc/{pid}/stat') as f:
         rest = f.read().rsplit(')', 1)[1].split()
-    return int(rest[11]) + int(rest[12])
+    return int(rest[11]), int(rest[12])
+
+
+def proc_cpu_ticks(pid):
+    """utime + stime of the whole process, in ticks."""
+    return sum(proc_cpu_split(pid))
+
+
+def sys_ticks(pids):
+    """The stime of the processes pids, summed, in ticks."""
+    return sum(proc_cpu_split(p)[1] for p in pids)
 
 
 def proc_sched_ns(pid):
@@ -1115,6 +1131,7 @@ class Bench:
                 .replace('@PORT@', str(inst['port']))
                 .replace('@KEEPALIVE@', ka)
                 .replace('@KEEP_CONN@', 'on' if keepalive > 0 else 'off')
+                .replace('worker_processes 1;', 'worker_processes %d;' % nginx_workers())
                 .replace('@USER@', 'user root root;' if os.geteuid() == 0 else ''))
         path = os.path.join(ndir, 'nginx.conf')
         with open(path, 'w') as f:
@@ -1206,6 +1223,7 @@ class Bench:
             s0, c0, t0 = self.sim_stats(), proc_cpu_ticks(self.sim['pid']), time.monotonic()
         r0 = sum(proc_cpu_ticks(p) for p in pids)
         g0 = sum(proc_cpu_ticks(p) for p in web_pids or [])
+        rs0, gs0 = sys_ticks(pids), sys_ticks(web_pids or [])
         w, argv = self.wrk(scenario, conns, duration, run_id, port=port, key=key)
         w.pop('machine_window', None)
         # requests wrk left in flight complete (at a provider latency too)
@@ -1213,6 +1231,7 @@ class Bench:
         n = w['requests']
         r1 = sum(proc_cpu_ticks(p) for p in pids)
         g1 = sum(proc_cpu_ticks(p) for p in web_pids or [])
+        rs1, gs1 = sys_ticks(pids), sys_ticks(web_pids or [])
         secs = w['duration_us'] / 1e6 if w['duration_us'] else 0
         if scenario == 'fresh' or scenario == 'replay':
             self.charge_requests += n
@@ -1228,6 +1247,9 @@ class Bench:
                'threads': [proc_threads(p) for p in pids],
                'responder_cpu_us': (r1 - r0) * 1e6 / CLK_TCK / n if n else None,
                'web_cpu_us': (g1 - g0) * 1e6 / CLK_TCK / n if n and web_pids else None,
+               # the kernel's part of them (stime)
+               'responder_sys_us': (rs1 - rs0) * 1e6 / CLK_TCK / n if n else None,
+               'web_sys_us': (gs1 - gs0) * 1e6 / CLK_TCK / n if n and web_pids else None,
                'logs': self.log_summary(offsets)}
         if use_sim:
             ticks = proc_cpu_ticks(self.sim['pid']) - c0
@@ -2103,7 +2125,8 @@ def pool_part(bench, args, out):
         log('concurrency: no nginx Lua module (%s): the nginx + Lua peer is not run' %
             PE.PACKAGES)
     out['pool'] = {'shipped': shipped, 'pools': [ka for _, ka in pools],
-                   'nginx_threads': eff_threads(0), 'lua_peer': lua_nginx is not None,
+                   'nginx_threads': eff_threads(0), 'nginx_workers': nginx_workers(),
+                   'lua_peer': lua_nginx is not None,
                    'conns': args.pool_conns, 'runs': []}
     log('concurrency: replays through nginx (pools %s, charge --listen threads %d each) '
         'and lighttpd (charge %dx%d) at %s connections' % (

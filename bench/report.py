@@ -791,8 +791,15 @@ def pool_section(c, L):
     def med_of(xs):
         xs = [x for x in xs if x is not None]
         return statistics.median(xs) if xs else None
+
+    def sys_share(rs):
+        """The kernel's time (stime) of the server CPU, median over rounds;
+        '–' for runs from before it was recorded."""
+        xs = [((r.get('responder_sys_us') or 0) + (r.get('web_sys_us') or 0)) / cpu(r)
+              for r in rs if cpu(r) and r.get('responder_sys_us') is not None]
+        return '%.0f %%' % (100 * statistics.median(xs)) if xs else '–'
     L.append('## Replays and the web server\'s connection pool\n')
-    L.append('Provider latency 0, one key replayed. nginx: one worker, each nginx in '
+    L.append('Provider latency 0, one key replayed. nginx: %s, each nginx in '
              'front of a `charge --listen` of its own (one process, %d event loops (one '
              'per core), a unix socket), upstream `keepalive` %s + `fastcgi_keep_conn on`, or no kept '
              'connections (`fastcgi_keep_conn off`: a FastCGI connection per request, '
@@ -800,8 +807,11 @@ def pool_section(c, L):
              '`bin-path`, %d process(es) × `threads` = %d, a FastCGI connection per '
              'request. Interleaved, %d round(s) of %g s. CPU µs per replay: the '
              'responder\'s processes, the web server\'s (nginx master and worker, '
-             'lighttpd), and both ("server"); ratios are medians of per-round ratios '
+             'lighttpd), and both ("server"), and the part of it the kernel spent '
+             '(their `stime`); ratios are medians of per-round ratios '
              'against the shipped pool at the same connection count.%s\n' % (
+                 'one worker' if p.get('nginx_workers', 1) == 1 else
+                 '%d workers (`NGINX_WORKERS`)' % p['nginx_workers'],
                  p.get('nginx_threads', c['threads']),
                  ' / '.join(str(k) for k in p['pools'] if k), p['shipped'],
                  c['procs'], c['threads'], c['rounds'], c['duration_s'],
@@ -822,11 +832,13 @@ def pool_section(c, L):
                          '%.1f' % med_of(r['responder_cpu_us'] for r in rs),
                          '%.1f' % (med_of(r.get('web_cpu_us') for r in rs) or 0),
                          '%.1f' % med_of(cpu(r) for r in rs),
+                         sys_share(rs),
                          '%.2f' % statistics.median(ratio) if ratio else '–',
                          sum(r['errors'] for r in rs)])
     L.append(table(['connections', 'path', 'replays/s', 'p50 ms', 'p99 ms',
                     'responder CPU µs', 'web server CPU µs', 'server CPU µs',
-                    'server CPU ÷ shipped pool', 'errors'], rows, left=2))
+                    'of it in the kernel', 'server CPU ÷ shipped pool', 'errors'],
+                   rows, left=2))
     L.append('')
     if len(conns) < 1:
         return
