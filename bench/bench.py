@@ -1724,7 +1724,8 @@ def parse_args(argv):
                     help='--vs: after the rounds, a wrk run of S s per case with strace -c '
                          'on the responder: system calls per request (0: none)')
     ap.add_argument('--vs-labels', default='A,B', metavar='A,B',
-                    help='--vs: the names of the two binaries in the report (A,B)')
+                    help='--vs: the names of the two binaries in the report: A this '
+                         'tree\'s build (or --charge), B the --vs binary (A,B)')
     ap.add_argument('--charge', help='use this responder binary (no meson build)')
     ap.add_argument('--sim', help='use this %s binary (no meson build)' % SIM_BINARY)
     ap.add_argument('--port', type=int, default=0, help='lighttpd port (free one)')
