@@ -264,6 +264,14 @@ skip_value(const char *t, size_t len, size_t i)
 	return len + 1;
 }
 
+const char *
+canon_value_end(const char *p, const char *end)
+{
+	size_t len = (size_t)(end - p), i = skip_value(p, len, 0);
+
+	return i > len ? NULL : p + i;
+}
+
 int
 canon_string_member(const char *text, size_t len, const char *name,
     const char **s, size_t *n)

@@ -21,6 +21,15 @@
 char *canon_text(const struct charge_fields *f, size_t *len);
 
 /*
+ * The end of the JSON value at p in a canonical text (compact JSON): the
+ * byte after it, where a ',', '}' or ']' (or the end) follows. A string
+ * ends at its closing quote, an object or array at its closing bracket,
+ * anything else at the next ',', '}' or ']'. NULL when the text ends
+ * inside a string, object or array.
+ */
+const char *canon_value_end(const char *p, const char *end);
+
+/*
  * The top-level member name of a canonical text (compact JSON, as
  * canon_text() writes it), read without parsing the rest: 1 and *s, *n the
  * bytes between the quotes of its string value, still escaped; 0 when it

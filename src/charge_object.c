@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "canon.h"
 #include "charge_object.h"
 #include "defaults.h"
 #include "digest.h"
@@ -39,44 +40,6 @@ const char *
 charge_param_name(int i)
 {
 	return i >= 0 && i < CHARGE_PARAM_COUNT ? schema_param_names[i] : NULL;
-}
-
-/*
- * The end of the JSON value that starts at p (compact, as cJSON prints it):
- * the first ',' or '}' outside strings at nesting depth 0. NULL if the text
- * ends first.
- */
-static const char *
-json_value_end(const char *p, const char *end)
-{
-	int depth = 0, in_str = 0;
-
-	for (; p < end; p++) {
-		if (in_str) {
-			if (*p == '\\')
-				p++; /* the escaped byte cannot end it */
-			else if (*p == '"')
-				in_str = 0;
-			continue;
-		}
-		switch (*p) {
-		case '"': in_str = 1; break;
-		case '{':
-		case '[': depth++; break;
-		case ']': depth--; break;
-		case '}':
-			if (depth == 0)
-				return p;
-			depth--;
-			break;
-		case ',':
-			if (depth == 0)
-				return p;
-			break;
-		default: break;
-		}
-	}
-	return NULL;
 }
 
 /*
@@ -118,8 +81,8 @@ charge_param_digests(const char *canon, size_t canonlen,
 		    memcmp(p + 1, schema_param_names[i], namelen) != 0 ||
 		    p[namelen + 1] != '"' || p[namelen + 2] != ':')
 			return -1;
-		if ((v = json_value_end(p + namelen + 3, end)) == NULL ||
-		    v == p + namelen + 3 ||
+		if ((v = canon_value_end(p + namelen + 3, end)) == NULL ||
+		    v == p + namelen + 3 || v == end ||
 		    *v != (i == CHARGE_PARAM_COUNT - 1 ? '}' : ','))
 			return -1;
 		h = fnv1a32(p, (size_t)(v - p));

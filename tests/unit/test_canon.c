@@ -356,6 +356,37 @@ test_string_member(void **state)
 	}
 }
 
+/* canon_value_end(): where each kind of value ends, and texts cut inside. */
+static void
+test_value_end(void **state)
+{
+	static const struct {
+		const char *text;
+		long end; /* offset of the end, -1: NULL */
+	} cases[] = {
+		{ "1999,", 4 },
+		{ "1999", 4 },
+		{ "null}", 4 },
+		{ "\"a,b}\\\"\",", 8 },
+		{ "{\"a\":[1,{\"b\":\"]}\"}]},", 20 },
+		{ "[],", 2 },
+		{ "\"open", -1 },
+		{ "\"esc\\\"", -1 },
+		{ "{\"a\":[1,2]", -1 },
+		{ "[[]", -1 },
+	};
+	const char *e;
+
+	(void)state;
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		const char *t = cases[i].text;
+
+		e = canon_value_end(t, t + strlen(t));
+		if (cases[i].end < 0 ? e != NULL : e != t + cases[i].end)
+			fail_msg("case %zu: %s", i, t);
+	}
+}
+
 int
 main(void)
 {
@@ -366,6 +397,7 @@ main(void)
 		cmocka_unit_test(test_escapes),
 		cmocka_unit_test(test_large),
 		cmocka_unit_test(test_string_member),
+		cmocka_unit_test(test_value_end),
 	};
 
 	return cmocka_run_group_tests_name("canon", tests, NULL, NULL);
