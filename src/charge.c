@@ -96,8 +96,6 @@ struct charge_ctx {
 	char key[IDEM_KEY_MAX + 1];
 	size_t keylen;
 	struct charge_params params;
-	char *canon; /* canonical text of params (free) */
-	size_t canonlen;
 	char fingerprint[65];
 	char params_hex[CHARGE_PARAMS_HEX_LEN + 1]; /* per-parameter digests */
 	char owner[TOKEN_HEX_LEN + 1];
@@ -147,7 +145,6 @@ on_ctx_closed(uv_handle_t *h)
 	idem_record_free(&cx->out);
 	idem_record_free(&cx->replay);
 	free(cx->io_body);
-	free(cx->canon);
 	charge_params_free(&cx->params);
 	free(cx);
 }
@@ -485,8 +482,9 @@ on_provider_done(const struct provider_result *pr, void *arg)
 		claim_send(cx);
 		return;
 	}
-	if (answer_outcome_render(&cx->pr, cx->canon, cx->canonlen, cx->key,
-	        cx->keylen, cfg, &cx->out, &cx->prob) != 0) {
+	if (answer_outcome_render(&cx->pr, cx->params.canonical,
+	        cx->params.canonical_len, cx->key, cx->keylen, cfg, &cx->out,
+	        &cx->prob) != 0) {
 		/*
 		 * Out of memory after the provider ran. The claim is kept (a
 		 * release would let a retry call the provider at once): it
@@ -563,15 +561,8 @@ provider_start(struct charge_ctx *cx)
 	}
 	charge_set_state(cx, CS_PROVIDER);
 	metrics_inc(MC_PROVIDER_CALLS);
-	call.principal = cx->principal;
-	call.key = cx->key;
-	call.keylen = cx->keylen;
-	call.fingerprint = cx->fingerprint;
-	call.amount = cx->params.amount;
-	call.currency = cx->params.currency;
-	call.source = cx->params.source;
-	call.canon = cx->canon;
-	call.canonlen = cx->canonlen;
+	provider_call_request(&call, cx->principal, cx->key, cx->keylen,
+	    cx->fingerprint, &cx->params);
 	call.deadline_us = charge_deadline_us(cx);
 	if (provider_charge_start(cx->w->provider, &call, on_provider_done,
 	        cx) == 0)
@@ -675,7 +666,7 @@ record_send(struct charge_ctx *cx)
 	                                      : cfg->failed_ttl_s);
 	cx->now_ms = now_wall_ms();
 	if (idem_record_send(cx->w->redis, cx->rkey, cx->owner, cx->fingerprint,
-	        cx->params_hex, &cx->out, unknown ? cx->canon : NULL,
+	        cx->params_hex, &cx->out, unknown ? cx->params.canonical : NULL,
 	        cx->ttl_ms, cx->now_ms, on_record_reply, cx) == 0)
 		return;
 	memset(&res, 0, sizeof(res));
@@ -792,12 +783,10 @@ charge_handle(struct exchange *x)
 		charge_finish(cx);
 		return;
 	}
-	cx->canon = validate_canonical_text(&cx->params, &cx->canonlen);
-	if (cx->canon == NULL ||
-	    charge_fingerprint(cx->canon, cx->canonlen, cx->principal,
-	        cx->fingerprint) != 0 ||
-	    charge_param_digests(cx->canon, cx->canonlen, cx->params_hex) !=
-	        0 ||
+	if (charge_fingerprint(cx->params.canonical, cx->params.canonical_len,
+	        cx->principal, cx->fingerprint) != 0 ||
+	    charge_param_digests(cx->params.canonical, cx->params.canonical_len,
+	        cx->params_hex) != 0 ||
 	    digest_random_hex(cx->owner, TOKEN_HEX_LEN / 2) != 0 ||
 	    idem_key_name(cx->rkey, sizeof(cx->rkey), cfg->key_prefix,
 	        cx->principal, cx->key, cx->keylen) < 0) {

@@ -285,15 +285,8 @@ provider_call_start(struct completer *cp, long long waited_ms)
 	    ? cp->cfg->provider_deadline_ms
 	    : lease_ms;
 	memset(&call, 0, sizeof(call));
-	call.principal = cp->principal;
-	call.key = cp->key;
-	call.keylen = cp->keylen;
-	call.fingerprint = cp->rs.fingerprint;
-	call.amount = cp->params.amount;
-	call.currency = cp->params.currency;
-	call.source = cp->params.source;
-	call.canon = cp->rs.request;
-	call.canonlen = cp->rs.request_len;
+	provider_call_request(&call, cp->principal, cp->key, cp->keylen,
+	    cp->rs.fingerprint, &cp->params);
 	call.deadline_us = now_mono_us() + 1000LL * (budget_ms - waited_ms);
 	(void)completer_settle_step(cp->cfg, &cp->rs, now_wall_ms(), &call);
 	metrics_inc(MC_PROVIDER_CALLS);

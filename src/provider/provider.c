@@ -61,3 +61,19 @@ provider_charge_id(const char *secret, const char *principal, const char *key,
 	out[3 + CHARGE_ID_HEX_LEN] = '\0';
 	return 0;
 }
+
+void
+provider_call_request(struct provider_call *call, const char *principal,
+    const char *key, size_t keylen, const char *fingerprint,
+    const struct charge_params *params)
+{
+	call->principal = principal;
+	call->key = key;
+	call->keylen = keylen;
+	call->fingerprint = fingerprint;
+	call->amount = params->amount;
+	call->currency = params->currency;
+	call->source = params->source;
+	call->canon = params->canonical;
+	call->canonlen = params->canonical_len;
+}

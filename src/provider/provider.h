@@ -21,6 +21,7 @@
 
 #include "config.h"
 #include "digest.h"
+#include "validate.h"
 
 enum provider_outcome {
 	PROV_SUCCEEDED, /* a charge: charge_id, created */
@@ -86,6 +87,15 @@ struct provider_call {
 	long long
 	    quiet_ms; /* Unix ms: the latest an earlier delivery may have been sent (probe) */
 };
+
+/*
+ * The request's part of call: who asks (principal, key[0..keylen)), its
+ * fingerprint, and what params asks for (amount, currency, source, the
+ * canonical text). All borrowed; the rest of call is left as it is.
+ */
+void provider_call_request(struct provider_call *call, const char *principal,
+    const char *key, size_t keylen, const char *fingerprint,
+    const struct charge_params *params);
 
 /* Called exactly once per call, never before provider_charge_start returned. */
 typedef void provider_cb(const struct provider_result *res, void *arg);
