@@ -16,6 +16,18 @@
 -- client for Redis on its unix socket, an HTTP/1.1 client for the provider
 -- (Content-Length answers, as the simulator sends). SHA-256, HMAC and
 -- random bytes through LuaJIT's FFI from libcrypto.
+--
+-- Written as an OpenResty user writes it, so that the peer is not slower
+-- than it need be (the first version cost ~220 µs of nginx CPU per fresh
+-- charge where an OpenResty endpoint is quoted at ~85 µs): headers read
+-- from ngx.var.http_* (not a table of every header from get_headers),
+-- hex digits by nginx's ngx_hex_dump through the FFI as lua-resty-string
+-- does (string.gsub, which LuaJIT does not compile, was used before), one
+-- pooled Redis connection per request for both EVALSHAs as with
+-- lua-resty-redis (was a pool round trip per command), the fixed parts of
+-- the canonical request, its digests and the provider's request head
+-- computed once, the HMAC's keyed context kept (lua-resty-hmac's way), plain string.find/sub instead of patterns on the hot path,
+-- standard functions held in locals. The work per request is the same.
 local cjson = require "cjson.safe"
 local ffi = require "ffi"
 
@@ -26,6 +38,12 @@ unsigned char *HMAC(const void *md, const void *key, int key_len,
     const unsigned char *d, size_t n, unsigned char *out,
     unsigned int *out_len);
 int RAND_bytes(unsigned char *buf, int num);
+void *HMAC_CTX_new(void);
+int HMAC_Init_ex(void *ctx, const void *key, int key_len, const void *md,
+    void *impl);
+int HMAC_Update(void *ctx, const unsigned char *d, size_t n);
+int HMAC_Final(void *ctx, unsigned char *md, unsigned int *len);
+unsigned char *ngx_hex_dump(unsigned char *dst, const unsigned char *src, size_t len);
 ]]
 local crypto = ffi.load("libcrypto.so.3")
 local md_buf = ffi.new("unsigned char[32]")
@@ -39,24 +57,42 @@ local SECRET = "bench-peer-provider-secret"
 local PREFIX = "peer:lua:idem:"
 local CLAIM_TTL_MS = "30000"
 local RECORD_TTL_MS = 86400000
+local RECORD_TTL_MS_S = "86400000"
+local CANON_TAIL = ',"customer":null,"description":null,"metadata":{},"line_items":[]'
+local format, floor = string.format, math.floor
+local encode, decode = cjson.encode, cjson.decode
+local escape_uri = ngx.escape_uri
 
-local HEX = {}
-for i = 0, 255 do HEX[string.char(i)] = string.format("%02x", i) end
-local function tohex(s) return (s:gsub(".", HEX)) end
+-- hex digits as lua-resty-string's to_hex makes them: nginx's own
+-- ngx_hex_dump through the FFI (string.gsub is not compiled by LuaJIT)
+local hex_buf = ffi.new("unsigned char[64]")
+local function hex(p, n)
+  ffi.C.ngx_hex_dump(hex_buf, p, n)
+  return ffi.string(hex_buf, n * 2)
+end
+local function tohex(s) return hex(s, #s) end
+
+local EVP_SHA256 = crypto.EVP_sha256()
 
 local function sha256_hex(s)
   crypto.SHA256(s, #s, md_buf)
-  return tohex(ffi.string(md_buf, 32))
+  return hex(md_buf, 32)
 end
 
-local function hmac_hex(key, s)
-  crypto.HMAC(crypto.EVP_sha256(), key, #key, s, #s, md_buf, md_len)
-  return tohex(ffi.string(md_buf, md_len[0]))
+-- HMAC-SHA256 with the secret: a context keyed once and reset per call,
+-- as lua-resty-hmac keeps one (the one-shot HMAC() sets up its digest
+-- and key on every call)
+local hmac_ctx = crypto.HMAC_CTX_new()
+local function hmac_hex(s)
+  crypto.HMAC_Init_ex(hmac_ctx, nil, 0, nil, nil)
+  crypto.HMAC_Update(hmac_ctx, s, #s)
+  crypto.HMAC_Final(hmac_ctx, md_buf, md_len)
+  return hex(md_buf, md_len[0])
 end
 
 local function rand_hex()
   crypto.RAND_bytes(rand_buf, 16)
-  return tohex(ffi.string(rand_buf, 16))
+  return hex(rand_buf, 16)
 end
 
 local function fnv1a32_hex(s)
@@ -69,25 +105,35 @@ local function fnv1a32_hex(s)
   return bit.tohex(h, 8)
 end
 
+-- the digests of the canonical members that are the same in every request
+local DIGESTS_TAIL = fnv1a32_hex('"customer":null') .. fnv1a32_hex('"description":null') ..
+  fnv1a32_hex('"metadata":{}') .. fnv1a32_hex('"line_items":[]')
+
 -- --- a minimal RESP client on a kept cosocket ------------------------------
+-- As lua-resty-redis is used: one connection from the pool per request
+-- (connect), every command of the request on it, back to the pool at the
+-- end (setkeepalive); replies read as that library reads them.
+
+local byte, sub, find, lower = string.byte, string.sub, string.find, string.lower
+local tcp, null = ngx.socket.tcp, ngx.null
 
 local function read_reply(s)
   local line, err = s:receive("*l")
   if not line then return nil, err end
-  local t, rest = line:sub(1, 1), line:sub(2)
-  if t == "+" then return rest end
-  if t == "-" then return nil, rest end
-  if t == ":" then return tonumber(rest) end
-  if t == "$" then
-    local n = tonumber(rest)
-    if n < 0 then return ngx.null end
+  local t = byte(line)
+  if t == 43 then return sub(line, 2) end                   -- +
+  if t == 45 then return nil, sub(line, 2) end              -- -
+  if t == 58 then return tonumber(sub(line, 2)) end         -- :
+  if t == 36 then                                           -- $
+    local n = tonumber(sub(line, 2))
+    if n < 0 then return null end
     local d, e = s:receive(n + 2)
     if not d then return nil, e end
-    return d:sub(1, n)
+    return sub(d, 1, n)
   end
-  if t == "*" then
-    local n = tonumber(rest)
-    if n < 0 then return ngx.null end
+  if t == 42 then                                           -- *
+    local n = tonumber(sub(line, 2))
+    if n < 0 then return null end
     local a = {}
     for i = 1, n do
       local v, e = read_reply(s)
@@ -99,67 +145,67 @@ local function read_reply(s)
   return nil, "bad reply"
 end
 
-local function redis(args)
-  local s = ngx.socket.tcp()
+local function redis_connect()
+  local s = tcp()
   s:settimeout(5000)
   local ok, err = s:connect(cfg.redis)
   if not ok then return nil, err end
-  local t, k = { "*", #args, "\r\n" }, 4
-  for i = 1, #args do
+  return s
+end
+
+local function redis_cmd(s, args)
+  local n = #args
+  local t, k = { "*", n, "\r\n" }, 4
+  for i = 1, n do
     local a = args[i]
     t[k], t[k + 1], t[k + 2], t[k + 3], t[k + 4] = "$", #a, "\r\n", a, "\r\n"
     k = k + 5
   end
-  local sent
-  sent, err = s:send(t)
+  local sent, err = s:send(t)
   if not sent then return nil, err end
-  local v
-  v, err = read_reply(s)
-  if v == nil and err ~= nil and not err:find("^NOSCRIPT") then
-    s:close()
-    return nil, err
-  end
-  s:setkeepalive(60000, 256)
-  return v, err
+  return read_reply(s)
 end
 
-local function evalsha(name, key, ...)
-  local args = { "EVALSHA", cfg.sha[name], "1", key, ... }
-  local v, err = redis(args)
-  if v == nil and err and err:find("^NOSCRIPT") then
+-- EVALSHA of script name on connection s; EVAL once on NOSCRIPT. args:
+-- two slots for the command and the script, then its arguments.
+local function evalsha(s, name, args)
+  args[1], args[2] = "EVALSHA", cfg.sha[name]
+  local v, err = redis_cmd(s, args)
+  if v == nil and err and find(err, "NOSCRIPT", 1, true) == 1 then
     args[1], args[2] = "EVAL", cfg.text[name]
-    v, err = redis(args)
+    v, err = redis_cmd(s, args)
   end
   return v, err
 end
 
 -- --- a minimal HTTP/1.1 client on a kept cosocket --------------------------
+-- As lua-resty-http reads an answer: the status line and each header line
+-- with receive("*l"), the body by its Content-Length.
 
 local function provider_post(form, dkey)
-  local s = ngx.socket.tcp()
+  local s = tcp()
   s:settimeout(5000)
   local ok, err = s:connect(cfg.provider_host, cfg.provider_port)
   if not ok then return nil, err end
   local sent
-  sent, err = s:send({ "POST /v1/charges HTTP/1.1\r\nHost: ", cfg.provider_hostport,
-    "\r\nAuthorization: ", cfg.provider_auth, "\r\nIdempotency-Key: ", dkey,
+  sent, err = s:send({ cfg.provider_head, dkey,
     "\r\nContent-Type: application/x-www-form-urlencoded\r\nContent-Length: ",
     #form, "\r\n\r\n", form })
   if not sent then return nil, err end
   local line
   line, err = s:receive("*l")
   if not line then return nil, err end
-  local status = tonumber(line:match("^HTTP/1%.%d (%d%d%d)"))
+  local status = tonumber(sub(line, 10, 12))
   local len, close = 0, false
   while true do
     line, err = s:receive("*l")
     if not line then return nil, err end
     if line == "" then break end
-    local n, v = line:match("^([^:]+):%s*(.-)%s*$")
-    if n then
-      n = n:lower()
-      if n == "content-length" then len = tonumber(v)
-      elseif n == "connection" and v:lower() == "close" then close = true end
+    local c = find(line, ":", 1, true)
+    if c == 15 or c == 11 then
+      local n = lower(sub(line, 1, c - 1))
+      if n == "content-length" then len = tonumber(sub(line, c + 1))
+      elseif n == "connection" and find(lower(line), "close", c + 1, true) then close = true end
     end
   end
   local body = ""
@@ -175,6 +221,7 @@ end
 
 function _M.init(c)
   cfg = c
+  assert(hmac_ctx ~= nil and crypto.HMAC_Init_ex(hmac_ctx, SECRET, #SECRET, EVP_SHA256, nil) == 1)
   cfg.sha, cfg.text = {}, {}
   for _, name in ipairs({ "claim", "record" }) do
     local f = assert(io.open(c.lua_dir .. "/" .. name .. ".lua"))
@@ -187,8 +234,9 @@ function _M.init(c)
     local p, h = l:match("^(%S+)%s+(%x+)$")
     if p and p:sub(1, 1) ~= "#" then principals[h] = p end
   end
-  cfg.provider_hostport = c.provider_host .. ":" .. c.provider_port
-  cfg.provider_auth = "Bearer " .. c.provider_api_key
+  cfg.provider_head = "POST /v1/charges HTTP/1.1\r\nHost: " .. c.provider_host .. ":" ..
+    c.provider_port .. "\r\nAuthorization: Bearer " .. c.provider_api_key ..
+    "\r\nIdempotency-Key: "
 end
 
 local function replay(r)
@@ -203,69 +251,90 @@ local function replay(r)
   ngx.print(r[6])
 end
 
+local function done(s) s:setkeepalive(60000, 1024) end
+
 function _M.handle()
   if ngx.req.get_method() ~= "POST" then return ngx.exit(405) end
-  local h = ngx.req.get_headers()
-  local tok = (h["authorization"] or ""):match("^Bearer (.+)$")
-  local principal = tok and principals[sha256_hex(tok)]
+  local var = ngx.var
+  local auth = var.http_authorization
+  local principal = auth and find(auth, "Bearer ", 1, true) == 1 and #auth > 7 and
+    principals[sha256_hex(sub(auth, 8))]
   if not principal then return ngx.exit(401) end
-  local key = h["idempotency-key"]
-  if type(key) ~= "string" or #key == 0 or #key > 255 then return ngx.exit(400) end
+  local key = var.http_idempotency_key
+  if not key or #key == 0 or #key > 255 then return ngx.exit(400) end
   ngx.req.read_body()
-  local q = cjson.decode(ngx.req.get_body_data() or "")
+  local q = decode(ngx.req.get_body_data() or "")
   if type(q) ~= "table" or type(q.amount) ~= "number" or
       q.amount <= 0 or q.amount % 1 ~= 0 or type(q.currency) ~= "string" or
       #q.currency ~= 3 or type(q.source) ~= "string" or q.source == "" then
     return ngx.exit(400)
   end
-  local members = {
-    '"amount":' .. string.format("%d", q.amount),
-    '"currency":' .. cjson.encode(q.currency),
-    '"source":' .. cjson.encode(q.source),
-    '"customer":null', '"description":null', '"metadata":{}', '"line_items":[]',
-  }
-  local canon_inner = table.concat(members, ",")
-  local canon = "{" .. canon_inner .. "}"
-  local d = {}
-  for i = 1, #members do d[i] = fnv1a32_hex(members[i]) end
-  local digests = table.concat(d)
-  local fp = sha256_hex("POST /charge\n" .. principal .. "\n" .. canon)
+  local amount = format("%d", q.amount)
+  local m_amount, m_currency, m_source = '"amount":' .. amount,
+    '"currency":' .. encode(q.currency), '"source":' .. encode(q.source)
+  local canon_inner = m_amount .. "," .. m_currency .. "," .. m_source .. CANON_TAIL
+  local digests = fnv1a32_hex(m_amount) .. fnv1a32_hex(m_currency) ..
+    fnv1a32_hex(m_source) .. DIGESTS_TAIL
+  local fp = sha256_hex("POST /charge\n" .. principal .. "\n{" .. canon_inner .. "}")
   local owner = rand_hex()
   local rkey = PREFIX .. principal .. ":" .. key
   ngx.update_time()
-  local now = math.floor(ngx.now() * 1000)
-  local r, err = evalsha("claim", rkey, fp, owner, string.format("%d", now),
-    CLAIM_TTL_MS, digests)
-  if r == nil then return ngx.exit(503) end
-  if type(r) == "table" and r[1] == "recorded" then return replay(r) end
-  if r ~= "claimed" then return ngx.exit(409) end
-  local dkey = "charge_" .. hmac_hex(SECRET, principal .. "\0" .. key .. "\0" .. fp)
-  local form = "amount=" .. string.format("%d", q.amount) ..
-    "&currency=" .. ngx.escape_uri(q.currency) ..
-    "&source=" .. ngx.escape_uri(q.source) ..
-    "&metadata[charge_principal]=" .. ngx.escape_uri(principal) ..
-    "&metadata[charge_idempotency_key]=" .. ngx.escape_uri(key)
+  local now = floor(ngx.now() * 1000)
+  local s = redis_connect()
+  if not s then return ngx.exit(503) end
+  local r = evalsha(s, "claim", { false, false, "1", rkey, fp, owner, format("%d", now),
+    CLAIM_TTL_MS, digests })
+  if r == nil then
+    s:close()
+    return ngx.exit(503)
+  end
+  if type(r) == "table" and r[1] == "recorded" then
+    done(s)
+    return replay(r)
+  end
+  if r ~= "claimed" then
+    done(s)
+    return ngx.exit(409)
+  end
+  local dkey = "charge_" .. hmac_hex(principal .. "\0" .. key .. "\0" .. fp)
+  local form = "amount=" .. amount ..
+    "&currency=" .. escape_uri(q.currency) ..
+    "&source=" .. escape_uri(q.source) ..
+    "&metadata[charge_principal]=" .. escape_uri(principal) ..
+    "&metadata[charge_idempotency_key]=" .. escape_uri(key)
   local status, body = provider_post(form, dkey)
-  if status == nil then return ngx.exit(504) end
-  local ch = status == 200 and cjson.decode(body)
-  if type(ch) ~= "table" or type(ch.id) ~= "string" then return ngx.exit(502) end
-  local out = '{"id":' .. cjson.encode(ch.id) .. ',"object":"charge","status":"succeeded",' ..
-    canon_inner .. ',"created":' .. string.format("%d", ch.created) ..
-    ',"idempotency_key":' .. cjson.encode(key) .. "}"
+  if status == nil then
+    done(s)
+    return ngx.exit(504)
+  end
+  local ch = status == 200 and decode(body)
+  if type(ch) ~= "table" or type(ch.id) ~= "string" then
+    done(s)
+    return ngx.exit(502)
+  end
+  local out = '{"id":' .. encode(ch.id) .. ',"object":"charge","status":"succeeded",' ..
+    canon_inner .. ',"created":' .. format("%d", ch.created) ..
+    ',"idempotency_key":' .. encode(key) .. "}"
   ngx.update_time()
-  now = math.floor(ngx.now() * 1000)
+  now = floor(ngx.now() * 1000)
   local expires = now + RECORD_TTL_MS
-  r, err = evalsha("record", rkey, owner, fp, digests, "completed", "201",
-    "application/json", "", string.format("%d", RECORD_TTL_MS),
-    string.format("%d", now), string.format("%d", expires), "inline", out)
+  r = evalsha(s, "record", { false, false, "1", rkey, owner, fp, digests, "completed",
+    "201", "application/json", "", RECORD_TTL_MS_S, format("%d", now),
+    format("%d", expires), "inline", out })
+  if r == nil then
+    s:close()
+    return ngx.exit(503)
+  end
+  done(s)
   if r ~= "ok" then return ngx.exit(503) end
+  local h = ngx.header
   ngx.status = 201
-  ngx.header["Content-Type"] = "application/json"
-  ngx.header["Cache-Control"] = "no-store"
-  ngx.header["X-Request-Id"] = rand_hex()
-  ngx.header["Idempotent-Replayed"] = "false"
-  ngx.header["Idempotency-Key-Expires"] = ngx.http_time(math.floor(expires / 1000))
-  ngx.header["Content-Length"] = #out
+  h["Content-Type"] = "application/json"
+  h["Cache-Control"] = "no-store"
+  h["X-Request-Id"] = rand_hex()
+  h["Idempotent-Replayed"] = "false"
+  h["Idempotency-Key-Expires"] = ngx.http_time(floor(expires / 1000))
+  h["Content-Length"] = #out
   ngx.print(out)
 end
 
