@@ -71,9 +71,12 @@ stack_api_keys_write "$RUN/api-keys" "$E2E_PRINCIPAL_A" "$E2E_API_KEY_A" ||
 	bail "cannot write the api-keys file"
 mkdir -p "$RUN/spill" && chmod 700 "$RUN/spill"
 
-# provider_timeout_ms 500 per attempt, provider_deadline_ms 1500 for all of
-# them: a tok_providerTimeout (answered after 3 s) ends unknown;
-# lock_ttl_s 5 > (1500 + redis_timeout_ms) / 1000; the completer asks at
+# provider_timeout_ms 500 per attempt, provider_deadline_ms 1700 for all of
+# them: a tok_providerTimeout (answered after 3 s) ends unknown; three
+# attempts always fit (the backoffs before the second and the third are at
+# most 500 and 1000 ms), a fourth never does (at least 250 + 500 + 1000);
+# with 1500 the third did not fit when both backoffs drew near their top;
+# lock_ttl_s 5 > (1700 + redis_timeout_ms) / 1000; the completer asks at
 # ages 1 s and 6 s, then every 5 s.
 stack_env "$RUN" provider
 export CHARGE_LOCK_TTL_S=5
@@ -82,7 +85,7 @@ export CHARGE_PROVIDER_URL="http://127.0.0.1:$SIM_PORT"
 export CHARGE_PROVIDER_API_KEY=sk_test_provider
 export CHARGE_PROVIDER_CONNECT_TIMEOUT_MS=500
 export CHARGE_PROVIDER_TIMEOUT_MS=500
-export CHARGE_PROVIDER_DEADLINE_MS=1500
+export CHARGE_PROVIDER_DEADLINE_MS=1700
 export CHARGE_COMPLETER_SCHEDULE_S=1,6
 # re-sent within 10 s of the request (ages 1 and 6), read only after it
 export CHARGE_PROVIDER_EXECUTE_WINDOW_S=10
