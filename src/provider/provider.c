@@ -71,9 +71,5 @@ provider_call_request(struct provider_call *call, const char *principal,
 	call->key = key;
 	call->keylen = keylen;
 	call->fingerprint = fingerprint;
-	call->amount = params->amount;
-	call->currency = params->currency;
-	call->source = params->source;
-	call->canon = params->canonical;
-	call->canonlen = params->canonical_len;
+	call->params = params;
 }

@@ -62,11 +62,8 @@ struct provider_call {
 	const char *key; /* the client's Idempotency-Key */
 	size_t keylen;
 	const char *fingerprint; /* hex SHA-256 of the request */
-	long long amount;
-	const char *currency;
-	const char *source;
-	const char *canon; /* the request's canonical parameters */
-	size_t canonlen;
+	/* what it asks for: amount, currency, source, the canonical text */
+	const struct charge_params *params;
 	/*
 	 * Monotonic microseconds: when the claim stops protecting the key
 	 * (less the time a record takes). No attempt starts after it.
@@ -90,8 +87,8 @@ struct provider_call {
 
 /*
  * The request's part of call: who asks (principal, key[0..keylen)), its
- * fingerprint, and what params asks for (amount, currency, source, the
- * canonical text). All borrowed; the rest of call is left as it is.
+ * fingerprint, and what it asks for (params). All borrowed; the rest of
+ * call is left as it is.
  */
 void provider_call_request(struct provider_call *call, const char *principal,
     const char *key, size_t keylen, const char *fingerprint,

@@ -498,7 +498,7 @@ http_start(void *impl, const struct provider_call *call, provider_cb *cb,
 	struct http_provider *hp = impl;
 	struct http_call *c;
 
-	if (strlen(call->currency) >= PROVIDER_CURRENCY_MAX ||
+	if (strlen(call->params->currency) >= PROVIDER_CURRENCY_MAX ||
 	    (c = calloc(1, sizeof(*c))) == NULL)
 		return -1;
 	c->hp = hp;
@@ -512,9 +512,10 @@ http_start(void *impl, const struct provider_call *call, provider_cb *cb,
 	if (wire_downstream_key(hp->cfg->provider_secret, call->principal,
 	        call->key, call->keylen, call->fingerprint, c->dkey) != 0)
 		goto fail;
-	memcpy(c->currency, call->currency, strlen(call->currency) + 1);
+	memcpy(c->currency, call->params->currency,
+	    strlen(call->params->currency) + 1);
 	c->expect.request = c->dkey;
-	c->expect.amount = call->amount;
+	c->expect.amount = call->params->amount;
 	c->expect.currency = c->currency;
 	memcpy(c->key_hdr, KEY_HDR, sizeof(KEY_HDR) - 1);
 	memcpy(c->key_hdr + sizeof(KEY_HDR) - 1, c->dkey, WIRE_KEY_LEN);

@@ -253,7 +253,7 @@ sim_start(void *impl, const struct provider_call *call, provider_cb *cb,
 
 	if (strlen(call->principal) > PRINCIPAL_MAX ||
 	    call->keylen > IDEM_KEY_MAX ||
-	    strlen(call->currency) >= sizeof(sc->currency) ||
+	    strlen(call->params->currency) >= sizeof(sc->currency) ||
 	    (sc = calloc(1, sizeof(*sc))) == NULL)
 		return -1;
 	sc->sim = sim;
@@ -262,11 +262,13 @@ sim_start(void *impl, const struct provider_call *call, provider_cb *cb,
 	memcpy(sc->principal, call->principal, strlen(call->principal) + 1);
 	memcpy(sc->key, call->key, call->keylen);
 	sc->keylen = call->keylen;
-	sc->amount = call->amount;
-	memcpy(sc->currency, call->currency, strlen(call->currency) + 1);
+	sc->amount = call->params->amount;
+	memcpy(sc->currency, call->params->currency,
+	    strlen(call->params->currency) + 1);
 	sc->deadline_us = call->deadline_us;
 	if (provider_prepare(sim->cfg, call->principal, call->key, call->keylen,
-	        call->fingerprint, call->source, &sc->res, &delay_ms) != 0)
+	        call->fingerprint, call->params->source, &sc->res,
+	        &delay_ms) != 0)
 		sc->res.outcome = PROV_ERROR;
 	/*
 	 * Asked again after an unknown outcome: the simulation knows that a

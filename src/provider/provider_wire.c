@@ -106,6 +106,7 @@ form_escape_canon(struct util_buf *b, const char *s, size_t n)
 char *
 wire_form_body(const struct provider_call *call, const char *dkey, size_t *len)
 {
+	const struct charge_params *p = call->params;
 	const char *desc = NULL;
 	size_t desclen = 0, cap;
 	struct util_buf b;
@@ -114,26 +115,26 @@ wire_form_body(const struct provider_call *call, const char *dkey, size_t *len)
 	int has;
 
 	/*
-	 * The description is read from the canonical text: the request's
-	 * parameters hold only what the use case decides on.
+	 * The description is read from the canonical text: the parameters
+	 * hold only what the use case decides on.
 	 */
-	if ((has = canon_string_member(call->canon, call->canonlen,
+	if ((has = canon_string_member(p->canonical, p->canonical_len,
 	         "description", &desc, &desclen)) < 0)
 		return NULL;
 	/* every byte may become three; the names, separators and amount fit */
 	cap = 3 *
-	        (strlen(call->currency) + strlen(call->source) + desclen +
+	        (strlen(p->currency) + strlen(p->source) + desclen +
 	            strlen(call->principal) + call->keylen + strlen(dkey)) +
 	    192;
 	if ((out = malloc(cap)) == NULL)
 		return NULL;
 	util_buf_init(&b, out, cap);
 	util_buf_str(&b, "amount=");
-	util_buf_ll(&b, call->amount);
+	util_buf_ll(&b, p->amount);
 	util_buf_str(&b, "&currency=");
-	form_escape(&b, call->currency, strlen(call->currency));
+	form_escape(&b, p->currency, strlen(p->currency));
 	util_buf_str(&b, "&source=");
-	form_escape(&b, call->source, strlen(call->source));
+	form_escape(&b, p->source, strlen(p->source));
 	if (has) {
 		util_buf_str(&b, "&description=");
 		if (form_escape_canon(&b, desc, desclen) != 0)

@@ -143,19 +143,30 @@ test_downstream_key(void **state)
 	"\"customer\":null,\"description\":null,\"metadata\":"                 \
 	"{\"description\":\"x\"},\"line_items\":[]}"
 
-/* The call wire_form_body() reads: its amount, currency, source, canon. */
+/*
+ * The call wire_form_body() reads: its params' amount, currency, source
+ * and canonical text (held until the next form_call()).
+ */
 static struct provider_call
 form_call(const char *canon, long long amount, const char *currency,
     const char *source, const char *principal, const char *key)
 {
+	static char text[512];
+	static struct charge_params p;
 	struct provider_call c;
 
+	assert_true(strlen(canon) < sizeof(text) &&
+	    strlen(currency) < sizeof(p.currency) &&
+	    strlen(source) < sizeof(p.source));
+	memset(&p, 0, sizeof(p));
+	memcpy(text, canon, strlen(canon) + 1);
+	p.canonical = text;
+	p.canonical_len = strlen(text);
+	p.amount = amount;
+	memcpy(p.currency, currency, strlen(currency) + 1);
+	memcpy(p.source, source, strlen(source) + 1);
 	memset(&c, 0, sizeof(c));
-	c.canon = canon;
-	c.canonlen = strlen(canon);
-	c.amount = amount;
-	c.currency = currency;
-	c.source = source;
+	c.params = &p;
 	c.principal = principal;
 	c.key = key;
 	c.keylen = strlen(key);
