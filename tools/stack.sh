@@ -20,14 +20,18 @@
 # block until one of them ends polls stack_pid_alive.
 #
 # Globals set here: STACK_ROOT, STACK_REDIS_PID, STACK_REDIS_SOCKET,
-# STACK_LIGHTTPD_PID, STACK_HTTP_PORT. Functions return non-zero on failure
-# after printing a message (and the tail of the relevant log) to stderr.
+# STACK_LIGHTTPD_PID, STACK_HTTP_PORT, STACK_SIM_PID, STACK_SIM_COMM,
+# STACK_PROVIDER_PORT, STACK_PROVIDER_URL. Functions return non-zero on
+# failure after printing a message (and the tail of the relevant log) to
+# stderr.
 
 STACK_ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 STACK_REDIS_PID=
 STACK_REDIS_SOCKET=
 STACK_LIGHTTPD_PID=
 STACK_HTTP_PORT=
+STACK_SIM_PID=
+STACK_SIM_COMM=charge-provider
 
 stack_log() {
 	printf '%s\n' "stack: $*" >&2
@@ -331,43 +335,79 @@ stack_api_keys_write() {
 
 # stack_sim_start DATA_DIR LOG_DIR [SIM_BIN [ARG...]]: starts the provider
 # simulator (build/charge-provider-sim; an empty SIM_BIN is that one) on a
-# free port of 127.0.0.1 with its store in DATA_DIR/provider-sim.data and
-# the further ARGs (e.g. --webhook-url ...); sets STACK_SIM_PID,
-# STACK_PROVIDER_PORT (for lighttpd's /provider/keys and /provider/events) and
+# free port of 127.0.0.1 with its store in DATA_DIR/provider-sim.data, its
+# PID in DATA_DIR/provider-sim.pid, its output appended to
+# LOG_DIR/provider-sim.log and the further ARGs (e.g. --webhook-url ...);
+# waits (about 10 s) until GET /_sim/stats answers 200. Sets STACK_SIM_PID,
+# STACK_SIM_COMM (its /proc comm, for stack_stop_pid), STACK_PROVIDER_PORT
+# (for lighttpd's /provider/keys and /provider/events) and
 # STACK_PROVIDER_URL. 1 when the binary is missing or it does not start
 # (LOG_DIR/provider-sim.log says why).
+#
+# Two variables, set for the call only (VAR=... stack_sim_start ...), change
+# where it listens:
+#   STACK_SIM_PORT=PORT    that port instead of a free one: a suite that
+#                          restarts the simulator keeps its port (and its
+#                          store), so that the URLs it configured stay true;
+#                          refused when something already accepts there
+#   STACK_SIM_SOCKET=PATH  HTTP on the unix socket PATH instead of TCP;
+#                          STACK_PROVIDER_URL is unix:PATH and
+#                          STACK_PROVIDER_PORT is left as it was
+# A suite that runs two simulators at once keeps each STACK_SIM_PID (the
+# global holds the last) and stops each with stack_stop_pid PID
+# "$STACK_SIM_COMM".
 stack_sim_start() {
-	local data=$1 logs=$2 bin=${3:-$STACK_ROOT/build/charge-provider-sim} port
+	local data=$1 logs=$2 bin=${3:-$STACK_ROOT/build/charge-provider-sim}
+	local port=${STACK_SIM_PORT:-} sock=${STACK_SIM_SOCKET:-} listen url code
 	shift 2
 	[ $# -gt 0 ] && shift
 	[ -x "$bin" ] || { stack_log "provider simulator $bin is not built"; return 1; }
-	port=$(stack_port_pick) || return 1
+	if [ -n "$sock" ]; then
+		listen="unix:$sock" url="unix:$sock"
+	else
+		if [ -z "$port" ]; then
+			port=$(stack_port_pick) || return 1
+		elif stack_port_in_use "$port"; then
+			stack_log "port $port on 127.0.0.1 is already in use (STACK_SIM_PORT)"
+			return 1
+		fi
+		listen="127.0.0.1:$port" url="http://127.0.0.1:$port"
+	fi
 	mkdir -p "$data" "$logs" || return 1
-	setsid "$bin" --listen "127.0.0.1:$port" --data "$data/provider-sim.data" "$@" \
+	# /proc/PID/comm: the name it was executed as, 15 bytes at most
+	STACK_SIM_COMM=$(basename "$bin" | cut -c1-15)
+	setsid "$bin" --listen "$listen" --data "$data/provider-sim.data" "$@" \
 		</dev/null >>"$logs/provider-sim.log" 2>&1 &
 	STACK_SIM_PID=$!
 	disown "$STACK_SIM_PID"
 	echo "$STACK_SIM_PID" >"$data/provider-sim.pid"
-	for _ in $(seq 1 100); do
-		if stack_http_status "http://127.0.0.1:$port/_sim/stats" | grep -q 200; then
-			export STACK_PROVIDER_PORT=$port
-			STACK_PROVIDER_URL="http://127.0.0.1:$port"
+	for _ in $(seq 1 200); do
+		if [ -n "$sock" ]; then
+			code=$(curl --noproxy '*' -s -o /dev/null -m 2 -w '%{http_code}' \
+				--unix-socket "$sock" http://sim/_sim/stats 2>/dev/null || true)
+		else
+			code=$(stack_http_status "$url/_sim/stats")
+		fi
+		# and ours still runs (one that could not bind has exited)
+		if [ "$code" = 200 ] && stack_pid_alive "$STACK_SIM_PID"; then
+			[ -n "$sock" ] || export STACK_PROVIDER_PORT=$port
+			STACK_PROVIDER_URL=$url
 			return 0
 		fi
 		stack_pid_alive "$STACK_SIM_PID" || break
 		sleep 0.05
 	done
-	stack_log "the provider simulator did not start"
+	stack_log "the provider simulator did not start ($listen)"
 	stack_tail "$logs/provider-sim.log"
-	stack_stop_pid "$STACK_SIM_PID" charge-provider 3
+	stack_stop_pid "$STACK_SIM_PID" "$STACK_SIM_COMM" 3
 	STACK_SIM_PID=
 	return 1
 }
 
-# stack_sim_stop: stops the simulator stack_sim_start started (it flushes
-# its store on SIGTERM).
+# stack_sim_stop: stops the simulator stack_sim_start started last (it
+# flushes its store on SIGTERM).
 stack_sim_stop() {
-	[ -n "${STACK_SIM_PID:-}" ] && stack_stop_pid "$STACK_SIM_PID" charge-provider 5
+	[ -n "${STACK_SIM_PID:-}" ] && stack_stop_pid "$STACK_SIM_PID" "$STACK_SIM_COMM" 5
 	STACK_SIM_PID=
 }
 

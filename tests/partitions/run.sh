@@ -70,13 +70,15 @@ PART_BR=
 PART_VETHS=()
 PART_PY= # the test's PID while it runs
 
-# part_net_down: processes by PID, namespaces, veths, the bridge.
+# part_net_down: processes by PID (the simulator too), namespaces, veths,
+# the bridge.
 part_net_down() {
 	local e ns
 	for e in "${PART_PIDS[@]}"; do
 		# shellcheck disable=SC2086
 		stack_stop_pid $e 5
 	done
+	stack_sim_stop
 	for ns in "${PART_NS[@]}"; do
 		ip netns del "$ns" 2>/dev/null
 	done
@@ -220,22 +222,15 @@ fi
 SIM_URL=
 if [ "$PROVIDER" = sim ]; then
 	[ -x "$SIM_BIN" ] || ha_suite_bail "simulator $SIM_BIN not found"
-	SIM_PORT=$(stack_port_pick) || ha_suite_bail "no free port"
+	# tools/stack.sh: store, PID file and log in HA_SUITE_RUN/sim
+	# (provider-sim.*); part_net_down stops it by PID
 	sd="$HA_SUITE_RUN/sim"
-	mkdir -p "$sd"
-	setsid "$SIM_BIN" --listen "127.0.0.1:$SIM_PORT" --data "$sd/sim.data" \
-		--secret-key sk_test_partitions </dev/null >"$sd/sim.log" 2>&1 &
-	PART_PIDS+=("$! $(basename "$SIM_BIN" | cut -c1-15)")
-	disown $!
-	for _ in $(seq 1 100); do
-		grep -q 'listening on' "$sd/sim.log" && break
-		sleep 0.1
-	done
-	grep -q 'listening on' "$sd/sim.log" || {
-		sed 's/^/# /' "$sd/sim.log"
+	mkdir -p "$sd" || ha_suite_bail "cannot make $sd"
+	stack_sim_start "$sd" "$sd" "$SIM_BIN" --secret-key sk_test_partitions 2>"$sd/stack.err" || {
+		sed 's/^/# /' "$sd/stack.err"
 		ha_suite_bail "the simulator did not start"
 	}
-	SIM_URL="http://127.0.0.1:$SIM_PORT"
+	SIM_URL=$STACK_PROVIDER_URL
 fi
 
 URL="redis-sentinel://${IPS[0]}:26379,${IPS[1]}:26379,${IPS[2]}:26379/$HA_MASTER"

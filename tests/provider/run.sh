@@ -39,8 +39,9 @@ TLS_PID=
 cleanup() {
 	trap - EXIT INT TERM
 	[ -n "$TLS_PID" ] && stack_stop_pid "$TLS_PID" python3 3
-	[ -n "$SIM_PID" ] && stack_stop_pid "$SIM_PID" charge-provider 5
-	[ -n "$SIM2_PID" ] && stack_stop_pid "$SIM2_PID" charge-provider 5
+	# two simulators may run at once: each stopped by its own PID
+	[ -n "$SIM_PID" ] && stack_stop_pid "$SIM_PID" "$STACK_SIM_COMM" 5
+	[ -n "$SIM2_PID" ] && stack_stop_pid "$SIM2_PID" "$STACK_SIM_COMM" 5
 	stack_stop_all "$RUN"
 	if [ "${PROVIDER_KEEP:-0}" = 1 ]; then
 		echo "# run directory kept: $RUN"
@@ -53,18 +54,11 @@ trap 'exit 130' INT TERM
 
 # the simulator: tok_providerTimeout charges at once and answers after
 # SIM_LATE_MS, longer than the responder's deadline below
-SIM_PORT=$(stack_port_pick) || bail "no free port"
-setsid "$SIM" --listen "127.0.0.1:$SIM_PORT" --data "$RUN/sim.data" \
-	--secret-key sk_test_provider --fsync never --late-ms "$SIM_LATE_MS" \
-	</dev/null >"$RUN/sim.log" 2>&1 &
-SIM_PID=$!
-for _ in $(seq 1 100); do
-	grep -q "listening on" "$RUN/sim.log" 2>/dev/null && break
-	stack_pid_alive "$SIM_PID" || break
-	sleep 0.05
-done
-grep -q "listening on" "$RUN/sim.log" ||
-	{ sed 's/^/# /' "$RUN/sim.log"; bail "charge-provider-sim did not start"; }
+stack_sim_start "$RUN" "$RUN" "$SIM" --secret-key sk_test_provider --fsync never \
+	--late-ms "$SIM_LATE_MS" 2>"$RUN/stack.err" ||
+	{ sed 's/^/# /' "$RUN/stack.err"; bail "charge-provider-sim did not start"; }
+SIM_PID=$STACK_SIM_PID
+SIM_PORT=$STACK_PROVIDER_PORT
 
 export E2E_PRINCIPAL_A=alice E2E_API_KEY_A="sk_test_alice_$RANDOM$RANDOM"
 stack_api_keys_write "$RUN/api-keys" "$E2E_PRINCIPAL_A" "$E2E_API_KEY_A" ||
@@ -115,19 +109,18 @@ rc=${PIPESTATUS[0]}
 # schedule of one step (1 s) and an execute window of 1 s: an unknown
 # outcome is settled by the read-only probe (the list of charges).
 stack_lighttpd_stop "$RUN"
-setsid "$SIM" --listen "unix:$RUN/sim.sock" --data "$RUN/sim2.data" \
-	--secret-key sk_test_provider --fsync never </dev/null >"$RUN/sim2.log" 2>&1 &
-SIM2_PID=$!
-for _ in $(seq 1 100); do
-	grep -q "listening on" "$RUN/sim2.log" 2>/dev/null && break
-	sleep 0.05
-done
+# (its store, PID file and log in RUN/sim2; the first one keeps running:
+# phase 3's proxy is in front of it)
+STACK_SIM_SOCKET="$RUN/sim.sock" stack_sim_start "$RUN/sim2" "$RUN/sim2" "$SIM" \
+	--secret-key sk_test_provider --fsync never 2>"$RUN/stack.err"
+sim2_rc=$?
+SIM2_PID=$STACK_SIM_PID
 export CHARGE_PROVIDER_URL="unix:$RUN/sim.sock"
 export CHARGE_COMPLETER_SCHEDULE_S=1
 export CHARGE_PROVIDER_EXECUTE_WINDOW_S=1
-if ! grep -q "listening on" "$RUN/sim2.log" ||
-	! stack_lighttpd_start "$RUN" "$RUN" "$PORT" "$BIN" 2 2>"$RUN/stack.err"; then
-	sed 's/^/# /' "$RUN/sim2.log" "$RUN/stack.err"
+if [ "$sim2_rc" -ne 0 ] ||
+	! stack_lighttpd_start "$RUN" "$RUN" "$PORT" "$BIN" 2 2>>"$RUN/stack.err"; then
+	sed 's/^/# /' "$RUN/stack.err"
 	echo "not ok - provider: phase 2 (unix socket) did not start"
 	exit 1
 fi
@@ -181,7 +174,7 @@ if [ $rc -ne 0 ] && ! grep -q '^not ok' "$RUN/tap.txt"; then
 	echo "not ok - provider: test_provider.py exited with status $rc"
 fi
 if [ $rc -ne 0 ]; then
-	for f in lighttpd-error.log sim.log sim2.log redis.log; do
+	for f in lighttpd-error.log provider-sim.log sim2/provider-sim.log redis.log; do
 		[ -s "$RUN/$f" ] || continue
 		echo "# ---- last lines of $f"
 		tail -n 30 "$RUN/$f" | sed 's/^/#   /'

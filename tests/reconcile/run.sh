@@ -38,10 +38,9 @@ RECONCILE=$(readlink -f "$RECONCILE")
 SIM=$(readlink -f "$SIM")
 
 RUN=$(stack_rundir_create) || bail "cannot create a run directory"
-SIM_PID=
 cleanup() {
 	trap - EXIT INT TERM
-	[ -n "$SIM_PID" ] && stack_stop_pid "$SIM_PID" charge-provider 5
+	stack_sim_stop
 	ha_stop_all "$RUN/sentinel"
 	ha_stop_all "$RUN/cluster"
 	stack_stop_all "$RUN"
@@ -54,18 +53,11 @@ cleanup() {
 trap cleanup EXIT
 trap 'exit 130' INT TERM
 
-SIM_PORT=$(stack_port_pick) || bail "no free port"
-setsid "$SIM" --listen "127.0.0.1:$SIM_PORT" --data "$RUN/sim.data" \
-	--secret-key sk_test_reconcile --fsync never \
-	</dev/null >"$RUN/sim.log" 2>&1 &
-SIM_PID=$!
-for _ in $(seq 1 100); do
-	grep -q "listening on" "$RUN/sim.log" 2>/dev/null && break
-	stack_pid_alive "$SIM_PID" || break
-	sleep 0.05
-done
-grep -q "listening on" "$RUN/sim.log" ||
-	{ sed 's/^/# /' "$RUN/sim.log"; bail "charge-provider-sim did not start"; }
+# the simulator: store, PID file and log in RUN (provider-sim.*)
+stack_sim_start "$RUN" "$RUN" "$SIM" --secret-key sk_test_reconcile --fsync never \
+	2>"$RUN/stack.err" ||
+	{ sed 's/^/# /' "$RUN/stack.err"; bail "charge-provider-sim did not start"; }
+SIM_PORT=$STACK_PROVIDER_PORT
 
 export E2E_PRINCIPAL_A=alice E2E_API_KEY_A="sk_test_alice_$RANDOM$RANDOM"
 stack_api_keys_write "$RUN/api-keys" "$E2E_PRINCIPAL_A" "$E2E_API_KEY_A" ||
@@ -117,7 +109,7 @@ if [ "$rc" -ne 0 ] && ! grep -q '^not ok' "$RUN/tap.txt"; then
 	echo "not ok - reconcile: test_reconcile.py exited with status $rc"
 fi
 if [ "$rc" -ne 0 ]; then
-	for f in lighttpd-error.log sim.log redis.log; do
+	for f in lighttpd-error.log provider-sim.log redis.log; do
 		[ -s "$RUN/$f" ] || continue
 		echo "# ---- last lines of $f"
 		tail -n 30 "$RUN/$f" | sed 's/^/#   /'

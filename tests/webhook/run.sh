@@ -64,10 +64,9 @@ has_phase() {
 }
 
 RUN=$(stack_rundir_create) || bail "cannot create a run directory"
-SIM_PID=
 cleanup() {
 	trap - EXIT INT TERM
-	sim_stop
+	stack_sim_stop
 	stack_stop_all "$RUN"
 	if [ "${WEBHOOK_KEEP:-0}" = 1 ]; then
 		echo "# run directory kept: $RUN"
@@ -78,28 +77,19 @@ cleanup() {
 trap cleanup EXIT
 trap 'exit 130' INT TERM
 
-# sim_start LOG ARG...: the simulator on SIM_PORT with its store in
-# RUN/sim.data (kept across restarts) and the further ARGs; waits until it
-# listens. sim_stop: SIGTERM (it flushes its store), by PID.
+# sim_start LOG_DIR ARG...: the simulator (tools/stack.sh) on SIM_PORT,
+# picked once: a restart keeps the URLs configured below; its store
+# RUN/provider-sim.data is kept across restarts, its output appended to
+# LOG_DIR/provider-sim.log; the further ARGs. stack_sim_stop stops it
+# (SIGTERM: it flushes its store), by PID.
 SIM_PORT=$(stack_port_pick) || bail "no free port"
 sim_start() {
-	local log=$1
+	local logs=$1
 	shift
-	setsid "$SIM" --listen "127.0.0.1:$SIM_PORT" --data "$RUN/sim.data" \
-		--secret-key sk_test_provider --fsync never "$@" \
-		</dev/null >"$log" 2>&1 &
-	SIM_PID=$!
-	for _ in $(seq 1 100); do
-		grep -q "listening on" "$log" 2>/dev/null && return 0
-		stack_pid_alive "$SIM_PID" || break
-		sleep 0.05
-	done
-	sed 's/^/# /' "$log"
+	STACK_SIM_PORT=$SIM_PORT stack_sim_start "$RUN" "$logs" "$SIM" \
+		--secret-key sk_test_provider --fsync never "$@" 2>"$RUN/stack.err" && return 0
+	sed 's/^/# /' "$RUN/stack.err"
 	return 1
-}
-sim_stop() {
-	[ -n "$SIM_PID" ] && stack_stop_pid "$SIM_PID" charge-provider 5
-	SIM_PID=
 }
 
 export E2E_PRINCIPAL_A=alice E2E_API_KEY_A="sk_test_alice_$RANDOM$RANDOM"
@@ -155,7 +145,6 @@ responder_start() {
 		return 1
 	fi
 	export CHECK_CONFIG_FILE="$dir/check-config.txt"
-	export STACK_PROVIDER_PORT=$SIM_PORT
 	stack_lighttpd_start "$dir" "$dir" "$PORT" "$BIN" 2 2>"$dir/stack.err" ||
 		{ sed 's/^/# /' "$dir/stack.err"; return 1; }
 	export BASE_URL="http://127.0.0.1:$PORT"
@@ -172,7 +161,7 @@ run_tests() {
 		echo "not ok - webhook: $script ($WEBHOOK_PHASE) exited with status $rc"
 	fi
 	if [ $rc -ne 0 ]; then
-		for f in "$dir/lighttpd-error.log" "$dir/lighttpd.stderr.log" "$dir"/sim*.log "$RUN/redis.log"; do
+		for f in "$dir/lighttpd-error.log" "$dir/lighttpd.stderr.log" "$dir/provider-sim.log" "$RUN/redis.log"; do
 			[ -s "$f" ] || continue
 			echo "# ---- last lines of $f"
 			tail -n 30 "$f" | sed 's/^/#   /'
@@ -187,13 +176,13 @@ run_tests() {
 if has_phase route; then
 	dir="$RUN/route"
 	mkdir -p "$dir"
-	sim_start "$dir/sim.log" --late-ms "$SIM_LATE_MS" || bail "charge-provider-sim did not start"
+	sim_start "$dir" --late-ms "$SIM_LATE_MS" || bail "charge-provider-sim did not start"
 	PORT=$(stack_port_pick) || bail "no free port"
 	responder_start "$dir" || bail "the responder for the route phase did not start"
 	echo "# webhook (route): $BASE_URL, responder $BIN, simulator $SIM at $SIM_URL, run dir $RUN"
 	WEBHOOK_PHASE=route run_tests "$dir" 240 test_webhook.py
 	stack_lighttpd_stop "$dir"
-	sim_stop
+	stack_sim_stop
 fi
 
 # ---- deliver and faults: the simulator delivers its own events to the
@@ -215,7 +204,7 @@ if has_phase deliver || has_phase faults; then
 	mkdir -p "$dir"
 	PORT=$(stack_port_pick) || bail "no free port"
 	hook_url="http://127.0.0.1:$PORT/webhooks/provider"
-	sim_start "$dir/sim-deliver.log" "${WEBHOOK_ARGS[@]}" --webhook-url "$hook_url" ||
+	sim_start "$dir" "${WEBHOOK_ARGS[@]}" --webhook-url "$hook_url" ||
 		bail "charge-provider-sim (webhooks to $hook_url) did not start"
 	responder_start "$dir" || bail "the responder for the deliver phase did not start"
 	echo "# webhook (deliver): the simulator at $SIM_URL posts its events to $hook_url"
@@ -225,15 +214,15 @@ if has_phase deliver || has_phase faults; then
 	if has_phase faults; then
 		# the same store and port, every delivery duplicated, half of them
 		# held back up to 400 ms (later events overtake them)
-		sim_stop
-		sim_start "$dir/sim-faults.log" "${WEBHOOK_ARGS[@]}" --webhook-url "$hook_url" \
+		stack_sim_stop
+		sim_start "$dir" "${WEBHOOK_ARGS[@]}" --webhook-url "$hook_url" \
 			--webhook-dup-rate 1 --webhook-shuffle-rate 0.5 --webhook-shuffle-ms 400 --seed 29 ||
 			bail "charge-provider-sim (duplicates, shuffled) did not start"
 		echo "# webhook (faults): the simulator duplicates every delivery and holds half of them back"
 		WEBHOOK_PHASE=faults run_tests "$dir" 120 test_webhook_sim.py
 	fi
 	stack_lighttpd_stop "$dir"
-	sim_stop
+	stack_sim_stop
 fi
 
 # ---- completer: the same scenario without webhooks; the completer asks
@@ -246,12 +235,12 @@ if has_phase completer; then
 	export CHARGE_COMPLETER_SCHEDULE_S=1,2,3
 	export CHARGE_PROVIDER_EXECUTE_WINDOW_S=2
 	unset CHARGE_PROVIDER_WEBHOOK_SECRET
-	sim_start "$dir/sim.log" --late-ms "$SIM_LATE_MS" || bail "charge-provider-sim did not start"
+	sim_start "$dir" --late-ms "$SIM_LATE_MS" || bail "charge-provider-sim did not start"
 	PORT=$(stack_port_pick) || bail "no free port"
 	responder_start "$dir" || bail "the responder for the completer phase did not start"
 	echo "# webhook (completer): no webhooks, completer_schedule_s 1,2,3, provider_execute_window_s 2"
 	WEBHOOK_PHASE=completer run_tests "$dir" 120 test_webhook_sim.py
 	stack_lighttpd_stop "$dir"
-	sim_stop
+	stack_sim_stop
 fi
 exit $RC
