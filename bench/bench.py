@@ -95,15 +95,20 @@ class BenchError(Exception):
     """Something failed to run (not a missed target)."""
 
 
-def shipped_keepalive():
-    """The upstream keepalive pool conf/nginx.conf ships (its first
-    `keepalive N;` line)."""
+def shipped_nginx(directive):
+    """The number of the first `directive N;` line conf/nginx.conf ships
+    (`auto`: the cores)."""
     with open(os.path.join(BENCH, '..', 'conf', 'nginx.conf')) as f:
         for line in f:
-            m = re.match(r'\s*keepalive\s+(\d+)\s*;', line)
+            m = re.match(r'\s*%s\s+(\d+|auto)\s*;' % re.escape(directive), line)
             if m:
-                return int(m.group(1))
-    raise BenchError('conf/nginx.conf: no upstream keepalive line')
+                return os.cpu_count() or 1 if m.group(1) == 'auto' else int(m.group(1))
+    raise BenchError('conf/nginx.conf: no `%s` line' % directive)
+
+
+def shipped_keepalive():
+    """The upstream keepalive pool conf/nginx.conf ships."""
+    return shipped_nginx('keepalive')
 
 
 def deployment_defaults():
@@ -217,8 +222,8 @@ def proc_argv0(pid):
 
 def nginx_workers():
     """nginx worker processes of the --concurrency nginxes: NGINX_WORKERS
-    from the environment, else 1 (as conf/nginx.conf ships)."""
-    return int(os.environ.get('NGINX_WORKERS', '1'))
+    from the environment, else what conf/nginx.conf ships."""
+    return int(os.environ.get('NGINX_WORKERS') or shipped_nginx('worker_processes'))
 
 
 def proc_cpu_split(pid):

@@ -11,7 +11,7 @@
 
 /*
  * Hex SHA-256 of "POST /charge\n" principal "\n" canonical text into
- * out[65], where canon is validate_canonical_text() of the parameters.
+ * out[65], where canon is the parameters' canonical text (charge_params).
  * Equal parameters give equal fingerprints. 0 or -1.
  */
 int charge_fingerprint(const char *canon, size_t canonlen,
@@ -34,7 +34,7 @@ int charge_fingerprint(const char *canon, size_t canonlen,
 const char *charge_param_name(int i);
 
 /*
- * The digests of canon (validate_canonical_text()) into
+ * The digests of canon (charge_params' canonical text) into
  * out[CHARGE_PARAMS_HEX_LEN + 1]. 0, or -1 when canon is not the canonical
  * form (members missing, out of order, or not compact JSON).
  */

@@ -104,21 +104,6 @@ done:
 	return rc;
 }
 
-char *
-validate_canonical_text(const struct charge_params *p, size_t *len)
-{
-	char *copy;
-
-	if (p == NULL || p->canonical == NULL)
-		return NULL;
-	if ((copy = malloc(p->canonical_len + 1)) == NULL)
-		return NULL;
-	memcpy(copy, p->canonical, p->canonical_len + 1);
-	if (len != NULL)
-		*len = p->canonical_len;
-	return copy;
-}
-
 void
 charge_params_free(struct charge_params *p)
 {

@@ -32,13 +32,6 @@ struct charge_params {
 int validate_charge(const char *body, size_t len, struct charge_params *p,
     struct validation *v);
 
-/*
- * A copy of the canonical text of p. Malloc'd (free() it), NUL-terminated,
- * length in *len; NULL on allocation failure or when p holds none. Equal
- * parameters give equal text whatever their formatting or member order.
- */
-char *validate_canonical_text(const struct charge_params *p, size_t *len);
-
 /* NULL-safe. */
 void charge_params_free(struct charge_params *p);
 

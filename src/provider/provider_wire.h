@@ -32,8 +32,8 @@ int wire_downstream_key(const char *secret, const char *principal,
  * metadata[charge_principal], metadata[charge_idempotency_key] and
  * metadata[charge_request] (dkey, the downstream key: what proves a charge
  * is this request's). Values percent-encoded. Malloc'd, NUL-terminated,
- * length in *len; NULL on ENOMEM or when call->params->canonical is not a charge's
- * canonical text.
+ * length in *len; NULL on ENOMEM or when call->params->canonical is not a
+ * charge's canonical text.
  */
 char *wire_form_body(const struct provider_call *call, const char *dkey,
     size_t *len);

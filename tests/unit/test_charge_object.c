@@ -44,10 +44,10 @@ fp(const char *body, const char *principal, char out[65])
 
 	params_from(body, &p);
 	memset(out, 'X', 65);
-	canon = validate_canonical_text(&p, &n);
+	canon = p.canonical;
+	n = p.canonical_len;
 	assert_non_null(canon);
 	assert_int_equal(charge_fingerprint(canon, n, principal, out), 0);
-	free(canon);
 	charge_params_free(&p);
 }
 
@@ -99,7 +99,8 @@ test_fingerprint_construction(void **state)
 
 	(void)state;
 	params_from(body, &p);
-	canon = validate_canonical_text(&p, &len);
+	canon = p.canonical;
+	len = p.canonical_len;
 	assert_non_null(canon);
 	assert_int_equal(charge_fingerprint(canon, len, "demo", f), 0);
 	assert_string_equal(canon,
@@ -113,7 +114,6 @@ test_fingerprint_construction(void **state)
 	assert_int_equal(digest_sha256_hex(msg, n, want), 0);
 	assert_string_equal(f, want);
 	free(msg);
-	free(canon);
 	charge_params_free(&p);
 }
 
@@ -264,11 +264,11 @@ render(const char *body, const char *id, long long created, const char *key,
 	char *canon, *out;
 
 	params_from(body, &p);
-	canon = validate_canonical_text(&p, &n);
+	canon = p.canonical;
+	n = p.canonical_len;
 	assert_non_null(canon);
 	*len = 0;
 	out = charge_object_render(canon, n, id, created, key, keylen, len);
-	free(canon);
 	charge_params_free(&p);
 	return out;
 }
@@ -469,11 +469,11 @@ digests(const char *body, char out[CHARGE_PARAMS_HEX_LEN + 1])
 	char *canon;
 
 	params_from(body, &p);
-	canon = validate_canonical_text(&p, &n);
+	canon = p.canonical;
+	n = p.canonical_len;
 	assert_non_null(canon);
 	memset(out, 'X', CHARGE_PARAMS_HEX_LEN + 1);
 	assert_int_equal(charge_param_digests(canon, n, out), 0);
-	free(canon);
 	charge_params_free(&p);
 }
 
