@@ -4,8 +4,9 @@
 # (ok N - ... / not ok N - ...); this script counts them. A suite that exits
 # non-zero without printing a "not ok" line counts as one failure.
 #
-#   ./test.sh            everything
+#   ./test.sh            everything, TEST_JOBS (4) suites at once
 #   ./test.sh unit lua   only the named suites (see SUITES below)
+#   ./test.sh --quick    the inner loop: QUICK_SUITES below (under 2 min)
 #   ./test.sh --quick unit structure
 #                        the inner loop: installs nothing and builds only
 #                        what the named suites use (the unit test binaries;
@@ -501,7 +502,7 @@ SERIAL_SUITES=(concurrency kept_conns bench_smoke)
 # layer and route (docs/testing.md): the pure modules plain and under
 # ASan, the shape of the code, and /charge, /webhooks and the FastCGI
 # wire through real processes.
-QUICK_SUITES=(structure unit unit_asan docs cgi fcgi_wire lua)
+QUICK_SUITES=(structure unit unit_asan docs cgi fcgi_wire lua webhook)
 # TEST_JOBS=N: how many suites run at once (default 4 on this 2-core
 # machine: most of a suite's time is spent waiting on timers and sockets).
 TEST_JOBS=${TEST_JOBS:-4}
