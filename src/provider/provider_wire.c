@@ -370,6 +370,7 @@ charge_from_json(const cJSON *o, struct provider_result *res)
 	        0 ||
 	    !charge_id_ok(res->charge_id) || !cJSON_IsNumber(created) ||
 	    created->valuedouble < 0 || created->valuedouble > 1e12 ||
+	    created->valuedouble != (double)(long long)created->valuedouble ||
 	    !cJSON_IsString(status))
 		return -1;
 	res->created = (long long)created->valuedouble;

@@ -345,6 +345,11 @@ test_parse_charge_forms(void **state)
 		{ "{\"id\":\"ch_9\",\"object\":\"charge\","
 		  "\"created\":1000000000001,\"status\":\"succeeded\"}",
 		    -1, NULL, 0 },
+		/* a fraction of a second is no Unix time (it was cut to 1796;
+		 * charge-reconcile refused it: found by tests/fuzz) */
+		{ "{\"id\":\"ch_d\",\"object\":\"charge\","
+		  "\"created\":1796.16603,\"status\":\"succeeded\"}",
+		    -1, NULL, 0 },
 		{ "{\"id\":\"ch_a\",\"object\":\"charge\",\"created\":-1,"
 		  "\"status\":\"succeeded\"}",
 		    -1, NULL, 0 },
