@@ -22,6 +22,7 @@
 
 #define FUZZ_PIECE_MAX 64   /* bytes: the largest piece fed at once */
 #define FUZZ_HEADERS_MAX 64 /* headers recorded (more are counted) */
+#define FUZZ_HEAD_SMALL 512 /* bytes of a CONNECT answer read in pieces */
 
 /* What one reading saw. */
 struct seen {
@@ -196,10 +197,13 @@ fuzz_connect(const uint8_t *data, size_t size)
 	        (whole < 16 || memcmp(buf + whole - 4, "\r\n\r\n", 4) != 0 ||
 	            status < 0 || status > 999)))
 		abort();
-	/* http1.c reads it again on every read until it is not 0 */
+	/* http1.c reads it again on every read until it is not 0 (small
+	 * reads while the head may still be coming, then the rest) */
 	while (have < size && got == 0) {
 		seed = seed * 1103515245u + 12345u;
-		have += 1 + (seed >> 16) % FUZZ_PIECE_MAX;
+		have += have < FUZZ_HEAD_SMALL
+		    ? 1 + (seed >> 16) % FUZZ_PIECE_MAX
+		    : size;
 		if (have > size)
 			have = size;
 		got = h1_proxy_answer(buf, have, &st);

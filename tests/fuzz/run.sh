@@ -11,6 +11,8 @@
 #                                          figures in docs/testing.md)
 #   FUZZ_TARGETS="wire sig"               only these targets
 #   FUZZ_KEEP=DIR                         keep the grown corpora in DIR
+#   FUZZ_ARTIFACTS=DIR                    write crashing inputs to DIR
+#   FUZZ_OBJ=DIR                          objects and the binary (build-fuzz)
 set -u
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd) || exit 2
 cd "$ROOT" || exit 2
@@ -18,15 +20,15 @@ OUT=$(mktemp -d /tmp/charge-fuzz.XXXXXX)
 trap 'rm -rf "$OUT"' EXIT
 CC=${FUZZ_CC:-clang-14}
 # objects persist here between runs (ignored by git: /build*/)
-OBJ=build-fuzz
+OBJ=${FUZZ_OBJ:-build-fuzz}
 LLHTTP_DIR=${LLHTTP_DIR:-/usr/share/llhttp}
 LLHTTP_INC=${LLHTTP_INC:-/usr/share/include/llhttp}
 
 # target, inputs in the bounded run, -max_len, seed directories, dictionary
 TARGETS=(
-	"parsers 150000 4096 parsers,sim json.dict"
-	"sim 40000 2048 sim,parsers -"
-	"http1 150000 4096 http1 http.dict"
+	"parsers 200000 4096 parsers,sim json.dict"
+	"sim 50000 2048 sim,parsers -"
+	"http1 100000 8192 http1 http.dict"
 	"wire 100000 8192 wire json.dict"
 	"sig 100000 2048 sig sig.dict"
 	"rc 100000 8192 wire,rc json.dict"
