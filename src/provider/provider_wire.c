@@ -483,6 +483,10 @@ scan_string(struct scan *s, const char **str, size_t *len, int *esc)
 			for (i = 0; i < 4; i++)
 				if (++s->p >= s->end || !scan_hex(*s->p))
 					return -1;
+			/* a surrogate: cJSON refuses one not paired, left to it */
+			if ((s->p[-3] == 'd' || s->p[-3] == 'D') &&
+			    strchr("89abcdefABCDEF", s->p[-2]) != NULL)
+				return -1;
 		} else if (c != '"' && c != '\\' && c != '/' && c != 'b' &&
 		    c != 'f' && c != 'n' && c != 'r' && c != 't')
 			return -1;
