@@ -9,7 +9,8 @@
  * "<t>.<payload>" under one of the secrets, and then the time decides.
  * So that the fuzzer can reach an accepted header, "$a", "$b" and "$z"
  * in the input stand for the v1 that secret a, secret b and a secret the
- * verifier does not have make for the header's first t (see below).
+ * verifier does not have make for the header's first t, and "$y", "$w"
+ * for secret a's with one hex digit changed (see expand()).
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -169,15 +170,25 @@ reference(const char *h, const char *payload, size_t len)
 	return WSIG_OK;
 }
 
+/* The last (at 63) or the first (at 0) hex digit of mac changed. */
+static void
+near_miss(char mac[WSIG_HEX_LEN + 1], size_t at)
+{
+	mac[at] = mac[at] == '0' ? '1' : '0';
+}
+
 /*
  * The header with each "$a", "$b", "$z" replaced by the v1 of secrets[0],
  * secrets[2], SECRET_OTHER for the t of the first item named t (0 when
- * none parses). Malloc'd.
+ * none parses); "$y" and "$w" by that of secrets[0] with its last or its
+ * first hex digit changed (a comparison of part of it accepts them).
+ * Malloc'd.
  */
 static char *
 expand(const char *h, const char *payload, size_t len)
 {
-	char mac[3][WSIG_HEX_LEN + 1], *out;
+	static const char names[] = "abzyw";
+	char mac[sizeof(names) - 1][WSIG_HEX_LEN + 1], *out;
 	unsigned long long t = 0;
 	struct item it;
 	size_t pos = 0, n = 0, i;
@@ -188,13 +199,17 @@ expand(const char *h, const char *payload, size_t len)
 	hmac_hex(secrets[0], t, payload, len, mac[0]);
 	hmac_hex(secrets[2], t, payload, len, mac[1]);
 	hmac_hex(SECRET_OTHER, t, payload, len, mac[2]);
+	memcpy(mac[3], mac[0], sizeof(mac[0]));
+	near_miss(mac[3], WSIG_HEX_LEN - 1);
+	memcpy(mac[4], mac[0], sizeof(mac[0]));
+	near_miss(mac[4], 0);
 	if ((out = malloc(strlen(h) * WSIG_HEX_LEN / 2 + 1)) == NULL)
 		abort();
 	for (i = 0; h[i] != '\0'; i++) {
-		const char *m = strchr("abz", h[i + 1]);
+		const char *m = strchr(names, h[i + 1]);
 
 		if (h[i] == '$' && h[i + 1] != '\0' && m != NULL) {
-			memcpy(out + n, mac[m - "abz"], WSIG_HEX_LEN);
+			memcpy(out + n, mac[m - names], WSIG_HEX_LEN);
 			n += WSIG_HEX_LEN;
 			i++;
 		} else {

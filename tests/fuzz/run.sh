@@ -29,9 +29,9 @@ TARGETS=(
 	"parsers 200000 4096 parsers,sim json.dict"
 	"sim 50000 2048 sim,parsers -"
 	"http1 100000 8192 http1 http.dict"
-	"wire 100000 8192 wire json.dict"
+	"wire 100000 8192 wire wire.dict"
 	"sig 100000 2048 sig sig.dict"
-	"rc 100000 8192 wire,rc json.dict"
+	"rc 100000 8192 wire,rc wire.dict"
 )
 n=0
 ok() { n=$((n + 1)); echo "ok $n - $*"; }
