@@ -34,8 +34,9 @@ TARGETS=(
 	"rc 100000 8192 wire,rc wire.dict"
 )
 n=0
+failed=0
 ok() { n=$((n + 1)); echo "ok $n - $*"; }
-notok() { n=$((n + 1)); echo "not ok $n - $*"; }
+notok() { n=$((n + 1)) failed=$((failed + 1)); echo "not ok $n - $*"; }
 
 if ! command -v "$CC" >/dev/null; then
 	notok "$CC not installed"
@@ -61,12 +62,12 @@ for f in lua_scripts.c lua_scripts.h; do
 	cmp -s "$OUT/$f" "$OBJ/gen/$f" || cp "$OUT/$f" "$OBJ/gen/$f"
 done
 
-SAN=(-fsanitize=fuzzer-no-link,address,undefined -fno-sanitize-recover=all)
+SAN="-fsanitize=fuzzer-no-link,address,undefined -fno-sanitize-recover=all"
 # shellcheck disable=SC2207
 DEPS=($(pkg-config --cflags hiredis libcjson libuv))
 SRC_INC=(-Isrc -Isrc/redis -Isrc/provider -Isrc/reconcile -I"$OBJ/gen"
 	-I"$LLHTTP_INC" "${DEPS[@]}")
-WARN=(-std=c11 -D_GNU_SOURCE -g -O1 -Wall -Wextra -Werror)
+WARN="-std=c11 -D_GNU_SOURCE -g -O1 -Wall -Wextra -Werror $SAN"
 
 # one line per object: source, then its flags (sim/ has headers named as
 # src/'s: each side sees only its own)
@@ -75,14 +76,14 @@ WARN=(-std=c11 -D_GNU_SOURCE -g -O1 -Wall -Wextra -Werror)
 		src/redis/{redis_client,redis_cmd,redis_node,redis_uv,redis_sentinel,redis_cluster,redis_url,cluster}.c \
 		src/provider/{http1_read,http1_proxy,provider,provider_wire,settle}.c src/reconcile/rc_wire.c \
 		"$OBJ/gen/lua_scripts.c" tests/fuzz/fuzz_{parsers,http1,wire,sig,rc}.c; do
-		echo "$f ${WARN[*]} ${SRC_INC[*]}"
+		echo "$f $WARN ${SRC_INC[*]}"
 	done
 	for f in sim/{buf,form,table,store}.c tests/fuzz/fuzz_sim.c; do
-		echo "$f ${WARN[*]} -Isim"
+		echo "$f $WARN -Isim"
 	done
-	echo "tests/fuzz/fuzz.c ${WARN[*]}"
+	echo "tests/fuzz/fuzz.c $WARN"
 	for f in llhttp api http; do
-		echo "$LLHTTP_DIR/$f.c -std=c11 -g -O1 -w -I$LLHTTP_INC"
+		echo "$LLHTTP_DIR/$f.c -std=c11 -g -O1 -w $SAN -I$LLHTTP_INC"
 	done
 } >"$OUT/objects"
 
@@ -93,7 +94,7 @@ compile() {
 	local o
 	o="$OBJ/$(echo "$src" | tr '/' '_' | sed 's/^_*//').o"
 	# shellcheck disable=SC2086
-	$CCACHE "$CC" "$@" "${SAN[@]}" -c "$src" -o "$o" 2>"$o.log" || {
+	$CCACHE "$CC" "$@" -c "$src" -o "$o" 2>"$o.log" || {
 		echo "$src" >>"$OUT/failed"
 		return 1
 	}
@@ -101,10 +102,8 @@ compile() {
 }
 export -f compile
 export CC CCACHE OBJ OUT
-export SAN_FLAGS="${SAN[*]}"
 start=$(date +%s)
-# shellcheck disable=SC2016
-xargs -P "$(nproc)" -L 1 bash -c 'SAN=($SAN_FLAGS); compile "$@"' _ <"$OUT/objects"
+xargs -P "$(nproc)" -L 1 bash -c 'compile "$@"' _ <"$OUT/objects"
 if [ -s "$OUT/failed" ]; then
 	notok "build the fuzz binary"
 	while read -r f; do
@@ -122,7 +121,7 @@ if ! "$CC" -fsanitize=fuzzer,address,undefined $(sort "$OUT/built") \
 	echo "1..$n"
 	exit 1
 fi
-ok "build one fuzz binary, every target (clang-14, libFuzzer + ASan + UBSan${CCACHE:+, ccache}): $(($(date +%s) - start)) s"
+ok "build one fuzz binary, every target ($CC, libFuzzer + ASan + UBSan${CCACHE:+, ccache}): $(($(date +%s) - start)) s"
 
 only=" ${FUZZ_TARGETS:-} "
 for row in "${TARGETS[@]}"; do
@@ -160,3 +159,4 @@ for row in "${TARGETS[@]}"; do
 	fi
 done
 echo "1..$n"
+[ "$failed" -eq 0 ]
