@@ -156,10 +156,14 @@ out:
 	free(b.body);
 }
 
+/* The first status line's status (a 1xx may be followed by another). */
 static int
 on_status_done(llhttp_t *p)
 {
-	*(int *)p->data = (int)p->status_code;
+	int *status = p->data;
+
+	if (*status == -1)
+		*status = (int)p->status_code;
 	return 0;
 }
 
