@@ -87,6 +87,7 @@ build_quick() {
 			plain+=($(ninja -C build -t targets all | sed -n 's/^\(test_[a-z_0-9]*\): .*/\1/p'))
 			;;
 		structure) plain+=(charge charge-reconcile) ;;
+		fuzz) ;; # its own clang build (tests/fuzz/run.sh), no meson tree
 		*) full=1 ;;
 		esac
 		declare -f "suite_$s" | grep -qE 'with_asan|build-asan' && asan=1

@@ -15,6 +15,9 @@
 #include "http1_proxy.h"
 #include "util.h"
 
+/* "HTTP/1.1 200 " or "HTTP/1.1 200\r": what status_line_check reads */
+#define STATUS_LINE_MIN 13
+
 /* A variable's value, or NULL when it is unset or empty (as curl_getenv). */
 static const char *
 env_get(const char *name)
@@ -224,6 +227,39 @@ h1_proxy_env(int tls, const char *host, struct h1_proxy *out, char *errstr,
 	return 1;
 }
 
+/*
+ * The bytes of buf[0..len) that begin the status line, as far as they
+ * came: "HTTP/1.0 " or "HTTP/1.1 ", a status 100-999, then a space or the
+ * line's end (as llhttp reads it). 0 when they fit, -1 when not.
+ */
+static int
+status_line_check(const char *buf, size_t len)
+{
+	static const char head[] = "HTTP/1.";
+	size_t i;
+	int ok;
+
+	for (i = 0; i < len && i < STATUS_LINE_MIN; i++) {
+		char c = buf[i];
+
+		if (i < sizeof(head) - 1)
+			ok = c == head[i];
+		else if (i == 7)
+			ok = c == '0' || c == '1';
+		else if (i == 8)
+			ok = c == ' ';
+		else if (i == 9)
+			ok = c >= '1' && c <= '9';
+		else if (i < 12)
+			ok = isdigit((unsigned char)c);
+		else
+			ok = c == ' ' || c == '\r';
+		if (!ok)
+			return -1;
+	}
+	return 0;
+}
+
 int
 h1_proxy_answer(const char *buf, size_t len, int *status)
 {
@@ -235,17 +271,11 @@ h1_proxy_answer(const char *buf, size_t len, int *status)
 			end = buf + i + 4;
 			break;
 		}
-	if (len >= 12 &&
-	    (strncmp(buf, "HTTP/1.", 7) != 0 ||
-	        !isdigit((unsigned char)buf[7]) || buf[8] != ' ' ||
-	        !isdigit((unsigned char)buf[9]) ||
-	        !isdigit((unsigned char)buf[10]) ||
-	        !isdigit((unsigned char)buf[11])))
+	if (status_line_check(buf, len) != 0)
 		return -1;
 	if (end == NULL)
 		return 0;
-	if (len < 12)
-		return -1;
+	/* the empty line comes after the status line's first 13 bytes */
 	*status = (buf[9] - '0') * 100 + (buf[10] - '0') * 10 + (buf[11] - '0');
 	return (int)(end - buf);
 }

@@ -41,7 +41,8 @@ int h1_proxy_connect(const struct h1_proxy *px, const char *authority,
 /*
  * Reads the proxy's answer to CONNECT in buf[0..len): 0 while its head is
  * incomplete; its length (the bytes up to and including the empty line)
- * with *status set; -1 when it is not an HTTP/1.x status line.
+ * with *status set; -1 as soon as it is not an HTTP/1.0 or HTTP/1.1
+ * status line with a status 100-999.
  */
 int h1_proxy_answer(const char *buf, size_t len, int *status);
 

@@ -5,6 +5,8 @@
 
 #include "http1_read.h"
 
+#define H1_STATUS_MIN 100 /* the lowest status code HTTP has */
+
 /* Appends at[0..len) to a header buffer, as far as it holds. */
 static void
 span_add(char *buf, size_t *used, size_t cap, const char *at, size_t len)
@@ -50,6 +52,9 @@ on_headers_done(llhttp_t *h)
 {
 	struct h1_reader *rd = h->data;
 
+	/* llhttp takes 1 to 3 digits ("HTTP/1.1 0"): no status of HTTP's */
+	if (h->status_code < H1_STATUS_MIN)
+		return -1;
 	rd->status = (int)h->status_code;
 	rd->hname_len = rd->hval_len = 0;
 	return 0;

@@ -33,7 +33,10 @@ struct h1_reader {
 void h1_read_start(struct h1_reader *rd, h1_header_fn *header, h1_body_fn *body,
     void *arg);
 
-/* Bytes of the answer: HPE_OK, HPE_USER (body refused), or an error. */
+/*
+ * Bytes of the answer: HPE_OK, HPE_USER (body refused), or an error (also
+ * HPE_CB_HEADERS_COMPLETE: a status below 100).
+ */
 llhttp_errno_t h1_read(struct h1_reader *rd, const char *p, size_t n);
 
 /* The connection ended: 1 when that ended the answer (complete set). */

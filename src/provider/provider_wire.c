@@ -370,6 +370,7 @@ charge_from_json(const cJSON *o, struct provider_result *res)
 	        0 ||
 	    !charge_id_ok(res->charge_id) || !cJSON_IsNumber(created) ||
 	    created->valuedouble < 0 || created->valuedouble > 1e12 ||
+	    created->valuedouble != (double)(long long)created->valuedouble ||
 	    !cJSON_IsString(status))
 		return -1;
 	res->created = (long long)created->valuedouble;
@@ -482,6 +483,10 @@ scan_string(struct scan *s, const char **str, size_t *len, int *esc)
 			for (i = 0; i < 4; i++)
 				if (++s->p >= s->end || !scan_hex(*s->p))
 					return -1;
+			/* a surrogate: cJSON refuses one not paired, left to it */
+			if ((s->p[-3] == 'd' || s->p[-3] == 'D') &&
+			    strchr("89abcdefABCDEF", s->p[-2]) != NULL)
+				return -1;
 		} else if (c != '"' && c != '\\' && c != '/' && c != 'b' &&
 		    c != 'f' && c != 'n' && c != 'r' && c != 't')
 			return -1;

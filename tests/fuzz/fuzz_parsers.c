@@ -5,7 +5,7 @@
  * a Redis URL, configuration text, a Redis Cluster redirection and key
  * slot, and FastCGI streams through the codec (fed in varied pieces, every
  * event checked, the writer's framing read back).
- * Build and run: tests/fuzz/run.sh (clang-14, ASan + UBSan).
+ * The target "parsers" of fuzz.c; tests/fuzz/run.sh builds and runs it.
  */
 #include <math.h>
 #include <stdint.h>
@@ -18,6 +18,7 @@
 #include "config.h"
 #include "config_load.h"
 #include "fcgi_codec.h"
+#include "fuzz.h"
 #include "headers.h"
 #include "idem.h"
 #include "json.h"
@@ -358,20 +359,16 @@ out:
 	fcgi_reader_free(r);
 }
 
-int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
-
-int
-LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+void
+fuzz_parsers(const uint8_t *data, size_t size)
 {
 	struct redis_target t;
 	struct config c;
 	char err[256];
 	char *buf;
 
-	if ((buf = malloc(size + 1)) == NULL)
-		return 0;
-	memcpy(buf, data, size);
-	buf[size] = '\0';
+	if ((buf = fuzz_cstr(data, size)) == NULL)
+		return;
 	fuzz_json(buf, size);
 	fuzz_body(buf, size);
 	fuzz_headers(buf);
@@ -383,5 +380,4 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	config_defaults(&c, "/base");
 	(void)config_parse_text(&c, buf, size, err, sizeof(err));
 	free(buf);
-	return 0;
 }

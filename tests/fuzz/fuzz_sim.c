@@ -3,7 +3,8 @@
  * form decoder (with sorting, percent- and JSON-encoding of what it
  * decoded), the path-segment decoder, token chains, the UTF-8 check, and
  * the store's replay of a data file holding the input (torn lines, bad
- * records). tests/fuzz/run.sh builds and runs it.
+ * records). The target "sim" of fuzz.c; tests/fuzz/run.sh builds and
+ * runs it.
  */
 #include <stdint.h>
 #include <stdio.h>
@@ -12,12 +13,11 @@
 #include <unistd.h>
 
 #include "form.h"
+#include "fuzz.h"
 #include "store.h"
 
 #define FUZZ_RETENTION_S 1000000000
 #define FUZZ_MAX_KEYS 1000
-
-int LLVMFuzzerTestOneInput(const uint8_t *data, size_t n);
 
 static void
 fuzz_form(const char *s, size_t n)
@@ -64,10 +64,9 @@ fuzz_replay(const uint8_t *data, size_t n)
 	unlink(path);
 }
 
-int
-LLVMFuzzerTestOneInput(const uint8_t *data, size_t n)
+void
+fuzz_sim(const uint8_t *data, size_t n)
 {
 	fuzz_form((const char *)data, n);
 	fuzz_replay(data, n);
-	return 0;
 }

@@ -169,6 +169,39 @@ test_connect(void **state)
 	    -1);
 }
 
+/* The status line as llhttp reads it (found by tests/fuzz: fuzz_http1.c). */
+static void
+test_connect_status_line(void **state)
+{
+	static const char *const bad[] = {
+		"HTTP/1.1 2000 OK\r\n\r\n", /* was read as 200 */
+		"HTTP/1.1 200\xff\r\n\r\n",
+		"HTTP/1.1 200\tOK\r\n\r\n",
+		"HTTP/1.5 200 OK\r\n\r\n",
+		"HTTP/1.1 099 OK\r\n\r\n",
+		"HTTP/1.1 20x OK\r\n\r\n",
+	};
+	size_t i;
+	int st = -1;
+
+	(void)state;
+	for (i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
+		assert_int_equal(h1_proxy_answer(bad[i], strlen(bad[i]), &st),
+		    -1);
+	/* refused as soon as the bytes so far cannot begin one */
+	assert_int_equal(h1_proxy_answer("SSH-2", 5, &st), -1);
+	assert_int_equal(h1_proxy_answer("HTTP/1.1 2000", 13, &st), -1);
+	assert_int_equal(h1_proxy_answer("HTTP/1.1 200", 12, &st), 0);
+	/* no reason phrase; the lowest and highest statuses */
+	assert_int_equal(h1_proxy_answer("HTTP/1.1 200\r\n\r\n", 16, &st), 16);
+	assert_int_equal(st, 200);
+	assert_int_equal(h1_proxy_answer("HTTP/1.0 100 \r\n\r\n", 17, &st), 17);
+	assert_int_equal(st, 100);
+	assert_int_equal(h1_proxy_answer("HTTP/1.1 999 x\r\n\r\n", 18, &st),
+	    18);
+	assert_int_equal(st, 999);
+}
+
 int
 main(void)
 {
@@ -177,6 +210,7 @@ main(void)
 		cmocka_unit_test_setup(test_url, clear_env),
 		cmocka_unit_test_setup(test_no_proxy, clear_env),
 		cmocka_unit_test_setup(test_connect, clear_env),
+		cmocka_unit_test_setup(test_connect_status_line, clear_env),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -345,6 +345,22 @@ test_parse_charge_forms(void **state)
 		{ "{\"id\":\"ch_9\",\"object\":\"charge\","
 		  "\"created\":1000000000001,\"status\":\"succeeded\"}",
 		    -1, NULL, 0 },
+		/* a surrogate not paired: cJSON refuses the body, so must the
+		 * one-pass reading (found by tests/fuzz); a pair is read */
+		{ "{\"id\":\"ch_e\",\"object\":\"charge\",\"created\":1,"
+		  "\"status\":\"succeeded\",\"x\":\"\\udc00\"}",
+		    -1, NULL, 0 },
+		{ "{\"id\":\"ch_f\",\"object\":\"charge\",\"created\":1,"
+		  "\"status\":\"succeeded\",\"x\":\"\\uD800\\u0041\"}",
+		    -1, NULL, 0 },
+		{ "{\"id\":\"ch_g\",\"object\":\"charge\",\"created\":1,"
+		  "\"status\":\"succeeded\",\"x\":\"\\ud83d\\ude00\"}",
+		    0, "ch_g", 1 },
+		/* a fraction of a second is no Unix time (it was cut to 1796;
+		 * charge-reconcile refused it: found by tests/fuzz) */
+		{ "{\"id\":\"ch_d\",\"object\":\"charge\","
+		  "\"created\":1796.16603,\"status\":\"succeeded\"}",
+		    -1, NULL, 0 },
 		{ "{\"id\":\"ch_a\",\"object\":\"charge\",\"created\":-1,"
 		  "\"status\":\"succeeded\"}",
 		    -1, NULL, 0 },
