@@ -100,6 +100,7 @@ struct http_call {
 	char *body; /* the answer being read */
 	size_t body_len, body_cap;
 	int should_retry; /* Stripe-Should-Retry: 1, 0, -1 */
+	int replayed_now; /* this attempt's answer: Idempotent-Replayed: true */
 	uv_timer_t backoff;
 	int backoff_open;
 	struct provider_result res;
@@ -119,9 +120,11 @@ on_h1_header(void *arg, const char *name, size_t nlen, const char *value,
 
 	if (nlen == sizeof(replayed) - 1 &&
 	    strncasecmp(name, replayed, nlen) == 0) {
-		if (c->res.attempts == 1 && vlen >= 4 &&
-		    strncasecmp(value, "true", 4) == 0)
-			c->res.replayed = 1;
+		if (vlen >= 4 && strncasecmp(value, "true", 4) == 0) {
+			c->replayed_now = 1;
+			if (c->res.attempts == 1)
+				c->res.replayed = 1;
+		}
 	} else if (nlen == sizeof(retry) - 1 &&
 	    strncasecmp(name, retry, nlen) == 0) {
 		if (vlen >= 4 && strncasecmp(value, "true", 4) == 0)
@@ -310,7 +313,8 @@ probe_page_done(struct http_call *c)
 	                                                  : "not settled");
 	call_settle(c,
 	    settle_probe(p, c->probe_sent_ms, c->quiet_ms,
-	        c->hp->cfg->provider_timeout_ms));
+	        settle_execute_ms(c->hp->cfg->provider_timeout_ms,
+	            c->hp->cfg->provider_execute_max_ms)));
 }
 
 /* res.why of an answer: "200 ok", "402 declined card_declined". */
@@ -334,26 +338,26 @@ attempt_why(struct http_call *c, long status, const char *label,
 static void
 attempt_done(struct http_call *c, const struct xfer *x)
 {
-	struct wire_attempt a = { 0, NULL, NULL, -1 };
-	char type[PROVIDER_CODE_MAX] = "", code[PROVIDER_CODE_MAX] = "";
-	struct settle_seen seen;
-	enum settle_class sc;
+	struct wire_answer a = { x->status, c->body, c->body_len,
+		c->should_retry, c->replayed_now };
+	struct wire_attempt none = { 0, NULL, NULL, -1 };
+	char code[PROVIDER_CODE_MAX] = "";
+	enum settle_class sc = x->sc;
 	enum settle_verdict sv;
 	struct wire_verdict v;
 	long status = x->status;
 	int ok = x->why == NULL;
 
-	sc = ok ? SC_MAYBE : x->sc;
 	attempt_cleanup(c);
-	a.status = ok ? status : 0;
-	a.should_retry = c->should_retry;
-	if (a.status != 200 && a.status != 0 && c->body != NULL &&
-	    wire_parse_error(c->body, c->body_len, a.status, type, code,
-	        &c->res) == 0) {
-		a.err_type = type;
-		a.err_code = code;
+	/* this attempt's answer alone: nothing of an earlier one survives */
+	if (ok && !c->probe)
+		sc = wire_answer_class(&a, &c->expect, &c->res, &v, code);
+	else {
+		/* a probe's page is read by probe_page_done */
+		none.status = ok ? status : 0;
+		wire_result_clear(&c->res);
+		v = wire_classify(&none);
 	}
-	v = wire_classify(&a);
 	metrics_provider_attempt(v.attempt);
 	if (!ok)
 		(void)snprintf(c->res.why, sizeof(c->res.why), "%s", x->why);
@@ -373,32 +377,16 @@ attempt_done(struct http_call *c, const struct xfer *x)
 		return;
 	}
 	if (c->probe) {
-		if (a.status == 200) {
+		if (ok && status == 200) {
 			probe_page_done(c);
 			return;
 		}
 		attempt_retry(c); /* the page again, within the deadline */
 		return;
 	}
-	if (ok)
-		sc = v.settle;
-	if (sc == SC_CHARGE) {
-		if (c->body == NULL ||
-		    wire_parse_charge(c->body, c->body_len, &c->res) != 0)
-			sc = SC_MAYBE; /* a 200 that is no charge */
-		else {
-			seen.request = c->res.seen_request;
-			seen.amount = c->res.seen_amount;
-			seen.currency = c->res.seen_currency;
-			if (!settle_is_ours(&c->expect, &seen))
-				sc = SC_NOT_OURS;
-		}
-	}
-	if (sc == SC_DECLINE && c->res.outcome != PROV_DECLINED)
-		sc = SC_MAYBE; /* a 402 without an error object */
 	if (v.cls == WIRE_BUG)
 		log_error(NULL,
-		    "provider: downstream key %.20s... was used with other parameters (idempotency_error): a bug",
+		    "provider: downstream key %.20s... was used earlier with other parameters (idempotency_error): that delivery may have executed, the outcome stays unknown",
 		    c->dkey);
 	else if (v.cls == WIRE_REJECTED)
 		log_warn(NULL, "provider refused the delivery: %s", c->res.why);
@@ -479,6 +467,7 @@ attempt_start(struct http_call *c)
 	call_set_state(c, HC_ATTEMPT);
 	c->body_len = 0;
 	c->should_retry = -1;
+	c->replayed_now = 0;
 	c->res.attempts++;
 	if (c->probe && c->pages == 0)
 		c->probe_sent_ms = now_wall_ms(); /* the list's moment */
@@ -523,10 +512,14 @@ http_start(void *impl, const struct provider_call *call, provider_cb *cb,
 	if (c->probe) {
 		/* every charge a delivery of this request could have made */
 		c->quiet_ms = call->quiet_ms;
+		c->res.quiet_ms = call->quiet_ms; /* a read moves no quiet */
 		c->gte = call->created_ms / 1000 - PROBE_SKEW_S;
 		c->lte = (call->quiet_ms > 0 ? call->quiet_ms : now_wall_ms()) /
 		        1000 +
-		    hp->cfg->provider_timeout_ms / 1000 + 1 + PROBE_SKEW_S;
+		    settle_execute_ms(hp->cfg->provider_timeout_ms,
+		        hp->cfg->provider_execute_max_ms) /
+		        1000 +
+		    1 + PROBE_SKEW_S;
 		if (c->gte < 0)
 			c->gte = 0;
 	} else {

@@ -235,8 +235,11 @@ static const struct class_row class_rows[] = {
 	/* a charge: proven the request's or not by the caller (settle_is_ours) */
 	{ 200, 200, NULL, NULL, -1, WIRE_CHARGE, SC_CHARGE, MA_CHARGE },
 	{ 402, 402, NULL, NULL, -1, WIRE_DECLINE, SC_DECLINE, MA_DECLINE },
-	/* our key reused with other parameters: a bug, never retried */
-	{ 400, 400, "idempotency_error", NULL, -1, WIRE_BUG, SC_REJECTED,
+	/*
+	 * our key used earlier with other parameters: that delivery may have
+	 * executed (never "failed"); a re-send meets the same refusal
+	 */
+	{ 400, 400, "idempotency_error", NULL, -1, WIRE_BUG, SC_KEY_USED,
 	    MA_IDEMPOTENCY_ERROR },
 	/* the first delivery under the key is still running */
 	{ 409, 409, NULL, NULL, -1, WIRE_RETRY, SC_MAYBE, MA_IN_USE },
@@ -804,6 +807,61 @@ wire_parse_error(const char *body, size_t len, long status,
 done:
 	cJSON_Delete(root);
 	return rc;
+}
+
+void
+wire_result_clear(struct provider_result *res)
+{
+	res->outcome = PROV_UNKNOWN;
+	res->charge_id[0] = '\0';
+	res->decline_code = NULL;
+	res->decline_buf[0] = '\0';
+	res->created = 0;
+	res->seen_request[0] = '\0';
+	res->seen_amount = -1;
+	res->seen_currency[0] = '\0';
+}
+
+enum settle_class
+wire_answer_class(const struct wire_answer *a, const struct settle_expect *e,
+    struct provider_result *res, struct wire_verdict *v,
+    char code[PROVIDER_CODE_MAX])
+{
+	struct wire_attempt w = { a->status, NULL, NULL, a->should_retry };
+	char type[PROVIDER_CODE_MAX];
+	struct settle_seen seen;
+	enum settle_class sc;
+
+	wire_result_clear(res);
+	code[0] = '\0';
+	if (a->status != 200 && a->body != NULL &&
+	    wire_parse_error(a->body, a->len, a->status, type, code, res) ==
+	        0) {
+		w.err_type = type;
+		w.err_code = code;
+	}
+	*v = wire_classify(&w);
+	sc = v->settle;
+	if (sc == SC_CHARGE) {
+		if (a->body == NULL ||
+		    wire_parse_charge(a->body, a->len, res) != 0)
+			sc = SC_MAYBE; /* a 200 that is no succeeded charge */
+		else {
+			seen.request = res->seen_request;
+			seen.amount = res->seen_amount;
+			seen.currency = res->seen_currency;
+			if (!settle_is_ours(e, &seen))
+				sc = SC_NOT_OURS;
+		}
+	}
+	if (sc == SC_DECLINE && res->outcome != PROV_DECLINED)
+		sc = SC_MAYBE; /* a 402 without an error object */
+	/* a saved answer: an execution under the key began earlier */
+	if (a->replayed && (sc == SC_REJECTED || sc == SC_LATER))
+		sc = SC_MAYBE;
+	if (sc != SC_CHARGE && sc != SC_DECLINE)
+		wire_result_clear(res); /* nothing of it is this request's */
+	return sc;
 }
 
 enum settle_probe

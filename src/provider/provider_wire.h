@@ -71,7 +71,7 @@ enum wire_class {
 	WIRE_DECLINE,  /* 402: recorded failed with the failed charge */
 	WIRE_REJECTED, /* a 4xx of the request: recorded failed, 502 */
 	WIRE_RETRY,    /* retried with the same key within the deadline */
-	WIRE_BUG,      /* 400 idempotency_error: logged, recorded failed */
+	WIRE_BUG, /* 400 idempotency_error: logged, unknown (never failed) */
 };
 
 /* The row of the table that a matched: its classes and its metrics label. */
@@ -84,6 +84,35 @@ struct wire_verdict {
 };
 
 struct wire_verdict wire_classify(const struct wire_attempt *a);
+
+/*
+ * Clears what an answer's parse leaves in res: outcome (PROV_UNKNOWN), the
+ * charge id, the decline code, created and what the charge said of itself.
+ * attempts, replayed, why and the alert counts are kept.
+ */
+void wire_result_clear(struct provider_result *res);
+
+/* One answered attempt as the socket saw it. */
+struct wire_answer {
+	long status;      /* not 0 */
+	const char *body; /* NULL: none */
+	size_t len;
+	int should_retry; /* Stripe-Should-Retry: 1, 0, -1 absent */
+	int replayed;     /* this answer said Idempotent-Replayed: true */
+};
+
+/*
+ * What one answered attempt proves, from its own answer alone (issue 36):
+ * res is cleared first, and keeps what the answer said only when it is a
+ * charge proven this request's (SC_CHARGE: e) or a decline (SC_DECLINE).
+ * A 200 that is no succeeded charge, a 402 without an error object, and a
+ * saved answer replayed that proves neither (Idempotent-Replayed on a
+ * refusal) are SC_MAYBE. *v: the table's row; code: the error's code ("":
+ * none). Pure.
+ */
+enum settle_class wire_answer_class(const struct wire_answer *a,
+    const struct settle_expect *e, struct provider_result *res,
+    struct wire_verdict *v, char code[PROVIDER_CODE_MAX]);
 
 /*
  * A 200's charge object into res (PROV_SUCCEEDED: id, created; and what it

@@ -571,6 +571,7 @@ test_settle_step(void **state)
 	cfg.provider_execute_window_s = 2;
 	cfg.provider_deadline_ms = 3000;
 	cfg.provider_timeout_ms = 1000;
+	cfg.provider_execute_max_ms = 1000; /* as one attempt: the old rule */
 	memset(&rs, 0, sizeof(rs));
 	rs.created_ms = 100000;
 	rs.quiet_ms =
@@ -605,6 +606,23 @@ test_settle_step(void **state)
 	assert_int_equal(completer_settle_step(&cfg, &rs, 900000, &call), 0);
 	assert_int_equal(call.probe, 1);
 	assert_int_equal(call.quiet_ms, 0);
+	/*
+	 * provider_execute_max_ms longer than one attempt (issue 36): no
+	 * absence before the quiet plus it; the completer asks again then
+	 */
+	rs.created_ms = 100000;
+	rs.quiet_ms = 103000;
+	cfg.provider_execute_max_ms = 1800;
+	assert_int_equal(completer_settle_step(&cfg, &rs, 104000, &call), 800);
+	assert_int_equal(completer_settle_step(&cfg, &rs, 104800, &call), 0);
+	assert_int_equal(completer_proof_ms(&cfg, &rs, 103000), 104800);
+	/* shorter than one attempt: provider_timeout_ms still holds */
+	cfg.provider_execute_max_ms = 10;
+	assert_int_equal(completer_proof_ms(&cfg, &rs, 103000), 104000);
+	/* a later quiet kept by a probe: from it; the age unknown: none */
+	assert_int_equal(completer_proof_ms(&cfg, &rs, 105000), 106000);
+	rs.created_ms = 0;
+	assert_int_equal(completer_proof_ms(&cfg, &rs, 105000), 0);
 }
 
 /*
