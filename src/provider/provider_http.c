@@ -24,13 +24,13 @@
 #include "metrics.h"
 #include "provider_http.h"
 #include "provider_wire.h"
+#include "timefmt.h"
 #include "util.h"
 
 #define CHARGES_PATH "/v1/charges"
 #define LIST_PATH "/v1/charges?"
 #define KEY_HDR "Idempotency-Key: "
-#define PROBE_PAGES_MAX 1000 /* pages of one probe: 100 000 charges */
-#define PROBE_SKEW_S 60      /* the provider's clock against ours, either way */
+#define PROBE_PAGES_MAX 1000   /* pages of one probe: 100 000 charges */
 #define BODY_MAX (1024 * 1024) /* bytes of a provider's answer */
 #define ATTEMPT_MIN_MS 50      /* an attempt with less time left: none */
 
@@ -50,6 +50,9 @@ struct http_provider {
 	char h1_prefix[URL_MAX_LEN]; /* the path before /v1/charges */
 	size_t h1_prefixlen;
 	char h1_hdr_post[400], h1_hdr_get[300]; /* constant header lines */
+	/* the provider's clock less ours, from the last answer's Date */
+	int skew_known;
+	long long skew_ms;
 };
 
 /* Where one call is (see call_set_state). */
@@ -93,6 +96,10 @@ struct http_call {
 	int pages;
 	int probe_mismatch; /* a page named us with another amount */
 	long long
+	    used_off_ms; /* the provider's clock less ours, as the range took it */
+	int probe_skew_known; /* a page's Date measured the clock */
+	long long probe_skew_ms;
+	long long
 	    resend_until_ms; /* no delivery starts from then on; 0: none */
 	char after[PROVIDER_ID_MAX];
 	struct h1_req *req; /* the attempt in flight, or NULL */
@@ -101,6 +108,7 @@ struct http_call {
 	size_t body_len, body_cap;
 	int should_retry; /* Stripe-Should-Retry: 1, 0, -1 */
 	int replayed_now; /* this attempt's answer: Idempotent-Replayed: true */
+	long long date_ms; /* this attempt's answer's Date (Unix ms); 0: none */
 	uv_timer_t backoff;
 	int backoff_open;
 	struct provider_result res;
@@ -117,8 +125,12 @@ on_h1_header(void *arg, const char *name, size_t nlen, const char *value,
 	static const char retry[] = "Stripe-Should-Retry";
 	static const char replayed[] = "Idempotent-Replayed";
 	struct http_call *c = arg;
+	long long ms;
 
-	if (nlen == sizeof(replayed) - 1 &&
+	if (nlen == 4 && strncasecmp(name, "Date", 4) == 0) {
+		if (timefmt_http_date_parse(value, vlen, &ms) == 0)
+			c->date_ms = ms;
+	} else if (nlen == sizeof(replayed) - 1 &&
 	    strncasecmp(name, replayed, nlen) == 0) {
 		if (vlen >= 4 && strncasecmp(value, "true", 4) == 0) {
 			c->replayed_now = 1;
@@ -281,6 +293,31 @@ call_settle(struct http_call *c, enum settle_verdict v)
 	call_done(c);
 }
 
+/*
+ * Whether this probe's "none" can prove absence as far as clocks go
+ * (settle_clock_proves); if not, counted and logged.
+ */
+static int
+probe_clock_proves(struct http_call *c)
+{
+	const struct config *cfg = c->hp->cfg;
+
+	if (settle_clock_proves(c->probe_skew_known, c->probe_skew_ms,
+	        c->used_off_ms, SETTLE_RANGE_MARGIN_MS,
+	        1000LL * cfg->provider_clock_skew_max_s))
+		return 1;
+	metrics_inc(MC_PROVIDER_CLOCK_SKEW);
+	if (!c->probe_skew_known)
+		log_warn(NULL,
+		    "provider: its list had no Date header: its clock is not known, so its 'none' proves nothing (provider_clock_skew_max_s)");
+	else
+		log_warn(NULL,
+		    "provider: its clock is %lld ms from ours (the list's range took %lld ms; provider_clock_skew_max_s %d s): its 'none' proves nothing",
+		    c->probe_skew_ms, c->used_off_ms,
+		    cfg->provider_clock_skew_max_s);
+	return 0;
+}
+
 /* One page of a probe came back (status 200): next page, or the verdict. */
 static void
 probe_page_done(struct http_call *c)
@@ -307,6 +344,8 @@ probe_page_done(struct http_call *c)
 	}
 	if (p == PROBE_NONE && c->probe_mismatch)
 		p = PROBE_NOT_OURS;
+	if (p == PROBE_NONE && !probe_clock_proves(c))
+		p = PROBE_INCOMPLETE;
 	(void)snprintf(c->res.why, sizeof(c->res.why), "list: %s",
 	    p == PROBE_FOUND || p == PROBE_FOUND_DECLINED ? "found"
 	        : p == PROBE_NONE                         ? "none"
@@ -334,6 +373,46 @@ attempt_why(struct http_call *c, long status, const char *label,
 	}
 }
 
+/*
+ * The provider's clock, from the answer's Date: its second less ours when
+ * it came (the offset is that, up to a second and the answer's trip more).
+ */
+static void
+clock_measure(struct http_call *c)
+{
+	struct http_provider *hp = c->hp;
+
+	if (c->date_ms <= 0)
+		return;
+	hp->skew_ms = c->date_ms - now_wall_ms();
+	hp->skew_known = 1;
+	if (c->probe) {
+		c->probe_skew_known = 1;
+		c->probe_skew_ms = hp->skew_ms;
+	}
+}
+
+/*
+ * A charge's created (the provider's second when it executed, before it
+ * answered) against the Date measured: a created later than the Date
+ * allows means the Date is not the clock the charges are stamped with;
+ * the offset is then not known (no absence proven) until the next answer.
+ */
+static void
+clock_check_created(struct http_call *c, long long created_s)
+{
+	struct http_provider *hp = c->hp;
+	long long lower = created_s * 1000 - now_wall_ms();
+
+	if (created_s <= 0 || !hp->skew_known ||
+	    lower <= hp->skew_ms + SETTLE_DATE_RES_MS)
+		return;
+	hp->skew_known = 0;
+	log_warn(NULL,
+	    "provider: a charge created %lld ms ahead of our clock, its Date said %lld ms: the provider's clock is not known",
+	    lower, hp->skew_ms);
+}
+
 /* What one finished transfer came to, by the table of provider_wire.c. */
 static void
 attempt_done(struct http_call *c, const struct xfer *x)
@@ -349,6 +428,8 @@ attempt_done(struct http_call *c, const struct xfer *x)
 	int ok = x->why == NULL;
 
 	attempt_cleanup(c);
+	if (ok)
+		clock_measure(c);
 	/* this attempt's answer alone: nothing of an earlier one survives */
 	if (ok && !c->probe)
 		sc = wire_answer_class(&a, &c->expect, &c->res, &v, code);
@@ -384,6 +465,8 @@ attempt_done(struct http_call *c, const struct xfer *x)
 		attempt_retry(c); /* the page again, within the deadline */
 		return;
 	}
+	if (sc == SC_CHARGE || sc == SC_DECLINE)
+		clock_check_created(c, c->res.created);
 	if (v.cls == WIRE_BUG)
 		log_error(NULL,
 		    "provider: downstream key %.20s... was used earlier with other parameters (idempotency_error): that delivery may have executed, the outcome stays unknown",
@@ -468,6 +551,7 @@ attempt_start(struct http_call *c)
 	c->body_len = 0;
 	c->should_retry = -1;
 	c->replayed_now = 0;
+	c->date_ms = 0;
 	c->res.attempts++;
 	if (c->probe && c->pages == 0)
 		c->probe_sent_ms = now_wall_ms(); /* the list's moment */
@@ -513,15 +597,16 @@ http_start(void *impl, const struct provider_call *call, provider_cb *cb,
 		/* every charge a delivery of this request could have made */
 		c->quiet_ms = call->quiet_ms;
 		c->res.quiet_ms = call->quiet_ms; /* a read moves no quiet */
-		c->gte = call->created_ms / 1000 - PROBE_SKEW_S;
-		c->lte = (call->quiet_ms > 0 ? call->quiet_ms : now_wall_ms()) /
-		        1000 +
+		/* the range on the provider's clock, as last measured */
+		c->used_off_ms =
+		    hp->cfg->provider_clock_skew_max_s > 0 && hp->skew_known
+		    ? hp->skew_ms
+		    : 0;
+		settle_list_range(call->created_ms,
+		    call->quiet_ms > 0 ? call->quiet_ms : now_wall_ms(),
 		    settle_execute_ms(hp->cfg->provider_timeout_ms,
-		        hp->cfg->provider_execute_max_ms) /
-		        1000 +
-		    1 + PROBE_SKEW_S;
-		if (c->gte < 0)
-			c->gte = 0;
+		        hp->cfg->provider_execute_max_ms),
+		    c->used_off_ms, SETTLE_RANGE_MARGIN_MS, &c->gte, &c->lte);
 	} else {
 		if ((c->form = wire_form_body(call, c->dkey, &c->formlen)) ==
 		    NULL)

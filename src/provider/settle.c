@@ -109,6 +109,32 @@ settle_step(const struct settle_clock *c, long long *wait_ms)
 	return SETTLE_PROBE;
 }
 
+void
+settle_list_range(long long created_ms, long long quiet_ms,
+    long long execute_ms, long long off_ms, long long margin_ms,
+    long long *gte_s, long long *lte_s)
+{
+	long long lo = created_ms + off_ms - margin_ms;
+	long long hi = quiet_ms + execute_ms + off_ms + margin_ms;
+
+	*gte_s = lo > 0 ? lo / 1000 : 0;
+	*lte_s = hi > 0 ? hi / 1000 + 1 : 0;
+}
+
+int
+settle_clock_proves(int known, long long measured_ms, long long used_ms,
+    long long margin_ms, long long allowance_ms)
+{
+	long long d = measured_ms - used_ms;
+
+	if (allowance_ms == 0)
+		return used_ms == 0; /* not measured: taken to agree */
+	return known && measured_ms <= allowance_ms &&
+	    measured_ms >= -allowance_ms &&
+	    d <= margin_ms - SETTLE_DATE_RES_MS &&
+	    d >= -(margin_ms - SETTLE_DATE_RES_MS);
+}
+
 int
 settle_is_ours(const struct settle_expect *e, const struct settle_seen *s)
 {

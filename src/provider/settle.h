@@ -95,6 +95,37 @@ enum settle_verdict settle_probe(enum settle_probe p, long long sent_ms,
  */
 long long settle_execute_ms(long long timeout_ms, long long execute_max_ms);
 
+/*
+ * How far the created range of a list reaches beyond the provider's clock
+ * as measured (either way): the Date header's second and the answer's
+ * trip, and a clock that moved between the delivery and the read.
+ */
+#define SETTLE_RANGE_MARGIN_MS 60000
+/* What one Date measures to: its second and the answer's trip */
+#define SETTLE_DATE_RES_MS 2000
+
+/*
+ * The created range (Unix seconds, the provider's clock) that holds every
+ * charge a delivery sent from created_ms to quiet_ms can have made, when
+ * the provider's clock is off_ms ahead of ours (negative: behind), give or
+ * take margin_ms: [created + off - margin, quiet + execute + off + margin].
+ */
+void settle_list_range(long long created_ms, long long quiet_ms,
+    long long execute_ms, long long off_ms, long long margin_ms,
+    long long *gte_s, long long *lte_s);
+
+/*
+ * 1 when a list read over a range shifted by used_ms can prove absence:
+ * the provider's clock was measured during the read (known: its Date,
+ * measured_ms = its Date less our clock when it came) within allowance_ms
+ * of ours, and within margin_ms - SETTLE_DATE_RES_MS of the offset the
+ * range was shifted by. allowance_ms 0: not measured (the clocks are taken
+ * to agree within margin_ms; a provider that sends no Date). Else 0: the
+ * read may find a charge but never proves there is none.
+ */
+int settle_clock_proves(int known, long long measured_ms, long long used_ms,
+    long long margin_ms, long long allowance_ms);
+
 /* The times the step of an unknown record is decided on (Unix ms). */
 struct settle_clock {
 	long long now_ms;

@@ -595,4 +595,63 @@ def t_in_use():
           "final answer %r (want 201 with %s)" % (final, charges[0]["id"]))
 
 
+SKEW_MAX_S = float(os.environ.get("SETTLE_SKEW_MAX_S", "60"))
+
+
+@settle_test("36.1a the provider's clock 150 s ahead, then 150 s behind: a charge whose answer was lost is found by the list (its range on the provider's measured clock): never 502, 201 with it")
+def t_clock_found():
+    for offset in (150, -150):
+        hp("POST", "/_reset", {})
+        hp("POST", "/_config", {"clock_offset_s": offset})
+        key = new_key("clock%+d" % offset)
+        script({"match": {"client_key": key}, "first": 1, "last": 1, "action": "charge_drop"},
+               {"match": {"client_key": key}, "first": 2, "action": "hang", "hang_s": 1.5})
+        seen = Seen(key)
+        r1 = seen.add(charge(key))
+        check(r1.status == 504, "clock %+d s: first answer %r (want 504)" % (offset, r1))
+        base = seen.base()
+        charges = hp_charges(key)
+        check(len(charges) == 1, "clock %+d s: the provider should hold one charge: %r" % (offset, charges))
+        # the provider answers nothing for this key any more: only a read of
+        # its list can settle it, after the execute window
+        script({"match": {"client_key": key}, "action": "hang", "hang_s": 1.0})
+        final = settle(seen)
+        diag("clock %+d s: answers: %s" % (offset, seen.line()))
+        diag("clock %+d s: reads: %s" % (offset, reads_line(base)))
+        if charges:
+            no_502(seen, charges[0]["id"])
+            check(final is not None and final.status == 201 and final.json().get("id") == charges[0]["id"],
+                  "clock %+d s: final answer %r (want 201 with %s)" % (offset, final, charges[0]["id"]))
+
+
+@settle_test("36.1b the provider's clock 150 s ahead (beyond provider_clock_skew_max_s): a request never delivered is not concluded failed (504, counted in charge_provider_clock_skew_total); once the clock agrees, it settles 502")
+def t_clock_absence():
+    check(150 > SKEW_MAX_S, "the test needs provider_clock_skew_max_s below 150")
+    hp("POST", "/_config", {"clock_offset_s": 150})
+    key = new_key("clockabs")
+    script({"match": {"client_key": key}, "action": "drop"})
+    before = metric("charge_provider_clock_skew_total") or 0
+    seen = Seen(key)
+    r1 = seen.add(charge(key))
+    check(r1.status == 504, "first answer %r (want 504)" % r1)
+    base = seen.base()
+    bound = base + WINDOW_S + DEADLINE_S + EXECUTE_MAX_S + ALLOWANCE_S
+    while time.time() < bound and state(key) == "unknown":
+        time.sleep(0.2)
+    st = state(key)
+    skew = (metric("charge_provider_clock_skew_total") or 0) - before
+    diag("record %s at %.1f s (the bound for a provider whose clock agrees: %.1f s); charge_provider_clock_skew_total +%d"
+         % (st, time.time() - base, bound - base, skew))
+    diag("reads: " + reads_line(base))
+    check(st == "unknown", "record state %r with the provider's clock 150 s off (want unknown)" % st)
+    check(skew > 0, "charge_provider_clock_skew_total did not grow")
+    # the provider's clock is fixed: the next read proves absence
+    hp("POST", "/_config", {"clock_offset_s": 0})
+    end = time.time() + 12
+    while time.time() < end and state(key) == "unknown":
+        time.sleep(0.2)
+    check(state(key) == "failed", "record state %r after the clock agreed again" % state(key))
+    check(hp_charges(key) == [], "the provider holds %r" % hp_charges(key))
+
+
 sys.exit(tap.run(only_env="SETTLE_ONLY"))

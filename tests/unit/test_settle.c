@@ -451,6 +451,85 @@ test_own_answer(void **state)
 	print_message("settle: %lu answers after others checked\n", n_checked);
 }
 
+/*
+ * The clock and range rules (issue 36, 1): for every offset of the
+ * provider's clock the Date may have shown (its second, the answer's trip:
+ * the truth up to SETTLE_DATE_RES_MS - 1 ms later than measured), every
+ * offset the range was shifted by, every allowance, and every moment a
+ * delivery could have executed (from the claim to the quiet plus the
+ * execute time): whenever settle_clock_proves says a "none" proves
+ * absence, the range held the charge that delivery would have made. And
+ * an offset not measured, or beyond the allowance, never proves.
+ */
+static void
+test_clock_range(void **state)
+{
+	static const long long errs[] = { 0, 1, 999, 1000, 1500, 1999 };
+	static const long long allowances[] = { 0, 30000, 60000, 3600000 };
+	const long long created = 1764000000123LL, quiet = created + 14500;
+	const long long execute = 20000, margin = SETTLE_RANGE_MARGIN_MS;
+	unsigned long n = 0, proved = 0;
+	long long m, used, t, gte, lte;
+	size_t e, a;
+
+	(void)state;
+	for (m = -400000; m <= 400000; m += 3371)
+		for (used = m - 90000; used <= m + 90000; used += 7919) {
+			settle_list_range(created, quiet, execute, used, margin,
+			    &gte, &lte);
+			for (a = 0;
+			     a < sizeof(allowances) / sizeof(*allowances);
+			     a++) {
+				long long al = allowances[a];
+				int ok =
+				    settle_clock_proves(1, m, used, margin, al);
+
+				n++;
+				if (settle_clock_proves(0, m, used, margin,
+				        al) &&
+				    al != 0)
+					fail_msg(
+					    "an offset not measured proved");
+				if (ok && al != 0 && (m > al || m < -al))
+					fail_msg(
+					    "offset %lld beyond %lld proved", m,
+					    al);
+				if (al == 0 && used != 0 && ok)
+					fail_msg("not measured, shifted range");
+				if (!ok)
+					continue;
+				proved++;
+				/* allowance 0: the clocks taken to agree */
+				for (e = 0; e < sizeof(errs) / sizeof(*errs);
+				     e++) {
+					long long truth =
+					    al == 0 ? 0 : m + errs[e];
+
+					if (al == 0 &&
+					    (m < -(margin -
+					             SETTLE_DATE_RES_MS) ||
+					        m > margin -
+					                SETTLE_DATE_RES_MS))
+						break; /* outside the stated assumption */
+					for (t = created; t <= quiet + execute;
+					     t += 997) {
+						long long c =
+						    (t + truth) / 1000;
+
+						if (c < gte || c > lte)
+							fail_msg(
+							    "offset %lld (measured %lld, range at %lld): a charge at %lld s outside [%lld, %lld]",
+							    truth, m, used, c,
+							    gte, lte);
+					}
+				}
+			}
+		}
+	assert_true(proved > 1000);
+	print_message("settle: %lu clock cases checked (%lu proving)\n", n,
+	    proved);
+}
+
 /* The step: never a re-send after the execute window; the probe's wait. */
 static void
 test_step_timings(void **state)
@@ -525,6 +604,7 @@ main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_sequences),
 		cmocka_unit_test(test_own_answer),
+		cmocka_unit_test(test_clock_range),
 		cmocka_unit_test(test_step_timings),
 		cmocka_unit_test(test_is_ours),
 	};
