@@ -91,6 +91,8 @@ const struct cfg_row cfg_rows[] = {
 	{ "provider_clock_skew_max_s", CFG_INT, 0, CLOCK_SKEW_S_MAX,
 	    DEF_PROVIDER_CLOCK_SKEW_MAX_S, NULL,
 	    FIELD(provider_clock_skew_max_s), 0 },
+	{ "provider_search_lag_s", CFG_INT, 0, SEARCH_LAG_S_MAX,
+	    DEF_PROVIDER_SEARCH_LAG_S, NULL, FIELD(provider_search_lag_s), 0 },
 	{ "completer_schedule_s", CFG_STRING, 1,
 	    FIELD_LEN(completer_schedule_s), 0, DEF_COMPLETER_SCHEDULE_S,
 	    FIELD(completer_schedule_s), CFG_F_TOKEN },

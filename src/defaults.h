@@ -79,6 +79,13 @@
  */
 #define DEF_PROVIDER_CLOCK_SKEW_MAX_S 60
 #define CLOCK_SKEW_S_MAX 86400
+/*
+ * How long after a charge is created the provider's search may still not
+ * show it (Stripe: "under 1 minute", longer during outages): the probe's
+ * search covers what is older, its list what is younger. 0: no search.
+ */
+#define DEF_PROVIDER_SEARCH_LAG_S 300
+#define SEARCH_LAG_S_MAX 86400
 #define DEF_METRICS_FILE "../var/metrics.shm"
 #define DEF_LOG_LEVEL "info"
 #define DEF_THREADS 0              /* event loops per process: one per core */

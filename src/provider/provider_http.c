@@ -25,10 +25,12 @@
 #include "provider_http.h"
 #include "provider_wire.h"
 #include "timefmt.h"
+#include "wire_url.h"
 #include "util.h"
 
 #define CHARGES_PATH "/v1/charges"
 #define LIST_PATH "/v1/charges?"
+#define SEARCH_PATH "/v1/charges/search?"
 #define KEY_HDR "Idempotency-Key: "
 #define PROBE_PAGES_MAX 1000   /* pages of one probe: 100 000 charges */
 #define BODY_MAX (1024 * 1024) /* bytes of a provider's answer */
@@ -95,8 +97,10 @@ struct http_call {
 	long long probe_sent_ms; /* when the first page was asked for */
 	int pages;
 	int probe_mismatch; /* a page named us with another amount */
-	long long
-	    used_off_ms; /* the provider's clock less ours, as the range took it */
+	/* the provider's clock less ours, as the range took it */
+	long long used_off_ms;
+	int searching;   /* the probe's first part: the search for our key */
+	int search_sent; /* the probe's first read went out */
 	int probe_skew_known; /* a page's Date measured the clock */
 	long long probe_skew_ms;
 	long long
@@ -294,6 +298,26 @@ call_settle(struct http_call *c, enum settle_verdict v)
 }
 
 /*
+ * The search found none of ours on its last page: the list follows, over
+ * the part of the time the search may not show yet (provider_search_lag_s
+ * before the search to the latest a delivery can have landed).
+ */
+static void
+probe_search_done(struct http_call *c)
+{
+	const struct config *cfg = c->hp->cfg;
+
+	c->searching = 0;
+	c->after[0] = '\0';
+	settle_list_range(c->probe_sent_ms -
+	        1000LL * cfg->provider_search_lag_s,
+	    c->quiet_ms > 0 ? c->quiet_ms : now_wall_ms(),
+	    settle_execute_ms(cfg->provider_timeout_ms,
+	        cfg->provider_execute_max_ms),
+	    c->used_off_ms, SETTLE_RANGE_MARGIN_MS, &c->gte, &c->lte);
+}
+
+/*
  * Whether this probe's "none" can prove absence as far as clocks go
  * (settle_clock_proves); if not, counted and logged.
  */
@@ -323,16 +347,23 @@ static void
 probe_page_done(struct http_call *c)
 {
 	enum settle_probe p;
-	int more = 0;
+	int more = 0, search = c->searching;
 
-	p = wire_parse_list(c->body != NULL ? c->body : "", c->body_len,
-	    &c->expect, &c->res, &more, c->after);
+	p = search ? wire_parse_search(c->body != NULL ? c->body : "",
+	                 c->body_len, &c->expect, &c->res, &more, c->after)
+	           : wire_parse_list(c->body != NULL ? c->body : "",
+	                 c->body_len, &c->expect, &c->res, &more, c->after);
 	if (p == PROBE_NOT_OURS) {
 		c->probe_mismatch = 1;
 		p = PROBE_NONE; /* go on: ours may still come */
 	}
+	if (p == PROBE_NONE && search && !more) {
+		probe_search_done(c); /* then the list, from its first page */
+		more = 1;
+	}
 	if (p == PROBE_NONE && more) {
-		if (++c->pages >= PROBE_PAGES_MAX || c->after[0] == '\0') {
+		if (++c->pages >= PROBE_PAGES_MAX ||
+		    (c->after[0] == '\0' && search == c->searching)) {
 			(void)snprintf(c->res.why, sizeof(c->res.why),
 			    "list: more than %d pages", PROBE_PAGES_MAX);
 			call_settle(c, SV_UNKNOWN);
@@ -521,15 +552,22 @@ attempt_h1(struct http_call *c)
 	return c->req != NULL ? 0 : -1;
 }
 
-/* A probe's page target: the list over [gte, lte] after c->after. 0 or -1. */
+/*
+ * A probe's page target: the search for our key (page c->after), or the
+ * list over [gte, lte] after c->after. 0 or -1.
+ */
 static int
 probe_target(struct http_call *c)
 {
-	char q[256];
+	char q[3 * PROVIDER_ID_MAX + 256];
 
-	return wire_list_query(c->gte, c->lte, c->after, q, sizeof(q)) < 0 ||
-	        (size_t)snprintf(c->target, sizeof(c->target), "%s%s%s",
-	            c->hp->h1_prefix, LIST_PATH, q) >= sizeof(c->target)
+	if (c->searching
+	        ? wire_search_query(c->dkey, c->after, q, sizeof(q)) < 0
+	        : wire_list_query(c->gte, c->lte, c->after, q, sizeof(q)) < 0)
+		return -1;
+	return (size_t)snprintf(c->target, sizeof(c->target), "%s%s%s",
+	           c->hp->h1_prefix, c->searching ? SEARCH_PATH : LIST_PATH,
+	           q) >= sizeof(c->target)
 	    ? -1
 	    : 0;
 }
@@ -553,8 +591,10 @@ attempt_start(struct http_call *c)
 	c->replayed_now = 0;
 	c->date_ms = 0;
 	c->res.attempts++;
-	if (c->probe && c->pages == 0)
-		c->probe_sent_ms = now_wall_ms(); /* the list's moment */
+	if (c->probe && !c->search_sent) {
+		c->probe_sent_ms = now_wall_ms(); /* the probe's first read */
+		c->search_sent = 1;
+	}
 	if ((c->probe && probe_target(c) != 0) || attempt_h1(c) != 0) {
 		(void)snprintf(c->res.why, sizeof(c->res.why),
 		    "cannot start a request");
@@ -602,6 +642,12 @@ http_start(void *impl, const struct provider_call *call, provider_cb *cb,
 		    hp->cfg->provider_clock_skew_max_s > 0 && hp->skew_known
 		    ? hp->skew_ms
 		    : 0;
+		/*
+		 * with a search: it first (every run's charge, whatever Redis
+		 * lost), then the list over what it may not show yet
+		 * (probe_search_done); else the list from the first claim
+		 */
+		c->searching = hp->cfg->provider_search_lag_s > 0;
 		settle_list_range(call->created_ms,
 		    call->quiet_ms > 0 ? call->quiet_ms : now_wall_ms(),
 		    settle_execute_ms(hp->cfg->provider_timeout_ms,

@@ -50,13 +50,14 @@ int wire_list_query(long long gte, long long lte, const char *after, char *out,
     size_t outlen);
 
 /*
- * A base URL http(s)://HOST[:PORT][/PREFIX] into host (an IPv6 literal
- * without its brackets), *port (80 or 443 when absent), *tls and *path
- * (the prefix, "" when none; points into url). 0, or -1 when it is not
- * such a URL.
+ * The query string of one page of the search for the charges that carry
+ * the downstream key dkey (GET /v1/charges/search):
+ * query=metadata['charge_request']:'dkey', WIRE_LIST_LIMIT a page, the
+ * page token page (NULL or "": the first; percent-encoded here). Length,
+ * or -1 when it does not fit or dkey is not letters, digits and '_'.
  */
-int wire_url_split(const char *url, char *host, size_t hostlen, int *port,
-    int *tls, const char **path);
+int wire_search_query(const char *dkey, const char *page, char *out,
+    size_t outlen);
 
 /* What one attempt came to, as the classification table sees it. */
 struct wire_attempt {
@@ -145,6 +146,16 @@ int wire_parse_error(const char *body, size_t len, long status,
 enum settle_probe wire_parse_list(const char *body, size_t len,
     const struct settle_expect *e, struct provider_result *res, int *has_more,
     char after[PROVIDER_ID_MAX]);
+
+/*
+ * One page of the search (GET /v1/charges/search, a "search_result"), as
+ * wire_parse_list reads a list's; next (PROVIDER_ID_MAX): its next_page
+ * token ("" when none; a page with has_more and no token, or one too long,
+ * is PROBE_INCOMPLETE).
+ */
+enum settle_probe wire_parse_search(const char *body, size_t len,
+    const struct settle_expect *e, struct provider_result *res, int *has_more,
+    char next[PROVIDER_ID_MAX]);
 
 #define WIRE_BACKOFF_BASE_MS 250
 #define WIRE_BACKOFF_CAP_MS 2000

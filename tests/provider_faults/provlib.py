@@ -227,6 +227,8 @@ class Stack:
         ("provider_deadline_ms", 2500), ("completer_schedule_s", "1,2,3"),
         ("provider_execute_window_s", 6), ("provider_execute_max_ms", 800),
         ("provider_clock_skew_max_s", 0),
+        # stripe-stateful-mock has no search (the simulator's lags not)
+        ("provider_search_lag_s", 0 if os.environ.get("PROV_NEED_SIM") == "0" else 5),
     ])
 
     def __init__(self, name, procs=2, env_extra=None, **cfg):

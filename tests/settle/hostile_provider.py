@@ -93,6 +93,10 @@ count is within first..last decides. The actions:
   execute_late    take the key at once (others get 409 in use), execute
                   after delay_s, then answer
 
+Every action that executes a charge takes "created_offset_s": the charge
+is stamped that many seconds after now (negative: before), as if it had
+executed then (an earlier run of the request).
+
 The log: one entry per delivery with its wall time "t" (Unix seconds,
 float), "method", "path", "query", "client_key", "principal", "amount",
 "currency", "source", "dkey", "charge_request", "conn" (the peer's
@@ -163,10 +167,11 @@ def error_body(status, etype=None, code=None, message=None, extra=None):
 
 
 def new_charge(amount, currency, description, metadata, status="succeeded",
-               decline_code=None):
-    """Creates and stores a charge; LOCK held."""
+               decline_code=None, created_offset_s=0.0):
+    """Creates and stores a charge; LOCK held. created_offset_s: stamped
+    that long after now (negative: before), as if executed then."""
     S.seq += 1
-    now = time.time()
+    now = time.time() + float(created_offset_s)
     ok = status == "succeeded"
     c = {
         "id": "ch_" + secrets.token_hex(12),
@@ -541,7 +546,8 @@ class Handler(BaseHTTPRequestHandler):
                                  message="Your card was declined.",
                                  extra={"decline_code": "card_declined", "charge": cid})
             else:
-                c = new_charge(amount, currency, desc, md)
+                c = new_charge(amount, currency, desc, md,
+                               created_offset_s=rule.get("created_offset_s", 0.0))
                 cid = c["id"]
                 status = 200
                 out = json.dumps(c).encode()

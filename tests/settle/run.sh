@@ -29,9 +29,11 @@ LOCK_TTL_S=5
 EXECUTE_MAX_MS=6000
 # provider_clock_skew_max_s
 SKEW_MAX_S=60
+# provider_search_lag_s: the probe searches, then lists the last 10 s
+SEARCH_LAG_S=10
 if [ "${SETTLE_DEFAULTS:-0}" = 1 ]; then
 	WINDOW_S=60 SCHEDULE=1,5,30,90,300,3600 TIMEOUT_MS=5000 DEADLINE_MS=12000 LOCK_TTL_S=30
-	EXECUTE_MAX_MS=60000
+	EXECUTE_MAX_MS=60000 SEARCH_LAG_S=300
 fi
 
 # shellcheck source=tools/stack.sh
@@ -85,8 +87,8 @@ mkdir -p "$RUN/spill" && chmod 700 "$RUN/spill"
 # plus those lines): the web server passes the responder only the CHARGE_*
 # variables its configuration names. Everything else is a CHARGE_* override.
 if ! cp "$REPO/conf/charge.conf" "$RUN/charge.conf" ||
-	! printf '\n# tests/settle\nprovider_execute_window_s = %s\nprovider_execute_max_ms = %s\nprovider_clock_skew_max_s = %s\n' \
-		"$WINDOW_S" "$EXECUTE_MAX_MS" "$SKEW_MAX_S" >>"$RUN/charge.conf"; then
+	! printf '\n# tests/settle\nprovider_execute_window_s = %s\nprovider_execute_max_ms = %s\nprovider_clock_skew_max_s = %s\nprovider_search_lag_s = %s\n' \
+		"$WINDOW_S" "$EXECUTE_MAX_MS" "$SKEW_MAX_S" "$SEARCH_LAG_S" >>"$RUN/charge.conf"; then
 	bail "cannot write $RUN/charge.conf"
 fi
 export CHARGE_CONF="$RUN/charge.conf"
@@ -116,7 +118,7 @@ if ! "$BIN" --check-config >"$RUN/check-config.txt" 2>&1; then
 	sed 's/^/# /' "$RUN/check-config.txt"
 	bail "charge --check-config rejects the test configuration"
 fi
-grep -E '^(provider_execute_(window_s|max_ms)|provider_clock_skew_max_s|completer_schedule_s|provider_(timeout|deadline)_ms) ' "$RUN/check-config.txt" |
+grep -E '^(provider_execute_(window_s|max_ms)|provider_clock_skew_max_s|provider_search_lag_s|completer_schedule_s|provider_(timeout|deadline)_ms) ' "$RUN/check-config.txt" |
 	sed 's/^/# /'
 stack_redis_start "$RUN" "$RUN/redis" "$RUN" 2>"$RUN/stack.err" ||
 	{ sed 's/^/# /' "$RUN/stack.err"; bail "redis-server did not start"; }

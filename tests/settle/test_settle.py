@@ -654,4 +654,31 @@ def t_clock_absence():
     check(hp_charges(key) == [], "the provider holds %r" % hp_charges(key))
 
 
+@settle_test("36.5 an earlier run outside the probe's window: run 1 charged 150 s before and its record was lost; run 2's re-sends are replayed but their answers lost: never 502, 201 with run 1's charge (the search covers what the list does not)")
+def t_earlier_run():
+    key = new_key("earlier")
+    script({"match": {"client_key": key}, "first": 1, "last": 1, "action": "charge_drop",
+            "created_offset_s": -150},
+           {"match": {"client_key": key}, "first": 2, "action": "hang", "hang_s": 1.5})
+    seen = Seen(key)
+    r1 = seen.add(charge(key))
+    check(r1.status == 504, "run 1: %r (want 504)" % r1)
+    charges = hp_charges(key)
+    check(len(charges) == 1, "the provider should hold run 1's charge: %r" % charges)
+    diag("run 1's charge is stamped %d s before now" % (charges[0]["created"] - time.time()))
+    # run 1's record is lost; run 2 is a fresh claim whose every delivery
+    # is replayed by the provider and its answer lost on the way back
+    check(_redis("DEL", rkey(key)) == 1, "the record was not there to delete")
+    script({"match": {"client_key": key}, "action": "charge_drop"})
+    final = settle(seen)
+    base = seen.base()
+    diag("answers: " + seen.line())
+    diag("deliveries: " + deliveries_line(key, base))
+    diag("reads: " + reads_line(base))
+    no_502(seen, charges[0]["id"])
+    check(final is not None and final.status == 201 and final.json().get("id") == charges[0]["id"],
+          "final answer %r (want 201 with run 1's %s)" % (final, charges[0]["id"]))
+    check(len(hp_charges(key)) == 1, "charges at the provider: %r" % hp_charges(key))
+
+
 sys.exit(tap.run(only_env="SETTLE_ONLY"))

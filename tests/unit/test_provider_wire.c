@@ -22,6 +22,7 @@
 #include "idem.h"
 #include "metrics.h"
 #include "provider_wire.h"
+#include "wire_url.h"
 
 #define FP "9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08"
 #define CANON                                                                        \
@@ -536,6 +537,49 @@ test_parse_list(void **state)
 	    PROBE_INCOMPLETE);
 }
 
+/* The search for a downstream key (issue 36, A.5): its query, its pages. */
+static void
+test_search(void **state)
+{
+	static const char page1[] =
+	    "{\"object\":\"search_result\",\"has_more\":true,\"next_page\":"
+	    "\"page_1 x\",\"data\":[{\"id\":\"ch_x\",\"metadata\":{}}]}";
+	static const char nonext[] =
+	    "{\"object\":\"search_result\",\"has_more\":true,\"data\":[]}";
+	static const char found[] =
+	    "{\"object\":\"search_result\",\"has_more\":true,\"data\":[{"
+	    "\"id\":\"ch_a\",\"created\":5,\"amount\":1999,\"currency\":"
+	    "\"usd\",\"status\":\"succeeded\",\"metadata\":{"
+	    "\"charge_request\":\"charge_r\"}}]}";
+	struct settle_expect e = { "charge_r", 1999, "usd" };
+	struct provider_result r;
+	char next[PROVIDER_ID_MAX], q[512];
+	int more;
+
+	(void)state;
+	assert_int_equal(wire_search_query("charge_r", NULL, q, sizeof(q)), 67);
+	assert_string_equal(q,
+	    "query=metadata%5B%27charge_request%27%5D%3A%27charge_r%27&limit=100");
+	assert_true(wire_search_query("charge_r", "p 1/2", q, sizeof(q)) > 0);
+	assert_non_null(strstr(q, "&page=p%201%2F2"));
+	assert_int_equal(wire_search_query("charge'r", NULL, q, sizeof(q)), -1);
+	assert_int_equal(wire_search_query("charge_r", NULL, q, 20), -1);
+	memset(&r, 0, sizeof(r));
+	assert_int_equal(wire_parse_search(page1, strlen(page1), &e, &r, &more,
+	                     next),
+	    PROBE_NONE);
+	assert_int_equal(more, 1);
+	assert_string_equal(next, "page_1 x");
+	/* more, and no token to them: never "none" */
+	assert_int_equal(wire_parse_search(nonext, strlen(nonext), &e, &r,
+	                     &more, next),
+	    PROBE_INCOMPLETE);
+	assert_int_equal(wire_parse_search(found, strlen(found), &e, &r, &more,
+	                     next),
+	    PROBE_FOUND);
+	assert_string_equal(r.charge_id, "ch_a");
+}
+
 static void
 test_backoff(void **state)
 {
@@ -753,6 +797,7 @@ main(void)
 		cmocka_unit_test(test_parse_list),
 		cmocka_unit_test(test_backoff),
 		cmocka_unit_test(test_schedule),
+		cmocka_unit_test(test_search),
 		cmocka_unit_test(test_settle_step),
 		cmocka_unit_test(test_index_forgets),
 	};
