@@ -20,8 +20,10 @@
 --                                   created_ms: the first claim's; quiet_ms:
 --                                   the latest moment an earlier attempt may
 --                                   have sent to the provider (the last
---                                   unknown recorded, updated_ms, or the end
---                                   of a lease that lapsed unrecorded)
+--                                   unknown recorded by an attempt that may
+--                                   have sent, sent_ms, else updated_ms, or
+--                                   the end of a lease that lapsed
+--                                   unrecorded)
 --   {'in_progress', created_ms}     another attempt holds the claim, made then
 --                                   (or holds the lease on an unknown
 --                                   record, taken then)
@@ -69,8 +71,8 @@ end
 if r[1] == 'unknown' then
   -- not settled: whoever asks again owns it for a lease, one at a time
   local c = redis.call('HMGET', key, 'owner', 'lease_ms', 'created_ms',
-                       'updated_ms')
-  local quiet = c[4] or c[3]
+                       'updated_ms', 'sent_ms')
+  local quiet = c[5] or c[4] or c[3]
   if c[1] == ARGV[2] then
     return {'resumed', c[3], quiet}
   end

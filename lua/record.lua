@@ -19,6 +19,9 @@
 --          unknown (inline only): the request's canonical parameters,
 --          kept so that the completer can ask the provider again
 -- ARGV[14] file: hex SHA-256 of the body (inline: ignored, may be omitted)
+--          unknown (optional): sent_ms, the latest an attempt of the record
+--          may have sent (a read-only probe keeps the earlier one; absent:
+--          now); claim.lua and resume.lua take it as the quiet point
 -- Writes only when the caller still owns the claim (or the lease on an
 -- unknown record) or the key has vanished (its claim expired and nobody
 -- took it). A settled record (completed, failed) never changes again.
@@ -53,7 +56,9 @@ local unknown = ARGV[4] == 'unknown'
 if #KEYS ~= 1 or #ARGV < 12 or #ARGV > 14 or ARGV[1] == '' or ARGV[2] == ''
     or ARGV[3] == ''
     or (ARGV[4] ~= 'completed' and ARGV[4] ~= 'failed' and not unknown)
-    or (unknown and (mode ~= 'inline' or #ARGV ~= 13 or ARGV[13] == ''))
+    or (unknown and (mode ~= 'inline' or #ARGV < 13 or ARGV[13] == ''
+        or (#ARGV == 14 and (#ARGV[14] > 15 or not find(ARGV[14], D)
+            or ARGV[14] + 0 > now + 0))))
     or not find(status, '^[1-5]%d%d$') or ARGV[6] == ''
     or (retry ~= '' and (#retry > 15 or not find(retry, D) or
         retry + 0 > MAX_RETRY_AFTER_S))
@@ -119,6 +124,7 @@ if cur[1] == 'unknown' then
 end
 if unknown then
   f[#f + 1] = 'request'; f[#f + 1] = ARGV[13]
+  f[#f + 1] = 'sent_ms'; f[#f + 1] = ARGV[14] or now
 end
 if mode == 'file' then
   f[#f + 1] = 'body_file'; f[#f + 1] = ARGV[12]

@@ -20,14 +20,14 @@ end
 local key = KEYS[1]
 local r = redis.call('HMGET', key, 'state', 'owner', 'lease_ms',
                      'fingerprint', 'param_digests', 'request', 'created_ms',
-                     'updated_ms')
+                     'updated_ms', 'sent_ms')
 if r[1] ~= 'unknown' then
   return {'settled', r[1]}
 end
 if r[2] ~= ARGV[1] and r[3] and r[3] + 0 > ARGV[2] + 0 then
   return {'leased', r[3]}
 end
-local quiet = r[8] or r[7]
+local quiet = r[9] or r[8] or r[7]
 if r[2] ~= ARGV[1] and r[3] and quiet and r[3] + 0 > quiet + 0 then
   quiet = r[3] -- a lease that lapsed before its holder recorded
 end

@@ -233,6 +233,7 @@ answer_outcome_render(const struct provider_result *pr, const char *canon,
 	case PROV_TIMEOUT:
 		*prob = PROB_OUTCOME_UNKNOWN;
 		state = "unknown";
+		out->sent_ms = pr->quiet_ms;
 		(void)snprintf(detail, sizeof(detail),
 		    "The payment provider's answer did not come in time: whether the payment was made is not known yet. Retry with the same key to learn the outcome; it is never charged twice.");
 		break;

@@ -217,7 +217,7 @@ static void
 on_provider_done(const struct provider_result *pr, void *arg)
 {
 	struct completer *cp = arg;
-	long long next_ms;
+	long long next_ms, proof_ms;
 	int last;
 
 	if (cp->stopped) {
@@ -240,12 +240,36 @@ on_provider_done(const struct provider_result *pr, void *arg)
 	/* still unknown: when to ask next, written before the record */
 	next_ms = wire_schedule_next(cp->steps, cp->nsteps, cp->rs.created_ms,
 	    now_wall_ms(), &last);
+	proof_ms = completer_proof_ms(cp->cfg, &cp->rs, pr->quiet_ms);
+	if (proof_ms > now_wall_ms() && proof_ms < next_ms)
+		next_ms = proof_ms; /* the first read that can prove absence */
 	log_warn(NULL, "completer: %s still unknown (%s); next at +%lld s",
 	    item_name(cp), pr->why, (next_ms - now_wall_ms()) / 1000);
 	completer_set_state(cp, CP_INDEX);
 	if (idem_pending_add(cp->redis, cp->index, item_name(cp), next_ms,
 	        on_pending_readded, cp) != 0)
 		record_send(cp);
+}
+
+long long
+completer_proof_ms(const struct config *cfg, const struct idem_resume *rs,
+    long long kept_quiet_ms)
+{
+	struct settle_clock clk;
+	long long window_end =
+	    rs->created_ms + 1000LL * cfg->provider_execute_window_s;
+
+	memset(&clk, 0, sizeof(clk));
+	clk.created_ms = rs->created_ms;
+	/* a call that may have sent moved the quiet to now */
+	clk.quiet_ms = kept_quiet_ms > 0 ? kept_quiet_ms : now_wall_ms();
+	clk.deadline_ms = cfg->provider_deadline_ms;
+	if (rs->created_ms < 1)
+		return 0;
+	clk.quiet_ms = settle_quiet_ms(&clk) +
+	    settle_execute_ms(cfg->provider_timeout_ms,
+	        cfg->provider_execute_max_ms);
+	return clk.quiet_ms > window_end ? clk.quiet_ms : window_end;
 }
 
 long long
@@ -260,6 +284,8 @@ completer_settle_step(const struct config *cfg, const struct idem_resume *rs,
 	clk.quiet_ms = rs->quiet_ms;
 	clk.window_ms = 1000LL * cfg->provider_execute_window_s;
 	clk.timeout_ms = cfg->provider_timeout_ms;
+	clk.execute_ms = settle_execute_ms(cfg->provider_timeout_ms,
+	    cfg->provider_execute_max_ms);
 	clk.deadline_ms = cfg->provider_deadline_ms;
 	call->resume = 1;
 	call->probe = settle_step(&clk, &wait_ms) == SETTLE_PROBE;

@@ -29,13 +29,25 @@ struct completer;
  * now_ms, Unix ms): then the provider is only read (the list of charges,
  * every page), never sent the charge again. Returns how many ms the caller
  * waits before the probe so that a "none" can prove absence (no earlier
- * delivery can still execute: provider_timeout_ms after the later of the
- * original attempt's provider_deadline_ms and rs->quiet_ms); 0: now. The
+ * delivery can still execute: provider_execute_max_ms, at least
+ * provider_timeout_ms, after the later of the original attempt's
+ * provider_deadline_ms and rs->quiet_ms); 0: now. The
  * probe's answer settles it: this request's charge completed, a proven
  * absence failed (502); anything else leaves it unknown. Pure.
  */
 long long completer_settle_step(const struct config *cfg,
     const struct idem_resume *rs, long long now_ms, struct provider_call *call);
+
+/*
+ * The first moment a read of the list can prove that the record rs (just
+ * asked about, still unknown) was never charged: its quiet point (the one
+ * kept_quiet_ms a read-only probe kept; 0: the call may have sent, now)
+ * plus settle_execute_ms, and never inside the execute window (Unix ms;
+ * 0: the record's age is not known). The completer asks again then when
+ * that comes before its next scheduled step.
+ */
+long long completer_proof_ms(const struct config *cfg,
+    const struct idem_resume *rs, long long kept_quiet_ms);
 
 /*
  * After the completer's record reply st: 1 when the index of unknown

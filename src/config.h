@@ -41,6 +41,9 @@ struct config {
 	int provider_tls_verify;
 	char provider_client[16]; /* "native" or "libcurl": no effect */
 	int provider_execute_window_s; /* re-send an unknown only this long after its request */
+	int provider_execute_max_ms; /* a delivery may execute this long after its send */
+	int provider_clock_skew_max_s; /* |provider's clock - ours| that still proves absence */
+	int provider_search_lag_s; /* search shows a charge this long after it; 0: no search */
 	char completer_schedule_s[256]; /* "1,5,30,90,300,3600" */
 	char
 	    metrics_file[PATH_MAX_LEN]; /* "" or "none": per-process counters */

@@ -65,6 +65,27 @@
  */
 #define DEF_PROVIDER_EXECUTE_WINDOW_S 60
 #define EXECUTE_WINDOW_S_MAX 86400 /* 1 day */
+/*
+ * The longest a delivery may still execute (create its charge) after it
+ * was sent: the provider documents no bound (a 409 proves one executing
+ * now, nothing of when it ends), so this is an assumption, stated and
+ * configured; no absence is concluded before the latest send plus this.
+ */
+#define DEF_PROVIDER_EXECUTE_MAX_MS 60000
+/*
+ * How far the provider's clock may be from ours (measured from every
+ * answer's Date and every charge's created) for a list's "none" to prove
+ * absence; beyond it, or while not measured, none is proven.
+ */
+#define DEF_PROVIDER_CLOCK_SKEW_MAX_S 60
+#define CLOCK_SKEW_S_MAX 86400
+/*
+ * How long after a charge is created the provider's search may still not
+ * show it (Stripe: "under 1 minute", longer during outages): the probe's
+ * search covers what is older, its list what is younger. 0: no search.
+ */
+#define DEF_PROVIDER_SEARCH_LAG_S 300
+#define SEARCH_LAG_S_MAX 86400
 #define DEF_METRICS_FILE "../var/metrics.shm"
 #define DEF_LOG_LEVEL "info"
 #define DEF_THREADS 0              /* event loops per process: one per core */

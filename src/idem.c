@@ -739,9 +739,14 @@ idem_record_send(struct redis_client *redis, const char *rkey,
 		/* binary-safe inline body */
 		arg_bytes(&args, out->body != NULL ? out->body : "",
 		    out->body_len);
-		if (request != NULL)
+		if (request != NULL) {
 			arg_str(&args,
 			    request); /* an unknown outcome: to ask again */
+			arg_num(&args,
+			    out->sent_ms > 0 && out->sent_ms <= now_ms
+			        ? out->sent_ms
+			        : now_ms);
+		}
 	}
 	return op_send(redis, &script_record, OP_RECORD, rkey, &args, 1, cb,
 	    arg);

@@ -44,6 +44,11 @@ struct idem_record {
 	long long expires_ms;           /* when the record expires (Unix
 					       ms); 0 when it predates the
 					       field */
+	/*
+	 * unknown: the latest an attempt of it may have sent (Unix ms; 0: the
+	 * recording's now); a read-only probe keeps the earlier one
+	 */
+	long long sent_ms;
 };
 
 /* Longest per-parameter digest string the store passes on (opaque here). */

@@ -58,6 +58,8 @@ static const char *const counter_names[MC_COUNT][2] = {
 	    "Alerts: the provider answered with a charge that is not the request's (not recorded; the outcome stays unknown)" },
 	[MC_PROVIDER_REFUSED_AMBIGUOUS] = { "charge_provider_refused_after_ambiguity_total",
 	    "Alerts: the provider refused a delivery after one that may have executed (the outcome stays unknown)" },
+	[MC_PROVIDER_CLOCK_SKEW] = { "charge_provider_clock_skew_total",
+	    "Alerts: a list read proved nothing because the provider's clock was not measured or beyond provider_clock_skew_max_s (the outcome stays unknown)" },
 };
 
 /* Upper bounds of the latency buckets, microseconds. */

@@ -121,6 +121,65 @@ timefmt_http_date(long long ms, char *out, size_t outlen)
 	return 0;
 }
 
+/* width decimal digits at p into *v; 0 or -1. */
+static int
+get_digits(const char *p, int width, long long *v)
+{
+	*v = 0;
+	while (width-- > 0) {
+		if (*p < '0' || *p > '9')
+			return -1;
+		*v = *v * 10 + (*p++ - '0');
+	}
+	return 0;
+}
+
+/* Days since 1970-01-01 of y-m-d (Hinnant's days_from_civil). */
+static long long
+days_from_civil(long long y, long long m, long long d)
+{
+	long long era, yoe, doy, doe;
+
+	y -= m <= 2;
+	era = y / 400;
+	yoe = y - era * 400;
+	doy = (153 * (m > 2 ? m - 3 : m + 9) + 2) / 5 + d - 1;
+	doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+	return era * 146097 + doe - 719468;
+}
+
+int
+timefmt_http_date_parse(const char *s, size_t len, long long *ms)
+{
+	static const char months[] = "JanFebMarAprMayJunJulAugSepOctNovDec";
+	long long day, year, hh, mm, ss, mon;
+	const char *m;
+	char back[HTTP_DATE_LEN + 1];
+
+	if (len != HTTP_DATE_LEN || s[3] != ',' || s[4] != ' ' || s[7] != ' ' ||
+	    s[11] != ' ' || s[16] != ' ' || s[19] != ':' || s[22] != ':' ||
+	    memcmp(s + 25, " GMT", 4) != 0 || get_digits(s + 5, 2, &day) != 0 ||
+	    get_digits(s + 12, 4, &year) != 0 ||
+	    get_digits(s + 17, 2, &hh) != 0 ||
+	    get_digits(s + 20, 2, &mm) != 0 ||
+	    get_digits(s + 23, 2, &ss) != 0 || year < 1970 || hh > 23 ||
+	    mm > 59 || ss > 60 || day < 1 || day > 31)
+		return -1;
+	for (m = months; *m != '\0' && memcmp(m, s + 8, 3) != 0; m += 3)
+		;
+	if (*m == '\0')
+		return -1;
+	mon = (m - months) / 3 + 1;
+	*ms = (days_from_civil(year, mon, day) * 86400 + hh * 3600 + mm * 60 +
+	          (ss > 59 ? 59 : ss)) *
+	    1000;
+	/* a day that the month does not have (31 Feb) comes back otherwise */
+	if (timefmt_http_date(*ms, back, sizeof(back)) != 0 ||
+	    memcmp(back + 5, s + 5, 11) != 0)
+		return -1;
+	return 0;
+}
+
 int
 timefmt_rfc3339_ms(long long ms, char *out, size_t outlen)
 {

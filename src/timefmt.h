@@ -19,6 +19,13 @@
 int timefmt_http_date(long long ms, char *out, size_t outlen);
 
 /*
+ * An IMF-fixdate ("Sun, 06 Nov 1994 08:49:37 GMT", exactly, len bytes,
+ * not NUL-terminated) into *ms (Unix milliseconds). Years 1970-9999. 0, or
+ * -1 when it is not one (the obsolete forms are refused).
+ */
+int timefmt_http_date_parse(const char *s, size_t len, long long *ms);
+
+/*
  * "YYYY-MM-DDThh:mm:ss.mmmZ" of ms (Unix milliseconds) into
  * out[RFC3339_MS_LEN + 1]. Years 1970-9999 only. 0 or -1, as above.
  */

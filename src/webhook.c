@@ -17,8 +17,9 @@
  * provider-mismatch alert (log and metric) that leaves it alone; the
  * provider gets 200 either way (delivering it again cannot help). What
  * cannot be decided now (the request still in flight, a take-over held by
- * a retry or the completer, Redis down) is answered 503: Stripe delivers
- * it again.
+ * a retry or the completer, no record yet for a charge younger than
+ * completed_ttl_s, Redis down) is answered 503 and its id not kept:
+ * Stripe delivers it again.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -266,7 +267,8 @@ settled_charge(const char *body, size_t len, int status, char *id, size_t idlen,
 	if (status == 201) {
 		a = cJSON_GetObjectItemCaseSensitive(o, "amount");
 		cur = cJSON_GetObjectItemCaseSensitive(o, "currency");
-		if (!cJSON_IsNumber(a) || !cJSON_IsString(cur))
+		if (!cJSON_IsNumber(a) || !cJSON_IsString(cur) ||
+		    a->valuedouble != (double)(long long)a->valuedouble)
 			goto done;
 		*amount = (long long)a->valuedouble;
 		(void)snprintf(currency, curlen, "%s", cur->valuestring);
@@ -503,6 +505,18 @@ on_peeked(struct wstore_result *res, void *arg)
 
 	switch (res->st) {
 	case WSTORE_ABSENT:
+		/*
+		 * No record, for a charge young enough that its request may
+		 * still have one (a claim that lapsed before a retry claims
+		 * again, a record lost): not final, delivered again; an older
+		 * one's record expired: final
+		 */
+		if (wx->pr.created * 1000 >
+		    now_wall_ms() - 1000LL * wx->cfg->completed_ttl_s) {
+			decide_later(wx, WR_RETRY,
+			    "No record of this charge's request yet. Deliver the event again later.");
+			return;
+		}
 		wx->why = "no record";
 		decide(wx, WR_NOT_FOUND);
 		return;
@@ -635,6 +649,9 @@ charge_read(struct webhook_ctx *wx, const cJSON *charge, int *ours)
 	    amount->valuedouble > 1e15 || cur == NULL ||
 	    strlen(cur) >= sizeof(wx->currency))
 		return "data.object has no amount or currency.";
+	/* an amount is an integer on every path (the list's, a 200's) */
+	if (amount->valuedouble != (double)(long long)amount->valuedouble)
+		return "data.object's amount is not an integer.";
 	wx->amount = (long long)amount->valuedouble;
 	(void)snprintf(wx->currency, sizeof(wx->currency), "%s", cur);
 	p = json_str(md, "charge_principal");

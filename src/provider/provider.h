@@ -51,6 +51,12 @@ struct provider_result {
 	long long seen_amount;
 	char seen_currency[PROVIDER_CURRENCY_MAX];
 	int replayed; /* the first delivery was answered Idempotent-Replayed: true */
+	/*
+	 * A read-only probe sent nothing: the record's quiet point (Unix ms)
+	 * it keeps when recorded unknown again; 0: this call may have sent
+	 * (the record's time then)
+	 */
+	long long quiet_ms;
 	int mismatches; /* charges that were not this request's (alert) */
 	int refused_after_ambiguity; /* 4xx after a delivery that may have executed (alert) */
 	char why[128]; /* for the log: what the last attempt came to */

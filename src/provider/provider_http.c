@@ -24,13 +24,15 @@
 #include "metrics.h"
 #include "provider_http.h"
 #include "provider_wire.h"
+#include "timefmt.h"
+#include "wire_url.h"
 #include "util.h"
 
 #define CHARGES_PATH "/v1/charges"
 #define LIST_PATH "/v1/charges?"
+#define SEARCH_PATH "/v1/charges/search?"
 #define KEY_HDR "Idempotency-Key: "
-#define PROBE_PAGES_MAX 1000 /* pages of one probe: 100 000 charges */
-#define PROBE_SKEW_S 60      /* the provider's clock against ours, either way */
+#define PROBE_PAGES_MAX 1000   /* pages of one probe: 100 000 charges */
 #define BODY_MAX (1024 * 1024) /* bytes of a provider's answer */
 #define ATTEMPT_MIN_MS 50      /* an attempt with less time left: none */
 
@@ -50,6 +52,9 @@ struct http_provider {
 	char h1_prefix[URL_MAX_LEN]; /* the path before /v1/charges */
 	size_t h1_prefixlen;
 	char h1_hdr_post[400], h1_hdr_get[300]; /* constant header lines */
+	/* the provider's clock less ours, from the last answer's Date */
+	int skew_known;
+	long long skew_ms;
 };
 
 /* Where one call is (see call_set_state). */
@@ -92,6 +97,12 @@ struct http_call {
 	long long probe_sent_ms; /* when the first page was asked for */
 	int pages;
 	int probe_mismatch; /* a page named us with another amount */
+	/* the provider's clock less ours, as the range took it */
+	long long used_off_ms;
+	int searching;   /* the probe's first part: the search for our key */
+	int search_sent; /* the probe's first read went out */
+	int probe_skew_known; /* a page's Date measured the clock */
+	long long probe_skew_ms;
 	long long
 	    resend_until_ms; /* no delivery starts from then on; 0: none */
 	char after[PROVIDER_ID_MAX];
@@ -100,6 +111,8 @@ struct http_call {
 	char *body; /* the answer being read */
 	size_t body_len, body_cap;
 	int should_retry; /* Stripe-Should-Retry: 1, 0, -1 */
+	int replayed_now; /* this attempt's answer: Idempotent-Replayed: true */
+	long long date_ms; /* this attempt's answer's Date (Unix ms); 0: none */
 	uv_timer_t backoff;
 	int backoff_open;
 	struct provider_result res;
@@ -116,12 +129,18 @@ on_h1_header(void *arg, const char *name, size_t nlen, const char *value,
 	static const char retry[] = "Stripe-Should-Retry";
 	static const char replayed[] = "Idempotent-Replayed";
 	struct http_call *c = arg;
+	long long ms;
 
-	if (nlen == sizeof(replayed) - 1 &&
+	if (nlen == 4 && strncasecmp(name, "Date", 4) == 0) {
+		if (timefmt_http_date_parse(value, vlen, &ms) == 0)
+			c->date_ms = ms;
+	} else if (nlen == sizeof(replayed) - 1 &&
 	    strncasecmp(name, replayed, nlen) == 0) {
-		if (c->res.attempts == 1 && vlen >= 4 &&
-		    strncasecmp(value, "true", 4) == 0)
-			c->res.replayed = 1;
+		if (vlen >= 4 && strncasecmp(value, "true", 4) == 0) {
+			c->replayed_now = 1;
+			if (c->res.attempts == 1)
+				c->res.replayed = 1;
+		}
 	} else if (nlen == sizeof(retry) - 1 &&
 	    strncasecmp(name, retry, nlen) == 0) {
 		if (vlen >= 4 && strncasecmp(value, "true", 4) == 0)
@@ -278,21 +297,73 @@ call_settle(struct http_call *c, enum settle_verdict v)
 	call_done(c);
 }
 
+/*
+ * The search found none of ours on its last page: the list follows, over
+ * the part of the time the search may not show yet (provider_search_lag_s
+ * before the search to the latest a delivery can have landed).
+ */
+static void
+probe_search_done(struct http_call *c)
+{
+	const struct config *cfg = c->hp->cfg;
+
+	c->searching = 0;
+	c->after[0] = '\0';
+	settle_list_range(c->probe_sent_ms -
+	        1000LL * cfg->provider_search_lag_s,
+	    c->quiet_ms > 0 ? c->quiet_ms : now_wall_ms(),
+	    settle_execute_ms(cfg->provider_timeout_ms,
+	        cfg->provider_execute_max_ms),
+	    c->used_off_ms, SETTLE_RANGE_MARGIN_MS, &c->gte, &c->lte);
+}
+
+/*
+ * Whether this probe's "none" can prove absence as far as clocks go
+ * (settle_clock_proves); if not, counted and logged.
+ */
+static int
+probe_clock_proves(struct http_call *c)
+{
+	const struct config *cfg = c->hp->cfg;
+
+	if (settle_clock_proves(c->probe_skew_known, c->probe_skew_ms,
+	        c->used_off_ms, SETTLE_RANGE_MARGIN_MS,
+	        1000LL * cfg->provider_clock_skew_max_s))
+		return 1;
+	metrics_inc(MC_PROVIDER_CLOCK_SKEW);
+	if (!c->probe_skew_known)
+		log_warn(NULL,
+		    "provider: its list had no Date header: its clock is not known, so its 'none' proves nothing (provider_clock_skew_max_s)");
+	else
+		log_warn(NULL,
+		    "provider: its clock is %lld ms from ours (the list's range took %lld ms; provider_clock_skew_max_s %d s): its 'none' proves nothing",
+		    c->probe_skew_ms, c->used_off_ms,
+		    cfg->provider_clock_skew_max_s);
+	return 0;
+}
+
 /* One page of a probe came back (status 200): next page, or the verdict. */
 static void
 probe_page_done(struct http_call *c)
 {
 	enum settle_probe p;
-	int more = 0;
+	int more = 0, search = c->searching;
 
-	p = wire_parse_list(c->body != NULL ? c->body : "", c->body_len,
-	    &c->expect, &c->res, &more, c->after);
+	p = search ? wire_parse_search(c->body != NULL ? c->body : "",
+	                 c->body_len, &c->expect, &c->res, &more, c->after)
+	           : wire_parse_list(c->body != NULL ? c->body : "",
+	                 c->body_len, &c->expect, &c->res, &more, c->after);
 	if (p == PROBE_NOT_OURS) {
 		c->probe_mismatch = 1;
 		p = PROBE_NONE; /* go on: ours may still come */
 	}
+	if (p == PROBE_NONE && search && !more) {
+		probe_search_done(c); /* then the list, from its first page */
+		more = 1;
+	}
 	if (p == PROBE_NONE && more) {
-		if (++c->pages >= PROBE_PAGES_MAX || c->after[0] == '\0') {
+		if (++c->pages >= PROBE_PAGES_MAX ||
+		    (c->after[0] == '\0' && search == c->searching)) {
 			(void)snprintf(c->res.why, sizeof(c->res.why),
 			    "list: more than %d pages", PROBE_PAGES_MAX);
 			call_settle(c, SV_UNKNOWN);
@@ -304,13 +375,16 @@ probe_page_done(struct http_call *c)
 	}
 	if (p == PROBE_NONE && c->probe_mismatch)
 		p = PROBE_NOT_OURS;
+	if (p == PROBE_NONE && !probe_clock_proves(c))
+		p = PROBE_INCOMPLETE;
 	(void)snprintf(c->res.why, sizeof(c->res.why), "list: %s",
 	    p == PROBE_FOUND || p == PROBE_FOUND_DECLINED ? "found"
 	        : p == PROBE_NONE                         ? "none"
 	                                                  : "not settled");
 	call_settle(c,
 	    settle_probe(p, c->probe_sent_ms, c->quiet_ms,
-	        c->hp->cfg->provider_timeout_ms));
+	        settle_execute_ms(c->hp->cfg->provider_timeout_ms,
+	            c->hp->cfg->provider_execute_max_ms)));
 }
 
 /* res.why of an answer: "200 ok", "402 declined card_declined". */
@@ -330,30 +404,72 @@ attempt_why(struct http_call *c, long status, const char *label,
 	}
 }
 
+/*
+ * The provider's clock, from the answer's Date: its second less ours when
+ * it came (the offset is that, up to a second and the answer's trip more).
+ */
+static void
+clock_measure(struct http_call *c)
+{
+	struct http_provider *hp = c->hp;
+
+	if (c->date_ms <= 0)
+		return;
+	hp->skew_ms = c->date_ms - now_wall_ms();
+	hp->skew_known = 1;
+	if (c->probe) {
+		c->probe_skew_known = 1;
+		c->probe_skew_ms = hp->skew_ms;
+	}
+}
+
+/*
+ * A charge's created (the provider's second when it executed, before it
+ * answered) against the Date measured: a created later than the Date
+ * allows means the Date is not the clock the charges are stamped with;
+ * the offset is then not known (no absence proven) until the next answer.
+ */
+static void
+clock_check_created(struct http_call *c, long long created_s)
+{
+	struct http_provider *hp = c->hp;
+	long long lower = created_s * 1000 - now_wall_ms();
+
+	if (created_s <= 0 || !hp->skew_known ||
+	    lower <= hp->skew_ms + SETTLE_DATE_RES_MS)
+		return;
+	hp->skew_known = 0;
+	log_warn(NULL,
+	    "provider: a charge created %lld ms ahead of our clock, its Date said %lld ms: the provider's clock is not known",
+	    lower, hp->skew_ms);
+}
+
 /* What one finished transfer came to, by the table of provider_wire.c. */
 static void
 attempt_done(struct http_call *c, const struct xfer *x)
 {
-	struct wire_attempt a = { 0, NULL, NULL, -1 };
-	char type[PROVIDER_CODE_MAX] = "", code[PROVIDER_CODE_MAX] = "";
-	struct settle_seen seen;
-	enum settle_class sc;
+	struct wire_answer a = { x->status, c->body, c->body_len,
+		c->should_retry, c->replayed_now };
+	struct wire_attempt none = { 0, NULL, NULL, -1 };
+	char code[PROVIDER_CODE_MAX] = "";
+	enum settle_class sc = x->sc;
 	enum settle_verdict sv;
 	struct wire_verdict v;
 	long status = x->status;
 	int ok = x->why == NULL;
 
-	sc = ok ? SC_MAYBE : x->sc;
 	attempt_cleanup(c);
-	a.status = ok ? status : 0;
-	a.should_retry = c->should_retry;
-	if (a.status != 200 && a.status != 0 && c->body != NULL &&
-	    wire_parse_error(c->body, c->body_len, a.status, type, code,
-	        &c->res) == 0) {
-		a.err_type = type;
-		a.err_code = code;
+	if (ok)
+		clock_measure(c);
+	/* this attempt's answer alone: nothing of an earlier one survives */
+	if (ok && !c->probe)
+		sc = wire_answer_class(&a, &c->expect, &c->res, &v, code);
+	else {
+		/* a probe's page is read by probe_page_done */
+		none.status = ok ? status : 0;
+		wire_result_clear(&c->res);
+		v = wire_classify(&none);
 	}
-	v = wire_classify(&a);
 	metrics_provider_attempt(v.attempt);
 	if (!ok)
 		(void)snprintf(c->res.why, sizeof(c->res.why), "%s", x->why);
@@ -373,32 +489,18 @@ attempt_done(struct http_call *c, const struct xfer *x)
 		return;
 	}
 	if (c->probe) {
-		if (a.status == 200) {
+		if (ok && status == 200) {
 			probe_page_done(c);
 			return;
 		}
 		attempt_retry(c); /* the page again, within the deadline */
 		return;
 	}
-	if (ok)
-		sc = v.settle;
-	if (sc == SC_CHARGE) {
-		if (c->body == NULL ||
-		    wire_parse_charge(c->body, c->body_len, &c->res) != 0)
-			sc = SC_MAYBE; /* a 200 that is no charge */
-		else {
-			seen.request = c->res.seen_request;
-			seen.amount = c->res.seen_amount;
-			seen.currency = c->res.seen_currency;
-			if (!settle_is_ours(&c->expect, &seen))
-				sc = SC_NOT_OURS;
-		}
-	}
-	if (sc == SC_DECLINE && c->res.outcome != PROV_DECLINED)
-		sc = SC_MAYBE; /* a 402 without an error object */
+	if (sc == SC_CHARGE || sc == SC_DECLINE)
+		clock_check_created(c, c->res.created);
 	if (v.cls == WIRE_BUG)
 		log_error(NULL,
-		    "provider: downstream key %.20s... was used with other parameters (idempotency_error): a bug",
+		    "provider: downstream key %.20s... was used earlier with other parameters (idempotency_error): that delivery may have executed, the outcome stays unknown",
 		    c->dkey);
 	else if (v.cls == WIRE_REJECTED)
 		log_warn(NULL, "provider refused the delivery: %s", c->res.why);
@@ -450,15 +552,22 @@ attempt_h1(struct http_call *c)
 	return c->req != NULL ? 0 : -1;
 }
 
-/* A probe's page target: the list over [gte, lte] after c->after. 0 or -1. */
+/*
+ * A probe's page target: the search for our key (page c->after), or the
+ * list over [gte, lte] after c->after. 0 or -1.
+ */
 static int
 probe_target(struct http_call *c)
 {
-	char q[256];
+	char q[3 * PROVIDER_ID_MAX + 256];
 
-	return wire_list_query(c->gte, c->lte, c->after, q, sizeof(q)) < 0 ||
-	        (size_t)snprintf(c->target, sizeof(c->target), "%s%s%s",
-	            c->hp->h1_prefix, LIST_PATH, q) >= sizeof(c->target)
+	if (c->searching
+	        ? wire_search_query(c->dkey, c->after, q, sizeof(q)) < 0
+	        : wire_list_query(c->gte, c->lte, c->after, q, sizeof(q)) < 0)
+		return -1;
+	return (size_t)snprintf(c->target, sizeof(c->target), "%s%s%s",
+	           c->hp->h1_prefix, c->searching ? SEARCH_PATH : LIST_PATH,
+	           q) >= sizeof(c->target)
 	    ? -1
 	    : 0;
 }
@@ -479,9 +588,13 @@ attempt_start(struct http_call *c)
 	call_set_state(c, HC_ATTEMPT);
 	c->body_len = 0;
 	c->should_retry = -1;
+	c->replayed_now = 0;
+	c->date_ms = 0;
 	c->res.attempts++;
-	if (c->probe && c->pages == 0)
-		c->probe_sent_ms = now_wall_ms(); /* the list's moment */
+	if (c->probe && !c->search_sent) {
+		c->probe_sent_ms = now_wall_ms(); /* the probe's first read */
+		c->search_sent = 1;
+	}
 	if ((c->probe && probe_target(c) != 0) || attempt_h1(c) != 0) {
 		(void)snprintf(c->res.why, sizeof(c->res.why),
 		    "cannot start a request");
@@ -523,12 +636,23 @@ http_start(void *impl, const struct provider_call *call, provider_cb *cb,
 	if (c->probe) {
 		/* every charge a delivery of this request could have made */
 		c->quiet_ms = call->quiet_ms;
-		c->gte = call->created_ms / 1000 - PROBE_SKEW_S;
-		c->lte = (call->quiet_ms > 0 ? call->quiet_ms : now_wall_ms()) /
-		        1000 +
-		    hp->cfg->provider_timeout_ms / 1000 + 1 + PROBE_SKEW_S;
-		if (c->gte < 0)
-			c->gte = 0;
+		c->res.quiet_ms = call->quiet_ms; /* a read moves no quiet */
+		/* the range on the provider's clock, as last measured */
+		c->used_off_ms =
+		    hp->cfg->provider_clock_skew_max_s > 0 && hp->skew_known
+		    ? hp->skew_ms
+		    : 0;
+		/*
+		 * with a search: it first (every run's charge, whatever Redis
+		 * lost), then the list over what it may not show yet
+		 * (probe_search_done); else the list from the first claim
+		 */
+		c->searching = hp->cfg->provider_search_lag_s > 0;
+		settle_list_range(call->created_ms,
+		    call->quiet_ms > 0 ? call->quiet_ms : now_wall_ms(),
+		    settle_execute_ms(hp->cfg->provider_timeout_ms,
+		        hp->cfg->provider_execute_max_ms),
+		    c->used_off_ms, SETTLE_RANGE_MARGIN_MS, &c->gte, &c->lte);
 	} else {
 		if ((c->form = wire_form_body(call, c->dkey, &c->formlen)) ==
 		    NULL)

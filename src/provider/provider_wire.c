@@ -172,46 +172,6 @@ wire_list_query(long long gte, long long lte, const char *after, char *out,
 	return n < 0 || (size_t)n >= outlen ? -1 : n;
 }
 
-int
-wire_url_split(const char *url, char *host, size_t hostlen, int *port, int *tls,
-    const char **path)
-{
-	const char *h, *end;
-	size_t n;
-
-	*tls = strncmp(url, "https://", 8) == 0;
-	if (!*tls && strncmp(url, "http://", 7) != 0)
-		return -1;
-	h = url + (*tls ? 8 : 7);
-	if ((*path = strchr(h, '/')) == NULL)
-		*path = h + strlen(h);
-	*port = *tls ? 443 : 80;
-	if (*h == '[') {
-		if ((end = memchr(h, ']', (size_t)(*path - h))) == NULL)
-			return -1;
-		h++;
-		n = (size_t)(end++ - h);
-	} else {
-		if ((end = memchr(h, ':', (size_t)(*path - h))) == NULL)
-			end = *path;
-		n = (size_t)(end - h);
-	}
-	if (n >= hostlen)
-		return -1;
-	memcpy(host, h, n);
-	host[n] = '\0';
-	if (end < *path && *end == ':') {
-		char *e;
-		long v = strtol(end + 1, &e, 10);
-
-		if (e != *path || v < 1 || v > 65535)
-			return -1;
-		*port = (int)v;
-	} else if (end != *path)
-		return -1;
-	return 0;
-}
-
 /*
  * The classification, in one table read top down: the first row whose
  * status range holds the attempt's status (0: no answer at all) and whose
@@ -235,8 +195,11 @@ static const struct class_row class_rows[] = {
 	/* a charge: proven the request's or not by the caller (settle_is_ours) */
 	{ 200, 200, NULL, NULL, -1, WIRE_CHARGE, SC_CHARGE, MA_CHARGE },
 	{ 402, 402, NULL, NULL, -1, WIRE_DECLINE, SC_DECLINE, MA_DECLINE },
-	/* our key reused with other parameters: a bug, never retried */
-	{ 400, 400, "idempotency_error", NULL, -1, WIRE_BUG, SC_REJECTED,
+	/*
+	 * our key used earlier with other parameters: that delivery may have
+	 * executed (never "failed"); a re-send meets the same refusal
+	 */
+	{ 400, 400, "idempotency_error", NULL, -1, WIRE_BUG, SC_KEY_USED,
 	    MA_IDEMPOTENCY_ERROR },
 	/* the first delivery under the key is still running */
 	{ 409, 409, NULL, NULL, -1, WIRE_RETRY, SC_MAYBE, MA_IN_USE },
@@ -811,11 +774,87 @@ done:
 	return rc;
 }
 
-enum settle_probe
-wire_parse_list(const char *body, size_t len, const struct settle_expect *e,
+void
+wire_result_clear(struct provider_result *res)
+{
+	res->outcome = PROV_UNKNOWN;
+	res->charge_id[0] = res->decline_buf[0] = '\0';
+	res->seen_request[0] = res->seen_currency[0] = '\0';
+	res->decline_code = NULL;
+	res->created = 0;
+	res->seen_amount = -1;
+}
+
+int
+wire_search_query(const char *dkey, const char *page, char *out, size_t outlen)
+{
+	struct util_buf b;
+
+	if (!charge_id_ok(dkey)) /* "charge_" + hex: no quote to escape */
+		return -1;
+	util_buf_init(&b, out, outlen);
+	/* metadata['charge_request']:'<dkey>' */
+	util_buf_str(&b, "query=metadata%5B%27charge_request%27%5D%3A%27");
+	util_buf_str(&b, dkey);
+	util_buf_str(&b, "%27&limit=");
+	util_buf_ll(&b, WIRE_LIST_LIMIT);
+	if (page != NULL && page[0] != '\0') {
+		util_buf_str(&b, "&page=");
+		form_escape(&b, page, strlen(page));
+	}
+	return (int)util_buf_len(&b);
+}
+
+enum settle_class
+wire_answer_class(const struct wire_answer *a, const struct settle_expect *e,
+    struct provider_result *res, struct wire_verdict *v,
+    char code[PROVIDER_CODE_MAX])
+{
+	struct wire_attempt w = { a->status, NULL, NULL, a->should_retry };
+	char type[PROVIDER_CODE_MAX];
+	struct settle_seen seen;
+	enum settle_class sc;
+
+	wire_result_clear(res);
+	code[0] = '\0';
+	if (a->status != 200 && a->body != NULL &&
+	    wire_parse_error(a->body, a->len, a->status, type, code, res) ==
+	        0) {
+		w.err_type = type;
+		w.err_code = code;
+	}
+	*v = wire_classify(&w);
+	sc = v->settle;
+	if (sc == SC_CHARGE) {
+		if (a->body == NULL ||
+		    wire_parse_charge(a->body, a->len, res) != 0)
+			sc = SC_MAYBE; /* a 200 that is no succeeded charge */
+		else {
+			seen.request = res->seen_request;
+			seen.amount = res->seen_amount;
+			seen.currency = res->seen_currency;
+			if (!settle_is_ours(e, &seen))
+				sc = SC_NOT_OURS;
+		}
+	}
+	if (sc == SC_DECLINE && res->outcome != PROV_DECLINED)
+		sc = SC_MAYBE; /* a 402 without an error object */
+	/* a saved answer: an execution under the key began earlier */
+	if (a->replayed && (sc == SC_REJECTED || sc == SC_LATER))
+		sc = SC_MAYBE;
+	if (sc != SC_CHARGE && sc != SC_DECLINE)
+		wire_result_clear(res); /* nothing of it is this request's */
+	return sc;
+}
+
+/*
+ * The charges of one page (a list's or a search's root) for e's: as
+ * wire_parse_list says; after: the page's last charge id.
+ */
+static enum settle_probe
+page_parse(const cJSON *root, const struct settle_expect *e,
     struct provider_result *res, int *has_more, char after[PROVIDER_ID_MAX])
 {
-	cJSON *root = cJSON_ParseWithLength(body, len);
 	const cJSON *data = cJSON_GetObjectItemCaseSensitive(root, "data");
 	const cJSON *more = cJSON_GetObjectItemCaseSensitive(root, "has_more");
 	const cJSON *c, *id, *md, *rq;
@@ -825,19 +864,15 @@ wire_parse_list(const char *body, size_t len, const struct settle_expect *e,
 
 	*has_more = 0;
 	after[0] = '\0';
-	if (!cJSON_IsArray(data) || !cJSON_IsBool(more)) {
-		found = PROBE_INCOMPLETE;
-		goto done;
-	}
+	if (!cJSON_IsArray(data) || !cJSON_IsBool(more))
+		return PROBE_INCOMPLETE;
 	*has_more = cJSON_IsTrue(more);
 	cJSON_ArrayForEach(c, data)
 	{
 		id = cJSON_GetObjectItemCaseSensitive(c, "id");
 		if (!cJSON_IsString(id) || !charge_id_ok(id->valuestring) ||
-		    strlen(id->valuestring) >= PROVIDER_ID_MAX) {
-			found = PROBE_INCOMPLETE; /* no cursor to go on from */
-			goto done;
-		}
+		    strlen(id->valuestring) >= PROVIDER_ID_MAX)
+			return PROBE_INCOMPLETE; /* no cursor to go on from */
 		memcpy(after, id->valuestring, strlen(id->valuestring) + 1);
 		md = cJSON_GetObjectItemCaseSensitive(c, "metadata");
 		rq = cJSON_GetObjectItemCaseSensitive(md, "charge_request");
@@ -864,9 +899,47 @@ wire_parse_list(const char *body, size_t len, const struct settle_expect *e,
 		found = r.outcome == PROV_SUCCEEDED ? PROBE_FOUND
 		                                    : PROBE_FOUND_DECLINED;
 	}
-done:
-	cJSON_Delete(root);
 	return found;
+}
+
+/* A list's page (next NULL) or a search's: page_parse, and next_page. */
+static enum settle_probe
+page_body(const char *body, size_t len, const struct settle_expect *e,
+    struct provider_result *res, int *has_more, char after[PROVIDER_ID_MAX],
+    char *next)
+{
+	cJSON *root = cJSON_ParseWithLength(body, len);
+	const cJSON *np = cJSON_GetObjectItemCaseSensitive(root, "next_page");
+	enum settle_probe f = page_parse(root, e, res, has_more, after);
+
+	if (next != NULL) {
+		next[0] = '\0';
+		if (f != PROBE_INCOMPLETE && cJSON_IsString(np) &&
+		    strlen(np->valuestring) < PROVIDER_ID_MAX)
+			memcpy(next, np->valuestring,
+			    strlen(np->valuestring) + 1);
+		if ((f == PROBE_NONE || f == PROBE_NOT_OURS) && *has_more &&
+		    next[0] == '\0')
+			f = PROBE_INCOMPLETE; /* more, and no way to them */
+	}
+	cJSON_Delete(root);
+	return f;
+}
+
+enum settle_probe
+wire_parse_list(const char *body, size_t len, const struct settle_expect *e,
+    struct provider_result *res, int *has_more, char after[PROVIDER_ID_MAX])
+{
+	return page_body(body, len, e, res, has_more, after, NULL);
+}
+
+enum settle_probe
+wire_parse_search(const char *body, size_t len, const struct settle_expect *e,
+    struct provider_result *res, int *has_more, char next[PROVIDER_ID_MAX])
+{
+	char last[PROVIDER_ID_MAX];
+
+	return page_body(body, len, e, res, has_more, last, next);
 }
 
 long

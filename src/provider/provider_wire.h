@@ -50,13 +50,14 @@ int wire_list_query(long long gte, long long lte, const char *after, char *out,
     size_t outlen);
 
 /*
- * A base URL http(s)://HOST[:PORT][/PREFIX] into host (an IPv6 literal
- * without its brackets), *port (80 or 443 when absent), *tls and *path
- * (the prefix, "" when none; points into url). 0, or -1 when it is not
- * such a URL.
+ * The query string of one page of the search for the charges that carry
+ * the downstream key dkey (GET /v1/charges/search):
+ * query=metadata['charge_request']:'dkey', WIRE_LIST_LIMIT a page, the
+ * page token page (NULL or "": the first; percent-encoded here). Length,
+ * or -1 when it does not fit or dkey is not letters, digits and '_'.
  */
-int wire_url_split(const char *url, char *host, size_t hostlen, int *port,
-    int *tls, const char **path);
+int wire_search_query(const char *dkey, const char *page, char *out,
+    size_t outlen);
 
 /* What one attempt came to, as the classification table sees it. */
 struct wire_attempt {
@@ -71,7 +72,7 @@ enum wire_class {
 	WIRE_DECLINE,  /* 402: recorded failed with the failed charge */
 	WIRE_REJECTED, /* a 4xx of the request: recorded failed, 502 */
 	WIRE_RETRY,    /* retried with the same key within the deadline */
-	WIRE_BUG,      /* 400 idempotency_error: logged, recorded failed */
+	WIRE_BUG, /* 400 idempotency_error: logged, unknown (never failed) */
 };
 
 /* The row of the table that a matched: its classes and its metrics label. */
@@ -84,6 +85,35 @@ struct wire_verdict {
 };
 
 struct wire_verdict wire_classify(const struct wire_attempt *a);
+
+/*
+ * Clears what an answer's parse leaves in res: outcome (PROV_UNKNOWN), the
+ * charge id, the decline code, created and what the charge said of itself.
+ * attempts, replayed, why and the alert counts are kept.
+ */
+void wire_result_clear(struct provider_result *res);
+
+/* One answered attempt as the socket saw it. */
+struct wire_answer {
+	long status;      /* not 0 */
+	const char *body; /* NULL: none */
+	size_t len;
+	int should_retry; /* Stripe-Should-Retry: 1, 0, -1 absent */
+	int replayed;     /* this answer said Idempotent-Replayed: true */
+};
+
+/*
+ * What one answered attempt proves, from its own answer alone (issue 36):
+ * res is cleared first, and keeps what the answer said only when it is a
+ * charge proven this request's (SC_CHARGE: e) or a decline (SC_DECLINE).
+ * A 200 that is no succeeded charge, a 402 without an error object, and a
+ * saved answer replayed that proves neither (Idempotent-Replayed on a
+ * refusal) are SC_MAYBE. *v: the table's row; code: the error's code ("":
+ * none). Pure.
+ */
+enum settle_class wire_answer_class(const struct wire_answer *a,
+    const struct settle_expect *e, struct provider_result *res,
+    struct wire_verdict *v, char code[PROVIDER_CODE_MAX]);
 
 /*
  * A 200's charge object into res (PROV_SUCCEEDED: id, created; and what it
@@ -116,6 +146,16 @@ int wire_parse_error(const char *body, size_t len, long status,
 enum settle_probe wire_parse_list(const char *body, size_t len,
     const struct settle_expect *e, struct provider_result *res, int *has_more,
     char after[PROVIDER_ID_MAX]);
+
+/*
+ * One page of the search (GET /v1/charges/search, a "search_result"), as
+ * wire_parse_list reads a list's; next (PROVIDER_ID_MAX): its next_page
+ * token ("" when none; a page with has_more and no token, or one too long,
+ * is PROBE_INCOMPLETE).
+ */
+enum settle_probe wire_parse_search(const char *body, size_t len,
+    const struct settle_expect *e, struct provider_result *res, int *has_more,
+    char next[PROVIDER_ID_MAX]);
 
 #define WIRE_BACKOFF_BASE_MS 250
 #define WIRE_BACKOFF_CAP_MS 2000

@@ -34,6 +34,11 @@ settle_attempt(struct settle_fold *f, enum settle_class c)
 		f->refused_after_ambiguity++;
 		return SV_UNKNOWN;
 	case SC_MAYBE: f->ambiguous = 1; return SV_RETRY;
+	case SC_KEY_USED:
+		/* an earlier execution under the key: never "failed" */
+		f->ambiguous = 1;
+		f->key_used++;
+		return SV_UNKNOWN;
 	case SC_NOT_SENT:
 	case SC_LATER: return SV_RETRY;
 	}
@@ -53,16 +58,22 @@ settle_end(const struct settle_fold *f)
 	return SV_UNKNOWN;
 }
 
+long long
+settle_execute_ms(long long timeout_ms, long long execute_max_ms)
+{
+	return execute_max_ms > timeout_ms ? execute_max_ms : timeout_ms;
+}
+
 enum settle_verdict
 settle_probe(enum settle_probe p, long long sent_ms, long long quiet_ms,
-    long long timeout_ms)
+    long long execute_ms)
 {
 	switch (p) {
 	case PROBE_FOUND: return SV_COMPLETED;
 	case PROBE_FOUND_DECLINED: return SV_DECLINED;
 	case PROBE_NONE:
-		if (quiet_ms > 0 && timeout_ms >= 0 &&
-		    sent_ms >= quiet_ms + timeout_ms)
+		if (quiet_ms > 0 && execute_ms >= 0 &&
+		    sent_ms >= quiet_ms + execute_ms)
 			return SV_FAILED;
 		return SV_UNKNOWN; /* a delivery may still execute */
 	case PROBE_NOT_OURS:
@@ -92,10 +103,36 @@ settle_step(const struct settle_clock *c, long long *wait_ms)
 		return SETTLE_RESEND;
 	if (c->created_ms < 1)
 		return SETTLE_PROBE;
-	w = settle_quiet_ms(c) + c->timeout_ms - c->now_ms;
+	w = settle_quiet_ms(c) + c->execute_ms - c->now_ms;
 	if (w > 0 && w <= c->timeout_ms)
 		*wait_ms = w;
 	return SETTLE_PROBE;
+}
+
+void
+settle_list_range(long long created_ms, long long quiet_ms,
+    long long execute_ms, long long off_ms, long long margin_ms,
+    long long *gte_s, long long *lte_s)
+{
+	long long lo = created_ms + off_ms - margin_ms;
+	long long hi = quiet_ms + execute_ms + off_ms + margin_ms;
+
+	*gte_s = lo > 0 ? lo / 1000 : 0;
+	*lte_s = hi > 0 ? hi / 1000 + 1 : 0;
+}
+
+int
+settle_clock_proves(int known, long long measured_ms, long long used_ms,
+    long long margin_ms, long long allowance_ms)
+{
+	long long d = measured_ms - used_ms;
+
+	if (allowance_ms == 0)
+		return used_ms == 0; /* not measured: taken to agree */
+	return known && measured_ms <= allowance_ms &&
+	    measured_ms >= -allowance_ms &&
+	    d <= margin_ms - SETTLE_DATE_RES_MS &&
+	    d >= -(margin_ms - SETTLE_DATE_RES_MS);
 }
 
 int

@@ -5,8 +5,9 @@
  * completer and the webhook route all decide through it.
  *
  * Ambiguity is sticky: once a delivery may have executed (no answer after
- * sending, a 5xx, a 409 in use, a charge that is not this request's, an
- * unknown record taken over), only a charge proven this request's, a
+ * sending, a 5xx, a 409 in use, a 400 idempotency_error, a saved answer
+ * replayed, a charge that is not this request's, an unknown record taken
+ * over), only a charge proven this request's, a
  * decline, or a read that proves no charge exists after no delivery can
  * still execute settles it. A refusal (4xx, 401, 403, 404, a certificate)
  * after that proves nothing.
@@ -25,6 +26,12 @@ enum settle_class {
 	SC_NOT_SENT, /* nothing reached the provider (no connection, no TLS) */
 	SC_LATER,    /* not executed, try again (429, Stripe-Should-Retry) */
 	SC_MAYBE,    /* may have executed: no answer after sending, 5xx, 409 */
+	/*
+	 * 400 idempotency_error: a delivery under the key executed earlier
+	 * with other parameters (another version's form): may have executed,
+	 * and every re-send meets the same refusal (an alert)
+	 */
+	SC_KEY_USED,
 };
 
 /* The verdict after an attempt, a probe, or the end of a call. */
@@ -42,6 +49,7 @@ struct settle_fold {
 	int attempts;
 	int mismatches; /* charges that were not this request's (alert) */
 	int refused_after_ambiguity; /* 4xx after a delivery that may have executed (alert) */
+	int key_used; /* idempotency_error: executed earlier with other parameters (alert) */
 };
 
 /*
@@ -70,13 +78,53 @@ enum settle_probe {
 
 /*
  * The verdict of a probe whose first page was sent at sent_ms, for a
- * record whose deliveries all went out by quiet_ms (Unix ms); timeout_ms:
- * how long after its send a delivery can still execute
- * (provider_timeout_ms). "None" proves absence only when the list was
- * asked for after every delivery stopped being able to execute.
+ * record whose deliveries all went out by quiet_ms (Unix ms); execute_ms:
+ * how long after its send a delivery can still execute (settle_execute_ms).
+ * "None" proves absence only when the list was asked for after every
+ * delivery stopped being able to execute. A 409 (a delivery executing
+ * now) is always seen before the record's quiet_ms, so this is never
+ * before the last 409 plus execute_ms either.
  */
 enum settle_verdict settle_probe(enum settle_probe p, long long sent_ms,
-    long long quiet_ms, long long timeout_ms);
+    long long quiet_ms, long long execute_ms);
+
+/*
+ * How long after its send a delivery may still execute: the stated
+ * assumption provider_execute_max_ms, and never less than one attempt's
+ * provider_timeout_ms.
+ */
+long long settle_execute_ms(long long timeout_ms, long long execute_max_ms);
+
+/*
+ * How far the created range of a list reaches beyond the provider's clock
+ * as measured (either way): the Date header's second and the answer's
+ * trip, and a clock that moved between the delivery and the read.
+ */
+#define SETTLE_RANGE_MARGIN_MS 60000
+/* What one Date measures to: its second and the answer's trip */
+#define SETTLE_DATE_RES_MS 2000
+
+/*
+ * The created range (Unix seconds, the provider's clock) that holds every
+ * charge a delivery sent from created_ms to quiet_ms can have made, when
+ * the provider's clock is off_ms ahead of ours (negative: behind), give or
+ * take margin_ms: [created + off - margin, quiet + execute + off + margin].
+ */
+void settle_list_range(long long created_ms, long long quiet_ms,
+    long long execute_ms, long long off_ms, long long margin_ms,
+    long long *gte_s, long long *lte_s);
+
+/*
+ * 1 when a list read over a range shifted by used_ms can prove absence:
+ * the provider's clock was measured during the read (known: its Date,
+ * measured_ms = its Date less our clock when it came) within allowance_ms
+ * of ours, and within margin_ms - SETTLE_DATE_RES_MS of the offset the
+ * range was shifted by. allowance_ms 0: not measured (the clocks are taken
+ * to agree within margin_ms; a provider that sends no Date). Else 0: the
+ * read may find a charge but never proves there is none.
+ */
+int settle_clock_proves(int known, long long measured_ms, long long used_ms,
+    long long margin_ms, long long allowance_ms);
 
 /* The times the step of an unknown record is decided on (Unix ms). */
 struct settle_clock {
@@ -86,6 +134,7 @@ struct settle_clock {
 	    quiet_ms; /* the latest an earlier delivery may have been sent; 0: not known */
 	long long window_ms;   /* provider_execute_window_s */
 	long long timeout_ms;  /* provider_timeout_ms */
+	long long execute_ms;  /* settle_execute_ms */
 	long long deadline_ms; /* provider_deadline_ms */
 };
 
@@ -98,9 +147,10 @@ enum settle_action {
  * The step for an unknown record taken over, by its client's retry or by
  * the completer alike: re-send only within the execute window after the
  * request was created; after it, probe read-only. *wait_ms: how long to
- * wait before the probe so that its "none" can prove absence (0: now); a
- * wait longer than timeout_ms is not worth holding a request for: 0, and
- * the probe can still find a charge but not prove there is none.
+ * wait before the probe so that its "none" can prove absence (quiet +
+ * execute_ms; 0: now); a wait longer than timeout_ms is not worth holding
+ * a request for: 0, and the probe can still find a charge but not prove
+ * there is none.
  */
 enum settle_action settle_step(const struct settle_clock *c,
     long long *wait_ms);

@@ -255,6 +255,9 @@ provider_connect_timeout_ms = 300
 provider_deadline_ms = 1500
 completer_schedule_s = 1,2,3
 provider_execute_window_s = 4
+# the simulator executes within one attempt and sends no Date header
+provider_execute_max_ms = 1000
+provider_clock_skew_max_s = 0
 EOF
 		export CHARGE_CONF="$dir/charge.conf"
 	fi

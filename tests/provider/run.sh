@@ -76,6 +76,8 @@ stack_env "$RUN" provider
 export CHARGE_LOCK_TTL_S=5
 export CHARGE_FAILED_TTL_S=60
 export CHARGE_PROVIDER_URL="http://127.0.0.1:$SIM_PORT"
+# the simulator executes within one attempt and sends no Date header
+export CHARGE_PROVIDER_EXECUTE_MAX_MS=500 CHARGE_PROVIDER_CLOCK_SKEW_MAX_S=0
 export CHARGE_PROVIDER_API_KEY=sk_test_provider
 export CHARGE_PROVIDER_CONNECT_TIMEOUT_MS=500
 export CHARGE_PROVIDER_TIMEOUT_MS=500

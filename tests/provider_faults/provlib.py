@@ -218,11 +218,17 @@ class Stack:
     ])
     # with a provider_url: an attempt 800 ms, all attempts 2.5 s, the
     # completer looks again 1, 2 and 3 s after an unknown outcome; it sends
-    # again within 6 s of the request, then only reads the list of charges
+    # again within 6 s of the request, then only reads the list of charges.
+    # The simulator executes within its own latency (below one attempt) and
+    # sends no Date header: provider_execute_max_ms is one attempt and its
+    # clock is taken for ours (provider_clock_skew_max_s 0)
     HTTP_PROVIDER = collections.OrderedDict([
         ("provider_timeout_ms", 800), ("provider_connect_timeout_ms", 300),
         ("provider_deadline_ms", 2500), ("completer_schedule_s", "1,2,3"),
-        ("provider_execute_window_s", 6),
+        ("provider_execute_window_s", 6), ("provider_execute_max_ms", 800),
+        ("provider_clock_skew_max_s", 0),
+        # stripe-stateful-mock has no search (the simulator's lags not)
+        ("provider_search_lag_s", 0 if os.environ.get("PROV_NEED_SIM") == "0" else 5),
     ])
 
     def __init__(self, name, procs=2, env_extra=None, **cfg):

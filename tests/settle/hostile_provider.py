@@ -39,9 +39,13 @@ The control API (no authorization; loopback only):
   POST /_script   {"rules": [RULE, ...], "replace": true}   -> {"ids": [...]}
   POST /_reset    {} clears the rules and the search lag;
                   {"everything": true} also the charges, keys and the log
-  POST /_config   {"search_lag_s": 30, "keepalive": false}: keepalive false
-                  answers "Connection: close" and closes the idle kept
-                  connections at once (every delivery on a fresh one)
+  POST /_config   {"search_lag_s": 30, "keepalive": false,
+                   "clock_offset_s": 150}: keepalive false answers
+                  "Connection: close" and closes the idle kept connections
+                  at once (every delivery on a fresh one); clock_offset_s
+                  runs the provider's clock that far ahead (negative:
+                  behind) of the machine's: every Date header and every
+                  charge's created (and so the list's created filters)
   POST /_seed     {"n": 150, "client_key": "order-1001", "amount": 1999,
                    "currency": "usd"}: n charges of other principals under
                   the same client key, created now (newer than any before)
@@ -89,6 +93,10 @@ count is within first..last decides. The actions:
   execute_late    take the key at once (others get 409 in use), execute
                   after delay_s, then answer
 
+Every action that executes a charge takes "created_offset_s": the charge
+is stamped that many seconds after now (negative: before), as if it had
+executed then (an earlier run of the request).
+
 The log: one entry per delivery with its wall time "t" (Unix seconds,
 float), "method", "path", "query", "client_key", "principal", "amount",
 "currency", "source", "dkey", "charge_request", "conn" (the peer's
@@ -102,6 +110,7 @@ none was), "charge" (the charge id it executed or answered), and "done"
 """
 
 import argparse
+import email.utils
 import json
 import re
 import secrets
@@ -125,6 +134,7 @@ class State:
         self.rules = []
         self.search_lag_s = 0.0
         self.keepalive = True
+        self.clock_offset_s = 0.0
         if everything:
             self.charges = []      # (seq, t, charge object), creation order
             self.by_id = {}
@@ -157,10 +167,11 @@ def error_body(status, etype=None, code=None, message=None, extra=None):
 
 
 def new_charge(amount, currency, description, metadata, status="succeeded",
-               decline_code=None):
-    """Creates and stores a charge; LOCK held."""
+               decline_code=None, created_offset_s=0.0):
+    """Creates and stores a charge; LOCK held. created_offset_s: stamped
+    that long after now (negative: before), as if executed then."""
     S.seq += 1
-    now = time.time()
+    now = time.time() + float(created_offset_s)
     ok = status == "succeeded"
     c = {
         "id": "ch_" + secrets.token_hex(12),
@@ -169,7 +180,7 @@ def new_charge(amount, currency, description, metadata, status="succeeded",
         "amount_captured": amount if ok else 0,
         "amount_refunded": 0,
         "captured": ok,
-        "created": int(now),
+        "created": int(now + S.clock_offset_s),
         "currency": currency,
         "description": description,
         "failure_code": None if ok else "card_declined",
@@ -235,6 +246,9 @@ class Handler(BaseHTTPRequestHandler):
 
     def log_message(self, fmt, *args):  # quiet: the log is /_log
         pass
+
+    def date_time_string(self, timestamp=None):  # the Date header: our clock
+        return email.utils.formatdate((timestamp or time.time()) + S.clock_offset_s, usegmt=True)
 
     def setup(self):
         super().setup()
@@ -345,6 +359,8 @@ class Handler(BaseHTTPRequestHandler):
             elif method == "POST" and u.path == "/_config":
                 if "search_lag_s" in req:
                     S.search_lag_s = float(req["search_lag_s"])
+                if "clock_offset_s" in req:
+                    S.clock_offset_s = float(req["clock_offset_s"])
                 if "keepalive" in req:
                     S.keepalive = bool(req["keepalive"])
                     if not S.keepalive:  # idle kept connections close now
@@ -354,7 +370,8 @@ class Handler(BaseHTTPRequestHandler):
                                     h.connection.shutdown(socket.SHUT_RDWR)
                                 except OSError:
                                     pass
-                out = {"search_lag_s": S.search_lag_s, "keepalive": S.keepalive}
+                out = {"search_lag_s": S.search_lag_s, "keepalive": S.keepalive,
+                       "clock_offset_s": S.clock_offset_s}
             elif method == "POST" and u.path == "/_seed":
                 ids = []
                 for i in range(int(req.get("n", 1))):
@@ -529,7 +546,8 @@ class Handler(BaseHTTPRequestHandler):
                                  message="Your card was declined.",
                                  extra={"decline_code": "card_declined", "charge": cid})
             else:
-                c = new_charge(amount, currency, desc, md)
+                c = new_charge(amount, currency, desc, md,
+                               created_offset_s=rule.get("created_offset_s", 0.0))
                 cid = c["id"]
                 status = 200
                 out = json.dumps(c).encode()

@@ -25,8 +25,15 @@ SCHEDULE=1,4,8
 TIMEOUT_MS=500
 DEADLINE_MS=1500
 LOCK_TTL_S=5
+# provider_execute_max_ms: a delivery may execute this long after its send
+EXECUTE_MAX_MS=6000
+# provider_clock_skew_max_s
+SKEW_MAX_S=60
+# provider_search_lag_s: the probe searches, then lists the last 10 s
+SEARCH_LAG_S=10
 if [ "${SETTLE_DEFAULTS:-0}" = 1 ]; then
 	WINDOW_S=60 SCHEDULE=1,5,30,90,300,3600 TIMEOUT_MS=5000 DEADLINE_MS=12000 LOCK_TTL_S=30
+	EXECUTE_MAX_MS=60000 SEARCH_LAG_S=300
 fi
 
 # shellcheck source=tools/stack.sh
@@ -75,11 +82,13 @@ stack_api_keys_write "$RUN/api-keys" "$E2E_PRINCIPAL_A" "$E2E_API_KEY_A" ||
 	bail "cannot write the api-keys file"
 mkdir -p "$RUN/spill" && chmod 700 "$RUN/spill"
 
-# provider_execute_window_s goes in a private charge.conf (the repository's
-# plus that line): the web server passes the responder only the CHARGE_*
+# provider_execute_window_s, provider_execute_max_ms and
+# provider_clock_skew_max_s go in a private charge.conf (the repository's
+# plus those lines): the web server passes the responder only the CHARGE_*
 # variables its configuration names. Everything else is a CHARGE_* override.
 if ! cp "$REPO/conf/charge.conf" "$RUN/charge.conf" ||
-	! printf '\n# tests/settle\nprovider_execute_window_s = %s\n' "$WINDOW_S" >>"$RUN/charge.conf"; then
+	! printf '\n# tests/settle\nprovider_execute_window_s = %s\nprovider_execute_max_ms = %s\nprovider_clock_skew_max_s = %s\nprovider_search_lag_s = %s\n' \
+		"$WINDOW_S" "$EXECUTE_MAX_MS" "$SKEW_MAX_S" "$SEARCH_LAG_S" >>"$RUN/charge.conf"; then
 	bail "cannot write $RUN/charge.conf"
 fi
 export CHARGE_CONF="$RUN/charge.conf"
@@ -96,19 +105,20 @@ export CHARGE_PROVIDER_DEADLINE_MS=$DEADLINE_MS
 export CHARGE_COMPLETER_SCHEDULE_S=$SCHEDULE
 export CHARGE_THREADS=2
 
+# a build from before one of those keys: run without it (its tests then
+# show what that build does)
+for _ in 1 2 3 4; do
+	"$BIN" --check-config >"$RUN/check-config.txt" 2>&1 && break
+	k=$(sed -n "s/.*unknown key '\([a-z_0-9]*\)'.*/\1/p" "$RUN/check-config.txt" | head -n 1)
+	[ -n "$k" ] || break
+	echo "# this responder has no $k: running without it"
+	sed -i "/^$k = /d" "$RUN/charge.conf"
+done
 if ! "$BIN" --check-config >"$RUN/check-config.txt" 2>&1; then
-	# a build from before provider_execute_window_s: run without it (its
-	# tests then show what that build does)
-	if grep -q "unknown key 'provider_execute_window_s'" "$RUN/check-config.txt"; then
-		echo "# this responder has no provider_execute_window_s: running without it"
-		cp "$REPO/conf/charge.conf" "$RUN/charge.conf"
-	fi
-	if ! "$BIN" --check-config >"$RUN/check-config.txt" 2>&1; then
-		sed 's/^/# /' "$RUN/check-config.txt"
-		bail "charge --check-config rejects the test configuration"
-	fi
+	sed 's/^/# /' "$RUN/check-config.txt"
+	bail "charge --check-config rejects the test configuration"
 fi
-grep -E '^(provider_execute_window_s|completer_schedule_s|provider_(timeout|deadline)_ms) ' "$RUN/check-config.txt" |
+grep -E '^(provider_execute_(window_s|max_ms)|provider_clock_skew_max_s|provider_search_lag_s|completer_schedule_s|provider_(timeout|deadline)_ms) ' "$RUN/check-config.txt" |
 	sed 's/^/# /'
 stack_redis_start "$RUN" "$RUN/redis" "$RUN" 2>"$RUN/stack.err" ||
 	{ sed 's/^/# /' "$RUN/stack.err"; bail "redis-server did not start"; }
@@ -118,7 +128,7 @@ stack_lighttpd_start "$RUN" "$RUN" "$PORT" "$BIN" 2 2>"$RUN/stack.err" ||
 
 export BASE_URL="http://127.0.0.1:$PORT"
 export HOSTILE_URL="http://127.0.0.1:$HP_PORT"
-export SETTLE_WINDOW_S=$WINDOW_S
+export SETTLE_WINDOW_S=$WINDOW_S SETTLE_EXECUTE_MAX_MS=$EXECUTE_MAX_MS SETTLE_SKEW_MAX_S=$SKEW_MAX_S
 export E2E_REDIS_SOCKET="$RUN/redis.sock"
 echo "# settle: $BASE_URL, responder $BIN, hostile provider at $HOSTILE_URL, run dir $RUN"
 

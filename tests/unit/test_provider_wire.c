@@ -22,6 +22,7 @@
 #include "idem.h"
 #include "metrics.h"
 #include "provider_wire.h"
+#include "wire_url.h"
 
 #define FP "9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08"
 #define CANON                                                                        \
@@ -552,6 +553,49 @@ test_parse_list(void **state)
 	    PROBE_INCOMPLETE);
 }
 
+/* The search for a downstream key (issue 36, A.5): its query, its pages. */
+static void
+test_search(void **state)
+{
+	static const char page1[] =
+	    "{\"object\":\"search_result\",\"has_more\":true,\"next_page\":"
+	    "\"page_1 x\",\"data\":[{\"id\":\"ch_x\",\"metadata\":{}}]}";
+	static const char nonext[] =
+	    "{\"object\":\"search_result\",\"has_more\":true,\"data\":[]}";
+	static const char found[] =
+	    "{\"object\":\"search_result\",\"has_more\":true,\"data\":[{"
+	    "\"id\":\"ch_a\",\"created\":5,\"amount\":1999,\"currency\":"
+	    "\"usd\",\"status\":\"succeeded\",\"metadata\":{"
+	    "\"charge_request\":\"charge_r\"}}]}";
+	struct settle_expect e = { "charge_r", 1999, "usd" };
+	struct provider_result r;
+	char next[PROVIDER_ID_MAX], q[512];
+	int more;
+
+	(void)state;
+	assert_int_equal(wire_search_query("charge_r", NULL, q, sizeof(q)), 67);
+	assert_string_equal(q,
+	    "query=metadata%5B%27charge_request%27%5D%3A%27charge_r%27&limit=100");
+	assert_true(wire_search_query("charge_r", "p 1/2", q, sizeof(q)) > 0);
+	assert_non_null(strstr(q, "&page=p%201%2F2"));
+	assert_int_equal(wire_search_query("charge'r", NULL, q, sizeof(q)), -1);
+	assert_int_equal(wire_search_query("charge_r", NULL, q, 20), -1);
+	memset(&r, 0, sizeof(r));
+	assert_int_equal(wire_parse_search(page1, strlen(page1), &e, &r, &more,
+	                     next),
+	    PROBE_NONE);
+	assert_int_equal(more, 1);
+	assert_string_equal(next, "page_1 x");
+	/* more, and no token to them: never "none" */
+	assert_int_equal(wire_parse_search(nonext, strlen(nonext), &e, &r,
+	                     &more, next),
+	    PROBE_INCOMPLETE);
+	assert_int_equal(wire_parse_search(found, strlen(found), &e, &r, &more,
+	                     next),
+	    PROBE_FOUND);
+	assert_string_equal(r.charge_id, "ch_a");
+}
+
 static void
 test_backoff(void **state)
 {
@@ -587,6 +631,7 @@ test_settle_step(void **state)
 	cfg.provider_execute_window_s = 2;
 	cfg.provider_deadline_ms = 3000;
 	cfg.provider_timeout_ms = 1000;
+	cfg.provider_execute_max_ms = 1000; /* as one attempt: the old rule */
 	memset(&rs, 0, sizeof(rs));
 	rs.created_ms = 100000;
 	rs.quiet_ms =
@@ -621,6 +666,23 @@ test_settle_step(void **state)
 	assert_int_equal(completer_settle_step(&cfg, &rs, 900000, &call), 0);
 	assert_int_equal(call.probe, 1);
 	assert_int_equal(call.quiet_ms, 0);
+	/*
+	 * provider_execute_max_ms longer than one attempt (issue 36): no
+	 * absence before the quiet plus it; the completer asks again then
+	 */
+	rs.created_ms = 100000;
+	rs.quiet_ms = 103000;
+	cfg.provider_execute_max_ms = 1800;
+	assert_int_equal(completer_settle_step(&cfg, &rs, 104000, &call), 800);
+	assert_int_equal(completer_settle_step(&cfg, &rs, 104800, &call), 0);
+	assert_int_equal(completer_proof_ms(&cfg, &rs, 103000), 104800);
+	/* shorter than one attempt: provider_timeout_ms still holds */
+	cfg.provider_execute_max_ms = 10;
+	assert_int_equal(completer_proof_ms(&cfg, &rs, 103000), 104000);
+	/* a later quiet kept by a probe: from it; the age unknown: none */
+	assert_int_equal(completer_proof_ms(&cfg, &rs, 105000), 106000);
+	rs.created_ms = 0;
+	assert_int_equal(completer_proof_ms(&cfg, &rs, 105000), 0);
 }
 
 /*
@@ -751,6 +813,7 @@ main(void)
 		cmocka_unit_test(test_parse_list),
 		cmocka_unit_test(test_backoff),
 		cmocka_unit_test(test_schedule),
+		cmocka_unit_test(test_search),
 		cmocka_unit_test(test_settle_step),
 		cmocka_unit_test(test_index_forgets),
 	};

@@ -46,13 +46,18 @@ enum kind {
 	K_RESET_AFTER,  /* the connection broke after the request went out */
 	K_TIMEOUT,
 	K_TLS,
+	K_CHARGE_FOREIGN_FAILED, /* a 200 with another request's failed charge */
+	K_402_NOBODY,            /* a 402 without an error object */
+	K_REPLAY_400, /* a saved refusal replayed (Idempotent-Replayed) */
+	K_REPLAY_500, /* a saved 500 replayed */
 	K_N
 };
 
 static const char *const kind_names[K_N] = { "charge-ours",
 	"charge-other-amount", "charge-other-request", "decline-id",
 	"decline-noid", "400", "401", "403", "404", "idempotency_error", "409",
-	"429", "500", "503", "reset-before", "reset-after", "timeout", "tls" };
+	"429", "500", "503", "reset-before", "reset-after", "timeout", "tls",
+	"charge-foreign-failed", "402-nobody", "replay-400", "replay-500" };
 
 /* --- the model, written from the contract (docs/API.md §17.3) ----------- */
 
@@ -63,6 +68,12 @@ model_may_execute(enum kind k)
 	switch (k) {
 	case K_CHARGE_OTHER_AMOUNT:
 	case K_CHARGE_OTHER_REQUEST:
+	case K_CHARGE_FOREIGN_FAILED:
+	case K_402_NOBODY: /* no word on what happened */
+	/* an execution under the key (provider.md §21-22): may have charged */
+	case K_IDEMPOTENCY_ERROR:
+	case K_REPLAY_400:
+	case K_REPLAY_500:
 	case K_409:
 	case K_500:
 	case K_503:
@@ -88,8 +99,7 @@ model_declined(enum kind k)
 static int
 model_refused(enum kind k)
 {
-	return k == K_REJECTED_400 || k == K_401 || k == K_403 || k == K_404 ||
-	    k == K_IDEMPOTENCY_ERROR;
+	return k == K_REJECTED_400 || k == K_401 || k == K_403 || k == K_404;
 }
 
 /* --- the real classification of each kind ------------------------------- */
@@ -99,97 +109,131 @@ model_refused(enum kind k)
 
 static const struct settle_expect expect = { DKEY, 1999, "usd" };
 
+static const char ours[] =
+    "{\"id\":\"ch_1\",\"object\":\"charge\",\"amount\":1999,"
+    "\"currency\":\"usd\",\"created\":1764000000,\"status\":"
+    "\"succeeded\",\"metadata\":{\"charge_request\":\"" DKEY "\"}}";
+static const char other_amount[] =
+    "{\"id\":\"ch_2\",\"object\":\"charge\",\"amount\":1,"
+    "\"currency\":\"jpy\",\"created\":1764000000,\"status\":"
+    "\"succeeded\",\"metadata\":{\"charge_request\":\"" DKEY "\"}}";
+static const char other_request[] =
+    "{\"id\":\"ch_3\",\"object\":\"charge\",\"amount\":1999,"
+    "\"currency\":\"usd\",\"created\":1764000000,\"status\":"
+    "\"succeeded\",\"metadata\":{\"charge_principal\":\"acme\"}}";
+static const char foreign_failed[] =
+    "{\"id\":\"ch_f\",\"object\":\"charge\",\"amount\":1999,"
+    "\"currency\":\"usd\",\"created\":1764000000,\"status\":\"failed\","
+    "\"failure_code\":\"card_declined\",\"outcome\":{\"reason\":"
+    "\"stolen_card\"},\"metadata\":{\"charge_request\":\"charge_other\"}}";
+static const char decl_id[] =
+    "{\"error\":{\"type\":\"card_error\",\"code\":\"card_declined\","
+    "\"decline_code\":\"insufficient_funds\",\"charge\":\"ch_d\"}}";
+static const char decl_noid[] =
+    "{\"error\":{\"type\":\"card_error\",\"code\":\"card_declined\"}}";
+static const char invalid[] = "{\"error\":{\"type\":"
+                              "\"invalid_request_error\"}}";
+static const char idem[] = "{\"error\":{\"type\":\"idempotency_error\"}}";
+static const char api_error[] = "{\"error\":{\"type\":\"api_error\"}}";
+
+/*
+ * The answer of a kind as the socket hands it over: status (0: none), body,
+ * Idempotent-Replayed. For the kinds without an answer: *sc, what the
+ * transport proves (provider_http.c: h1_class).
+ */
+static long
+kind_answer(enum kind k, struct wire_answer *a, enum settle_class *sc)
+{
+	memset(a, 0, sizeof(*a));
+	a->should_retry = -1;
+	*sc = SC_MAYBE;
+	switch (k) {
+	case K_RESET_BEFORE:
+	case K_TLS: *sc = SC_NOT_SENT; return 0;
+	case K_RESET_AFTER:
+	case K_TIMEOUT: return 0;
+	case K_CHARGE_OURS: a->body = ours; break;
+	case K_CHARGE_OTHER_AMOUNT: a->body = other_amount; break;
+	case K_CHARGE_OTHER_REQUEST: a->body = other_request; break;
+	case K_CHARGE_FOREIGN_FAILED: a->body = foreign_failed; break;
+	case K_DECLINE_ID: a->body = decl_id; break;
+	case K_DECLINE_NOID: a->body = decl_noid; break;
+	case K_402_NOBODY: a->body = "<html>declined</html>"; break;
+	case K_REJECTED_400:
+	case K_401: a->body = invalid; break;
+	case K_REPLAY_400:
+		a->body = invalid;
+		a->replayed = 1;
+		break;
+	case K_REPLAY_500:
+		a->body = api_error;
+		a->replayed = 1;
+		break;
+	case K_IDEMPOTENCY_ERROR: a->body = idem; break;
+	case K_403: a->body = "<html>403</html>"; break; /* a WAF's page */
+	case K_404:
+	case K_409:
+	case K_429:
+	case K_500:
+	case K_503:
+	case K_N: break;
+	}
+	switch (k) {
+	case K_CHARGE_OURS:
+	case K_CHARGE_OTHER_AMOUNT:
+	case K_CHARGE_OTHER_REQUEST:
+	case K_CHARGE_FOREIGN_FAILED: a->status = 200; break;
+	case K_DECLINE_ID:
+	case K_DECLINE_NOID:
+	case K_402_NOBODY: a->status = 402; break;
+	case K_REJECTED_400:
+	case K_REPLAY_400:
+	case K_IDEMPOTENCY_ERROR: a->status = 400; break;
+	case K_401: a->status = 401; break;
+	case K_403: a->status = 403; break;
+	case K_404: a->status = 404; break;
+	case K_409: a->status = 409; break;
+	case K_429: a->status = 429; break;
+	case K_500:
+	case K_REPLAY_500: a->status = 500; break;
+	case K_503: a->status = 503; break;
+	default: break;
+	}
+	if (a->body != NULL)
+		a->len = strlen(a->body);
+	return a->status;
+}
+
+/*
+ * The real classification of one delivery (provider_http.c's attempt_done:
+ * wire_answer_class, or the transport's class), into res as the call keeps
+ * it from one attempt to the next.
+ */
+static enum settle_class
+classify_into(enum kind k, struct provider_result *r)
+{
+	char code[PROVIDER_CODE_MAX];
+	struct wire_answer a;
+	struct wire_verdict v;
+	enum settle_class sc;
+
+	if (kind_answer(k, &a, &sc) == 0) {
+		wire_result_clear(r);
+		return sc;
+	}
+	sc = wire_answer_class(&a, &expect, r, &v, code);
+	if (sc == SC_DECLINE)
+		assert_int_equal(r->outcome, PROV_DECLINED);
+	return sc;
+}
+
 static enum settle_class
 classify(enum kind k)
 {
-	static const char ours[] =
-	    "{\"id\":\"ch_1\",\"object\":\"charge\",\"amount\":1999,"
-	    "\"currency\":\"usd\",\"created\":1764000000,\"status\":"
-	    "\"succeeded\",\"metadata\":{\"charge_request\":\"" DKEY "\"}}";
-	static const char other_amount[] =
-	    "{\"id\":\"ch_2\",\"object\":\"charge\",\"amount\":1,"
-	    "\"currency\":\"jpy\",\"created\":1764000000,\"status\":"
-	    "\"succeeded\",\"metadata\":{\"charge_request\":\"" DKEY "\"}}";
-	static const char other_request[] =
-	    "{\"id\":\"ch_3\",\"object\":\"charge\",\"amount\":1999,"
-	    "\"currency\":\"usd\",\"created\":1764000000,\"status\":"
-	    "\"succeeded\",\"metadata\":{\"charge_principal\":\"acme\"}}";
-	static const char decl_id[] =
-	    "{\"error\":{\"type\":\"card_error\",\"code\":\"card_declined\","
-	    "\"decline_code\":\"insufficient_funds\",\"charge\":\"ch_d\"}}";
-	static const char decl_noid[] =
-	    "{\"error\":{\"type\":\"card_error\",\"code\":\"card_declined\"}}";
-	static const char invalid[] = "{\"error\":{\"type\":"
-	                              "\"invalid_request_error\"}}";
-	static const char idem[] =
-	    "{\"error\":{\"type\":\"idempotency_error\"}}";
-	char type[PROVIDER_CODE_MAX], code[PROVIDER_CODE_MAX];
-	struct wire_attempt a = { 0, NULL, NULL, -1 };
 	struct provider_result r;
-	struct settle_seen seen;
-	const char *body = NULL;
-	struct wire_verdict v;
 
 	memset(&r, 0, sizeof(r));
-	switch (k) {
-	case K_RESET_BEFORE:
-	case K_TLS: return SC_NOT_SENT; /* provider_http.c: transport_class */
-	case K_RESET_AFTER:
-	case K_TIMEOUT: return SC_MAYBE;
-	case K_CHARGE_OURS: body = ours; /* fall through */
-	case K_CHARGE_OTHER_AMOUNT:
-		if (body == NULL)
-			body = other_amount;
-		/* fall through */
-	case K_CHARGE_OTHER_REQUEST:
-		if (body == NULL)
-			body = other_request;
-		a.status = 200;
-		v = wire_classify(&a);
-		assert_int_equal(v.settle, SC_CHARGE);
-		assert_int_equal(wire_parse_charge(body, strlen(body), &r), 0);
-		seen.request = r.seen_request;
-		seen.amount = r.seen_amount;
-		seen.currency = r.seen_currency;
-		return settle_is_ours(&expect, &seen) ? SC_CHARGE : SC_NOT_OURS;
-	case K_DECLINE_ID:
-		body = decl_id;
-		a.status = 402;
-		break;
-	case K_DECLINE_NOID:
-		body = decl_noid;
-		a.status = 402;
-		break;
-	case K_REJECTED_400:
-		body = invalid;
-		a.status = 400;
-		break;
-	case K_401:
-		body = invalid;
-		a.status = 401;
-		break;
-	case K_403: a.status = 403; break; /* a WAF's HTML */
-	case K_404: a.status = 404; break;
-	case K_IDEMPOTENCY_ERROR:
-		body = idem;
-		a.status = 400;
-		break;
-	case K_409: a.status = 409; break;
-	case K_429: a.status = 429; break;
-	case K_500: a.status = 500; break;
-	case K_503: a.status = 503; break;
-	case K_N: break;
-	}
-	if (body != NULL &&
-	    wire_parse_error(body, strlen(body), a.status, type, code, &r) ==
-	        0) {
-		a.err_type = type;
-		a.err_code = code;
-	}
-	v = wire_classify(&a);
-	if (v.settle == SC_DECLINE)
-		assert_int_equal(r.outcome, PROV_DECLINED);
-	return v.settle;
+	return classify_into(k, &r);
 }
 
 /* --- the exhaustive runs ------------------------------------------------ */
@@ -256,7 +300,7 @@ run_sequence(const enum kind *seq, int n, int resumed, int *made)
 		fail_msg("went on after a definitive answer");
 	/* a call that gives up unknown early says why (an alert) */
 	if (stopped && v == SV_UNKNOWN && f.mismatches == 0 &&
-	    f.refused_after_ambiguity == 0)
+	    f.refused_after_ambiguity == 0 && f.key_used == 0)
 		fail_msg("stopped unknown without an alert");
 	return v;
 }
@@ -268,16 +312,25 @@ run_probes(int maybe)
 	static const enum settle_probe probes[] = { PROBE_FOUND,
 		PROBE_FOUND_DECLINED, PROBE_NONE, PROBE_NOT_OURS,
 		PROBE_INCOMPLETE };
-	/* quiet 10 000, timeout 1 000: sent before, at and after 11 000 */
-	static const long long sent[] = { 9000, 10500, 10999, 11000, 20000 };
-	const long long quiet = 10000, timeout = 1000;
+	/*
+	 * quiet 10 000, a 409 seen at 9 500 (before the quiet: every 409 is
+	 * seen before the record's quiet), timeout 1 000, execute max 4 000:
+	 * a probe sent before, at and after 14 000 (never at 10 500 + 1 000,
+	 * where the old rule of one timeout concluded)
+	 */
+	static const long long sent[] = { 9000, 10500, 11000, 13500, 13999,
+		14000, 20000 };
+	const long long quiet = 10000, last409 = 9500;
+	const long long execute = settle_execute_ms(1000, 4000);
 	size_t p, t;
 
 	for (p = 0; p < sizeof(probes) / sizeof(probes[0]); p++)
 		for (t = 0; t < sizeof(sent) / sizeof(sent[0]); t++) {
 			enum settle_verdict v =
-			    settle_probe(probes[p], sent[t], quiet, timeout);
-			int can_execute = sent[t] < quiet + timeout;
+			    settle_probe(probes[p], sent[t], quiet, execute);
+			/* the model: a delivery sent by the quiet, or the one a 409 saw, executes until */
+			int can_execute =
+			    sent[t] < quiet + 4000 || sent[t] < last409 + 4000;
 
 			cases++;
 			if (v == SV_RETRY)
@@ -303,7 +356,7 @@ run_probes(int maybe)
 				fail_msg("absence proven, answered %s",
 				    settle_verdict_name(v));
 			/* a probe with no time known proves no absence */
-			if (settle_probe(probes[p], sent[t], 0, timeout) ==
+			if (settle_probe(probes[p], sent[t], 0, execute) ==
 			    SV_FAILED)
 				fail_msg("absence without a quiet time");
 		}
@@ -346,6 +399,137 @@ test_sequences(void **state)
 	assert_true(cases > 4000000UL);
 }
 
+/*
+ * Each attempt is classified from its own answer alone (issue 36, 4): after
+ * every sequence of up to 3 earlier answers kept in the same result, a
+ * delivery's class and what the result then says (outcome, charge id,
+ * decline code, created) are what they are after a fresh result.
+ */
+static void
+test_own_answer(void **state)
+{
+	struct provider_result shared, fresh;
+	enum kind seq[4];
+	unsigned long total, c, n_checked = 0;
+	int n, i;
+
+	(void)state;
+	for (n = 2; n <= 4; n++) {
+		total = 1;
+		for (i = 0; i < n; i++)
+			total *= K_N;
+		for (c = 0; c < total; c++) {
+			unsigned long x = c;
+			enum settle_class got, want;
+
+			for (i = 0; i < n; i++) {
+				seq[i] = (enum kind)(x % K_N);
+				x /= K_N;
+			}
+			memset(&shared, 0, sizeof(shared));
+			memset(&fresh, 0, sizeof(fresh));
+			for (i = 0; i < n - 1; i++)
+				(void)classify_into(seq[i], &shared);
+			got = classify_into(seq[n - 1], &shared);
+			want = classify_into(seq[n - 1], &fresh);
+			n_checked++;
+			if (got != want || shared.outcome != fresh.outcome ||
+			    strcmp(shared.charge_id, fresh.charge_id) != 0 ||
+			    shared.created != fresh.created ||
+			    (shared.decline_code == NULL) !=
+			        (fresh.decline_code == NULL) ||
+			    (shared.decline_code != NULL &&
+			        strcmp(shared.decline_code,
+			            fresh.decline_code) != 0))
+				fail_msg(
+				    "%s after %s: class %d (alone %d), charge '%s' (alone '%s')",
+				    kind_names[seq[n - 1]],
+				    kind_names[seq[n - 2]], got, want,
+				    shared.charge_id, fresh.charge_id);
+		}
+	}
+	print_message("settle: %lu answers after others checked\n", n_checked);
+}
+
+/*
+ * The clock and range rules (issue 36, 1): for every offset of the
+ * provider's clock the Date may have shown (its second, the answer's trip:
+ * the truth up to SETTLE_DATE_RES_MS - 1 ms later than measured), every
+ * offset the range was shifted by, every allowance, and every moment a
+ * delivery could have executed (from the claim to the quiet plus the
+ * execute time): whenever settle_clock_proves says a "none" proves
+ * absence, the range held the charge that delivery would have made. And
+ * an offset not measured, or beyond the allowance, never proves.
+ */
+static void
+test_clock_range(void **state)
+{
+	static const long long errs[] = { 0, 1, 999, 1000, 1500, 1999 };
+	static const long long allowances[] = { 0, 30000, 60000, 3600000 };
+	const long long created = 1764000000123LL, quiet = created + 14500;
+	const long long execute = 20000, margin = SETTLE_RANGE_MARGIN_MS;
+	unsigned long n = 0, proved = 0;
+	long long m, used, t, gte, lte;
+	size_t e, a;
+
+	(void)state;
+	for (m = -400000; m <= 400000; m += 3371)
+		for (used = m - 90000; used <= m + 90000; used += 7919) {
+			settle_list_range(created, quiet, execute, used, margin,
+			    &gte, &lte);
+			for (a = 0;
+			     a < sizeof(allowances) / sizeof(*allowances);
+			     a++) {
+				long long al = allowances[a];
+				int ok =
+				    settle_clock_proves(1, m, used, margin, al);
+
+				n++;
+				if (settle_clock_proves(0, m, used, margin,
+				        al) &&
+				    al != 0)
+					fail_msg(
+					    "an offset not measured proved");
+				if (ok && al != 0 && (m > al || m < -al))
+					fail_msg(
+					    "offset %lld beyond %lld proved", m,
+					    al);
+				if (al == 0 && used != 0 && ok)
+					fail_msg("not measured, shifted range");
+				if (!ok)
+					continue;
+				proved++;
+				/* allowance 0: the clocks taken to agree */
+				for (e = 0; e < sizeof(errs) / sizeof(*errs);
+				     e++) {
+					long long truth =
+					    al == 0 ? 0 : m + errs[e];
+
+					if (al == 0 &&
+					    (m < -(margin -
+					             SETTLE_DATE_RES_MS) ||
+					        m > margin -
+					                SETTLE_DATE_RES_MS))
+						break; /* outside the stated assumption */
+					for (t = created; t <= quiet + execute;
+					     t += 997) {
+						long long c =
+						    (t + truth) / 1000;
+
+						if (c < gte || c > lte)
+							fail_msg(
+							    "offset %lld (measured %lld, range at %lld): a charge at %lld s outside [%lld, %lld]",
+							    truth, m, used, c,
+							    gte, lte);
+					}
+				}
+			}
+		}
+	assert_true(proved > 1000);
+	print_message("settle: %lu clock cases checked (%lu proving)\n", n,
+	    proved);
+}
+
 /* The step: never a re-send after the execute window; the probe's wait. */
 static void
 test_step_timings(void **state)
@@ -358,6 +542,7 @@ test_step_timings(void **state)
 	c.created_ms = 1000000;
 	c.window_ms = 60000;
 	c.timeout_ms = 5000;
+	c.execute_ms = 20000;
 	c.deadline_ms = 12000;
 	for (c.quiet_ms = 0; c.quiet_ms <= 1200000; c.quiet_ms += 7000)
 		for (now = 990000; now < 1200000; now += 1000) {
@@ -375,7 +560,7 @@ test_step_timings(void **state)
 				fail_msg("no re-send within the window");
 			if (a == SETTLE_RESEND && wait != 0)
 				fail_msg("a re-send that waits");
-			w = settle_quiet_ms(&c) + c.timeout_ms - now;
+			w = settle_quiet_ms(&c) + c.execute_ms - now;
 			if (a == SETTLE_PROBE &&
 			    wait != (w > 0 && w <= c.timeout_ms ? w : 0))
 				fail_msg("probe wait %lld, want %lld", wait, w);
@@ -418,6 +603,8 @@ main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_sequences),
+		cmocka_unit_test(test_own_answer),
+		cmocka_unit_test(test_clock_range),
 		cmocka_unit_test(test_step_timings),
 		cmocka_unit_test(test_is_ours),
 	};

@@ -127,7 +127,63 @@ test_against_gmtime(void **state)
 		    "%04d-%02d-%02dT12:34:56.789Z", tm.tm_year + 1900,
 		    tm.tm_mon + 1, tm.tm_mday);
 		assert_string_equal(rfc((long long)t * 1000 + 789), want);
+		/* and back: the provider's Date header (issue 36) */
+		{
+			long long ms;
+			const char *h = http((long long)t * 1000 + 789);
+
+			assert_int_equal(timefmt_http_date_parse(h, strlen(h),
+			                     &ms),
+			    0);
+			assert_true(ms == (long long)t * 1000);
+		}
 	}
+}
+
+/* Parsing an HTTP-date: IMF-fixdate only, every field at its edge. */
+static void
+test_parse(void **state)
+{
+	static const char *const bad[] = {
+		"Sun, 06 Nov 1994 08:49:37 UTC",  /* not GMT */
+		"Sunday, 06-Nov-94 08:49:37 GMT", /* RFC 850 */
+		"Sun Nov  6 08:49:37 1994",       /* asctime */
+		"Sun, 06 Nov 1994 24:00:00 GMT",
+		"Sun, 06 Nov 1994 08:60:00 GMT",
+		"Sun, 31 Feb 1994 08:49:37 GMT",
+		"Sun, 00 Nov 1994 08:49:37 GMT",
+		"Sun, 06 Foo 1994 08:49:37 GMT",
+		"Sun, 06 Nov 1969 23:59:59 GMT",
+		"Sun, 06 Nov 1994 08:49:37 GMT ",
+		"Sun, 6 Nov 1994 08:49:37 GMT", "Sun, 06 Nov 19a4 08:49:37 GMT",
+		""
+	};
+	long long ms;
+	size_t i;
+
+	(void)state;
+	assert_int_equal(
+	    timefmt_http_date_parse("Sun, 06 Nov 1994 08:49:37 GMT",
+	        HTTP_DATE_LEN, &ms),
+	    0);
+	assert_true(ms == 784111777000LL);
+	assert_int_equal(
+	    timefmt_http_date_parse("Thu, 01 Jan 1970 00:00:00 GMT",
+	        HTTP_DATE_LEN, &ms),
+	    0);
+	assert_true(ms == 0);
+	assert_int_equal(
+	    timefmt_http_date_parse("Fri, 31 Dec 9999 23:59:59 GMT",
+	        HTTP_DATE_LEN, &ms),
+	    0);
+	assert_true(ms == 253402300799000LL);
+	assert_int_equal(
+	    timefmt_http_date_parse("Thu, 29 Feb 2024 00:00:00 GMT",
+	        HTTP_DATE_LEN, &ms),
+	    0);
+	for (i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
+		if (timefmt_http_date_parse(bad[i], strlen(bad[i]), &ms) == 0)
+			fail_msg("parsed %s", bad[i]);
 }
 
 int
@@ -135,6 +191,7 @@ main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_known_instants),
+		cmocka_unit_test(test_parse),
 		cmocka_unit_test(test_epoch_and_edges),
 		cmocka_unit_test(test_leap_years),
 		cmocka_unit_test(test_against_gmtime),

@@ -456,11 +456,13 @@ def t_mismatch():
     MISMATCH.update(key=key, since=time.time())
 
 
-@test("an event for a request with no record: 200 not_found, only the event's id kept")
+@test("an event for a request with no record, its charge older than completed_ttl_s (the record expired): 200 not_found, only the event's id kept")
 def t_not_found():
     before = snapshot()
+    ttl_s = int(os.environ.get("CHARGE_COMPLETED_TTL_S", "86400"))
     c = {"id": "ch_" + uuid.uuid4().hex[:24], "object": "charge", "amount": 1999, "currency": "usd",
-         "created": int(time.time()), "status": "succeeded", "failure_code": None, "outcome": {"reason": None},
+         "created": int(time.time()) - ttl_s - 60, "status": "succeeded", "failure_code": None,
+         "outcome": {"reason": None},
          "metadata": {"charge_principal": PRINCIPAL, "charge_idempotency_key": new_key("none"),
                       "charge_request": "charge_" + "1" * 64}}
     body = event("charge.succeeded", c)
@@ -475,6 +477,43 @@ def t_not_found():
     check(ttl > 3 * 86400 * 1000, "the event's id is kept %r ms, want > 3 days" % ttl)
     del after[ekey]
     check(after == before, "something else changed")
+
+
+@test("issue 36: an event while its request's record is missing (a claim that lapsed, a record lost) is 503, its id not kept; delivered again once the record is back (unknown), it settles it")
+def t_record_missing():
+    key, src, c = unknown_record("missing")
+    c = proven(key, c)
+    saved = _redis("DUMP", rkey(key))
+    check(saved is not None and _redis("DEL", rkey(key)) == 1, "the record was not there to take away")
+    body = event("charge.succeeded", c)
+    eid = json.loads(body)["id"]
+    r = post(body, sign(body))
+    diag("with no record: %r" % r)
+    check(r.status == 503 and r.h("Retry-After"), "with no record: %r (want 503 with Retry-After: not final)" % r)
+    check(_redis("EXISTS", PREFIX + "event:" + eid) == 0,
+          "the event's id was kept (%r): its redeliveries could never settle the request"
+          % (_redis("HGETALL", PREFIX + "event:" + eid),))
+    check(_redis("RESTORE", rkey(key), 0, saved) in (b"OK", "OK"), "RESTORE failed")
+    check(state(key) == "unknown", "state %r after RESTORE" % state(key))
+    r = post(body, sign(body))
+    check(r.status == 200 and r.json().get("result") == "settled", "redelivered with the record back: %r" % r)
+    check(state(key) == "completed", "state %r" % state(key))
+    r = charge(key, src)
+    check(r.status == 201 and r.json().get("id") == c["id"], "the retry: %r (want 201 with %s)" % (r, c["id"]))
+
+
+@test("issue 36: a fractional amount (1999.5 for a 1999 request) is refused (400 invalid-webhook naming the amount), never taken as 1999; nothing changed")
+def t_fractional_amount():
+    key, src, c = unknown_record("frac")
+    c = proven(key, c)
+    c["amount"] = c["amount"] + 0.5
+    before = snapshot()
+    body = event("charge.succeeded", c)
+    r = post(body, sign(body))
+    diag("amount %r: %r" % (c["amount"], r))
+    expect_problem(r, 400, "invalid-webhook", "amount")
+    unchanged(before, "the event with a fractional amount")
+    check(state(key) == "unknown", "state %r" % state(key))
 
 
 @test("out of order: the event before the request's own answer (still in progress) is 503 with Retry-After and changes nothing; delivered again after the request ended unknown, it settles it")
