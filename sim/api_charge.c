@@ -481,7 +481,7 @@ api_post_charge(struct sim_api *api, struct sim_exchange_data *x)
 		sim_store_delivery(st, key, now, valid ? x->meta.p : NULL,
 		    valid ? x->meta.len : 0);
 	}
-	if (!valid)
+	if (!valid || world_foreign(api, x))
 		return;
 	if (key != NULL && key->in_flight) {
 		api->in_use++;
@@ -547,6 +547,8 @@ api_charge_make(struct sim_api *api, struct sim_exchange_data *x,
 	if (saved_500) {
 		api_answer_500(x);
 		status = 500;
+	} else if (d != NULL && world_bare_402(api)) {
+		sim_buf_adds(b, "{}");
 	} else if (d != NULL) {
 		sim_buf_addf(b,
 		    "{\"error\":{\"type\":\"card_error\",\"code\":\"%s\",\"decline_code\":\"%s\",\"charge\":\"%s\",\"message\":\"%s\"}}",

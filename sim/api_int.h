@@ -61,6 +61,11 @@ unsigned world_slow_ms(struct sim_api *api);
 enum sim_liberty world_saved_500(struct sim_api *api);
 /* True when a re-send of a stored key is to be answered idempotency_error. */
 bool world_params_error(struct sim_api *api);
+/* True after answering x with another charge of its account (a 200; the
+ * delivery is not executed), drawn at --foreign-rate. */
+bool world_foreign(struct sim_api *api, struct sim_exchange_data *x);
+/* True when a decline is to be answered 402 with an empty object. */
+bool world_bare_402(struct sim_api *api);
 /* Stamps c with the real time of its creation (the search's lag). */
 void world_charge_born(struct sim_charge *c);
 /* True when a search must not show c yet (--search-lag-ms). */

@@ -40,6 +40,7 @@ static const char usage[] =
     "         [--webhook-max-events N] [--webhook-concurrency N]\n"
     "         [--clock-offset-s N] [--slow-rate P] [--slow-ms N] [--saved-500-rate P]\n"
     "         [--params-error-rate P] [--search-lag-ms N] [--busy-per-s N]\n"
+    "         [--foreign-rate P] [--bare-402-rate P]\n"
     "       charge-provider-sim --help | --version\n"
     "fault names: error, charged_then_500, charged_then_close, charged_then_reset,\n"
     "  charged_then_late, reset, refuse, trickle, rate_limited\n"
@@ -348,6 +349,9 @@ static const struct opt_row opt_rows[] = {
 	    NULL },
 	{ "busy-per-s", true, OPT_UINT, 0, SIM_MAX_BUSY_PER_S,
 	    F(a.world.busy_per_s), NULL },
+	{ "foreign-rate", true, OPT_RATE, 0, 0, F(a.world.foreign_rate), NULL },
+	{ "bare-402-rate", true, OPT_RATE, 0, 0, F(a.world.bare_402_rate),
+	    NULL },
 	{ "version", false, OPT_FN, 0, 0, 0, opt_version },
 	{ "help", false, OPT_FN, 0, 0, 0, opt_help },
 };

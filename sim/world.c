@@ -24,6 +24,8 @@ static const char *const liberty_names[SIM_LIB_COUNT] = {
 	[SIM_LIB_PARAMS_ERROR] = "params_error",
 	[SIM_LIB_BUSY] = "busy",
 	[SIM_LIB_SEARCH_HIDDEN] = "search_hidden",
+	[SIM_LIB_FOREIGN] = "foreign",
+	[SIM_LIB_BARE_402] = "bare_402",
 };
 
 const char *
@@ -102,6 +104,37 @@ world_params_error(struct sim_api *api)
 	if (!draw(api, api->cfg->world.params_error_rate))
 		return false;
 	api->liberties[SIM_LIB_PARAMS_ERROR]++;
+	return true;
+}
+
+bool
+world_foreign(struct sim_api *api, struct sim_exchange_data *x)
+{
+	struct sim_charge *const *v;
+	const struct sim_charge *c;
+	size_t n;
+
+	if (!draw(api, api->cfg->world.foreign_rate))
+		return false;
+	v = sim_store_charges_of(api->store, x->scope, &n);
+	if (n == 0)
+		return false;
+	c = v[sim_rng_next(&api->world_rng) % n];
+	if (c->key != NULL && c->key == x->key)
+		return false; /* its own: not a foreign answer */
+	api->liberties[SIM_LIB_FOREIGN]++;
+	x->body_out.len = 0;
+	sim_buf_add(&x->body_out, c->json, c->json_len);
+	api_answer(x, 200);
+	return true;
+}
+
+bool
+world_bare_402(struct sim_api *api)
+{
+	if (!draw(api, api->cfg->world.bare_402_rate))
+		return false;
+	api->liberties[SIM_LIB_BARE_402]++;
 	return true;
 }
 

@@ -28,6 +28,8 @@ enum sim_liberty {
 	SIM_LIB_PARAMS_ERROR,      /* a re-send answered idempotency_error */
 	SIM_LIB_BUSY,              /* a background charge */
 	SIM_LIB_SEARCH_HIDDEN,     /* a charge a search did not show yet */
+	SIM_LIB_FOREIGN,  /* a delivery answered with another's charge */
+	SIM_LIB_BARE_402, /* a decline answered without an error object */
 	SIM_LIB_COUNT,
 };
 
@@ -38,7 +40,9 @@ struct sim_world_config {
 	double saved_500_rate;    /* the answer becomes a saved 500 */
 	double params_error_rate; /* a re-send of a stored key: 400 */
 	unsigned search_lag_ms;   /* a search shows charges this old */
-	unsigned busy_per_s; /* background charges per second and account */
+	unsigned busy_per_s;  /* background charges per second and account */
+	double foreign_rate;  /* a delivery gets another charge, unexecuted */
+	double bare_402_rate; /* a decline's 402 has no error object */
 };
 
 /* The --stats name of l. */

@@ -1960,6 +1960,32 @@ def t_busy():
         check(s.stop() == 0, "SIGTERM stops the background charges: exit 0")
 
 
+@test("liberty: --foreign-rate: a delivery answered 200 with another charge of the account, not executed; --bare-402-rate: a 402 {}")
+def t_foreign_bare():
+    s = Sim("--foreign-rate", "1")
+    try:
+        st, _, b = charge(s, fresh())
+        check(st == 200 and lib_stats(s)["foreign"] == 0, "no other charge yet: executed (%d)" % st)
+        other = json.loads(b)["id"]
+        k = fresh()
+        st, _, b = charge(s, k)
+        check(st == 200 and json.loads(b)["id"] == other, "the other charge: %s" % b[:80])
+        kk = sim_key(s, k)
+        check(kk["charges"] == 0 and kk["deliveries"] == 1, "not executed: %s" % kk)
+    finally:
+        check(s.stop() == 0, "exit 0")
+    s = Sim("--bare-402-rate", "1")
+    try:
+        k = fresh()
+        st, _, b = charge(s, k, "tok_chargeDeclined")
+        check(st == 402 and b == b"{}", "%d %s" % (st, b))
+        st2, h2, b2 = charge(s, k, "tok_chargeDeclined")
+        check(st2 == 402 and b2 == b"{}" and h2["idempotent-replayed"] == "true", "replayed alike")
+        check(sim_key(s, k)["charges"] == 1 and lib_stats(s)["bare_402"] == 1, str(lib_stats(s)))
+    finally:
+        check(s.stop() == 0, "exit 0")
+
+
 def main():
     try:
         return run(only_env="SIM_ONLY")
