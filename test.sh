@@ -343,6 +343,13 @@ suite_settle() { with_asan settle tests/settle/run.sh; }
 # Redis user that may only read), Sentinel and Cluster, exit 2 on errors.
 suite_reconcile() { with_asan reconcile tests/reconcile/run.sh; }
 
+# The world test (tests/world/, docs/testing.md): 50 seeds x 200 requests,
+# retrying clients against 3 responders and the simulator with a random
+# subset of its faults and liberties per seed, a nemesis of ours, a checker
+# over every answer, the records and the provider's ledger; the plain build
+# (ASan would triple each seed). WORLD_LONG=1: 100 seeds (20 000 requests).
+suite_world() { CHARGE_BIN="$ROOT/build/charge" tests/world/run.sh; }
+
 # Scale-out: the e2e suite against a Redis Cluster; the responders behind
 # Redis Sentinel (failover under load, WAIT), on a Redis Cluster (routing,
 # ASK/MOVED, reshard under load), and two web nodes sharing Redis and
@@ -423,7 +430,7 @@ suite_browser() { STACK_WITH_SIM=1 tests/with-stack.sh tests/browser/run.sh; }
 
 SUITES=(structure builds docs unit unit_asan lua redis_async fuzz fcgi_diff fcgi_wire sim cgi signals edges kept_conns e2e e2e_apache
 	e2e_apache_cgi e2e_nginx e2e_apache_proxy concurrency e2e_cluster ha_sentinel ha_cluster ha_nodes partitions faults provider
-	webhook provider_faults stripe_mock provider_tls settle reconcile
+	webhook provider_faults stripe_mock provider_tls settle reconcile world
 	tsan deploy install systemd package examples browser
 	bench_smoke)
 QUICK=0

@@ -65,6 +65,12 @@ def charge_of(status, body):
     return None
 
 
+def hint(ev, key):
+    """What the responders logged last about the request (for a reader)."""
+    lines = ev.notes.get(key) or []
+    return " [log: %s]" % lines[-1] if lines else ""
+
+
 def short(op):
     return "%s %s (%s, +%.2fs)" % (op.status or op.err, (op.ptype or "").rsplit("/", 1)[-1],
                                    op.phase, op.t0)
@@ -78,15 +84,18 @@ def told_failed_but_charged(ev):
         won = ev.succeeded(key)
         if not won:
             continue
-        told = [op for op in ev.by_key[key] if op.status in (402, 502)]
+        # the responder's own 402 or 502 (problem+json); a web server's own
+        # 502 page for a request in flight at a kill -9 is not an outcome
+        told = [op for op in ev.by_key[key] if op.status in (402, 502) and op.ptype is not None]
         rec = ev.records.get(key, {})
         if told:
             op = told[0]
-            out.append("%s: told %d %s while the provider holds succeeded %s" % (
-                key, op.status, op.ptype or "", won[0]["id"]))
+            out.append("%s: told %d %s (%s) while the provider holds succeeded %s%s" % (
+                key, op.status, op.ptype or "", str(body_json(op.body).get("detail", ""))[:100],
+                won[0]["id"], hint(ev, key)))
         elif rec.get("state") == b"failed":
-            out.append("%s: recorded failed %s while the provider holds succeeded %s" % (
-                key, rec.get("status", b"").decode(), won[0]["id"]))
+            out.append("%s: recorded failed %s while the provider holds succeeded %s%s" % (
+                key, rec.get("status", b"").decode(), won[0]["id"], hint(ev, key)))
     return out
 
 
@@ -97,8 +106,8 @@ def foreign_charge(ev):
         for op in ev.by_key[key]:
             cid = charge_of(op.status, op.body)
             if cid is not None and cid not in own:
-                out.append("%s: answered %d naming %s, not the request's (own: %s)" % (
-                    key, op.status, cid, sorted(own) or "none"))
+                out.append("%s: answered %d naming %s, not the request's (own: %s)%s" % (
+                    key, op.status, cid, sorted(own) or "none", hint(ev, key)))
                 break
         rec = ev.records.get(key, {})
         cid = charge_of(rec.get("status"), rec.get("body"))
@@ -128,9 +137,10 @@ def ack_changed(ev):
             continue
         first = acks[0]
         for op in ops:
-            if op.t0 <= first.t0 or op.status not in (201, 402, 502, 504) or op.ptype and op.ptype.endswith(
-                    "/outcome-unknown"):
+            if op.t0 <= first.t0 or op.status not in (201, 402, 502, 504):
                 continue
+            if op.status in (502, 504) and (op.ptype is None or op.ptype.endswith("/outcome-unknown")):
+                continue  # not an outcome: a web server's page, or unknown
             if op.status != first.status or op.body != first.body:
                 out.append("%s: acknowledged %d %s, later answered %d %s" % (
                     key, first.status, first.body[:90].decode(errors="replace"), op.status,
@@ -167,7 +177,9 @@ def unsettled(ev):
     for key in ev.keys:
         st, at = ev.states.get(key, ("?", None))
         if st is None:
-            out.append("%s: no record after the faults stopped and a last send" % key)
+            last = ev.by_key[key][-1] if ev.by_key[key] else None
+            out.append("%s: no record after the faults stopped and a last send (%s)" % (
+                key, short(last) if last else "none"))
         elif at is None:
             out.append("%s: still %s %.0fs after the faults stopped (the bound)" % (key, st, ev.bound_s))
     return out

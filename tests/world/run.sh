@@ -7,7 +7,7 @@
 # ledger (tests/world/checker.py). Prints TAP, one line a seed.
 #
 #   CHARGE_BIN=build/charge tests/world/run.sh                (./test.sh world)
-#   WORLD_SEEDS=1-50 WORLD_REQUESTS=200 WORLD_WORKERS=3       the bounded run (defaults)
+#   WORLD_SEEDS=1-50 WORLD_REQUESTS=200 WORLD_WORKERS=4       the bounded run (defaults)
 #   WORLD_SEED=17 tests/world/run.sh                          one seed again, its schedule shown
 #   WORLD_LONG=1                                              the long run: seeds 1001-1100 x 200
 #   WORLD_EXPECT=rule,rule                                    violations of those rules are reported,
@@ -67,7 +67,7 @@ fi
 echo "# world: responder $BIN, simulator $SIM, run dir $RUN"
 export CHARGE_BIN=$BIN WORLD_SIM_BIN=$SIM WORLD_RUN=$RUN
 timeout --foreground -k 10 "${WORLD_TIMEOUT_S:-600}" /usr/bin/python3 -B "$REPO/tests/world/world.py" run \
-	"${args[@]}" --requests "${WORLD_REQUESTS:-200}" --workers "${WORLD_WORKERS:-3}" --run "$RUN" 2>&1 |
+	"${args[@]}" --requests "${WORLD_REQUESTS:-200}" --workers "${WORLD_WORKERS:-4}" --run "$RUN" 2>&1 |
 	tee "$RUN/tap.txt"
 rc=${PIPESTATUS[0]}
 if [ "$rc" -eq 124 ] || [ "$rc" -eq 137 ]; then

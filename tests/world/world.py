@@ -499,6 +499,8 @@ class World:
         env, s = self.env, self.s
         env.between_seeds()
         env.sim_start(s.sim_args)
+        log_path = os.path.join(env.lt_dir, "lighttpd.stderr.log")
+        log_at = os.path.getsize(log_path) if os.path.exists(log_path) else 0
         by_client = collections.defaultdict(list)
         for r in s.requests:
             by_client[r["client"]].append(r)
@@ -516,6 +518,9 @@ class World:
         env.redis_cont()
         for pid in env.workers():
             os.kill(pid, signal.SIGCONT)
+        end = time.monotonic() + 10  # lighttpd respawns the responders it lost
+        while len(env.workers()) < RESPONDERS and time.monotonic() < end:
+            time.sleep(0.05)
         t_quiet = time.time()
         self.phases = {"load": round(time.monotonic() - t_start, 1)}
         # a client that lost its answer sends once more (every request)
@@ -529,11 +534,19 @@ class World:
             time.sleep(rest)
         charges, keys, stats = env.ledger()
         records = self.records()
+        notes = collections.defaultdict(list)  # the responders' log lines of each request
+        with open(log_path, "rb") as f:
+            f.seek(log_at)
+            for line in f.read().decode(errors="replace").splitlines():
+                i = line.find("idem:%s:w%d-" % (PRINCIPAL, s.seed))
+                if i >= 0:
+                    k = line[i:].split()[0].split(":", 2)[2].rstrip(",;:")
+                    notes[k].append(line[line.find("]", line.find("]") + 1) + 2:][:160])
         return checker.Evidence(
             seed=s.seed, schedule=s, history=self.history, records=records, states=states,
             charges=charges, sim_keys=keys, sim_stats=stats, keys={self.key(r): r for r in s.requests},
             t_quiet=t_quiet, bound_s=SETTLE_BOUND_S, execute_window_s=RESPONDER["provider_execute_window_s"],
-            principal=PRINCIPAL, gave_up=self.gave_up, phases=self.phases)
+            principal=PRINCIPAL, gave_up=self.gave_up, phases=self.phases, notes=notes)
 
     def final_pass(self):
         ts = []
@@ -542,7 +555,11 @@ class World:
 
             def go(rs=rs):
                 for r in rs:
-                    self.send(r, 99, "final")
+                    for _ in range(20):  # until the responder itself answers from Redis
+                        op, _h = self.send(r, 99, "final")
+                        if (op.ptype is not None and op.status != 503) or op.status in (201, 402):
+                            break
+                        time.sleep(0.1)
             ts.append(threading.Thread(target=go, daemon=True))
         for t in ts:
             t.start()
@@ -623,7 +640,7 @@ def main():
     ap.add_argument("--seeds", default="")
     ap.add_argument("--seed", type=int)
     ap.add_argument("--requests", type=int, default=200)
-    ap.add_argument("--clients", type=int, default=10)
+    ap.add_argument("--clients", type=int, default=40)
     ap.add_argument("--workers", type=int, default=1)
     ap.add_argument("--run", default=os.environ.get("WORLD_RUN", "/tmp"))
     ap.add_argument("-v", action="store_true")
