@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """world.py - the world test: the responder among everything its
-neighbours are allowed to do (issue 36 B, ../shared/notes/provider.md §27).
+neighbours are allowed to do (issue 36 B).
 
 In the shape of Jepsen (a generator of operations, clients that record every
 invocation and completion in a history, a nemesis, a checker over the whole
