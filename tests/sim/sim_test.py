@@ -773,10 +773,12 @@ def t_sim_keys():
 
 def send_raw(s, data, timeout=5):
     """Sends data; (bytes received until EOF, 'eof' | 'reset' | 'timeout')."""
-    c = s.sock(timeout)
-    c.sendall(data)
+    c = None
     got = b""
     try:
+        # a connection reset at accept may be gone before connect(2) returns
+        c = s.sock(timeout)
+        c.sendall(data)
         while True:
             d = c.recv(65536)
             if not d:
@@ -787,7 +789,8 @@ def send_raw(s, data, timeout=5):
     except socket.timeout:
         return got, "timeout"
     finally:
-        c.close()
+        if c is not None:
+            c.close()
 
 
 @test("tok_providerError and tok_providerRateLimited: 500 / 429, nothing charged")
