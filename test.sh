@@ -411,6 +411,13 @@ suite_settle() { with_asan settle tests/settle/run.sh; }
 # Redis user that may only read), Sentinel and Cluster, exit 2 on errors.
 suite_reconcile() { with_asan reconcile tests/reconcile/run.sh; }
 
+# The world test (tests/world/, docs/testing.md): 50 seeds x 200 requests,
+# retrying clients against 3 responders and the simulator with a random
+# subset of its faults and liberties per seed, a nemesis of ours, a checker
+# over every answer, the records and the provider's ledger; the plain build
+# (ASan would triple each seed). WORLD_LONG=1: 100 seeds (20 000 requests).
+suite_world() { CHARGE_BIN="$ROOT/build/charge" tests/world/run.sh; }
+
 # Scale-out: the e2e suite against a Redis Cluster; the responders behind
 # Redis Sentinel (failover under load, WAIT), on a Redis Cluster (routing,
 # ASK/MOVED, reshard under load), and two web nodes sharing Redis and
@@ -492,7 +499,7 @@ suite_browser() { STACK_WITH_SIM=1 tests/with-stack.sh tests/browser/run.sh; }
 # Every suite, in the order they start: the longest first, so that the
 # pool of parallel jobs stays full to the end (the times of a whole run are
 # printed last; docs/testing.md keeps a recent table).
-SUITES=(edges provider redis_async sim tsan e2e settle webhook package provider_faults faults
+SUITES=(world edges provider redis_async sim tsan e2e settle webhook package provider_faults faults
 	e2e_nginx e2e_apache e2e_apache_proxy e2e_cluster e2e_apache_cgi ha_cluster ha_sentinel ha_nodes
 	partitions stripe_mock reconcile provider_tls fuzz builds install fcgi_wire signals cgi lua
 	fcgi_diff unit unit_asan deploy systemd examples browser docs structure)

@@ -61,6 +61,7 @@ sim_api_init(struct sim_api *api, struct sim_store *store,
 	if (getrandom(&seed, sizeof(seed), 0) != sizeof(seed))
 		seed = (uint64_t)time(NULL) ^ (uint64_t)(uintptr_t)api;
 	api->id_rng.s = seed;
+	world_init(api);
 }
 
 void
@@ -91,6 +92,26 @@ sim_exchange_data_free(struct sim_exchange_data *x)
 	sim_buf_free(&x->canon);
 	sim_buf_free(&x->body_out);
 	sim_buf_free(&x->charge_json);
+}
+
+const char *
+sim_api_reason(int status)
+{
+	switch (status) {
+	case 200: return "OK";
+	case 400: return "Bad Request";
+	case 401: return "Unauthorized";
+	case 402: return "Payment Required";
+	case 404: return "Not Found";
+	case 409: return "Conflict";
+	case 413: return "Payload Too Large";
+	case 414: return "URI Too Long";
+	case 429: return "Too Many Requests";
+	case 431: return "Request Header Fields Too Large";
+	case 500: return "Internal Server Error";
+	case 503: return "Service Unavailable";
+	default: return "Unknown";
+	}
 }
 
 /* --- answers ------------------------------------------------------------ */

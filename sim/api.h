@@ -11,12 +11,14 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <uv.h>
 
 #include "buf.h"
 #include "defaults.h"
 #include "form.h"
 #include "store.h"
 #include "webhook.h"
+#include "world.h"
 
 enum sim_fault {
 	SIM_FAULT_ERROR,
@@ -45,6 +47,7 @@ struct sim_api_config {
 	unsigned latency_p50_ms;
 	unsigned latency_p99_ms;
 	unsigned long seed;
+	struct sim_world_config world; /* the provider's liberties */
 };
 
 struct sim_api {
@@ -56,6 +59,11 @@ struct sim_api {
 	unsigned long in_use;
 	unsigned long faults[SIM_FAULT_COUNT];
 	struct sim_webhooks *webhooks; /* NULL without --webhook-url */
+	struct sim_rng world_rng;      /* --seed, salted: the liberties */
+	unsigned long liberties[SIM_LIB_COUNT];
+	uv_timer_t busy; /* the busy account's background charges */
+	uint64_t busy_t0_ms;
+	unsigned long busy_made;
 };
 
 enum sim_action {
@@ -127,6 +135,23 @@ bool sim_api_refuse(struct sim_api *api);
 
 /* "req_" + 24 hex into out (29 bytes with NUL). */
 void sim_api_request_id(struct sim_api *api, char *out);
+
+/* The provider's clock: Unix seconds plus --clock-offset-s. */
+int64_t sim_api_now(const struct sim_api *api);
+
+/* The provider's clock as an HTTP Date into out[0..n); its length, 0 when
+ * it does not fit. */
+size_t sim_api_date(const struct sim_api *api, char *out, size_t n);
+
+/* Starts the busy account's background charges on loop (--busy-per-s; a
+ * timer the loop's walk closes). */
+void sim_api_busy_start(struct sim_api *api, uv_loop_t *loop);
+
+/* Stops them (closes the timer, when it runs). */
+void sim_api_busy_stop(struct sim_api *api);
+
+/* The reason phrase of an HTTP status. */
+const char *sim_api_reason(int status);
 
 /* Frees what x holds. */
 void sim_exchange_data_free(struct sim_exchange_data *x);

@@ -481,7 +481,7 @@ api_post_charge(struct sim_api *api, struct sim_exchange_data *x)
 		sim_store_delivery(st, key, now, valid ? x->meta.p : NULL,
 		    valid ? x->meta.len : 0);
 	}
-	if (!valid)
+	if (!valid || world_foreign(api, x))
 		return;
 	if (key != NULL && key->in_flight) {
 		api->in_use++;
@@ -489,7 +489,8 @@ api_post_charge(struct sim_api *api, struct sim_exchange_data *x)
 		return;
 	}
 	if (key != NULL && key->status != 0) {
-		if (memcmp(key->fp, x->fp, SIM_FP_LEN) != 0) {
+		if (memcmp(key->fp, x->fp, SIM_FP_LEN) != 0 ||
+		    world_params_error(api)) {
 			answer_idempotency_error(x);
 			return;
 		}
@@ -519,7 +520,7 @@ api_post_charge(struct sim_api *api, struct sim_exchange_data *x)
 		key->in_flight = true;
 		x->key = key;
 	}
-	x->wait_ms = draw_latency(api);
+	x->wait_ms = draw_latency(api) + world_slow_ms(api);
 	if (x->wait_ms > 0) {
 		x->action = SIM_ACT_WAIT;
 		return;
@@ -527,15 +528,57 @@ api_post_charge(struct sim_api *api, struct sim_exchange_data *x)
 	sim_api_execute(api, x);
 }
 
-void
-sim_api_execute(struct sim_api *api, struct sim_exchange_data *x)
+struct sim_charge *
+api_charge_make(struct sim_api *api, struct sim_exchange_data *x,
+    bool saved_500)
 {
 	const struct decline *d = decline_of(x->token);
 	char id[SIM_CHARGE_ID_LEN + 1];
-	int64_t now = (int64_t)time(NULL);
+	int64_t now = sim_api_now(api);
 	struct sim_buf *b = &x->body_out;
 	struct sim_charge *c;
 	int status = d ? 402 : 200;
+
+	memcpy(id, "ch_", 3);
+	sim_rng_hex(&api->id_rng, id + 3, SIM_ID_HEX);
+	id[SIM_CHARGE_ID_LEN] = '\0';
+	render_charge(x, id, now, d);
+	b->len = 0;
+	if (saved_500) {
+		api_answer_500(x);
+		status = 500;
+	} else if (d != NULL && world_bare_402(api)) {
+		sim_buf_adds(b, "{}");
+	} else if (d != NULL) {
+		sim_buf_addf(b,
+		    "{\"error\":{\"type\":\"card_error\",\"code\":\"%s\",\"decline_code\":\"%s\",\"charge\":\"%s\",\"message\":\"%s\"}}",
+		    d->code, d->decline_code, id, d->message);
+	} else {
+		sim_buf_add(b, x->charge_json.p, x->charge_json.len);
+	}
+	c = sim_store_charge_add(api->store, x->key, x->scope, now, id,
+	    x->charge_json.p, x->charge_json.len, x->meta.p ? x->meta.p : "",
+	    x->meta.len, status, x->fp, status != 200 ? b->p : NULL,
+	    status != 200 ? b->len : 0);
+	if (c == NULL) {
+		api_answer_error(x, 503, "api_error", NULL, NULL, 0,
+		    "The simulator holds --max-keys charges without a key; a new one is refused until old ones expire.");
+		return NULL;
+	}
+	world_charge_born(c);
+	/* the event goes out whatever the wire does with the answer */
+	if (api->webhooks != NULL)
+		sim_webhooks_charge(api->webhooks, c,
+		    x->has_idem ? x->idem : NULL,
+		    x->has_idem ? x->idem_len : 0);
+	api_answer(x, status);
+	return c;
+}
+
+void
+sim_api_execute(struct sim_api *api, struct sim_exchange_data *x)
+{
+	enum sim_liberty saved;
 
 	switch (x->token) {
 	case SIM_TOK_ERROR: api_answer_500(x); return;
@@ -547,31 +590,16 @@ sim_api_execute(struct sim_api *api, struct sim_exchange_data *x)
 	case SIM_TOK_RESET: x->action = SIM_ACT_RESET; return;
 	default: break;
 	}
-	memcpy(id, "ch_", 3);
-	sim_rng_hex(&api->id_rng, id + 3, SIM_ID_HEX);
-	id[SIM_CHARGE_ID_LEN] = '\0';
-	render_charge(x, id, now, d);
-	b->len = 0;
-	if (d != NULL)
-		sim_buf_addf(b,
-		    "{\"error\":{\"type\":\"card_error\",\"code\":\"%s\",\"decline_code\":\"%s\",\"charge\":\"%s\",\"message\":\"%s\"}}",
-		    d->code, d->decline_code, id, d->message);
-	else
-		sim_buf_add(b, x->charge_json.p, x->charge_json.len);
-	c = sim_store_charge_add(api->store, x->key, x->scope, now, id,
-	    x->charge_json.p, x->charge_json.len, x->meta.p ? x->meta.p : "",
-	    x->meta.len, status, x->fp, d ? b->p : NULL, d ? b->len : 0);
-	if (c == NULL) {
-		api_answer_error(x, 503, "api_error", NULL, NULL, 0,
-		    "The simulator holds --max-keys charges without a key; a new one is refused until old ones expire.");
+	/* Stripe saves the answer once execution began, a 500 included */
+	saved = x->key != NULL ? world_saved_500(api) : SIM_LIB_COUNT;
+	if (saved == SIM_LIB_SAVED_500) {
+		api_answer_500(x);
+		sim_store_answer_save(x->key, 500, x->fp, x->body_out.p,
+		    x->body_out.len);
 		return;
 	}
-	/* the event goes out whatever the wire does with the answer */
-	if (api->webhooks != NULL)
-		sim_webhooks_charge(api->webhooks, c,
-		    x->has_idem ? x->idem : NULL,
-		    x->has_idem ? x->idem_len : 0);
-	api_answer(x, status);
+	if (api_charge_make(api, x, saved == SIM_LIB_CHARGED_SAVED_500) == NULL)
+		return;
 	switch (x->token) {
 	case SIM_TOK_CHARGED_500: api_answer_500(x); break;
 	case SIM_TOK_CHARGED_CLOSE: x->action = SIM_ACT_CLOSE; break;

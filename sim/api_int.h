@@ -43,6 +43,34 @@ typedef bool api_pair_fn(struct sim_exchange_data *x, const struct sim_pair *p,
 bool api_form_walk(struct sim_exchange_data *x, const char *s, size_t n,
     const char *bad, api_pair_fn *each, void *arg);
 
+/* --- charges (api_charge.c) --- */
+
+/* Creates the charge of x (x->token: a success or a decline) in x->scope,
+ * under x->key when set, renders its answer (200 or 402) into x, sends its
+ * event; saved_500: the answer is a 500, saved under the key. NULL after
+ * answering 503 when the store is full. */
+struct sim_charge *api_charge_make(struct sim_api *api,
+    struct sim_exchange_data *x, bool saved_500);
+
+/* --- the provider's liberties (world.c) --- */
+
+void world_init(struct sim_api *api);
+/* The extra wait of an execution (0, or --slow-ms drawn at --slow-rate). */
+unsigned world_slow_ms(struct sim_api *api);
+/* SIM_LIB_SAVED_500, SIM_LIB_CHARGED_SAVED_500, or SIM_LIB_COUNT: none. */
+enum sim_liberty world_saved_500(struct sim_api *api);
+/* True when a re-send of a stored key is to be answered idempotency_error. */
+bool world_params_error(struct sim_api *api);
+/* True after answering x with another charge of its account (a 200; the
+ * delivery is not executed), drawn at --foreign-rate. */
+bool world_foreign(struct sim_api *api, struct sim_exchange_data *x);
+/* True when a decline is to be answered 402 with an empty object. */
+bool world_bare_402(struct sim_api *api);
+/* Stamps c with the real time of its creation (the search's lag). */
+void world_charge_born(struct sim_charge *c);
+/* True when a search must not show c yet (--search-lag-ms). */
+bool world_search_hidden(struct sim_api *api, const struct sim_charge *c);
+
 /* --- routes --- */
 
 /* POST /v1/charges (api_charge.c) */

@@ -417,7 +417,8 @@ api_search_charges(struct sim_api *api, struct sim_exchange_data *x,
 	sim_buf_adds(b, "{\"object\":\"search_result\",\"data\":[");
 	for (; j > 0; j--) {
 		if (!meta_has(v[j - 1]->meta, v[j - 1]->meta_len, want.p,
-		        want.len))
+		        want.len) ||
+		    world_search_hidden(api, v[j - 1]))
 			continue;
 		if (got == pp.limit) {
 			more = true;

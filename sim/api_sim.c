@@ -101,6 +101,10 @@ api_sim_stats(struct sim_api *api, struct sim_exchange_data *x)
 	for (f = 0; f < SIM_FAULT_COUNT; f++)
 		sim_buf_addf(b, "%s\"%s\":%lu", f ? "," : "",
 		    sim_fault_name((enum sim_fault)f), api->faults[f]);
+	sim_buf_adds(b, "},\"liberties\":{");
+	for (f = 0; f < SIM_LIB_COUNT; f++)
+		sim_buf_addf(b, "%s\"%s\":%lu", f ? "," : "",
+		    sim_liberty_name((enum sim_liberty)f), api->liberties[f]);
 	sim_buf_adds(b, "}");
 	sim_webhooks_stats(api->webhooks, b);
 	sim_buf_adds(b, "}");

@@ -7,6 +7,7 @@
 #include <errno.h>
 #include <getopt.h>
 #include <limits.h>
+#include <stddef.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -37,6 +38,9 @@ static const char usage[] =
     "         [--webhook-timeout-ms N] [--webhook-drop-rate P] [--webhook-dup-rate P]\n"
     "         [--webhook-shuffle-rate P] [--webhook-shuffle-ms N]\n"
     "         [--webhook-max-events N] [--webhook-concurrency N]\n"
+    "         [--clock-offset-s N] [--slow-rate P] [--slow-ms N] [--saved-500-rate P]\n"
+    "         [--params-error-rate P] [--search-lag-ms N] [--busy-per-s N]\n"
+    "         [--foreign-rate P] [--bare-402-rate P]\n"
     "       charge-provider-sim --help | --version\n"
     "fault names: error, charged_then_500, charged_then_close, charged_then_reset,\n"
     "  charged_then_late, reset, refuse, trickle, rate_limited\n"
@@ -45,73 +49,6 @@ static const char usage[] =
 
 static const char too_many_secrets[] =
     "charge-provider-sim: --webhook-secret, --webhook-secret-file: at most 4, none empty\n";
-
-enum opt {
-	OPT_LISTEN = 256,
-	OPT_DATA,
-	OPT_SECRET,
-	OPT_FSYNC,
-	OPT_RETENTION,
-	OPT_LATENCY,
-	OPT_P50,
-	OPT_P99,
-	OPT_LATE,
-	OPT_TRICKLE,
-	OPT_FAULT,
-	OPT_SEED,
-	OPT_IDLE,
-	OPT_MAXCONN,
-	OPT_MAXKEYS,
-	OPT_WH_URL,
-	OPT_WH_SECRET,
-	OPT_WH_SECRET_FILE,
-	OPT_WH_ATTEMPTS,
-	OPT_WH_RETRY,
-	OPT_WH_RETRY_MAX,
-	OPT_WH_TIMEOUT,
-	OPT_WH_DROP,
-	OPT_WH_DUP,
-	OPT_WH_SHUFFLE,
-	OPT_WH_SHUFFLE_MS,
-	OPT_WH_MAX_EVENTS,
-	OPT_WH_CONCURRENCY,
-	OPT_VERSION,
-	OPT_HELP,
-};
-
-static const struct option options[] = {
-	{ "listen", required_argument, NULL, OPT_LISTEN },
-	{ "data", required_argument, NULL, OPT_DATA },
-	{ "secret-key", required_argument, NULL, OPT_SECRET },
-	{ "fsync", required_argument, NULL, OPT_FSYNC },
-	{ "retention-s", required_argument, NULL, OPT_RETENTION },
-	{ "latency-ms", required_argument, NULL, OPT_LATENCY },
-	{ "latency-p50-ms", required_argument, NULL, OPT_P50 },
-	{ "latency-p99-ms", required_argument, NULL, OPT_P99 },
-	{ "late-ms", required_argument, NULL, OPT_LATE },
-	{ "trickle-ms", required_argument, NULL, OPT_TRICKLE },
-	{ "fault-rate", required_argument, NULL, OPT_FAULT },
-	{ "seed", required_argument, NULL, OPT_SEED },
-	{ "idle-timeout-s", required_argument, NULL, OPT_IDLE },
-	{ "max-connections", required_argument, NULL, OPT_MAXCONN },
-	{ "max-keys", required_argument, NULL, OPT_MAXKEYS },
-	{ "webhook-url", required_argument, NULL, OPT_WH_URL },
-	{ "webhook-secret", required_argument, NULL, OPT_WH_SECRET },
-	{ "webhook-secret-file", required_argument, NULL, OPT_WH_SECRET_FILE },
-	{ "webhook-attempts", required_argument, NULL, OPT_WH_ATTEMPTS },
-	{ "webhook-retry-ms", required_argument, NULL, OPT_WH_RETRY },
-	{ "webhook-retry-max-ms", required_argument, NULL, OPT_WH_RETRY_MAX },
-	{ "webhook-timeout-ms", required_argument, NULL, OPT_WH_TIMEOUT },
-	{ "webhook-drop-rate", required_argument, NULL, OPT_WH_DROP },
-	{ "webhook-dup-rate", required_argument, NULL, OPT_WH_DUP },
-	{ "webhook-shuffle-rate", required_argument, NULL, OPT_WH_SHUFFLE },
-	{ "webhook-shuffle-ms", required_argument, NULL, OPT_WH_SHUFFLE_MS },
-	{ "webhook-max-events", required_argument, NULL, OPT_WH_MAX_EVENTS },
-	{ "webhook-concurrency", required_argument, NULL, OPT_WH_CONCURRENCY },
-	{ "version", no_argument, NULL, OPT_VERSION },
-	{ "help", no_argument, NULL, OPT_HELP },
-	{ NULL, 0, NULL, 0 },
-};
 
 /* An unsigned decimal in [min, max] into *out; false otherwise. */
 static bool
@@ -210,246 +147,399 @@ bad:
 	return false;
 }
 
-int
-main(int argc, char **argv)
+/* Everything the command line sets. */
+struct sim_opts {
+	struct sim_api_config a;
+	struct sim_server_config s;
+	struct sim_webhook_config w;
+	const char *data;
+	enum sim_fsync fsync_mode;
+	unsigned long retention;
+	unsigned long max_keys;
+	char secret_files[SIM_MAX_WEBHOOK_SECRETS][256];
+};
+
+/* How a row's argument is read into its field. */
+enum opt_kind {
+	OPT_UINT,  /* unsigned, in [min, max] */
+	OPT_ULONG, /* unsigned long, in [min, max] */
+	OPT_SIZE,  /* size_t, in [min, max] */
+	OPT_LONG,  /* long, in [-max, max] */
+	OPT_RATE,  /* double, a probability */
+	OPT_FN,    /* the row's own function */
+};
+
+/* An OPT_FN option: -1 to go on, else the exit status. */
+typedef int opt_fn(struct sim_opts *o, const char *arg);
+
+/* One option: the table the parsing, the bounds and the fields come from. */
+struct opt_row {
+	const char *name;
+	bool has_arg;
+	enum opt_kind kind;
+	unsigned long min, max;
+	size_t off; /* of the field in struct sim_opts */
+	opt_fn *fn;
+};
+
+static int
+opt_listen(struct sim_opts *o, const char *arg)
 {
-	static struct sim_api_config acfg;
-	static struct sim_server_config scfg;
-	static struct sim_store store;
-	static struct sim_api api;
-	static struct sim_webhook_config wcfg;
-	static char secret_files[SIM_MAX_WEBHOOK_SECRETS][256];
-	const char *data = NULL;
-	enum sim_fsync fsync_mode = SIM_FSYNC_BATCH;
-	unsigned long retention = SIM_DEFAULT_RETENTION_S, v,
-	              max_keys = SIM_DEFAULT_MAX_KEYS;
-	double sum = 0;
-	char err[512];
-	size_t i;
-	int o, f, rc;
+	o->s.listen = arg;
+	return -1;
+}
 
-	scfg.late_ms = SIM_DEFAULT_LATE_MS;
-	scfg.trickle_ms = SIM_DEFAULT_TRICKLE_MS;
-	scfg.idle_timeout_s = SIM_DEFAULT_IDLE_TIMEOUT_S;
-	scfg.max_connections = SIM_DEFAULT_MAX_CONNECTIONS;
-	acfg.seed = SIM_DEFAULT_SEED;
-	wcfg.attempts = SIM_DEFAULT_WEBHOOK_ATTEMPTS;
-	wcfg.retry_ms = SIM_DEFAULT_WEBHOOK_RETRY_MS;
-	wcfg.retry_max_ms = SIM_DEFAULT_WEBHOOK_RETRY_MAX_MS;
-	wcfg.timeout_ms = SIM_DEFAULT_WEBHOOK_TIMEOUT_MS;
-	wcfg.shuffle_ms = SIM_DEFAULT_WEBHOOK_SHUFFLE_MS;
-	wcfg.max_events = SIM_DEFAULT_WEBHOOK_MAX_EVENTS;
-	wcfg.concurrency = SIM_DEFAULT_WEBHOOK_CONCURRENCY;
-	while ((o = getopt_long(argc, argv, "", options, NULL)) != -1) {
-		const char *name = o >= OPT_LISTEN && o <= OPT_HELP
-		    ? options[o - OPT_LISTEN].name
-		    : "?";
-		bool ok = true;
+static int
+opt_data(struct sim_opts *o, const char *arg)
+{
+	o->data = arg;
+	return -1;
+}
 
-		switch (o) {
-		case OPT_LISTEN: scfg.listen = optarg; break;
-		case OPT_DATA: data = optarg; break;
-		case OPT_SECRET:
-			if (acfg.n_secrets == SIM_MAX_SECRET_KEYS ||
-			    optarg[0] == '\0') {
-				fprintf(stderr,
-				    "charge-provider-sim: --secret-key: at most 16, none empty\n");
-				return EXIT_USAGE;
-			}
-			acfg.secrets[acfg.n_secrets++] = optarg;
-			break;
-		case OPT_FSYNC:
-			if (strcmp(optarg, "always") == 0)
-				fsync_mode = SIM_FSYNC_ALWAYS;
-			else if (strcmp(optarg, "batch") == 0)
-				fsync_mode = SIM_FSYNC_BATCH;
-			else if (strcmp(optarg, "never") == 0)
-				fsync_mode = SIM_FSYNC_NEVER;
-			else {
-				fprintf(stderr,
-				    "charge-provider-sim: --fsync %s: not always, batch or never\n",
-				    optarg);
-				return EXIT_USAGE;
-			}
-			break;
-		case OPT_RETENTION:
-			ok =
-			    parse_ulong(name, optarg, 1, 315360000, &retention);
-			break;
-		case OPT_LATENCY:
-			ok = parse_ulong(name, optarg, 0, SIM_MAX_LATENCY_MS,
-			    &v);
-			acfg.latency_ms = (unsigned)v;
-			break;
-		case OPT_P50:
-			ok = parse_ulong(name, optarg, 1, SIM_MAX_LATENCY_MS,
-			    &v);
-			acfg.latency_p50_ms = (unsigned)v;
-			break;
-		case OPT_P99:
-			ok = parse_ulong(name, optarg, 1, SIM_MAX_LATENCY_MS,
-			    &v);
-			acfg.latency_p99_ms = (unsigned)v;
-			break;
-		case OPT_LATE:
-			ok = parse_ulong(name, optarg, 0, SIM_MAX_LATENCY_MS,
-			    &v);
-			scfg.late_ms = (unsigned)v;
-			break;
-		case OPT_TRICKLE:
-			ok = parse_ulong(name, optarg, 0, 60000, &v);
-			scfg.trickle_ms = (unsigned)v;
-			break;
-		case OPT_FAULT: ok = parse_fault(optarg, &acfg); break;
-		case OPT_SEED:
-			ok = parse_ulong(name, optarg, 0, ULONG_MAX, &v);
-			acfg.seed = v;
-			break;
-		case OPT_IDLE:
-			ok = parse_ulong(name, optarg, 1, 86400, &v);
-			scfg.idle_timeout_s = (unsigned)v;
-			break;
-		case OPT_MAXCONN:
-			ok = parse_ulong(name, optarg, 1, 1000000, &v);
-			scfg.max_connections = v;
-			break;
-		case OPT_MAXKEYS:
-			ok = parse_ulong(name, optarg, 1, 100000000, &max_keys);
-			break;
-		case OPT_WH_URL:
-			if (wcfg.n_urls == SIM_MAX_WEBHOOK_URLS) {
-				fprintf(stderr,
-				    "charge-provider-sim: --webhook-url: at most 8\n");
-				return EXIT_USAGE;
-			}
-			if (!sim_webhook_url_check(optarg, err, sizeof(err))) {
-				fprintf(stderr,
-				    "charge-provider-sim: --webhook-url %s\n",
-				    err);
-				return EXIT_USAGE;
-			}
-			wcfg.urls[wcfg.n_urls++] = optarg;
-			break;
-		case OPT_WH_SECRET:
-			if (wcfg.n_secrets == SIM_MAX_WEBHOOK_SECRETS ||
-			    optarg[0] == '\0') {
-				fputs(too_many_secrets, stderr);
-				return EXIT_USAGE;
-			}
-			wcfg.secrets[wcfg.n_secrets++] = optarg;
-			break;
-		case OPT_WH_SECRET_FILE:
-			if (wcfg.n_secrets == SIM_MAX_WEBHOOK_SECRETS) {
-				fputs(too_many_secrets, stderr);
-				return EXIT_USAGE;
-			}
-			if (!read_secret_file(optarg,
-			        secret_files[wcfg.n_secrets],
-			        sizeof(secret_files[0])))
-				return EXIT_USAGE;
-			wcfg.secrets[wcfg.n_secrets] =
-			    secret_files[wcfg.n_secrets];
-			wcfg.n_secrets++;
-			break;
-		case OPT_WH_ATTEMPTS:
-			ok = parse_ulong(name, optarg, 1, 100, &v);
-			wcfg.attempts = (unsigned)v;
-			break;
-		case OPT_WH_RETRY:
-			ok = parse_ulong(name, optarg, 1, SIM_MAX_LATENCY_MS,
-			    &v);
-			wcfg.retry_ms = (unsigned)v;
-			break;
-		case OPT_WH_RETRY_MAX:
-			ok = parse_ulong(name, optarg, 1, SIM_MAX_LATENCY_MS,
-			    &v);
-			wcfg.retry_max_ms = (unsigned)v;
-			break;
-		case OPT_WH_TIMEOUT:
-			ok = parse_ulong(name, optarg, 1, 600000, &v);
-			wcfg.timeout_ms = (unsigned)v;
-			break;
-		case OPT_WH_DROP:
-			ok = parse_rate(name, optarg, &wcfg.drop_rate);
-			break;
-		case OPT_WH_DUP:
-			ok = parse_rate(name, optarg, &wcfg.dup_rate);
-			break;
-		case OPT_WH_SHUFFLE:
-			ok = parse_rate(name, optarg, &wcfg.shuffle_rate);
-			break;
-		case OPT_WH_SHUFFLE_MS:
-			ok = parse_ulong(name, optarg, 1, SIM_MAX_LATENCY_MS,
-			    &v);
-			wcfg.shuffle_ms = (unsigned)v;
-			break;
-		case OPT_WH_MAX_EVENTS:
-			ok = parse_ulong(name, optarg, 1, 10000000, &v);
-			wcfg.max_events = v;
-			break;
-		case OPT_WH_CONCURRENCY:
-			ok = parse_ulong(name, optarg, 1, 10000, &v);
-			wcfg.concurrency = v;
-			break;
-		case OPT_VERSION:
-			printf("charge-provider-sim %s\n", CHARGE_VERSION);
-			return 0;
-		case OPT_HELP: fputs(usage, stdout); return 0;
-		default: fputs(usage, stderr); return EXIT_USAGE;
-		}
-		if (!ok)
-			return EXIT_USAGE;
+static int
+opt_secret(struct sim_opts *o, const char *arg)
+{
+	if (o->a.n_secrets == SIM_MAX_SECRET_KEYS || arg[0] == '\0') {
+		fprintf(stderr,
+		    "charge-provider-sim: --secret-key: at most 16, none empty\n");
+		return EXIT_USAGE;
 	}
-	if (optind < argc || scfg.listen == NULL || data == NULL) {
+	o->a.secrets[o->a.n_secrets++] = arg;
+	return -1;
+}
+
+static int
+opt_fsync(struct sim_opts *o, const char *arg)
+{
+	if (strcmp(arg, "always") == 0)
+		o->fsync_mode = SIM_FSYNC_ALWAYS;
+	else if (strcmp(arg, "batch") == 0)
+		o->fsync_mode = SIM_FSYNC_BATCH;
+	else if (strcmp(arg, "never") == 0)
+		o->fsync_mode = SIM_FSYNC_NEVER;
+	else {
+		fprintf(stderr,
+		    "charge-provider-sim: --fsync %s: not always, batch or never\n",
+		    arg);
+		return EXIT_USAGE;
+	}
+	return -1;
+}
+
+static int
+opt_fault(struct sim_opts *o, const char *arg)
+{
+	return parse_fault(arg, &o->a) ? -1 : EXIT_USAGE;
+}
+
+static int
+opt_webhook_url(struct sim_opts *o, const char *arg)
+{
+	char err[512];
+
+	if (o->w.n_urls == SIM_MAX_WEBHOOK_URLS) {
+		fprintf(stderr,
+		    "charge-provider-sim: --webhook-url: at most 8\n");
+		return EXIT_USAGE;
+	}
+	if (!sim_webhook_url_check(arg, err, sizeof(err))) {
+		fprintf(stderr, "charge-provider-sim: --webhook-url %s\n", err);
+		return EXIT_USAGE;
+	}
+	o->w.urls[o->w.n_urls++] = arg;
+	return -1;
+}
+
+static int
+opt_webhook_secret(struct sim_opts *o, const char *arg)
+{
+	if (o->w.n_secrets == SIM_MAX_WEBHOOK_SECRETS || arg[0] == '\0') {
+		fputs(too_many_secrets, stderr);
+		return EXIT_USAGE;
+	}
+	o->w.secrets[o->w.n_secrets++] = arg;
+	return -1;
+}
+
+static int
+opt_webhook_secret_file(struct sim_opts *o, const char *arg)
+{
+	if (o->w.n_secrets == SIM_MAX_WEBHOOK_SECRETS) {
+		fputs(too_many_secrets, stderr);
+		return EXIT_USAGE;
+	}
+	if (!read_secret_file(arg, o->secret_files[o->w.n_secrets],
+	        sizeof(o->secret_files[0])))
+		return EXIT_USAGE;
+	o->w.secrets[o->w.n_secrets] = o->secret_files[o->w.n_secrets];
+	o->w.n_secrets++;
+	return -1;
+}
+
+static int
+opt_version(struct sim_opts *o, const char *arg)
+{
+	(void)o;
+	(void)arg;
+	printf("charge-provider-sim %s\n", CHARGE_VERSION);
+	return 0;
+}
+
+static int
+opt_help(struct sim_opts *o, const char *arg)
+{
+	(void)o;
+	(void)arg;
+	fputs(usage, stdout);
+	return 0;
+}
+
+#define F(field) offsetof(struct sim_opts, field)
+#define MAX_MS SIM_MAX_LATENCY_MS
+
+static const struct opt_row opt_rows[] = {
+	{ "listen", true, OPT_FN, 0, 0, 0, opt_listen },
+	{ "data", true, OPT_FN, 0, 0, 0, opt_data },
+	{ "secret-key", true, OPT_FN, 0, 0, 0, opt_secret },
+	{ "fsync", true, OPT_FN, 0, 0, 0, opt_fsync },
+	{ "retention-s", true, OPT_ULONG, 1, 315360000, F(retention), NULL },
+	{ "latency-ms", true, OPT_UINT, 0, MAX_MS, F(a.latency_ms), NULL },
+	{ "latency-p50-ms", true, OPT_UINT, 1, MAX_MS, F(a.latency_p50_ms),
+	    NULL },
+	{ "latency-p99-ms", true, OPT_UINT, 1, MAX_MS, F(a.latency_p99_ms),
+	    NULL },
+	{ "late-ms", true, OPT_UINT, 0, MAX_MS, F(s.late_ms), NULL },
+	{ "trickle-ms", true, OPT_UINT, 0, 60000, F(s.trickle_ms), NULL },
+	{ "fault-rate", true, OPT_FN, 0, 0, 0, opt_fault },
+	{ "seed", true, OPT_ULONG, 0, ULONG_MAX, F(a.seed), NULL },
+	{ "idle-timeout-s", true, OPT_UINT, 1, 86400, F(s.idle_timeout_s),
+	    NULL },
+	{ "max-connections", true, OPT_SIZE, 1, 1000000, F(s.max_connections),
+	    NULL },
+	{ "max-keys", true, OPT_ULONG, 1, 100000000, F(max_keys), NULL },
+	{ "webhook-url", true, OPT_FN, 0, 0, 0, opt_webhook_url },
+	{ "webhook-secret", true, OPT_FN, 0, 0, 0, opt_webhook_secret },
+	{ "webhook-secret-file", true, OPT_FN, 0, 0, 0,
+	    opt_webhook_secret_file },
+	{ "webhook-attempts", true, OPT_UINT, 1, 100, F(w.attempts), NULL },
+	{ "webhook-retry-ms", true, OPT_UINT, 1, MAX_MS, F(w.retry_ms), NULL },
+	{ "webhook-retry-max-ms", true, OPT_UINT, 1, MAX_MS, F(w.retry_max_ms),
+	    NULL },
+	{ "webhook-timeout-ms", true, OPT_UINT, 1, 600000, F(w.timeout_ms),
+	    NULL },
+	{ "webhook-drop-rate", true, OPT_RATE, 0, 0, F(w.drop_rate), NULL },
+	{ "webhook-dup-rate", true, OPT_RATE, 0, 0, F(w.dup_rate), NULL },
+	{ "webhook-shuffle-rate", true, OPT_RATE, 0, 0, F(w.shuffle_rate),
+	    NULL },
+	{ "webhook-shuffle-ms", true, OPT_UINT, 1, MAX_MS, F(w.shuffle_ms),
+	    NULL },
+	{ "webhook-max-events", true, OPT_SIZE, 1, 10000000, F(w.max_events),
+	    NULL },
+	{ "webhook-concurrency", true, OPT_SIZE, 1, 10000, F(w.concurrency),
+	    NULL },
+	{ "clock-offset-s", true, OPT_LONG, 0, SIM_MAX_CLOCK_OFFSET_S,
+	    F(a.world.clock_offset_s), NULL },
+	{ "slow-rate", true, OPT_RATE, 0, 0, F(a.world.slow_rate), NULL },
+	{ "slow-ms", true, OPT_UINT, 1, MAX_MS, F(a.world.slow_ms), NULL },
+	{ "saved-500-rate", true, OPT_RATE, 0, 0, F(a.world.saved_500_rate),
+	    NULL },
+	{ "params-error-rate", true, OPT_RATE, 0, 0,
+	    F(a.world.params_error_rate), NULL },
+	{ "search-lag-ms", true, OPT_UINT, 0, MAX_MS, F(a.world.search_lag_ms),
+	    NULL },
+	{ "busy-per-s", true, OPT_UINT, 0, SIM_MAX_BUSY_PER_S,
+	    F(a.world.busy_per_s), NULL },
+	{ "foreign-rate", true, OPT_RATE, 0, 0, F(a.world.foreign_rate), NULL },
+	{ "bare-402-rate", true, OPT_RATE, 0, 0, F(a.world.bare_402_rate),
+	    NULL },
+	{ "version", false, OPT_FN, 0, 0, 0, opt_version },
+	{ "help", false, OPT_FN, 0, 0, 0, opt_help },
+};
+
+#define N_OPTS (sizeof(opt_rows) / sizeof(opt_rows[0]))
+
+/* A signed decimal in [-max, max] into *out; false otherwise. */
+static bool
+parse_long(const char *name, const char *s, unsigned long max, long *out)
+{
+	char *end;
+	long v;
+
+	errno = 0;
+	v = strtol(s, &end, 10);
+	if (errno != 0 || end == s || *end != '\0' || v < -(long)max ||
+	    v > (long)max) {
+		fprintf(stderr,
+		    "charge-provider-sim: --%s %s: not an integer in [-%lu, %lu]\n",
+		    name, s, max, max);
+		return false;
+	}
+	*out = v;
+	return true;
+}
+
+/* The argument of row r into its field of o: -1, or the exit status. */
+static int
+opt_apply(struct sim_opts *o, const struct opt_row *r, const char *arg)
+{
+	char *field = (char *)o + r->off;
+	unsigned long v = 0;
+	bool ok = true;
+
+	switch (r->kind) {
+	case OPT_FN: return r->fn(o, arg);
+	case OPT_RATE: ok = parse_rate(r->name, arg, (double *)field); break;
+	case OPT_LONG:
+		ok = parse_long(r->name, arg, r->max, (long *)field);
+		break;
+	default:
+		ok = parse_ulong(r->name, arg, r->min, r->max, &v);
+		if (r->kind == OPT_UINT)
+			*(unsigned *)field = (unsigned)v;
+		else if (r->kind == OPT_SIZE)
+			*(size_t *)field = (size_t)v;
+		else
+			*(unsigned long *)field = v;
+		break;
+	}
+	return ok ? -1 : EXIT_USAGE;
+}
+
+static void
+opts_defaults(struct sim_opts *o)
+{
+	o->fsync_mode = SIM_FSYNC_BATCH;
+	o->retention = SIM_DEFAULT_RETENTION_S;
+	o->max_keys = SIM_DEFAULT_MAX_KEYS;
+	o->s.late_ms = SIM_DEFAULT_LATE_MS;
+	o->s.trickle_ms = SIM_DEFAULT_TRICKLE_MS;
+	o->s.idle_timeout_s = SIM_DEFAULT_IDLE_TIMEOUT_S;
+	o->s.max_connections = SIM_DEFAULT_MAX_CONNECTIONS;
+	o->a.seed = SIM_DEFAULT_SEED;
+	o->a.world.slow_ms = SIM_DEFAULT_SLOW_MS;
+	o->w.attempts = SIM_DEFAULT_WEBHOOK_ATTEMPTS;
+	o->w.retry_ms = SIM_DEFAULT_WEBHOOK_RETRY_MS;
+	o->w.retry_max_ms = SIM_DEFAULT_WEBHOOK_RETRY_MAX_MS;
+	o->w.timeout_ms = SIM_DEFAULT_WEBHOOK_TIMEOUT_MS;
+	o->w.shuffle_ms = SIM_DEFAULT_WEBHOOK_SHUFFLE_MS;
+	o->w.max_events = SIM_DEFAULT_WEBHOOK_MAX_EVENTS;
+	o->w.concurrency = SIM_DEFAULT_WEBHOOK_CONCURRENCY;
+}
+
+/* The command line into o: -1 to go on, else the exit status. */
+static int
+opts_parse(struct sim_opts *o, int argc, char **argv)
+{
+	struct option lo[N_OPTS + 1];
+	size_t i;
+	int c, rc;
+
+	for (i = 0; i < N_OPTS; i++) {
+		lo[i].name = opt_rows[i].name;
+		lo[i].has_arg =
+		    opt_rows[i].has_arg ? required_argument : no_argument;
+		lo[i].flag = NULL;
+		lo[i].val = 256 + (int)i;
+	}
+	memset(&lo[N_OPTS], 0, sizeof(lo[N_OPTS]));
+	while ((c = getopt_long(argc, argv, "", lo, NULL)) != -1) {
+		if (c < 256 || c >= 256 + (int)N_OPTS) {
+			fputs(usage, stderr);
+			return EXIT_USAGE;
+		}
+		rc = opt_apply(o, &opt_rows[c - 256], optarg);
+		if (rc >= 0)
+			return rc;
+	}
+	if (optind < argc || o->s.listen == NULL || o->data == NULL) {
 		fputs(usage, stderr);
 		return EXIT_USAGE;
 	}
-	if ((acfg.latency_p50_ms == 0) != (acfg.latency_p99_ms == 0) ||
-	    acfg.latency_p99_ms < acfg.latency_p50_ms) {
+	return -1;
+}
+
+/* The rules between options; false with a message. */
+static bool
+opts_check(struct sim_opts *o)
+{
+	double sum = 0;
+	int f;
+
+	if ((o->a.latency_p50_ms == 0) != (o->a.latency_p99_ms == 0) ||
+	    o->a.latency_p99_ms < o->a.latency_p50_ms) {
 		fprintf(stderr,
 		    "charge-provider-sim: --latency-p50-ms and --latency-p99-ms go together, p50 <= p99\n");
-		return EXIT_USAGE;
+		return false;
 	}
-	if ((wcfg.n_urls > 0) != (wcfg.n_secrets > 0)) {
+	if ((o->w.n_urls > 0) != (o->w.n_secrets > 0)) {
 		fprintf(stderr,
 		    "charge-provider-sim: --webhook-url and --webhook-secret go together\n");
-		return EXIT_USAGE;
+		return false;
 	}
-	if (wcfg.retry_max_ms < wcfg.retry_ms) {
+	if (o->w.retry_max_ms < o->w.retry_ms) {
 		fprintf(stderr,
 		    "charge-provider-sim: --webhook-retry-max-ms is below --webhook-retry-ms\n");
-		return EXIT_USAGE;
+		return false;
 	}
-	wcfg.seed = acfg.seed;
-	if (wcfg.n_urls > 0)
-		scfg.webhooks = &wcfg;
 	for (f = 0; f < SIM_FAULT_COUNT; f++)
 		if (f != SIM_FAULT_REFUSE)
-			sum += acfg.rates[f];
+			sum += o->a.rates[f];
 	if (sum > 1.0 + 1e-9) {
 		fprintf(stderr,
 		    "charge-provider-sim: the --fault-rate probabilities (refuse aside) add up to more than 1\n");
-		return EXIT_USAGE;
+		return false;
 	}
+	return true;
+}
+
+/* Opens the store and serves until SIGTERM: the exit status. */
+static int
+run(struct sim_opts *o)
+{
+	static struct sim_store store;
+	static struct sim_api api;
+	char err[512];
+	size_t i;
+	int rc;
+
+	o->w.seed = o->a.seed;
+	if (o->w.n_urls > 0)
+		o->s.webhooks = &o->w;
 	/* a write to a connection the client has reset is an error to handle
 	 * (EPIPE), not a reason to die */
 	if (signal(SIGPIPE, SIG_IGN) == SIG_ERR) {
 		perror("charge-provider-sim: signal");
 		return 1;
 	}
-	if (acfg.n_secrets == 0)
-		acfg.secrets[acfg.n_secrets++] = SIM_DEFAULT_SECRET_KEY;
-	for (i = 0; i < acfg.n_secrets; i++)
-		acfg.scopes[i] =
-		    sim_store_scope(acfg.secrets[i], strlen(acfg.secrets[i]));
-	if (sim_store_open(&store, data, fsync_mode, (int64_t)retention,
-	        max_keys, (int64_t)time(NULL), err, sizeof(err)) != 0) {
+	if (o->a.n_secrets == 0)
+		o->a.secrets[o->a.n_secrets++] = SIM_DEFAULT_SECRET_KEY;
+	for (i = 0; i < o->a.n_secrets; i++)
+		o->a.scopes[i] =
+		    sim_store_scope(o->a.secrets[i], strlen(o->a.secrets[i]));
+	if (sim_store_open(&store, o->data, o->fsync_mode,
+	        (int64_t)o->retention, o->max_keys, (int64_t)time(NULL), err,
+	        sizeof(err)) != 0) {
 		fprintf(stderr, "charge-provider-sim: --data %s\n", err);
 		sim_store_close(&store);
 		return 1;
 	}
-	sim_api_init(&api, &store, &acfg);
-	rc = sim_server_run(&scfg, &api, &store);
+	sim_api_init(&api, &store, &o->a);
+	rc = sim_server_run(&o->s, &api, &store);
 	sim_store_close(&store);
 	return rc == 0 ? 0 : 1;
+}
+
+int
+main(int argc, char **argv)
+{
+	static struct sim_opts o;
+	int rc;
+
+	opts_defaults(&o);
+	rc = opts_parse(&o, argc, argv);
+	if (rc >= 0)
+		return rc;
+	if (!opts_check(&o))
+		return EXIT_USAGE;
+	return run(&o);
 }

@@ -319,26 +319,6 @@ on_message_complete(llhttp_t *p)
 
 /* --- answers --------------------------------------------------------------- */
 
-static const char *
-reason(int status)
-{
-	switch (status) {
-	case 200: return "OK";
-	case 400: return "Bad Request";
-	case 401: return "Unauthorized";
-	case 402: return "Payment Required";
-	case 404: return "Not Found";
-	case 409: return "Conflict";
-	case 413: return "Payload Too Large";
-	case 414: return "URI Too Long";
-	case 429: return "Too Many Requests";
-	case 431: return "Request Header Fields Too Large";
-	case 500: return "Internal Server Error";
-	case 503: return "Service Unavailable";
-	default: return "Unknown";
-	}
-}
-
 /* The whole answer (head and body) into ex->out. */
 static void
 render_answer(struct sim_exchange *ex)
@@ -346,14 +326,16 @@ render_answer(struct sim_exchange *ex)
 	struct sim_exchange_data *d = &ex->d;
 	struct sim_buf *o = &ex->out;
 	struct sim_conn *c = ex->conn;
-	char rid[4 + SIM_ID_HEX + 1];
+	char rid[4 + SIM_ID_HEX + 1], date[64];
 
 	sim_api_request_id(ex->srv->api, rid);
+	if (sim_api_date(ex->srv->api, date, sizeof(date)) == 0)
+		date[0] = '\0';
 	o->len = 0;
 	ex->out_off = 0;
 	sim_buf_addf(o,
-	    "HTTP/1.1 %d %s\r\nContent-Type: application/json\r\nContent-Length: %zu\r\nRequest-Id: %s\r\n",
-	    d->status, reason(d->status), d->body_out.len, rid);
+	    "HTTP/1.1 %d %s\r\nDate: %s\r\nContent-Type: application/json\r\nContent-Length: %zu\r\nRequest-Id: %s\r\n",
+	    d->status, sim_api_reason(d->status), date, d->body_out.len, rid);
 	if (d->echo_idem) {
 		sim_buf_adds(o, "Idempotency-Key: ");
 		sim_buf_add(o, d->idem, d->idem_len);
@@ -845,6 +827,7 @@ on_signal(uv_signal_t *s, int signum)
 	uv_close((uv_handle_t *)&srv->commit, NULL);
 	uv_close((uv_handle_t *)&srv->sweep, NULL);
 	uv_close((uv_handle_t *)&srv->prune, NULL);
+	sim_api_busy_stop(srv->api);
 	uv_close((uv_handle_t *)&srv->sigterm, NULL);
 	uv_close((uv_handle_t *)&srv->sigint, NULL);
 }
@@ -973,6 +956,7 @@ sim_server_run(const struct sim_server_config *cfg, struct sim_api *api,
 		sim_fatal("libuv handle start failed");
 	if (cfg->webhooks != NULL)
 		api->webhooks = sim_webhooks_new(&loop, cfg->webhooks);
+	sim_api_busy_start(api, &loop);
 	fprintf(stderr, "charge-provider-sim: listening on %s\n", shown);
 	uv_run(&loop, UV_RUN_DEFAULT);
 	sim_store_commit(store);

@@ -309,6 +309,13 @@ key_store_answer(struct sim_key *key, int status, const unsigned char *fp,
 	key->answer_len = answer ? answer_len : 0;
 }
 
+void
+sim_store_answer_save(struct sim_key *key, int status, const unsigned char *fp,
+    const char *answer, size_t answer_len)
+{
+	key_store_answer(key, status, fp, answer, answer_len);
+}
+
 /* The C record of c (with its key's stored answer). */
 static void
 add_charge_record(struct sim_buf *b, const struct sim_charge *c)

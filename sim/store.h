@@ -42,8 +42,9 @@ struct sim_charge {
 	struct sim_key *key; /* the key that owns it, or NULL */
 	uint64_t scope;
 	int64_t created;
-	uint64_t seq; /* creation order in this process: ties of created */
-	int status;   /* 200 or 402 */
+	uint64_t seq;     /* creation order in this process: ties of created */
+	int status;       /* 200 or 402 (500: a saved 500) */
+	uint64_t born_ms; /* real time of creation; 0: replayed from the file */
 	char id[SIM_CHARGE_ID_LEN + 1];
 	char *json; /* the charge object, as created */
 	size_t json_len;
@@ -134,6 +135,11 @@ struct sim_charge *sim_store_charge_add(struct sim_store *st,
     struct sim_key *key, uint64_t scope, int64_t now, const char *id,
     const char *json, size_t json_len, const char *meta, size_t meta_len,
     int status, const unsigned char *fp, const char *answer, size_t answer_len);
+
+/* Saves status and answer under key without a charge (a 500 saved once
+ * execution began); in memory only. */
+void sim_store_answer_save(struct sim_key *key, int status,
+    const unsigned char *fp, const char *answer, size_t answer_len);
 
 struct sim_charge *sim_store_charge_find(struct sim_store *st, const char *id,
     size_t n);

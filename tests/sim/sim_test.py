@@ -762,7 +762,7 @@ def t_sim_keys():
     check(all(x["charges"] <= 1 for x in keys), "charges per key <= 1")
     st = stats(s)
     check(set(st) == {"deliveries", "charges", "keys", "replays", "in_use", "faults",
-                      "webhooks"}, str(st))
+                      "liberties", "webhooks"}, str(st))
     check(set(st["faults"]) == {"error", "charged_then_500", "charged_then_close",
                                 "charged_then_reset", "charged_then_late", "reset",
                                 "refuse", "trickle", "rate_limited"}, str(st["faults"]))
@@ -773,10 +773,12 @@ def t_sim_keys():
 
 def send_raw(s, data, timeout=5):
     """Sends data; (bytes received until EOF, 'eof' | 'reset' | 'timeout')."""
-    c = s.sock(timeout)
-    c.sendall(data)
+    c = None
     got = b""
     try:
+        # a connection reset at accept may be gone before connect(2) returns
+        c = s.sock(timeout)
+        c.sendall(data)
         while True:
             d = c.recv(65536)
             if not d:
@@ -787,7 +789,8 @@ def send_raw(s, data, timeout=5):
     except socket.timeout:
         return got, "timeout"
     finally:
-        c.close()
+        if c is not None:
+            c.close()
 
 
 @test("tok_providerError and tok_providerRateLimited: 500 / 429, nothing charged")
@@ -1071,10 +1074,20 @@ def t_soak():
         for t in ts:
             t.join(30)
         check(s.proc.poll() is None, "alive after the soak")
-        keys = json.loads(req(s, "GET", "/_sim/keys", sk=None)[2])["keys"]
+
+        def read(path):
+            # the refuse rate resets any new connection, ours too
+            for _ in range(50):
+                try:
+                    return json.loads(req(s, "GET", path, sk=None)[2])
+                except ConnectionResetError:
+                    time.sleep(0.01)
+            raise AssertionError("GET %s: every connection reset" % path)
+
+        keys = read("/_sim/keys")["keys"]
         check(keys and all(x["charges"] <= 1 for x in keys),
               "charges per key <= 1 over %d keys" % len(keys))
-        st = stats(s)
+        st = read("/_sim/stats")
         check(all(st["faults"][r] > 0 for r in rates if r != "refuse"), str(st["faults"]))
         diag("%d answers, %d connection errors; %s" % (counts["ok"], counts["err"], st))
     finally:
@@ -1805,6 +1818,175 @@ def t_webhook_stop_cli():
                             "--data", os.path.join(TMP, "cli.log")] + bad,
                            capture_output=True, timeout=10)
         check(r.returncode == 2, "%s: exit %d" % (bad, r.returncode))
+
+
+# --- the provider's liberties (sim/world.c) ---------------------------------
+
+def lib_stats(sim):
+    return stats(sim)["liberties"]
+
+
+@test("liberty: --clock-offset-s shifts every charge's created and the Date header; the list filters on that clock")
+def t_clock_offset():
+    import email.utils
+    for off in (-150, 150):
+        s = Sim("--clock-offset-s", str(off))
+        try:
+            now = time.time()
+            st, h, b = charge(s, fresh())
+            created = json.loads(b)["created"]
+            date = email.utils.parsedate_to_datetime(h["date"]).timestamp()
+            check(st == 200 and abs(created - (now + off)) <= 2,
+                  "offset %d: created %d, now %d" % (off, created, now))
+            check(abs(date - (now + off)) <= 2, "offset %d: Date %s" % (off, h["date"]))
+            # a range on our clock misses it; one on the provider's finds it
+            ours = json.loads(req(s, "GET", "/v1/charges?created[gte]=%d&created[lte]=%d" % (
+                now - 60, now + 60))[2])["data"]
+            theirs = json.loads(req(s, "GET", "/v1/charges?created[gte]=%d&created[lte]=%d" % (
+                created - 1, created + 1))[2])["data"]
+            check(ours == [] and len(theirs) == 1, "ours %d, theirs %d" % (len(ours), len(theirs)))
+        finally:
+            check(s.stop() == 0, "exit 0")
+    r = subprocess.run([BIN, "--listen", "127.0.0.1:0", "--data", os.path.join(TMP, "cl.log"),
+                        "--clock-offset-s", "86401"], capture_output=True, timeout=10)
+    check(r.returncode == 2, "--clock-offset-s 86401: exit %d" % r.returncode)
+
+
+@test("liberty: --slow-rate/--slow-ms: the execution lands late, re-sends meanwhile get 409, then the replay")
+def t_slow():
+    s = Sim("--slow-rate", "1", "--slow-ms", "1200")
+    try:
+        k = fresh()
+        t0 = time.monotonic()
+        # the client gives up after 300 ms, as a client with a short timeout does
+        c = s.conn(timeout=0.3)
+        try:
+            c.request("POST", "/v1/charges", body=b"amount=1999&currency=usd&source=tok_visa",
+                      headers={"Authorization": "Bearer " + SK, "Idempotency-Key": k,
+                               "Content-Type": "application/x-www-form-urlencoded"})
+            c.getresponse()
+            check(False, "the slow execution answered within 300 ms")
+        except socket.timeout:
+            pass
+        finally:
+            c.close()
+        st, _, b = charge(s, k)
+        check(st == 409 and err_of(b)["code"] == "idempotency_key_in_use", "re-send: %d %s" % (st, b))
+        check(sim_key(s, k)["charges"] == 0, "nothing charged yet")
+        while time.monotonic() - t0 < 1.5:
+            time.sleep(0.05)
+        st, h, b = charge(s, k)
+        check(st == 200 and h["idempotent-replayed"] == "true", "after it: %d %s" % (st, b))
+        check(sim_key(s, k)["charges"] == 1, "charged once")
+        check(lib_stats(s)["slow"] == 1, str(lib_stats(s)))
+    finally:
+        check(s.stop() == 0, "exit 0")
+
+
+@test("liberty: --saved-500-rate: a 500 saved under the key once execution began, replayed byte for byte; charged or not")
+def t_saved_500():
+    s = Sim("--saved-500-rate", "1", "--seed", "7")
+    try:
+        seen = {"charged": 0, "not": 0}
+        for _ in range(12):
+            k = fresh()
+            st, h, b = charge(s, k)
+            check(st == 500 and err_of(b)["type"] == "api_error", "%d %s" % (st, b))
+            st2, h2, b2 = charge(s, k)
+            check(st2 == 500 and b2 == b and h2["idempotent-replayed"] == "true",
+                  "replay: %d %s %s" % (st2, b2, h2.get("idempotent-replayed")))
+            kk = sim_key(s, k)
+            check(kk["status"] == 500, str(kk))
+            seen["charged" if kk["charges"] == 1 else "not"] += 1
+        check(seen["charged"] > 0 and seen["not"] > 0, "both kinds: %s" % seen)
+        ls = lib_stats(s)
+        check(ls["saved_500"] == seen["not"] and ls["charged_saved_500"] == seen["charged"], str(ls))
+    finally:
+        check(s.stop() == 0, "exit 0")
+    # the same seed, the same draws; other rates of the seed unchanged
+    a = Sim("--saved-500-rate", "0.5", "--seed", "11")
+    b = Sim("--saved-500-rate", "0.5", "--seed", "11")
+    try:
+        ra = [charge(a, fresh())[0] for _ in range(16)]
+        rb = [charge(b, fresh())[0] for _ in range(16)]
+        check(ra == rb and 500 in ra and 200 in ra, "%s / %s" % (ra, rb))
+    finally:
+        check(a.stop() == 0 and b.stop() == 0, "exit 0")
+
+
+@test("liberty: --params-error-rate: a re-send with the same form answered 400 idempotency_error")
+def t_params_error():
+    s = Sim("--params-error-rate", "1")
+    try:
+        k = fresh()
+        st, _, _ = charge(s, k)
+        check(st == 200, "the first executes: %d" % st)
+        st, h, b = charge(s, k)
+        check(st == 400 and err_of(b)["type"] == "idempotency_error" and
+              h["stripe-should-retry"] == "false", "%d %s" % (st, b))
+        check(sim_key(s, k)["charges"] == 1, "charged once")
+        check(lib_stats(s)["params_error"] == 1, str(lib_stats(s)))
+    finally:
+        check(s.stop() == 0, "exit 0")
+
+
+@test("liberty: --search-lag-ms: search shows a charge only after the lag; the list at once")
+def t_search_lag():
+    s = Sim("--search-lag-ms", "800")
+    try:
+        v = fresh("lag")
+        st, _, b = charge(s, fresh(), extra=[("metadata[w]", v)])
+        cid = json.loads(b)["id"]
+        q = "/v1/charges/search?" + urllib.parse.urlencode({"query": "metadata['w']:'%s'" % v})
+        early = json.loads(req(s, "GET", q)[2])["data"]
+        listed = [c["id"] for c in json.loads(req(s, "GET", "/v1/charges?limit=100")[2])["data"]]
+        check(early == [] and cid in listed, "early search %r, list has it: %s" % (early, cid in listed))
+        time.sleep(0.9)
+        late = [c["id"] for c in json.loads(req(s, "GET", q)[2])["data"]]
+        check(late == [cid], "after the lag: %r" % late)
+    finally:
+        check(s.stop() == 0, "exit 0")
+
+
+@test("liberty: --busy-per-s: background charges in every account at the rate, listed, with busy metadata")
+def t_busy():
+    s = Sim("--busy-per-s", "200", "--secret-key", SK, "--secret-key", SK2)
+    try:
+        time.sleep(1.0)
+        n = lib_stats(s)["busy"]
+        # 1 s at 200/s in 2 accounts (the loop may be late on a loaded machine)
+        check(200 <= n <= 440, "busy charges after 1 s: %d" % n)
+        page = json.loads(req(s, "GET", "/v1/charges?limit=100", sk=SK2)[2])
+        check(page["has_more"] and all("busy" in c["metadata"] for c in page["data"]),
+              "the other account's list: %d" % len(page["data"]))
+    finally:
+        check(s.stop() == 0, "SIGTERM stops the background charges: exit 0")
+
+
+@test("liberty: --foreign-rate: a delivery answered 200 with another charge of the account, not executed; --bare-402-rate: a 402 {}")
+def t_foreign_bare():
+    s = Sim("--foreign-rate", "1")
+    try:
+        st, _, b = charge(s, fresh())
+        check(st == 200 and lib_stats(s)["foreign"] == 0, "no other charge yet: executed (%d)" % st)
+        other = json.loads(b)["id"]
+        k = fresh()
+        st, _, b = charge(s, k)
+        check(st == 200 and json.loads(b)["id"] == other, "the other charge: %s" % b[:80])
+        kk = sim_key(s, k)
+        check(kk["charges"] == 0 and kk["deliveries"] == 1, "not executed: %s" % kk)
+    finally:
+        check(s.stop() == 0, "exit 0")
+    s = Sim("--bare-402-rate", "1")
+    try:
+        k = fresh()
+        st, _, b = charge(s, k, "tok_chargeDeclined")
+        check(st == 402 and b == b"{}", "%d %s" % (st, b))
+        st2, h2, b2 = charge(s, k, "tok_chargeDeclined")
+        check(st2 == 402 and b2 == b"{}" and h2["idempotent-replayed"] == "true", "replayed alike")
+        check(sim_key(s, k)["charges"] == 1 and lib_stats(s)["bare_402"] == 1, str(lib_stats(s)))
+    finally:
+        check(s.stop() == 0, "exit 0")
 
 
 def main():
