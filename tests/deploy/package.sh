@@ -90,6 +90,8 @@ t "/etc/charge/charge.conf and /etc/charge/api-keys are conffiles" \
 	diff <(sort "$TMP/conffiles") <(printf '%s\n' /etc/charge/api-keys /etc/charge/charge.conf)
 t "holds the systemd unit" has '-rw-r--r--' root/root lib/systemd/system/charge.service
 t "holds the demo provider's unit" has '-rw-r--r--' root/root lib/systemd/system/charge-provider-sim.service
+t "holds the reconciler's unit" has '-rw-r--r--' root/root lib/systemd/system/charge-reconcile.service
+t "holds the reconciler's timer" has '-rw-r--r--' root/root lib/systemd/system/charge-reconcile.timer
 t "holds /usr/share/charge/www (demo page, API reference, problem pages)" \
 	grep -qE ' \./usr/share/charge/www/(api\.html|index\.html|problems/not-found)$' "$TMP/contents"
 t "holds the web-server snippets in /usr/share/charge/conf/snippets" \
