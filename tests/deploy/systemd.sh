@@ -4,6 +4,7 @@
 # build/charge, and with the man page of Documentation= reachable), its
 # hardening and lifecycle directives are present, TimeoutStopSec covers the
 # longest request in hand, every CHARGE_<KEY> it sets is a configuration key,
+# its secrets are systemd credentials (LoadCredential=, CHARGE_<KEY>_FILE),
 # and systemd-analyze security rates its exposure "OK" or better. Then the
 # same for conf/charge-provider-sim.service, the demo provider that
 # charge.service pulls in (Wants=/After=): verify (with build/charge-provider-sim),
@@ -158,6 +159,35 @@ if [ ${#bad[@]} -eq 0 ]; then
 	ok "every CHARGE_<KEY> set by Environment= is a configuration key"
 else
 	not_ok "every CHARGE_<KEY> set by Environment= is a configuration key" "${bad[@]}"
+fi
+
+# --- secrets as systemd credentials (issue 37) --------------------------------
+# credentials FILE: the unit reads provider_secret and provider_api_key from
+# LoadCredential= files through CHARGE_<KEY>_FILE=%d/<id>, every such
+# variable names a credential it loads, and no secret is set in Environment=.
+credentials() {
+	local f=$1 bad=() id var
+	local d
+	d=$(grep -vE '^[[:space:]]*(#|;|$)' "$f")
+	for key in provider_secret provider_api_key; do
+		var=CHARGE_$(tr 'a-z' 'A-Z' <<<"$key")_FILE
+		grep -qx "Environment=$var=%d/$key" <<<"$d" || bad+=("no Environment=$var=%d/$key")
+	done
+	for id in $(sed -nE 's#^Environment=CHARGE_[A-Z0-9_]+_FILE=%d/([A-Za-z0-9_.-]+)$#\1#p' <<<"$d"); do
+		grep -qE "^LoadCredential=$id:/" <<<"$d" || bad+=("%d/$id: no LoadCredential=$id:/...")
+	done
+	for var in CHARGE_PROVIDER_SECRET CHARGE_PROVIDER_API_KEY CHARGE_PROVIDER_WEBHOOK_SECRET \
+		CHARGE_PROVIDER_WEBHOOK_SECRET_PREVIOUS CHARGE_REDIS_URL; do
+		grep -qE "^Environment=$var=" <<<"$d" && bad+=("Environment=$var= puts a secret in the environment")
+	done
+	printf '%s\n' "${bad[@]}"
+}
+out=$(credentials "$UNIT")
+if [ -z "$out" ]; then
+	ok "provider_secret and provider_api_key are systemd credentials (LoadCredential=, CHARGE_<KEY>_FILE=%d/...), no secret in Environment="
+else
+	mapfile -t lines <<<"$out"
+	not_ok "the secrets are systemd credentials" "${lines[@]}"
 fi
 
 # --- writable paths are where the sandbox lets the service write -----------
@@ -354,6 +384,13 @@ else
 			not_ok "reconciler $(basename "$file"): $key=$shown" "found: ${have:-nothing}"
 		fi
 	done
+	out=$(credentials "$RC_UNIT")
+	if [ -z "$out" ]; then
+		ok "the reconciler reads provider_secret and provider_api_key from the same credentials"
+	else
+		mapfile -t lines <<<"$out"
+		not_ok "the reconciler's secrets are systemd credentials" "${lines[@]}"
+	fi
 	# the window (--since) is younger than completed_ttl_s's default: older
 	# charges have lost their records (docs/reconcile.md)
 	since_h=$(rc_directives "$RC_UNIT" | sed -nE 's/^ExecStart=.* --since ([0-9]+)h .*/\1/p')
