@@ -126,11 +126,12 @@ done
 
 # --- TimeoutStopSec covers the longest request in hand --------------------
 # Defaults from src/defaults.h: reading the body, Prefer: wait, the provider
-# timeout and two Redis round trips.
+# phase (provider_deadline_ms bounds every attempt of it) and two Redis
+# round trips.
 def() { sed -nE "s/^#define[[:space:]]+$1[[:space:]]+([0-9]+).*/\\1/p" "$ROOT/src/defaults.h"; }
 req_ms=$(def DEF_REQUEST_TIMEOUT_MS)
 wait_s=$(def DEF_MAX_WAIT_S)
-prov_ms=$(def DEF_PROVIDER_TIMEOUT_MS)
+prov_ms=$(def DEF_PROVIDER_DEADLINE_MS)
 redis_ms=$(def DEF_REDIS_TIMEOUT_MS)
 stop=$(directives | sed -nE 's/^TimeoutStopSec=([0-9]+)s?$/\1/p' | tail -1)
 if [ -z "$req_ms" ] || [ -z "$wait_s" ] || [ -z "$prov_ms" ] || [ -z "$redis_ms" ]; then
@@ -140,7 +141,7 @@ else
 	need_ms=$((req_ms + wait_s * 1000 + prov_ms + 2 * redis_ms))
 	if [ -n "$stop" ] && [ $((stop * 1000)) -gt "$need_ms" ] &&
 	    [ $((stop * 1000)) -gt "$prov_ms" ]; then
-		ok "TimeoutStopSec=${stop}s exceeds request_timeout_ms + max_wait_s + provider_timeout_ms + 2 x redis_timeout_ms (${need_ms} ms)"
+		ok "TimeoutStopSec=${stop}s exceeds request_timeout_ms + max_wait_s + provider_deadline_ms + 2 x redis_timeout_ms (${need_ms} ms)"
 	else
 		not_ok "TimeoutStopSec covers the longest request in hand" \
 			"TimeoutStopSec=${stop:-unset} s, need more than $need_ms ms"
