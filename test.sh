@@ -389,6 +389,11 @@ suite_tsan() {
 # fires), the series and labels it reads against the code.
 suite_alerts() { tests/alerts/run.sh; }
 
+# The responder's JSON logs and the ids it sends on (X-Request-Id,
+# traceparent, the provider's Request-Id): charge --listen against the
+# simulator's request log (plain build).
+suite_logs() { tests/logs/run.sh; }
+
 # Every deployment configuration of conf/ with curl (plain build).
 suite_deploy() { tests/cgi/deploy.sh; }
 
@@ -429,7 +434,7 @@ suite_browser() { STACK_WITH_SIM=1 tests/with-stack.sh tests/browser/run.sh; }
 SUITES=(structure builds docs unit unit_asan lua redis_async fuzz fcgi_diff fcgi_wire sim cgi signals edges kept_conns e2e e2e_apache
 	e2e_apache_cgi e2e_nginx e2e_apache_proxy concurrency e2e_cluster ha_sentinel ha_cluster ha_nodes partitions faults provider
 	webhook provider_faults stripe_mock provider_tls settle reconcile
-	tsan deploy install systemd package alerts examples browser
+	tsan deploy install systemd package alerts logs examples browser
 	bench_smoke)
 QUICK=0
 if [ "${1:-}" = --quick ]; then

@@ -128,6 +128,13 @@ bool sim_api_refuse(struct sim_api *api);
 /* "req_" + 24 hex into out (29 bytes with NUL). */
 void sim_api_request_id(struct sim_api *api, char *out);
 
+/* The reason phrase of an HTTP status the simulator answers ("Unknown"). */
+const char *sim_api_reason(int status);
+
+/* x answers a request the parser refused (400, 413, 414, 431) with a
+ * Stripe-shaped error; nothing is executed. */
+void sim_api_malformed(struct sim_exchange_data *x, int status);
+
 /* Frees what x holds. */
 void sim_exchange_data_free(struct sim_exchange_data *x);
 

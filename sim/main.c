@@ -5,6 +5,7 @@
  * server; see docs/provider-sim.md and charge-provider-sim(8).
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <getopt.h>
 #include <limits.h>
 #include <signal.h>
@@ -36,7 +37,7 @@ static const char usage[] =
     "         [--webhook-attempts N] [--webhook-retry-ms N] [--webhook-retry-max-ms N]\n"
     "         [--webhook-timeout-ms N] [--webhook-drop-rate P] [--webhook-dup-rate P]\n"
     "         [--webhook-shuffle-rate P] [--webhook-shuffle-ms N]\n"
-    "         [--webhook-max-events N] [--webhook-concurrency N]\n"
+    "         [--webhook-max-events N] [--webhook-concurrency N] [--request-log FILE]\n"
     "       charge-provider-sim --help | --version\n"
     "fault names: error, charged_then_500, charged_then_close, charged_then_reset,\n"
     "  charged_then_late, reset, refuse, trickle, rate_limited\n"
@@ -75,6 +76,7 @@ enum opt {
 	OPT_WH_SHUFFLE_MS,
 	OPT_WH_MAX_EVENTS,
 	OPT_WH_CONCURRENCY,
+	OPT_REQUEST_LOG,
 	OPT_VERSION,
 	OPT_HELP,
 };
@@ -108,6 +110,7 @@ static const struct option options[] = {
 	{ "webhook-shuffle-ms", required_argument, NULL, OPT_WH_SHUFFLE_MS },
 	{ "webhook-max-events", required_argument, NULL, OPT_WH_MAX_EVENTS },
 	{ "webhook-concurrency", required_argument, NULL, OPT_WH_CONCURRENCY },
+	{ "request-log", required_argument, NULL, OPT_REQUEST_LOG },
 	{ "version", no_argument, NULL, OPT_VERSION },
 	{ "help", no_argument, NULL, OPT_HELP },
 	{ NULL, 0, NULL, 0 },
@@ -228,6 +231,7 @@ main(int argc, char **argv)
 	size_t i;
 	int o, f, rc;
 
+	scfg.request_log_fd = -1;
 	scfg.late_ms = SIM_DEFAULT_LATE_MS;
 	scfg.trickle_ms = SIM_DEFAULT_TRICKLE_MS;
 	scfg.idle_timeout_s = SIM_DEFAULT_IDLE_TIMEOUT_S;
@@ -390,6 +394,16 @@ main(int argc, char **argv)
 		case OPT_WH_CONCURRENCY:
 			ok = parse_ulong(name, optarg, 1, 10000, &v);
 			wcfg.concurrency = v;
+			break;
+		case OPT_REQUEST_LOG:
+			scfg.request_log_fd = open(optarg,
+			    O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
+			if (scfg.request_log_fd < 0) {
+				fprintf(stderr,
+				    "charge-provider-sim: --request-log %s: %s\n",
+				    optarg, strerror(errno));
+				return EXIT_USAGE;
+			}
 			break;
 		case OPT_VERSION:
 			printf("charge-provider-sim %s\n", CHARGE_VERSION);

@@ -102,6 +102,8 @@ const struct cfg_row cfg_rows[] = {
 	    DEF_METRICS_FILE, FIELD(metrics_file), CFG_F_NONE_OK },
 	{ "log_level", CFG_LOG_LEVEL, LL_ERROR, LL_DEBUG, 0, DEF_LOG_LEVEL,
 	    FIELD(log_level), 0 },
+	{ "log_format", CFG_STRING, 1, FIELD_LEN(log_format), 0, DEF_LOG_FORMAT,
+	    FIELD(log_format), CFG_F_TOKEN },
 	/* 0: one event loop per core */
 	{ "threads", CFG_INT, 0, THREADS_MAX, DEF_THREADS, NULL, FIELD(threads),
 	    0 },
@@ -576,6 +578,23 @@ taken:
 	return -1;
 }
 
+/* The keys whose value is one of a few words. */
+static int
+cfg_validate_choices(const struct config *cfg, char *errstr, size_t errlen)
+{
+	if (log_format_parse(cfg->log_format) < 0) {
+		util_err(errstr, errlen, "log_format: must be text or json");
+		return -1;
+	}
+	if (strcmp(cfg->provider_client, "native") != 0 &&
+	    strcmp(cfg->provider_client, "libcurl") != 0) {
+		util_err(errstr, errlen,
+		    "provider_client: must be native or libcurl");
+		return -1;
+	}
+	return 0;
+}
+
 int
 config_validate(const struct config *cfg, char *errstr, size_t errlen)
 {
@@ -626,12 +645,8 @@ config_validate(const struct config *cfg, char *errstr, size_t errlen)
 	        errlen) < 0 ||
 	    cfg_validate_webhook(cfg, errstr, errlen) != 0)
 		return -1;
-	if (strcmp(cfg->provider_client, "native") != 0 &&
-	    strcmp(cfg->provider_client, "libcurl") != 0) {
-		util_err(errstr, errlen,
-		    "provider_client: must be native or libcurl");
+	if (cfg_validate_choices(cfg, errstr, errlen) != 0)
 		return -1;
-	}
 	if (cfg->provider_url[0] == '\0')
 		return 0;
 	if (strncmp(cfg->provider_url, "http://", 7) != 0 &&

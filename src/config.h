@@ -48,6 +48,7 @@ struct config {
 	char
 	    metrics_file[PATH_MAX_LEN]; /* "" or "none": per-process counters */
 	int log_level;                  /* enum log_level */
+	char log_format[8];             /* "text" or "json" */
 	int threads;          /* event loops (threads) per process; 0: cores */
 	int io_threads;       /* the I/O thread pool for spill files */
 	int max_inflight;     /* requests in progress per process */
