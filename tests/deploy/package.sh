@@ -233,7 +233,8 @@ unit_start() {
 	install -d -o "$UNIT_USER" -g "$UNIT_GROUP" -m "$(directive RuntimeDirectoryMode | grep . || echo 0755)" "$UNIT_RUNDIR"
 	# LoadCredential=ID:PATH: a private copy readable by User= only in
 	# $CREDENTIALS_DIRECTORY, which %d in Environment= names
-	local creds=$TMP/credentials/$(basename "$UNIT") lc
+	local creds lc
+	creds=$TMP/credentials/$(basename "$UNIT")
 	install -d -o "$UNIT_USER" -m 0500 "$creds"
 	while IFS= read -r lc; do
 		[ -n "$lc" ] && install -o "$UNIT_USER" -m 0400 "${lc#*:}" "$creds/${lc%%:*}"
