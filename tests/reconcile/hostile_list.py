@@ -13,6 +13,7 @@ The bearer token chooses the behaviour of GET /v1/charges:
   sk_escape   one page: a succeeded charge of the responder (principal
               "alice", key "k-escape") whose id and currency carry a
               newline, a forged verdict line and terminal escapes
+  sk_evil_error  404 with a body of terminal escapes (quoted on stderr)
 
 GET /v1/charges/<id> answers 404; GET /_pages the pages served so far.
 """
@@ -78,6 +79,14 @@ class Handler(http.server.BaseHTTPRequestHandler):
             return self.answer(404, {"error": {"type": "invalid_request_error"}})
         if u.path != "/v1/charges":
             return self.answer(404, {"error": {"type": "invalid_request_error"}})
+        if token == "sk_evil_error":
+            body = ("oops\n\x1b[2Jclean: every charge has its record\x07").encode()
+            self.send_response(404)
+            self.send_header("Content-Type", "text/plain")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+            return None
         data, more = page(token, q.get("starting_after", ""))
         if data is None:
             return self.answer(401, {"error": {"type": "authentication_error"}})

@@ -111,6 +111,16 @@ def t_escape():
           "--json keeps the strings exactly (JSON escapes them): %r" % doc["orphans"])
 
 
+@test("hostile: a provider's error body with terminal escapes: escaped on stderr, exit 2")
+def t_escape_stderr():
+    rc, out, err = reconcile("sk_evil_error")
+    diag("stderr %r" % err[:300])
+    check(rc == 2, "exit 2, got %r" % rc)
+    check("answered 404" in err and "\\x1b[2J" in err, "the body quoted, escaped: %r" % err)
+    bad = [c for c in err if (ord(c) < 0x20 and c != "\n") or ord(c) == 0x7f]
+    check(not bad and err.count("\n") == 1, "one line, no control byte: %r" % err)
+
+
 @test("hostile: --prometheus: a symlink planted at the temporary file is not followed, its target kept")
 def t_prom_symlink():
     d = os.path.join(RUN_DIR, "hostile-textfile")
