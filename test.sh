@@ -459,6 +459,16 @@ suite_tsan() {
 	return $rc
 }
 
+# conf/prometheus/charge-alerts.yml: promtool check and test rules (a
+# firing and a silent case per alert, each caught when it never or always
+# fires), the series and labels it reads against the code.
+suite_alerts() { tests/alerts/run.sh; }
+
+# The responder's JSON logs and the ids it sends on (X-Request-Id,
+# traceparent, the provider's Request-Id): charge --listen against the
+# simulator's request log (plain build).
+suite_logs() { tests/logs/run.sh; }
+
 # Every deployment configuration of conf/ with curl (plain build).
 suite_deploy() { tests/cgi/deploy.sh; }
 
@@ -502,7 +512,7 @@ suite_browser() { STACK_WITH_SIM=1 tests/with-stack.sh tests/browser/run.sh; }
 SUITES=(world edges provider redis_async sim tsan e2e settle webhook package provider_faults faults
 	e2e_nginx e2e_apache e2e_apache_proxy e2e_cluster e2e_apache_cgi ha_cluster ha_sentinel ha_nodes
 	partitions stripe_mock reconcile provider_tls fuzz builds install fcgi_wire signals cgi lua
-	fcgi_diff unit unit_asan deploy systemd examples browser docs structure)
+	fcgi_diff unit unit_asan deploy systemd logs alerts examples browser docs structure)
 # Suites whose checks bound a time or a rate under load: they run alone,
 # after the others, on an otherwise idle machine.
 SERIAL_SUITES=(concurrency kept_conns bench_smoke)

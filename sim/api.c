@@ -332,3 +332,28 @@ sim_api_handle(struct sim_api *api, struct sim_exchange_data *x)
 		answer_not_found(x);
 	}
 }
+
+void
+sim_api_malformed(struct sim_exchange_data *d, int status)
+{
+	const char *msg;
+
+	d->status = status;
+	switch (d->status) {
+	case 413: msg = "The request body is larger than 65536 bytes."; break;
+	case 414: msg = "The request target is longer than 8192 bytes."; break;
+	case 431:
+		msg =
+		    "The request's header fields are larger than 16384 bytes.";
+		break;
+	default: msg = "Malformed HTTP request."; break;
+	}
+	d->body_out.len = 0;
+	sim_buf_addf(&d->body_out,
+	    "{\"error\":{\"type\":\"invalid_request_error\",\"message\":\"%s\"}}",
+	    msg);
+	d->echo_idem = false;
+	d->replayed = false;
+	d->key = NULL;
+	d->action = SIM_ACT_ANSWER;
+}

@@ -153,6 +153,10 @@ void sim_api_busy_stop(struct sim_api *api);
 /* The reason phrase of an HTTP status. */
 const char *sim_api_reason(int status);
 
+/* x answers a request the parser refused (400, 413, 414, 431) with a
+ * Stripe-shaped error; nothing is executed. */
+void sim_api_malformed(struct sim_exchange_data *x, int status);
+
 /* Frees what x holds. */
 void sim_exchange_data_free(struct sim_exchange_data *x);
 

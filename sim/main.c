@@ -5,6 +5,7 @@
  * server; see docs/provider-sim.md and charge-provider-sim(8).
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <getopt.h>
 #include <limits.h>
 #include <stddef.h>
@@ -40,7 +41,7 @@ static const char usage[] =
     "         [--webhook-max-events N] [--webhook-concurrency N]\n"
     "         [--clock-offset-s N] [--slow-rate P] [--slow-ms N] [--saved-500-rate P]\n"
     "         [--params-error-rate P] [--search-lag-ms N] [--busy-per-s N]\n"
-    "         [--foreign-rate P] [--bare-402-rate P]\n"
+    "         [--foreign-rate P] [--bare-402-rate P] [--request-log FILE]\n"
     "       charge-provider-sim --help | --version\n"
     "fault names: error, charged_then_500, charged_then_close, charged_then_reset,\n"
     "  charged_then_late, reset, refuse, trickle, rate_limited\n"
@@ -193,6 +194,19 @@ static int
 opt_data(struct sim_opts *o, const char *arg)
 {
 	o->data = arg;
+	return -1;
+}
+
+static int
+opt_request_log(struct sim_opts *o, const char *arg)
+{
+	o->s.request_log_fd =
+	    open(arg, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
+	if (o->s.request_log_fd < 0) {
+		fprintf(stderr, "charge-provider-sim: --request-log %s: %s\n",
+		    arg, strerror(errno));
+		return EXIT_USAGE;
+	}
 	return -1;
 }
 
@@ -352,6 +366,7 @@ static const struct opt_row opt_rows[] = {
 	{ "foreign-rate", true, OPT_RATE, 0, 0, F(a.world.foreign_rate), NULL },
 	{ "bare-402-rate", true, OPT_RATE, 0, 0, F(a.world.bare_402_rate),
 	    NULL },
+	{ "request-log", true, OPT_FN, 0, 0, 0, opt_request_log },
 	{ "version", false, OPT_FN, 0, 0, 0, opt_version },
 	{ "help", false, OPT_FN, 0, 0, 0, opt_help },
 };
@@ -411,6 +426,7 @@ opts_defaults(struct sim_opts *o)
 	o->fsync_mode = SIM_FSYNC_BATCH;
 	o->retention = SIM_DEFAULT_RETENTION_S;
 	o->max_keys = SIM_DEFAULT_MAX_KEYS;
+	o->s.request_log_fd = -1;
 	o->s.late_ms = SIM_DEFAULT_LATE_MS;
 	o->s.trickle_ms = SIM_DEFAULT_TRICKLE_MS;
 	o->s.idle_timeout_s = SIM_DEFAULT_IDLE_TIMEOUT_S;

@@ -19,11 +19,19 @@
 
 #include "buf.h"
 #include "defaults.h"
+#include "reqlog.h"
 
 #define SERVER_BACKLOG 1024
 #define SERVER_FIELD_MAX 32 /* longer header names are none we read */
 
-enum header_kind { HDR_OTHER, HDR_AUTH, HDR_IDEM, HDR_EXPECT };
+enum header_kind {
+	HDR_OTHER,
+	HDR_AUTH,
+	HDR_IDEM,
+	HDR_EXPECT,
+	HDR_XRID,
+	HDR_TRACE
+};
 
 struct sim_server;
 struct sim_conn;
@@ -38,6 +46,8 @@ struct sim_exchange {
 	struct sim_buf body;
 	char auth[SIM_MAX_HEADER_VALUE];
 	char idem[SIM_MAX_HEADER_VALUE];
+	char xrid[SIM_REQLOG_VALUE_MAX], trace[SIM_REQLOG_VALUE_MAX];
+	size_t xrid_len, trace_len; /* X-Request-Id, traceparent: the log's */
 	char field[SERVER_FIELD_MAX];
 	size_t field_len;
 	bool field_long;
@@ -169,6 +179,7 @@ exchange_reset_request(struct sim_exchange *ex)
 	ex->d.has_idem = false;
 	ex->d.idem_len = 0;
 	ex->d.idem_long = false;
+	ex->xrid_len = ex->trace_len = 0;
 }
 
 /* --- llhttp callbacks ----------------------------------------------------- */
@@ -245,7 +256,12 @@ on_header_field_complete(llhttp_t *p)
 	} else if (!ex->field_long && ex->field_len == 6 &&
 	    strncasecmp(ex->field, "expect", 6) == 0) {
 		ex->hdr = HDR_EXPECT;
-	}
+	} else if (!ex->field_long && ex->field_len == 12 &&
+	    strncasecmp(ex->field, "x-request-id", 12) == 0)
+		ex->hdr = HDR_XRID;
+	else if (!ex->field_long && ex->field_len == 11 &&
+	    strncasecmp(ex->field, "traceparent", 11) == 0)
+		ex->hdr = HDR_TRACE;
 	ex->field_len = 0;
 	ex->field_long = false;
 	return 0;
@@ -273,6 +289,16 @@ on_header_value(llhttp_t *p, const char *at, size_t n)
 	} else if (ex->hdr == HDR_EXPECT && n >= 3 &&
 	    strncasecmp(at, "100", 3) == 0) {
 		ex->expect_continue = true;
+	} else if (ex->hdr == HDR_XRID || ex->hdr == HDR_TRACE) {
+		char *v = ex->hdr == HDR_XRID ? ex->xrid : ex->trace;
+		size_t *len =
+		    ex->hdr == HDR_XRID ? &ex->xrid_len : &ex->trace_len;
+
+		n = n < SIM_REQLOG_VALUE_MAX - *len
+		    ? n
+		    : SIM_REQLOG_VALUE_MAX - *len;
+		memcpy(v + *len, at, n);
+		*len += n;
 	}
 	return 0;
 }
@@ -331,6 +357,15 @@ render_answer(struct sim_exchange *ex)
 	sim_api_request_id(ex->srv->api, rid);
 	if (sim_api_date(ex->srv->api, date, sizeof(date)) == 0)
 		date[0] = '\0';
+	if (ex->srv->cfg->request_log_fd >= 0) {
+		struct sim_reqlog_entry e = { rid,
+			llhttp_method_name(d->method),
+			ex->url.p ? ex->url.p : "", ex->url.len, d->status,
+			ex->idem, d->has_idem ? d->idem_len : 0, ex->xrid,
+			ex->xrid_len, ex->trace, ex->trace_len };
+
+		sim_reqlog_write(ex->srv->cfg->request_log_fd, &e);
+	}
 	o->len = 0;
 	ex->out_off = 0;
 	sim_buf_addf(o,
@@ -544,27 +579,8 @@ static void
 answer_parse_error(struct sim_conn *c)
 {
 	struct sim_exchange *ex = c->ex;
-	struct sim_exchange_data *d = &ex->d;
-	const char *msg;
 
-	d->status = ex->error_status ? ex->error_status : 400;
-	switch (d->status) {
-	case 413: msg = "The request body is larger than 65536 bytes."; break;
-	case 414: msg = "The request target is longer than 8192 bytes."; break;
-	case 431:
-		msg =
-		    "The request's header fields are larger than 16384 bytes.";
-		break;
-	default: msg = "Malformed HTTP request."; break;
-	}
-	d->body_out.len = 0;
-	sim_buf_addf(&d->body_out,
-	    "{\"error\":{\"type\":\"invalid_request_error\",\"message\":\"%s\"}}",
-	    msg);
-	d->echo_idem = false;
-	d->replayed = false;
-	d->key = NULL;
-	d->action = SIM_ACT_ANSWER;
+	sim_api_malformed(&ex->d, ex->error_status ? ex->error_status : 400);
 	c->keep_alive = false;
 	c->busy = true;
 	exchange_ready(ex);

@@ -21,6 +21,7 @@ struct sim_server_config {
 	unsigned idle_timeout_s;
 	size_t max_connections;
 	const struct sim_webhook_config *webhooks; /* NULL: none */
+	int request_log_fd; /* --request-log: O_APPEND; -1: none */
 };
 
 /*

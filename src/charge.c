@@ -563,6 +563,9 @@ provider_start(struct charge_ctx *cx)
 	metrics_inc(MC_PROVIDER_CALLS);
 	provider_call_request(&call, cx->principal, cx->key, cx->keylen,
 	    cx->fingerprint, &cx->params);
+	call.request_id = cx->x->req.request_id;
+	call.trace_id = cx->x->req.trace_id;
+	call.traceparent = cx->x->req.traceparent;
 	call.deadline_us = charge_deadline_us(cx);
 	if (provider_charge_start(cx->w->provider, &call, on_provider_done,
 	        cx) == 0)

@@ -28,6 +28,10 @@
 const struct cfg_row cfg_rows[] = {
 	{ "redis_url", CFG_URL, 1, FIELD_LEN(redis_url), 0, DEF_REDIS_URL,
 	    FIELD(redis_url), 0 },
+	/* "<secret>_file": where that key's value is read from (a password in
+	 * redis_url); "" or "none": not from a file */
+	{ "redis_url_file", CFG_PATH, 0, FIELD_LEN(redis_url_file), 0, "",
+	    FIELD(redis_url_file), CFG_F_NONE_OK | CFG_F_SECRET_FILE },
 	{ "redis_timeout_ms", CFG_INT, 1, REDIS_TIMEOUT_MS_MAX,
 	    DEF_REDIS_TIMEOUT_MS, NULL, FIELD(redis_timeout_ms), 0 },
 	{ "redis_min_replicas", CFG_INT, 0, REDIS_MIN_REPLICAS_MAX,
@@ -64,12 +68,18 @@ const struct cfg_row cfg_rows[] = {
 	    DEF_PROVIDER_LEDGER, FIELD(provider_ledger), 0 },
 	{ "provider_secret", CFG_STRING, 1, FIELD_LEN(provider_secret), 0,
 	    DEF_PROVIDER_SECRET, FIELD(provider_secret), CFG_F_SECRET },
+	{ "provider_secret_file", CFG_PATH, 0, FIELD_LEN(provider_secret_file),
+	    0, "", FIELD(provider_secret_file),
+	    CFG_F_NONE_OK | CFG_F_SECRET_FILE },
 	/* "": the in-process simulation; http://, https:// or unix:/path */
 	{ "provider_url", CFG_STRING, 0, FIELD_LEN(provider_url), 0,
 	    DEF_PROVIDER_URL, FIELD(provider_url), CFG_F_TOKEN },
 	{ "provider_api_key", CFG_STRING, 1, FIELD_LEN(provider_api_key), 0,
 	    DEF_PROVIDER_API_KEY, FIELD(provider_api_key),
 	    CFG_F_SECRET | CFG_F_TOKEN },
+	{ "provider_api_key_file", CFG_PATH, 0,
+	    FIELD_LEN(provider_api_key_file), 0, "",
+	    FIELD(provider_api_key_file), CFG_F_NONE_OK | CFG_F_SECRET_FILE },
 	{ "provider_connect_timeout_ms", CFG_INT, 1, PROVIDER_MS_MAX,
 	    DEF_PROVIDER_CONNECT_TIMEOUT_MS, NULL,
 	    FIELD(provider_connect_timeout_ms), 0 },
@@ -100,6 +110,8 @@ const struct cfg_row cfg_rows[] = {
 	    DEF_METRICS_FILE, FIELD(metrics_file), CFG_F_NONE_OK },
 	{ "log_level", CFG_LOG_LEVEL, LL_ERROR, LL_DEBUG, 0, DEF_LOG_LEVEL,
 	    FIELD(log_level), 0 },
+	{ "log_format", CFG_STRING, 1, FIELD_LEN(log_format), 0, DEF_LOG_FORMAT,
+	    FIELD(log_format), CFG_F_TOKEN },
 	/* 0: one event loop per core */
 	{ "threads", CFG_INT, 0, THREADS_MAX, DEF_THREADS, NULL, FIELD(threads),
 	    0 },
@@ -126,12 +138,20 @@ const struct cfg_row cfg_rows[] = {
 	{ "provider_webhook_secret", CFG_STRING, 0,
 	    FIELD_LEN(provider_webhook_secret), 0, DEF_PROVIDER_WEBHOOK_SECRET,
 	    FIELD(provider_webhook_secret), CFG_F_SECRET | CFG_F_TOKEN },
+	{ "provider_webhook_secret_file", CFG_PATH, 0,
+	    FIELD_LEN(provider_webhook_secret_file), 0, "",
+	    FIELD(provider_webhook_secret_file),
+	    CFG_F_NONE_OK | CFG_F_SECRET_FILE },
 	/* the secret being rolled out of use: its signatures still count */
 	{ "provider_webhook_secret_previous", CFG_STRING, 0,
 	    FIELD_LEN(provider_webhook_secret_previous), 0,
 	    DEF_PROVIDER_WEBHOOK_SECRET,
 	    FIELD(provider_webhook_secret_previous),
 	    CFG_F_SECRET | CFG_F_TOKEN },
+	{ "provider_webhook_secret_previous_file", CFG_PATH, 0,
+	    FIELD_LEN(provider_webhook_secret_previous_file), 0, "",
+	    FIELD(provider_webhook_secret_previous_file),
+	    CFG_F_NONE_OK | CFG_F_SECRET_FILE },
 	{ "provider_webhook_tolerance_s", CFG_INT, 1, WEBHOOK_TOLERANCE_S_MAX,
 	    DEF_PROVIDER_WEBHOOK_TOLERANCE_S, NULL,
 	    FIELD(provider_webhook_tolerance_s), 0 },
@@ -566,6 +586,23 @@ taken:
 	return -1;
 }
 
+/* The keys whose value is one of a few words. */
+static int
+cfg_validate_choices(const struct config *cfg, char *errstr, size_t errlen)
+{
+	if (log_format_parse(cfg->log_format) < 0) {
+		util_err(errstr, errlen, "log_format: must be text or json");
+		return -1;
+	}
+	if (strcmp(cfg->provider_client, "native") != 0 &&
+	    strcmp(cfg->provider_client, "libcurl") != 0) {
+		util_err(errstr, errlen,
+		    "provider_client: must be native or libcurl");
+		return -1;
+	}
+	return 0;
+}
+
 int
 config_validate(const struct config *cfg, char *errstr, size_t errlen)
 {
@@ -616,12 +653,8 @@ config_validate(const struct config *cfg, char *errstr, size_t errlen)
 	        errlen) < 0 ||
 	    cfg_validate_webhook(cfg, errstr, errlen) != 0)
 		return -1;
-	if (strcmp(cfg->provider_client, "native") != 0 &&
-	    strcmp(cfg->provider_client, "libcurl") != 0) {
-		util_err(errstr, errlen,
-		    "provider_client: must be native or libcurl");
+	if (cfg_validate_choices(cfg, errstr, errlen) != 0)
 		return -1;
-	}
 	if (cfg->provider_url[0] == '\0')
 		return 0;
 	if (strncmp(cfg->provider_url, "http://", 7) != 0 &&

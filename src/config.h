@@ -15,7 +15,8 @@
 
 struct config {
 	char redis_url[URL_MAX_LEN]; /* as given; relative socket resolved */
-	struct redis_target redis;   /* redis_url, parsed when it is set */
+	char redis_url_file[PATH_MAX_LEN]; /* "": none; else redis_url's file */
+	struct redis_target redis; /* redis_url, parsed when it is set */
 	int redis_timeout_ms;
 	int redis_min_replicas; /* WAIT after a record; 0: none */
 	int redis_replica_timeout_ms;
@@ -33,8 +34,10 @@ struct config {
 	char api_keys_file[PATH_MAX_LEN];
 	char provider_ledger[PATH_MAX_LEN];
 	char provider_secret[256];
+	char provider_secret_file[PATH_MAX_LEN];
 	char provider_url[URL_MAX_LEN]; /* "": the in-process simulation */
 	char provider_api_key[256];
+	char provider_api_key_file[PATH_MAX_LEN];
 	int provider_connect_timeout_ms;
 	int provider_deadline_ms;            /* every attempt of one request */
 	char provider_ca_file[PATH_MAX_LEN]; /* "": the system's store */
@@ -48,6 +51,7 @@ struct config {
 	char
 	    metrics_file[PATH_MAX_LEN]; /* "" or "none": per-process counters */
 	int log_level;                  /* enum log_level */
+	char log_format[8];             /* "text" or "json" */
 	int threads;          /* event loops (threads) per process; 0: cores */
 	int io_threads;       /* the I/O thread pool for spill files */
 	int max_inflight;     /* requests in progress per process */
@@ -58,7 +62,9 @@ struct config {
 	long body_memory_max_bytes;    /* bodies held by the process */
 	char provider_webhook_path[256];   /* POST: the provider's events */
 	char provider_webhook_secret[256]; /* "": the route is off (404) */
+	char provider_webhook_secret_file[PATH_MAX_LEN];
 	char provider_webhook_secret_previous[256]; /* while rolling it */
+	char provider_webhook_secret_previous_file[PATH_MAX_LEN];
 	int provider_webhook_tolerance_s; /* Stripe-Signature t, either way */
 	char conf_dir
 	    [PATH_MAX_LEN]; /* directory of the file; base of relative paths */
@@ -110,6 +116,14 @@ enum cfg_type {
 #define CFG_F_SECRET 0x1  /* masked by config_print */
 #define CFG_F_NONE_OK 0x2 /* path: "" and "none" are kept as they are */
 #define CFG_F_TOKEN 0x4   /* string: no whitespace */
+/*
+ * path: "<key>_file", the file that holds the value of the row <key> (a
+ * secret): read when set (not "" or "none"), one trailing newline
+ * stripped; setting both in one source (the file, or the environment) is
+ * an error, a later source's either one replaces an earlier one's.
+ */
+#define CFG_F_SECRET_FILE 0x8
+#define CFG_FILE_SUFFIX "_file"
 
 struct cfg_row {
 	const char *name;

@@ -24,6 +24,67 @@
 /* bytes of CHARGE_<KEY> */
 #define CONF_ENV_NAME_MAX (sizeof(CONF_ENV_PREFIX) - 1 + CONF_NAME_MAX)
 #define CONF_ENV_SUGGEST_MAX 3 /* edits from a key to name it in an error */
+#define CONF_ROWS_MAX 128      /* rows one source may set (cfg_nrows) */
+
+/*
+ * The "<key>_file" rows one source (the file, or the environment) set,
+ * applied once the source is read: given[i] says it set cfg_rows[i]. A
+ * key and its _file (a path, not "" or "none") both set: an error; the
+ * key alone: an earlier source's _file is dropped; the _file alone: the
+ * key read from it.
+ */
+static int
+cfg_secret_files(struct config *cfg, const unsigned char *given, char *errstr,
+    size_t errlen)
+{
+	char why[CONF_WHY_MAX];
+	size_t i, n, len;
+	char *text = NULL;
+	int rc, from_file;
+
+	for (i = 0; i < CFG_NROWS && i < CONF_ROWS_MAX; i++) {
+		const struct cfg_row *f = &cfg_rows[i], *k;
+		char *path = (char *)cfg + f->off;
+
+		if (!(f->flags & CFG_F_SECRET_FILE))
+			continue;
+		n = strlen(f->name) - strlen(CFG_FILE_SUFFIX);
+		if ((k = cfg_row_find(f->name, n)) == NULL)
+			continue; /* the table is checked by test_config */
+		from_file =
+		    given[i] && path[0] != '\0' && strcmp(path, "none") != 0;
+		if (from_file && given[k - cfg_rows]) {
+			util_err(errstr, errlen,
+			    "%s and %s are both set: keep one (the value, or the file that holds it)",
+			    k->name, f->name);
+			return -1;
+		}
+		if (given[k - cfg_rows])
+			path[0] = '\0';
+		if (!from_file)
+			continue;
+		if (util_read_file(path, k->size + 2, &text, &len, why,
+		        sizeof(why)) != 0) {
+			util_err(errstr, errlen, "%s: %s", f->name, why);
+			return -1;
+		}
+		/* one trailing newline, as echo and editors leave it */
+		if (len > 0 && text[len - 1] == '\n')
+			len--;
+		if (len > 0 && text[len - 1] == '\r')
+			len--;
+		rc = cfg_set(cfg, k, text, len, why, sizeof(why));
+		explicit_bzero(text, len);
+		free(text);
+		text = NULL;
+		if (rc != 0) {
+			util_err(errstr, errlen, "%s (%s): %s", f->name, path,
+			    why);
+			return -1;
+		}
+	}
+	return 0;
+}
 
 /* config_parse_text() with name ("path:N: ") or NULL ("line N: "). */
 static int
@@ -32,6 +93,7 @@ cfg_parse(struct config *cfg, const char *name, const char *text, size_t len,
 {
 	char why[CONF_WHY_MAX], key[CONF_NAME_MAX];
 	char where[PATH_MAX_LEN + 32];
+	unsigned char given[CONF_ROWS_MAX] = { 0 };
 	const struct cfg_row *r;
 	struct util_lines it;
 	const char *line, *k, *v;
@@ -86,8 +148,10 @@ cfg_parse(struct config *cfg, const char *name, const char *text, size_t len,
 			util_err(err, errlen, "%s: %s", where, why);
 			return -1;
 		}
+		if ((size_t)(r - cfg_rows) < CONF_ROWS_MAX)
+			given[r - cfg_rows] = 1;
 	}
-	return 0;
+	return cfg_secret_files(cfg, given, err, errlen);
 }
 
 int
@@ -196,6 +260,7 @@ config_apply_env(struct config *cfg, char *const *envp, char *errstr,
 {
 	char var[CONF_ENV_NAME_MAX + 1];
 	char why[CONF_WHY_MAX];
+	unsigned char given[CONF_ROWS_MAX] = { 0 };
 	size_t i, n;
 	char *const *e;
 
@@ -218,8 +283,10 @@ config_apply_env(struct config *cfg, char *const *envp, char *errstr,
 			util_err(errstr, errlen, "%s: %s", var, why);
 			return -1;
 		}
+		if (i < CONF_ROWS_MAX)
+			given[i] = 1;
 	}
-	return 0;
+	return cfg_secret_files(cfg, given, errstr, errlen);
 }
 
 int

@@ -88,6 +88,7 @@
 #define SEARCH_LAG_S_MAX 86400
 #define DEF_METRICS_FILE "../var/metrics.shm"
 #define DEF_LOG_LEVEL "info"
+#define DEF_LOG_FORMAT "text"      /* or "json": one object per line */
 #define DEF_THREADS 0              /* event loops per process: one per core */
 #define DEF_IO_THREADS 2           /* spill writes and reads off the loops */
 #define DEF_MAX_INFLIGHT 16384     /* requests per process; about 12 KiB each */
@@ -121,8 +122,12 @@
 #define URL_MAX_LEN 1024
 
 /* Identifiers. */
-#define PRINCIPAL_MAX 64 /* [A-Za-z0-9_-] */
-#define TOKEN_HEX_LEN 32 /* 128-bit random tokens, hex */
+#define PRINCIPAL_MAX 64   /* [A-Za-z0-9_-] */
+#define TOKEN_HEX_LEN 32   /* 128-bit random tokens, hex */
+#define REQUEST_ID_MAX 64  /* bytes of an X-Request-Id the responder keeps */
+#define TRACE_ID_HEX 32    /* a W3C trace-id: 16 bytes, lower-case hex */
+#define SPAN_ID_HEX 16     /* a W3C parent-id (span): 8 bytes, hex */
+#define TRACEPARENT_LEN 55 /* "00-" trace "-" span "-" flags */
 #define SHA256_HEX_LEN 64
 #define CHARGE_ID_HEX_LEN 24 /* "ch_" + 24 hex */
 

@@ -346,3 +346,67 @@ bearer_token(const char *value, const char **tok, size_t *toklen)
 	*toklen = (size_t)(t - s);
 	return 0;
 }
+
+int
+request_id_acceptable(const char *value)
+{
+	size_t i;
+
+	if (value == NULL || value[0] == '\0')
+		return 0;
+	for (i = 0; value[i] != '\0'; i++) {
+		unsigned char c = (unsigned char)value[i];
+
+		if (i == REQUEST_ID_MAX ||
+		    !((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
+		        (c >= '0' && c <= '9') || c == '.' || c == '_' ||
+		        c == ':' || c == '-'))
+			return 0;
+	}
+	return 1;
+}
+
+/* n lower-case hex digits at s, not all '0' unless zero_ok. 1 or 0. */
+static int
+lower_hex(const char *s, size_t n, int zero_ok)
+{
+	size_t i;
+	int nonzero = 0;
+
+	for (i = 0; i < n; i++) {
+		if (!((s[i] >= '0' && s[i] <= '9') ||
+		        (s[i] >= 'a' && s[i] <= 'f')))
+			return 0;
+		nonzero |= s[i] != '0';
+	}
+	return zero_ok || nonzero;
+}
+
+int
+traceparent_parse(const char *value, char trace_id[TRACE_ID_HEX + 1],
+    char flags[3])
+{
+	const char *v = value;
+	size_t n;
+
+	if (v == NULL)
+		return -1;
+	v = skip_ows(v);
+	n = strlen(v);
+	while (n > 0 && is_ows(v[n - 1]))
+		n--;
+	/* version, trace-id, parent-id, flags at 0, 3, 36, 53 */
+	if (n < TRACEPARENT_LEN || !lower_hex(v, 2, 1) ||
+	    strncmp(v, "ff", 2) == 0 || v[2] != '-' || v[35] != '-' ||
+	    v[52] != '-' || !lower_hex(v + 3, TRACE_ID_HEX, 0) ||
+	    !lower_hex(v + 36, SPAN_ID_HEX, 0) || !lower_hex(v + 53, 2, 1))
+		return -1;
+	if (n > TRACEPARENT_LEN &&
+	    (strncmp(v, "00", 2) == 0 || v[TRACEPARENT_LEN] != '-'))
+		return -1;
+	memcpy(trace_id, v + 3, TRACE_ID_HEX);
+	trace_id[TRACE_ID_HEX] = '\0';
+	memcpy(flags, v + 53, 2);
+	flags[2] = '\0';
+	return 0;
+}

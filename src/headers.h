@@ -48,4 +48,21 @@ int prefer_wait_parse(const char *value);
  */
 int bearer_token(const char *value, const char **tok, size_t *toklen);
 
+/*
+ * X-Request-Id worth keeping as the request's id: 1 to REQUEST_ID_MAX
+ * bytes of A-Z a-z 0-9 . _ : - (nothing a log line, a header or a JSON
+ * string must escape). 1, or 0 (absent, empty, too long, another byte).
+ */
+int request_id_acceptable(const char *value);
+
+/*
+ * W3C traceparent (Trace Context level 1): "00-<32 hex>-<16 hex>-<2 hex>",
+ * lower-case hex, trace-id and parent-id not all zeros; a later version
+ * (01-fe) is read by its first 55 bytes when the next is '-' or the end.
+ * 0 with the trace-id (NUL-terminated) and the flags, or -1: malformed,
+ * version ff, an all-zero id (the caller starts a new trace).
+ */
+int traceparent_parse(const char *value, char trace_id[TRACE_ID_HEX + 1],
+    char flags[3]);
+
 #endif

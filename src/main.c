@@ -96,6 +96,14 @@ block_stop_signals(void)
 	    : 0;
 }
 
+/* The log's level and format, from the configuration. */
+static void
+log_setup(const struct config *c)
+{
+	log_set_level(c->log_level);
+	log_set_format(log_format_parse(c->log_format));
+}
+
 int
 main(int argc, char **argv)
 {
@@ -124,7 +132,7 @@ main(int argc, char **argv)
 		fprintf(stderr, "charge: configuration: %s\n", err);
 		return 1;
 	}
-	log_set_level(cfg.log_level);
+	log_setup(&cfg);
 	if (auth_load(&auth, cfg.api_keys_file, err, sizeof(err)) != 0) {
 		fprintf(stderr, "charge: api_keys_file: %s\n", err);
 		return 1;

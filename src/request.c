@@ -18,7 +18,7 @@
 /* The CGI variables the responder reads. */
 struct cgi_vars {
 	const char *method, *uri, *script, *info, *ctype, *clen, *auth, *key,
-	    *prefer, *signature;
+	    *prefer, *signature, *xrid, *traceparent;
 };
 
 #define VAR(name, field)                                                       \
@@ -40,6 +40,8 @@ static const struct {
 	VAR("HTTP_IDEMPOTENCY_KEY", key),
 	VAR("HTTP_PREFER", prefer),
 	VAR("HTTP_STRIPE_SIGNATURE", signature),
+	VAR("HTTP_X_REQUEST_ID", xrid),
+	VAR("HTTP_TRACEPARENT", traceparent),
 };
 #undef VAR
 
@@ -155,14 +157,39 @@ request_drain(const struct request_source *src, size_t limit)
 	}
 }
 
-/* The variables of envp into r: id, method, headers, path. 0 or -1. */
+/*
+ * The request's id (the client's X-Request-Id when acceptable, else 32
+ * random hex) and its trace (the client's traceparent's trace-id, else a
+ * new one) with the traceparent to send on: the same trace, a span id of
+ * this request's own. 0 or -1 (no entropy).
+ */
+static int
+request_ids(struct request *r, const struct cgi_vars *v)
+{
+	char span[SPAN_ID_HEX + 1], flags[3] = "00";
+
+	if (request_id_acceptable(v->xrid))
+		memcpy(r->request_id, v->xrid, strlen(v->xrid) + 1);
+	else if (digest_random_hex(r->request_id, TOKEN_HEX_LEN / 2) != 0)
+		return -1;
+	if (traceparent_parse(v->traceparent, r->trace_id, flags) != 0 &&
+	    digest_random_hex(r->trace_id, TRACE_ID_HEX / 2) != 0)
+		return -1;
+	if (digest_random_hex(span, SPAN_ID_HEX / 2) != 0)
+		return -1;
+	(void)snprintf(r->traceparent, sizeof(r->traceparent), "00-%s-%s-%s",
+	    r->trace_id, span, flags);
+	return 0;
+}
+
+/* The variables of envp into r: ids, method, headers, path. 0 or -1. */
 static int
 request_start(struct request *r, char **envp, struct cgi_vars *v)
 {
 	r->start_us = now_mono_us();
-	if (digest_random_hex(r->request_id, TOKEN_HEX_LEN / 2) != 0)
-		return -1;
 	cgi_vars_collect(envp, v);
+	if (request_ids(r, v) != 0)
+		return -1;
 	r->method = v->method != NULL ? v->method : "GET";
 	r->content_type = v->ctype;
 	r->authorization = v->auth;

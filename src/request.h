@@ -57,7 +57,12 @@ struct request {
 	size_t body_len;
 	size_t content_length;
 	enum body_status body_status;
-	char request_id[TOKEN_HEX_LEN + 1];
+	/* the client's X-Request-Id when acceptable, else 32 random hex */
+	char request_id[REQUEST_ID_MAX + 1];
+	/* W3C Trace Context: the client's trace (or a new one) and the
+	 * traceparent the responder sends on (its own span id) */
+	char trace_id[TRACE_ID_HEX + 1];
+	char traceparent[TRACEPARENT_LEN + 1];
 	long long start_us; /* monotonic microseconds */
 	/* FastCGI: the params as "NAME=value" strings (owned) */
 	char *env_block;

@@ -89,6 +89,13 @@ struct provider_call {
 	long long resend_until_ms;
 	long long
 	    quiet_ms; /* Unix ms: the latest an earlier delivery may have been sent (probe) */
+	/*
+	 * The request's id and W3C trace, for the log and sent on as
+	 * X-Request-Id and traceparent (NULL: none, e.g. the completer's).
+	 */
+	const char *request_id;
+	const char *trace_id;
+	const char *traceparent;
 };
 
 /*

@@ -32,7 +32,10 @@
 #define LIST_PATH "/v1/charges?"
 #define SEARCH_PATH "/v1/charges/search?"
 #define KEY_HDR "Idempotency-Key: "
-#define PROBE_PAGES_MAX 1000   /* pages of one probe: 100 000 charges */
+#define RID_HDR "X-Request-Id: "
+#define TRACE_HDR "traceparent: "
+#define PROVIDER_RID_MAX 96  /* bytes of the provider's Request-Id logged */
+#define PROBE_PAGES_MAX 1000 /* pages of one probe: 100 000 charges */
 #define BODY_MAX (1024 * 1024) /* bytes of a provider's answer */
 #define ATTEMPT_MIN_MS 50      /* an attempt with less time left: none */
 
@@ -108,7 +111,13 @@ struct http_call {
 	char after[PROVIDER_ID_MAX];
 	struct h1_req *req; /* the attempt in flight, or NULL */
 	char key_hdr[sizeof(KEY_HDR) + WIRE_KEY_LEN + 2]; /* the line, "\r\n" */
-	char *body; /* the answer being read */
+	/* the request's id and trace: logged, and sent on as two lines */
+	char rid[REQUEST_ID_MAX + 1];
+	char trace_id[TRACE_ID_HEX + 1];
+	char trace_hdr[sizeof(RID_HDR) + REQUEST_ID_MAX + sizeof(TRACE_HDR) +
+	    TRACEPARENT_LEN + 4];
+	char prov_rid[PROVIDER_RID_MAX]; /* the attempt's Request-Id, escaped */
+	char *body;                      /* the answer being read */
 	size_t body_len, body_cap;
 	int should_retry; /* Stripe-Should-Retry: 1, 0, -1 */
 	int replayed_now; /* this attempt's answer: Idempotent-Replayed: true */
@@ -128,12 +137,16 @@ on_h1_header(void *arg, const char *name, size_t nlen, const char *value,
 {
 	static const char retry[] = "Stripe-Should-Retry";
 	static const char replayed[] = "Idempotent-Replayed";
+	static const char prid[] = "Request-Id";
 	struct http_call *c = arg;
 	long long ms;
 
 	if (nlen == 4 && strncasecmp(name, "Date", 4) == 0) {
 		if (timefmt_http_date_parse(value, vlen, &ms) == 0)
 			c->date_ms = ms;
+	} else if (nlen == sizeof(prid) - 1 &&
+	    strncasecmp(name, prid, nlen) == 0) {
+		(void)log_escape(c->prov_rid, sizeof(c->prov_rid), value, vlen);
 	} else if (nlen == sizeof(replayed) - 1 &&
 	    strncasecmp(name, replayed, nlen) == 0) {
 		if (vlen >= 4 && strncasecmp(value, "true", 4) == 0) {
@@ -475,6 +488,9 @@ attempt_done(struct http_call *c, const struct xfer *x)
 		(void)snprintf(c->res.why, sizeof(c->res.why), "%s", x->why);
 	else
 		attempt_why(c, status, v.label, code);
+	log_event(LL_INFO, c->rid, c->trace_id,
+	    "provider: attempt %d: %s, Request-Id %s", c->res.attempts,
+	    c->res.why, c->prov_rid[0] != '\0' ? c->prov_rid : "-");
 	/*
 	 * A certificate we do not trust: nothing was delivered, and every
 	 * retry would meet the same certificate. Unknown at once (the record
@@ -542,7 +558,7 @@ attempt_h1(struct http_call *c)
 	long long left_ms = (c->deadline_us - now_mono_us()) / 1000;
 	long timeout_ms = hp->cfg->provider_timeout_ms;
 	const char *hdrs[] = { c->probe ? hp->h1_hdr_get : hp->h1_hdr_post,
-		c->key_hdr, NULL };
+		c->key_hdr, c->trace_hdr, NULL };
 
 	if (left_ms < timeout_ms)
 		timeout_ms = (long)left_ms;
@@ -590,6 +606,7 @@ attempt_start(struct http_call *c)
 	c->should_retry = -1;
 	c->replayed_now = 0;
 	c->date_ms = 0;
+	c->prov_rid[0] = '\0';
 	c->res.attempts++;
 	if (c->probe && !c->search_sent) {
 		c->probe_sent_ms = now_wall_ms(); /* the probe's first read */
@@ -603,6 +620,32 @@ attempt_start(struct http_call *c)
 }
 
 /* --- the provider --------------------------------------------------------- */
+
+/* The request's id and trace into c: kept for the log, and the header
+ * lines that send them on ("" when the call has none). */
+static void
+call_trace(struct http_call *c, const struct provider_call *call)
+{
+	struct util_buf b;
+
+	util_buf_init(&b, c->trace_hdr, sizeof(c->trace_hdr));
+	if (call->request_id != NULL &&
+	    strlen(call->request_id) < sizeof(c->rid)) {
+		memcpy(c->rid, call->request_id, strlen(call->request_id) + 1);
+		util_buf_str(&b, RID_HDR);
+		util_buf_str(&b, c->rid);
+		util_buf_str(&b, "\r\n");
+	}
+	if (call->trace_id != NULL &&
+	    strlen(call->trace_id) < sizeof(c->trace_id))
+		memcpy(c->trace_id, call->trace_id, strlen(call->trace_id) + 1);
+	if (call->traceparent != NULL &&
+	    strlen(call->traceparent) == TRACEPARENT_LEN) {
+		util_buf_str(&b, TRACE_HDR);
+		util_buf_str(&b, call->traceparent);
+		util_buf_str(&b, "\r\n");
+	}
+}
 
 static int
 http_start(void *impl, const struct provider_call *call, provider_cb *cb,
@@ -633,6 +676,7 @@ http_start(void *impl, const struct provider_call *call, provider_cb *cb,
 	memcpy(c->key_hdr, KEY_HDR, sizeof(KEY_HDR) - 1);
 	memcpy(c->key_hdr + sizeof(KEY_HDR) - 1, c->dkey, WIRE_KEY_LEN);
 	memcpy(c->key_hdr + sizeof(KEY_HDR) - 1 + WIRE_KEY_LEN, "\r\n", 3);
+	call_trace(c, call);
 	if (c->probe) {
 		/* every charge a delivery of this request could have made */
 		c->quiet_ms = call->quiet_ms;

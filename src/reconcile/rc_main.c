@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "clock.h"
@@ -27,6 +28,8 @@ extern char **environ;
 #define RC_EXIT_FOUND 1
 #define RC_EXIT_ERROR 2
 #define RC_PROGRESS_EVERY_MS 200 /* redraws of the progress line */
+#define RC_PROM_MODE 0644        /* the textfile: node-exporter reads it */
+#define RC_PROM_TMP_MAX (PATH_MAX_LEN + 32) /* "<FILE>.<pid>.tmp" */
 
 struct progress {
 	int on;
@@ -39,7 +42,8 @@ usage(FILE *f)
 {
 	fprintf(f,
 	    "usage: charge-reconcile [-c FILE] [--since WHEN] [--until WHEN] [--json]\n"
-	    "                        [--prometheus FILE] [--max-charges N] [--quiet]\n"
+	    "                        [--prometheus FILE] [--max-charges N] [--max-pages N]\n"
+	    "                        [--quiet]\n"
 	    "       charge-reconcile --help | --version\n"
 	    "\n"
 	    "Reads the provider's charges of a window and the records in Redis, and\n"
@@ -55,12 +59,13 @@ usage(FILE *f)
 	    "  --json             one JSON object instead of the table\n"
 	    "  --prometheus FILE  also write the result as a textfile-collector file\n"
 	    "  --max-charges N    charges the window may hold (default %d; 24 bytes each)\n"
+	    "  --max-pages N      pages of the provider's list one walk reads (default %d)\n"
 	    "  --quiet            no progress line on a terminal\n"
 	    "\n"
 	    "Exit status: 0 clean, 1 orphans, phantoms or duplicates found, 2 usage,\n"
 	    "configuration, or the provider or Redis could not be read. See\n"
 	    "charge-reconcile(8).\n",
-	    config_default_path(environ), RC_MAX_CHARGES_DEF);
+	    config_default_path(environ), RC_MAX_CHARGES_DEF, RC_MAX_PAGES_DEF);
 }
 
 static void
@@ -89,23 +94,29 @@ progress_clear(struct progress *p)
 
 /*
  * Writes the textfile to path atomically: a temporary file beside it,
- * fsync, rename over it (a collector never reads half a file). 0 or -1.
+ * created new (O_EXCL | O_NOFOLLOW: a name planted there, a symlink
+ * above all, is an error and is never written through, whoever runs
+ * this), mode 0644 whatever the umask (node-exporter reads it), fsync,
+ * rename over path (a collector never reads half a file). 0 or -1.
  */
 static int
-prometheus_write(const char *path, const struct rc_report *r, int ok)
+prometheus_write(const char *path, const struct rc_report *r, int ok,
+    char tmp[RC_PROM_TMP_MAX])
 {
-	char tmp[PATH_MAX_LEN + 32];
 	FILE *f = NULL;
-	int fd = -1, rc = -1;
+	int fd = -1, rc = -1, made = 0;
 
-	if ((size_t)snprintf(tmp, sizeof(tmp), "%s.%ld.tmp", path,
-	        (long)getpid()) >= sizeof(tmp)) {
+	if ((size_t)snprintf(tmp, RC_PROM_TMP_MAX, "%s.%ld.tmp", path,
+	        (long)getpid()) >= RC_PROM_TMP_MAX) {
 		errno = ENAMETOOLONG;
 		return -1;
 	}
-	if ((fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644)) <
-	        0 ||
-	    (f = fdopen(fd, "w")) == NULL)
+	if ((fd = open(tmp,
+	         O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC,
+	         RC_PROM_MODE)) < 0)
+		goto done;
+	made = 1;
+	if (fchmod(fd, RC_PROM_MODE) != 0 || (f = fdopen(fd, "w")) == NULL)
 		goto done;
 	fd = -1;
 	if (rc_report_prometheus(r, ok, now_wall_ms(), f) != 0 ||
@@ -124,7 +135,7 @@ done:
 		(void)fclose(f);
 	if (fd >= 0)
 		(void)close(fd);
-	if (rc != 0) {
+	if (rc != 0 && made) {
 		int e = errno;
 
 		(void)unlink(tmp);
@@ -179,6 +190,12 @@ parse_args(int argc, char **argv, struct args *a, struct rc_options *o)
 		    v > 0) {
 			o->max_charges = (size_t)v;
 			i++;
+		} else if (val != NULL && strcmp(arg, "--max-pages") == 0 &&
+		    util_decimal(val, strlen(val), 1000000000ULL, &v) ==
+		        UTIL_DEC_OK &&
+		    v > 0) {
+			o->max_pages = (long long)v;
+			i++;
 		} else {
 			usage(stderr);
 			return RC_EXIT_ERROR;
@@ -232,7 +249,7 @@ run_and_report(const struct args *a, const struct config *cfg,
 {
 	struct progress pg = { 0, 0, 0 };
 	struct rc_report rep;
-	char err[512];
+	char err[512], shown[RC_PRINT_MAX(512)], tmp[RC_PROM_TMP_MAX] = "";
 	int rc = RC_EXIT_ERROR, ran = 0;
 
 	pg.on = !a->quiet && isatty(STDERR_FILENO);
@@ -241,7 +258,9 @@ run_and_report(const struct args *a, const struct config *cfg,
 	(void)rc_report_init(&rep);
 	if (rc_run(cfg, o, &rep, err, sizeof(err)) != 0) {
 		progress_clear(&pg);
-		fprintf(stderr, "charge-reconcile: %s\n", err);
+		/* it may quote the provider: escaped like the table */
+		fprintf(stderr, "charge-reconcile: %s\n",
+		    rc_printable(err, shown, sizeof(shown)));
 		goto out;
 	}
 	ran = 1;
@@ -254,9 +273,10 @@ run_and_report(const struct args *a, const struct config *cfg,
 	rc = rc_report_clean(&rep) ? RC_EXIT_CLEAN : RC_EXIT_FOUND;
 out:
 	if (a->prom != NULL &&
-	    prometheus_write(a->prom, ran ? &rep : NULL, ran) != 0) {
-		fprintf(stderr, "charge-reconcile: --prometheus %s: %s\n",
-		    a->prom, strerror(errno));
+	    prometheus_write(a->prom, ran ? &rep : NULL, ran, tmp) != 0) {
+		fprintf(stderr,
+		    "charge-reconcile: --prometheus %s: its temporary file %s: %s\n",
+		    a->prom, tmp, strerror(errno));
 		rc = RC_EXIT_ERROR;
 	}
 	rc_report_free(&rep);
@@ -268,7 +288,8 @@ main(int argc, char **argv)
 {
 	static struct config cfg;
 	struct args a = { NULL, "24h", "now", NULL, 0, 0 };
-	struct rc_options o = { 0, 0, RC_MAX_CHARGES_DEF, NULL, NULL };
+	struct rc_options o = { 0, 0, RC_MAX_CHARGES_DEF, RC_MAX_PAGES_DEF,
+		NULL, NULL };
 	int rc;
 
 	if ((rc = parse_args(argc, argv, &a, &o)) >= 0)

@@ -158,16 +158,39 @@ rc_report_clean(const struct rc_report *r)
 
 /* --- the table ------------------------------------------------------------ */
 
-/* s with every control byte shown as '?': keys are data, not terminal codes */
-static const char *
-printable(const char *s, char *buf, size_t buflen)
+const char *
+rc_printable(const char *s, char *buf, size_t buflen)
 {
-	size_t i;
+	static const char hexd[] = "0123456789abcdef";
+	size_t o = 0;
+	char e[5];
+	int n;
 
-	for (i = 0; s[i] != '\0' && i + 1 < buflen; i++)
-		buf[i] =
-		    (unsigned char)s[i] < 0x20 || s[i] == 0x7f ? '?' : s[i];
-	buf[i] = '\0';
+	for (; *s != '\0'; s++) {
+		unsigned char c = (unsigned char)*s;
+
+		n = 2;
+		e[0] = '\\';
+		if (c == '\n' || c == '\r' || c == '\t' || c == '\\')
+			e[1] = c == '\n' ? 'n'
+			    : c == '\r'  ? 'r'
+			    : c == '\t'  ? 't'
+			                 : '\\';
+		else if (c < 0x20 || c >= 0x7f) {
+			e[1] = 'x';
+			e[2] = hexd[c >> 4];
+			e[3] = hexd[c & 0xf];
+			n = 4;
+		} else {
+			e[0] = (char)c;
+			n = 1;
+		}
+		if (o + (size_t)n >= buflen)
+			break; /* whole escapes only */
+		memcpy(buf + o, e, (size_t)n);
+		o += (size_t)n;
+	}
+	buf[o] = '\0';
 	return buf;
 }
 
@@ -212,7 +235,10 @@ text_counts(const struct rc_report *r, FILE *f)
 static void
 text_findings(const struct rc_report *r, FILE *f)
 {
-	char p[PRINCIPAL_MAX + 1], k[IDEM_KEY_MAX + 1], t[RFC3339_MS_LEN + 1];
+	char p[RC_PRINT_MAX(PRINCIPAL_MAX + 1)],
+	    k[RC_PRINT_MAX(IDEM_KEY_MAX + 1)];
+	char id[RC_PRINT_MAX(RC_ID_MAX)], cur[RC_PRINT_MAX(RC_CURRENCY_MAX)];
+	char t[RFC3339_MS_LEN + 1];
 	size_t i;
 	int j;
 
@@ -226,10 +252,11 @@ text_findings(const struct rc_report *r, FILE *f)
 			const struct rc_orphan *o = &r->orphans[i];
 
 			fprintf(f, "%-30s %10lld %-4s %-20s %-16s %-24s %s\n",
-			    o->c.id, o->c.amount, o->c.currency,
+			    rc_printable(o->c.id, id, sizeof(id)), o->c.amount,
+			    rc_printable(o->c.currency, cur, sizeof(cur)),
 			    when(o->c.created * 1000, t),
-			    printable(o->c.principal, p, sizeof(p)),
-			    printable(o->c.key, k, sizeof(k)),
+			    rc_printable(o->c.principal, p, sizeof(p)),
+			    rc_printable(o->c.key, k, sizeof(k)),
 			    rc_orphan_reason_label(o->why));
 		}
 	}
@@ -243,9 +270,11 @@ text_findings(const struct rc_report *r, FILE *f)
 			const struct rc_phantom *q = &r->phantoms[i];
 
 			fprintf(f, "%-16s %-24s %-30s %10lld %-4s %-20s %s\n",
-			    printable(q->principal, p, sizeof(p)),
-			    printable(q->key, k, sizeof(k)), q->id, q->amount,
-			    q->currency, when(q->created_ms, t),
+			    rc_printable(q->principal, p, sizeof(p)),
+			    rc_printable(q->key, k, sizeof(k)),
+			    rc_printable(q->id, id, sizeof(id)), q->amount,
+			    rc_printable(q->currency, cur, sizeof(cur)),
+			    when(q->created_ms, t),
 			    rc_phantom_reason_label(q->why));
 		}
 	}
@@ -256,10 +285,12 @@ text_findings(const struct rc_report *r, FILE *f)
 			const struct rc_duplicate *d = &r->dups[i];
 
 			fprintf(f, "%s  principal %s  key %s: %lld charges:",
-			    d->request, printable(d->principal, p, sizeof(p)),
-			    printable(d->key, k, sizeof(k)), d->charges);
+			    rc_printable(d->request, id, sizeof(id)),
+			    rc_printable(d->principal, p, sizeof(p)),
+			    rc_printable(d->key, k, sizeof(k)), d->charges);
 			for (j = 0; j < d->nids; j++)
-				fprintf(f, " %s", d->ids[j]);
+				fprintf(f, " %s",
+				    rc_printable(d->ids[j], id, sizeof(id)));
 			fprintf(f, "\n");
 		}
 	}

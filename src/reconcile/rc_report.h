@@ -121,7 +121,19 @@ int rc_report_clean(const struct rc_report *r);
 const char *rc_orphan_reason_label(enum rc_orphan_reason why);
 const char *rc_phantom_reason_label(enum rc_phantom_reason why);
 
-/* The table for people. 0, or -1 when the write failed. */
+/* The bytes rc_printable() needs for a string of n bytes, NUL included. */
+#define RC_PRINT_MAX(n) (4 * ((n)-1) + 1)
+
+/*
+ * s for a terminal, into buf[buflen] (cut at a whole escape): \n \r \t
+ * \\ and \xNN for every other byte outside printable ASCII, so that a
+ * string from the provider or Redis can neither end a line of the table
+ * nor send a control sequence. Returns buf.
+ */
+const char *rc_printable(const char *s, char *buf, size_t buflen);
+
+/* The table for people (every string through rc_printable). 0, or -1
+ * when the write failed. */
 int rc_report_text(const struct rc_report *r, FILE *f);
 
 /* One JSON object and a newline (docs/reconcile.schema.json). 0 or -1. */

@@ -54,6 +54,8 @@ struct run {
 	struct dup_id *dup_ids; /* the listed duplicates' charges, by id */
 	size_t ndup_ids;
 	long long pages;
+	size_t npage; /* the charges of the page walk_page read */
+	int more;     /* ... and its has_more */
 	char *err;
 	size_t errlen;
 };
@@ -311,63 +313,154 @@ visit_duplicates(struct run *x, size_t n)
 	return 0;
 }
 
-/*
- * Every page of the list over the window, newest first, each handed to
- * visit. 0 or -1 with x->err.
- */
+/* One page of the list after the cursor: fetched, parsed, visited; its
+ * size in x->npage and has_more in x->more. 0 or -1 with x->err. */
 static int
-walk(struct run *x, int (*visit)(struct run *x, size_t n), const char *phase)
+walk_page(struct run *x, int (*visit)(struct run *x, size_t n),
+    const char *phase, const char *after, char *path, size_t pathlen)
 {
-	char after[RC_ID_MAX] = "", path[2 * RC_ID_MAX + 128];
 	const char *body;
 	size_t len, n;
 	long status;
 	int more;
 
-	for (;;) {
-		if (rc_list_path(x->o->since_s, x->o->until_s, after, path,
-		        sizeof(path)) < 0) {
-			util_err(x->err, x->errlen, "a charge id is too long");
-			return -1;
-		}
-		if (provider_sync_get(x->pv, path, &body, &len, &status, x->err,
-		        x->errlen) != 0)
-			return -1;
-		if (status != 200) {
-			util_err(x->err, x->errlen,
-			    "provider: GET /v1/charges answered %ld%s: %.200s",
-			    status,
-			    status == 401 ? " (provider_api_key refused)"
-			        : status == 404
-			        ? " (no list of charges: GET /v1/charges)"
-			        : "",
-			    body);
-			return -1;
-		}
-		if (rc_page_parse(body, len, x->page, RC_PAGE_LIMIT, &n, &more,
-		        x->err, x->errlen) != 0)
-			return -1;
-		if (n == 0 && more) {
-			util_err(x->err, x->errlen,
-			    "provider: an empty page with has_more");
-			return -1;
-		}
-		if (visit(x, n) != 0)
-			return -1;
-		x->pages++;
-		if (x->o->progress != NULL)
-			x->o->progress(x->r, phase, x->o->progress_arg);
-		if (!more)
-			return 0;
-		if (strcmp(after, x->page[n - 1].id) == 0) {
-			util_err(x->err, x->errlen,
-			    "provider: the list does not move past %s", after);
-			return -1;
-		}
-		memcpy(after, x->page[n - 1].id, sizeof(after));
+	if (rc_list_path(x->o->since_s, x->o->until_s, after, path, pathlen) <
+	    0) {
+		util_err(x->err, x->errlen, "a charge id is too long");
+		return -1;
 	}
+	if (provider_sync_get(x->pv, path, &body, &len, &status, x->err,
+	        x->errlen) != 0)
+		return -1;
+	if (status != 200) {
+		util_err(x->err, x->errlen,
+		    "provider: GET /v1/charges answered %ld%s: %.200s", status,
+		    status == 401 ? " (provider_api_key refused)"
+		        : status == 404
+		        ? " (no list of charges: GET /v1/charges)"
+		        : "",
+		    body);
+		return -1;
+	}
+	if (rc_page_parse(body, len, x->page, RC_PAGE_LIMIT, &n, &more, x->err,
+	        x->errlen) != 0)
+		return -1;
+	if (n == 0 && more) {
+		util_err(x->err, x->errlen,
+		    "provider: an empty page with has_more");
+		return -1;
+	}
+	if (visit(x, n) != 0)
+		return -1;
+	x->pages++;
+	x->npage = n;
+	x->more = more;
+	if (x->o->progress != NULL)
+		x->o->progress(x->r, phase, x->o->progress_arg);
+	return 0;
 }
 
+/*
+ * The starting_after cursors one walk used, by rc_id_hash (0 stands for
+ * empty, so a hash of 0 is kept as 1): open addressing, at most half full.
+ * Two ids of one hash (1 in 10^10 at 10^5 pages) read as a cycle.
+ */
+struct cursors {
+	uint64_t *slot;
+	size_t cap, n; /* cap: 0 or a power of two */
+};
+
+/* Adds h: 0 when new, 1 when it was there, -1 out of memory. */
+static int
+cursors_add(struct cursors *c, uint64_t h)
+{
+	size_t i, j;
+
+	h = h != 0 ? h : 1;
+	if (2 * (c->n + 1) > c->cap) {
+		size_t cap = c->cap != 0 ? 2 * c->cap : 64;
+		uint64_t *v = calloc(cap, sizeof(*v));
+
+		if (v == NULL)
+			return -1;
+		for (i = 0; i < c->cap; i++) {
+			if (c->slot[i] == 0)
+				continue;
+			for (j = c->slot[i] & (cap - 1); v[j] != 0;
+			     j = (j + 1) & (cap - 1))
+				;
+			v[j] = c->slot[i];
+		}
+		free(c->slot);
+		c->slot = v;
+		c->cap = cap;
+	}
+	for (j = h & (c->cap - 1); c->slot[j] != 0; j = (j + 1) & (c->cap - 1))
+		if (c->slot[j] == h)
+			return 1;
+	c->slot[j] = h;
+	c->n++;
+	return 0;
+}
+
+/*
+ * Where the list goes after the page of n charges: the next cursor into
+ * after. 0, or -1 with x->err when it would read past max_pages or return
+ * to a cursor it used (a cycle: has_more for ever).
+ */
+static int
+walk_next(struct run *x, struct cursors *seen, long long pages, size_t n,
+    char after[RC_ID_MAX])
+{
+	const char *last = x->page[n - 1].id;
+	int known;
+
+	if (pages >= x->o->max_pages) {
+		util_err(x->err, x->errlen,
+		    "provider: the list has more than %lld pages in the window (--max-pages): narrow it (--since, --until) or raise --max-pages",
+		    x->o->max_pages);
+		return -1;
+	}
+	if ((known = cursors_add(seen, rc_id_hash(last, strlen(last)))) < 0) {
+		util_err(x->err, x->errlen, "out of memory");
+		return -1;
+	}
+	if (known) {
+		util_err(x->err, x->errlen,
+		    "provider: the list returns to charge %s after %lld pages (a cycle in starting_after): its pages cannot be read to the end",
+		    last, pages);
+		return -1;
+	}
+	memcpy(after, last, RC_ID_MAX);
+	return 0;
+}
+
+/*
+ * Every page of the list over the window, newest first, each handed to
+ * visit; at most max_pages, no cursor twice. 0 or -1 with x->err.
+ */
+static int
+walk(struct run *x, int (*visit)(struct run *x, size_t n), const char *phase)
+{
+	char after[RC_ID_MAX] = "", path[2 * RC_ID_MAX + 128];
+	struct cursors seen = { NULL, 0, 0 };
+	long long pages = 0;
+	int rc = -1;
+
+	for (;;) {
+		if (walk_page(x, visit, phase, after, path, sizeof(path)) < 0)
+			break;
+		pages++;
+		if (!x->more) {
+			rc = 0;
+			break;
+		}
+		if (walk_next(x, &seen, pages, x->npage, after) != 0)
+			break;
+	}
+	free(seen.slot);
+	return rc;
+}
 static int
 is_dup(uint64_t req, void *arg)
 {

@@ -15,6 +15,10 @@
  *      must find its charge in the table (or, outside the list, by GET
  *      /v1/charges/<id>) with its amount and currency: else a phantom.
  *
+ * A walk reads at most max_pages pages, and a starting_after it already
+ * used (a list that returns to a charge: a cycle) ends it: both are
+ * errors, not findings (the window was not read to its end).
+ *
  * Memory: the table (24 bytes per charge of the window, at most
  * max_charges), one page of charges and one batch of records at a time,
  * and the findings listed (RC_LIST_MAX of each kind).
@@ -29,10 +33,14 @@
 
 #define RC_MAX_CHARGES_DEF 2000000 /* 2x the simulator's --max-keys */
 #define RC_SCAN_COUNT 100          /* SCAN's COUNT: names per batch */
+/* pages of the list one walk reads at most: 10 000 000 charges at 100 a
+ * page, foreign ones included (--max-charges counts only the responder's) */
+#define RC_MAX_PAGES_DEF 100000
 
 struct rc_options {
 	long long since_s, until_s; /* inclusive, Unix seconds */
 	size_t max_charges;         /* the table's bound */
+	long long max_pages;        /* pages one walk of the list reads */
 	/* called after every page and batch (for a progress line), or NULL */
 	void (
 	    *progress)(const struct rc_report *r, const char *phase, void *arg);

@@ -5,7 +5,8 @@
 # no warning that is not explained in debian/charge.lintian-overrides) and
 # checks what the package holds. Then, as root only (CI runs as root on a
 # throwaway machine): installs it with dpkg -i, runs the installed units'
-# ExecStart as their User=/Group= with their Environment= and UMask= (the
+# ExecStart as their User=/Group= with their Environment=, UMask= and
+# LoadCredential= (the
 # demo provider charge-provider-sim.service, then charge.service against a
 # private redis-server on a free loopback port, CHARGE_REDIS_URL), charges
 # through an nginx whose configuration includes the installed snippet (the
@@ -90,6 +91,8 @@ t "/etc/charge/charge.conf and /etc/charge/api-keys are conffiles" \
 	diff <(sort "$TMP/conffiles") <(printf '%s\n' /etc/charge/api-keys /etc/charge/charge.conf)
 t "holds the systemd unit" has '-rw-r--r--' root/root lib/systemd/system/charge.service
 t "holds the demo provider's unit" has '-rw-r--r--' root/root lib/systemd/system/charge-provider-sim.service
+t "holds the reconciler's unit" has '-rw-r--r--' root/root lib/systemd/system/charge-reconcile.service
+t "holds the reconciler's timer" has '-rw-r--r--' root/root lib/systemd/system/charge-reconcile.timer
 t "holds /usr/share/charge/www (demo page, API reference, problem pages)" \
 	grep -qE ' \./usr/share/charge/www/(api\.html|index\.html|problems/not-found)$' "$TMP/contents"
 t "holds the web-server snippets in /usr/share/charge/conf/snippets" \
@@ -189,6 +192,12 @@ t "/etc/charge/api-keys is root:charge 0640 (readable by the service only)" \
 t "/etc/charge/charge.conf is root:charge 0640 (it holds provider_secret)" \
 	test "$(stat -c '%U:%G %a' /etc/charge/charge.conf)" = "root:charge 640"
 t "/var/lib/charge belongs to charge" test "$(stat -c %U /var/lib/charge 2>/dev/null)" = charge
+t "postinst made /etc/charge/credentials root's only (0700)" \
+	test "$(stat -c '%U:%G %a' /etc/charge/credentials)" = "root:root 700"
+t "a random provider_secret credential (root 0600, 32 bytes in base64)" \
+	test "$(stat -c '%U %a %s' /etc/charge/credentials/provider_secret)" = "root 600 45"
+t "the demo provider's key as the provider_api_key credential (root 0600)" \
+	test "$(stat -c '%U %a' /etc/charge/credentials/provider_api_key):$(cat /etc/charge/credentials/provider_api_key)" = "root 600:sk_test_sim"
 t "the unit is enabled (multi-user.target.wants)" \
 	test -L /etc/systemd/system/multi-user.target.wants/charge.service
 t "the demo provider's unit is enabled (multi-user.target.wants)" \
@@ -222,7 +231,16 @@ unit_start() {
 		directive SupplementaryGroups | tr ' ' '\n'; echo "$UNIT_GROUP") | grep . | sort -u | paste -sd,)
 	UNIT_RUNDIR=/run/$(directive RuntimeDirectory)
 	install -d -o "$UNIT_USER" -g "$UNIT_GROUP" -m "$(directive RuntimeDirectoryMode | grep . || echo 0755)" "$UNIT_RUNDIR"
-	mapfile -t envs < <(directive Environment)
+	# LoadCredential=ID:PATH: a private copy readable by User= only in
+	# $CREDENTIALS_DIRECTORY, which %d in Environment= names
+	local creds lc
+	creds=$TMP/credentials/$(basename "$UNIT")
+	install -d -o "$UNIT_USER" -m 0500 "$creds"
+	while IFS= read -r lc; do
+		[ -n "$lc" ] && install -o "$UNIT_USER" -m 0400 "${lc#*:}" "$creds/${lc%%:*}"
+	done < <(directive LoadCredential)
+	mapfile -t envs < <(directive Environment | sed "s#%d#$creds#g")
+	envs+=("CREDENTIALS_DIRECTORY=$creds")
 	# shellcheck disable=SC2086
 	(umask "${umask_:-0022}" && exec env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin "${envs[@]}" "$@" \
 		setpriv --reuid="$UNIT_USER" --regid="$UNIT_GROUP" --groups="$supp" $UNIT_EXEC) \

@@ -4,6 +4,7 @@
 # build/charge, and with the man page of Documentation= reachable), its
 # hardening and lifecycle directives are present, TimeoutStopSec covers the
 # longest request in hand, every CHARGE_<KEY> it sets is a configuration key,
+# its secrets are systemd credentials (LoadCredential=, CHARGE_<KEY>_FILE),
 # and systemd-analyze security rates its exposure "OK" or better. Then the
 # same for conf/charge-provider-sim.service, the demo provider that
 # charge.service pulls in (Wants=/After=): verify (with build/charge-provider-sim),
@@ -125,11 +126,12 @@ done
 
 # --- TimeoutStopSec covers the longest request in hand --------------------
 # Defaults from src/defaults.h: reading the body, Prefer: wait, the provider
-# timeout and two Redis round trips.
+# phase (provider_deadline_ms bounds every attempt of it) and two Redis
+# round trips.
 def() { sed -nE "s/^#define[[:space:]]+$1[[:space:]]+([0-9]+).*/\\1/p" "$ROOT/src/defaults.h"; }
 req_ms=$(def DEF_REQUEST_TIMEOUT_MS)
 wait_s=$(def DEF_MAX_WAIT_S)
-prov_ms=$(def DEF_PROVIDER_TIMEOUT_MS)
+prov_ms=$(def DEF_PROVIDER_DEADLINE_MS)
 redis_ms=$(def DEF_REDIS_TIMEOUT_MS)
 stop=$(directives | sed -nE 's/^TimeoutStopSec=([0-9]+)s?$/\1/p' | tail -1)
 if [ -z "$req_ms" ] || [ -z "$wait_s" ] || [ -z "$prov_ms" ] || [ -z "$redis_ms" ]; then
@@ -139,7 +141,7 @@ else
 	need_ms=$((req_ms + wait_s * 1000 + prov_ms + 2 * redis_ms))
 	if [ -n "$stop" ] && [ $((stop * 1000)) -gt "$need_ms" ] &&
 	    [ $((stop * 1000)) -gt "$prov_ms" ]; then
-		ok "TimeoutStopSec=${stop}s exceeds request_timeout_ms + max_wait_s + provider_timeout_ms + 2 x redis_timeout_ms (${need_ms} ms)"
+		ok "TimeoutStopSec=${stop}s exceeds request_timeout_ms + max_wait_s + provider_deadline_ms + 2 x redis_timeout_ms (${need_ms} ms)"
 	else
 		not_ok "TimeoutStopSec covers the longest request in hand" \
 			"TimeoutStopSec=${stop:-unset} s, need more than $need_ms ms"
@@ -158,6 +160,35 @@ if [ ${#bad[@]} -eq 0 ]; then
 	ok "every CHARGE_<KEY> set by Environment= is a configuration key"
 else
 	not_ok "every CHARGE_<KEY> set by Environment= is a configuration key" "${bad[@]}"
+fi
+
+# --- secrets as systemd credentials (issue 37) --------------------------------
+# credentials FILE: the unit reads provider_secret and provider_api_key from
+# LoadCredential= files through CHARGE_<KEY>_FILE=%d/<id>, every such
+# variable names a credential it loads, and no secret is set in Environment=.
+credentials() {
+	local f=$1 bad=() id var
+	local d
+	d=$(grep -vE '^[[:space:]]*(#|;|$)' "$f")
+	for key in provider_secret provider_api_key; do
+		var=CHARGE_$(tr 'a-z' 'A-Z' <<<"$key")_FILE
+		grep -qx "Environment=$var=%d/$key" <<<"$d" || bad+=("no Environment=$var=%d/$key")
+	done
+	for id in $(sed -nE 's#^Environment=CHARGE_[A-Z0-9_]+_FILE=%d/([A-Za-z0-9_.-]+)$#\1#p' <<<"$d"); do
+		grep -qE "^LoadCredential=$id:/" <<<"$d" || bad+=("%d/$id: no LoadCredential=$id:/...")
+	done
+	for var in CHARGE_PROVIDER_SECRET CHARGE_PROVIDER_API_KEY CHARGE_PROVIDER_WEBHOOK_SECRET \
+		CHARGE_PROVIDER_WEBHOOK_SECRET_PREVIOUS CHARGE_REDIS_URL; do
+		grep -qE "^Environment=$var=" <<<"$d" && bad+=("Environment=$var= puts a secret in the environment")
+	done
+	printf '%s\n' "${bad[@]}"
+}
+out=$(credentials "$UNIT")
+if [ -z "$out" ]; then
+	ok "provider_secret and provider_api_key are systemd credentials (LoadCredential=, CHARGE_<KEY>_FILE=%d/...), no secret in Environment="
+else
+	mapfile -t lines <<<"$out"
+	not_ok "the secrets are systemd credentials" "${lines[@]}"
 fi
 
 # --- writable paths are where the sandbox lets the service write -----------
@@ -281,6 +312,108 @@ else
 		fi
 	else
 		skip "systemd-analyze security rates the simulator's unit OK" "this systemd has no --offline"
+	fi
+fi
+
+# --- conf/charge-reconcile.service and .timer -------------------------------
+# The reconciler's hourly run (issue 37): verify both (the timer names the
+# service; with build/charge-reconcile), the run's window and textfile, its
+# identity and hardening, and its rating.
+RC_UNIT=${CHARGE_RECONCILE_UNIT:-$ROOT/conf/charge-reconcile.service}
+RC_TIMER=${RC_UNIT%.service}.timer
+RC_BIN=${CHARGE_RECONCILE_BIN:-$(dirname "$BIN")/charge-reconcile}
+RC_INSTALLED_BIN=/usr/local/sbin/charge-reconcile
+if [ ! -f "$RC_UNIT" ] || [ ! -f "$RC_TIMER" ]; then
+	not_ok "conf/charge-reconcile.service and .timer exist"
+else
+	ok "conf/charge-reconcile.service and .timer exist"
+	rc_directives() { grep -vE '^[[:space:]]*(#|;|$)' "$1"; }
+	mkdir -p "$TMP/rc"
+	if ! command -v systemd-analyze >/dev/null 2>&1; then
+		skip "systemd-analyze verify accepts the reconciler's service and timer" "systemd-analyze not installed"
+	elif [ ! -x "$RC_BIN" ]; then
+		not_ok "systemd-analyze verify accepts the reconciler's service and timer" \
+			"$RC_BIN is missing: build first"
+	else
+		sed "s#$RC_INSTALLED_BIN#$RC_BIN#g" "$RC_UNIT" >"$TMP/rc/charge-reconcile.service"
+		cp "$RC_TIMER" "$TMP/rc/charge-reconcile.timer"
+		cp "$ROOT/docs/charge-reconcile.8" "$TMP/man/man8/" 2>/dev/null
+		out=$(cd "$TMP/rc" && MANPATH="$TMP/man" systemd-analyze verify \
+			"$TMP/rc/charge-reconcile.service" "$TMP/rc/charge-reconcile.timer" 2>&1)
+		rc=$?
+		if [ "$rc" -eq 0 ] && [ -z "$out" ]; then
+			ok "systemd-analyze verify accepts the reconciler's service and timer (no warnings)"
+		else
+			mapfile -t lines <<<"$out"
+			not_ok "systemd-analyze verify accepts the reconciler's service and timer (no warnings)" \
+				"exit status $rc" "${lines[@]}"
+		fi
+	fi
+	RC_REQUIRED=(
+		"$RC_UNIT|Type=oneshot"
+		"$RC_UNIT|ExecStart=$RC_INSTALLED_BIN --quiet --since [0-9]+h --until 5m --prometheus /var/lib/charge-reconcile/charge_reconcile\\.prom"
+		"$RC_UNIT|Environment=CHARGE_CONF=/usr/local/etc/charge/charge\\.conf"
+		"$RC_UNIT|Environment=CHARGE_SPILL_DIR=$(directives | sed -nE 's/^Environment=CHARGE_SPILL_DIR=//p' | tail -1)"
+		"$RC_UNIT|User=charge"
+		"$RC_UNIT|StateDirectory=charge-reconcile"
+		"$RC_UNIT|StateDirectoryMode=0755"
+		"$RC_UNIT|LimitCORE=0"
+		"$RC_UNIT|NoNewPrivileges=yes"
+		"$RC_UNIT|ProtectSystem=strict"
+		"$RC_UNIT|ProtectHome=yes"
+		"$RC_UNIT|PrivateTmp=yes"
+		"$RC_UNIT|PrivateDevices=yes"
+		"$RC_UNIT|RestrictAddressFamilies=AF_UNIX AF_INET AF_INET6"
+		"$RC_UNIT|MemoryDenyWriteExecute=yes"
+		"$RC_UNIT|CapabilityBoundingSet="
+		"$RC_UNIT|SystemCallFilter=@system-service"
+		"$RC_TIMER|OnCalendar=hourly"
+		"$RC_TIMER|Persistent=true"
+		"$RC_TIMER|WantedBy=timers\\.target"
+	)
+	for req in "${RC_REQUIRED[@]}"; do
+		file=${req%%|*}
+		req=${req#*|}
+		key=${req%%=*}
+		re=${req#*=}
+		shown=${re//\\/}
+		line=$(rc_directives "$file" | grep -E "^${key}=${re}\$" | head -1)
+		if [ -n "$line" ] || { [ -z "$re" ] && rc_directives "$file" | grep -qx "${key}="; }; then
+			ok "reconciler $(basename "$file"): ${line:-$key=}"
+		else
+			have=$(rc_directives "$file" | grep -E "^${key}=" | tr '\n' ' ')
+			not_ok "reconciler $(basename "$file"): $key=$shown" "found: ${have:-nothing}"
+		fi
+	done
+	out=$(credentials "$RC_UNIT")
+	if [ -z "$out" ]; then
+		ok "the reconciler reads provider_secret and provider_api_key from the same credentials"
+	else
+		mapfile -t lines <<<"$out"
+		not_ok "the reconciler's secrets are systemd credentials" "${lines[@]}"
+	fi
+	# the window (--since) is younger than completed_ttl_s's default: older
+	# charges have lost their records (docs/reconcile.md)
+	since_h=$(rc_directives "$RC_UNIT" | sed -nE 's/^ExecStart=.* --since ([0-9]+)h .*/\1/p')
+	ttl_s=$(def DEF_COMPLETED_TTL_S)
+	if [ -n "$since_h" ] && [ -n "$ttl_s" ] && [ $((since_h * 3600)) -lt "$ttl_s" ]; then
+		ok "the reconciler's window (--since ${since_h}h) is younger than completed_ttl_s (${ttl_s} s)"
+	else
+		not_ok "the reconciler's window is younger than completed_ttl_s" \
+			"--since ${since_h:-?}h, completed_ttl_s ${ttl_s:-?}"
+	fi
+	if [ ! -f "$TMP/rc/charge-reconcile.service" ] || ! command -v systemd-analyze >/dev/null 2>&1; then
+		skip "systemd-analyze security rates the reconciler's unit OK" "no verified copy"
+	elif out=$(cd "$TMP/rc" && systemd-analyze security --offline=true "$TMP/rc/charge-reconcile.service" 2>&1); then
+		level=$(sed -nE 's/.*Overall exposure level for [^:]*: ([0-9.]+).*/\1/p' <<<"$out")
+		if [ -n "$level" ] && awk -v l="$level" -v m="$MAX_EXPOSURE" 'BEGIN { exit !(l <= m) }'; then
+			ok "systemd-analyze security of the reconciler's unit: exposure $level (at most $MAX_EXPOSURE)"
+		else
+			not_ok "systemd-analyze security of the reconciler's unit: exposure at most $MAX_EXPOSURE" \
+				"got ${level:-no rating}"
+		fi
+	else
+		skip "systemd-analyze security rates the reconciler's unit OK" "this systemd has no --offline"
 	fi
 fi
 

@@ -142,7 +142,7 @@ fuzz_body(const char *buf, size_t size)
 static void
 fuzz_headers(const char *s)
 {
-	char key[IDEM_KEY_MAX + 1];
+	char key[IDEM_KEY_MAX + 1], trace[TRACE_ID_HEX + 1], flags[3];
 	const char *tok;
 	size_t len, tl;
 	size_t i;
@@ -158,6 +158,19 @@ fuzz_headers(const char *s)
 	(void)content_length_parse(s, DEF_MAX_REQUEST_BYTES, &len);
 	(void)prefer_wait_parse(s);
 	(void)bearer_token(s, &tok, &tl);
+	/* an accepted X-Request-Id is safe anywhere (log, header, JSON) */
+	if (request_id_acceptable(s)) {
+		if (strlen(s) < 1 || strlen(s) > REQUEST_ID_MAX ||
+		    strspn(s,
+		        "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._:-") !=
+		        strlen(s))
+			abort();
+	}
+	if (traceparent_parse(s, trace, flags) == 0 &&
+	    (strlen(trace) != TRACE_ID_HEX ||
+	        strspn(trace, "0123456789abcdef") != TRACE_ID_HEX ||
+	        strspn(trace, "0") == TRACE_ID_HEX || strlen(flags) != 2))
+		abort();
 }
 
 /* Splits the input at NUL bytes into the 8 fields of a stored record. */

@@ -2,7 +2,8 @@
 # tests/reconcile/run.sh - charge-reconcile on a seeded history through the
 # real stack: a private Redis, charge-provider-sim, lighttpd + the
 # responder, all in a fresh temporary directory on loopback. Prints TAP
-# lines (from tests/reconcile/test_reconcile.py); exits non-zero when a test
+# lines (from tests/reconcile/test_reconcile.py, then test_hostile.py: a
+# scripted hostile provider, tests/reconcile/hostile_list.py); exits non-zero when a test
 # failed or the stack did not start.
 #
 #   tests/reconcile/run.sh                  build/charge, build/charge-reconcile, build/charge-provider-sim
@@ -105,11 +106,17 @@ export RECONCILE_RUN=$RUN
 export RECONCILE_SCHEMA="$REPO/docs/reconcile.schema.json"
 echo "# reconcile: $BASE_URL, $RECONCILE, simulator at $SIM_URL, run dir $RUN"
 
-timeout --foreground -k 10 240 python3 "$REPO/tests/reconcile/test_reconcile.py" | tee "$RUN/tap.txt"
-rc=${PIPESTATUS[0]}
-if [ "$rc" -ne 0 ] && ! grep -q '^not ok' "$RUN/tap.txt"; then
-	echo "not ok - reconcile: test_reconcile.py exited with status $rc"
-fi
+rc=0
+# the seeded history; then a hostile provider (hostile_list.py) and a
+# planted symlink against the same Redis (test_hostile.py)
+for t in test_reconcile test_hostile; do
+	timeout --foreground -k 10 240 python3 "$REPO/tests/reconcile/$t.py" | tee "$RUN/tap.txt"
+	trc=${PIPESTATUS[0]}
+	if [ "$trc" -ne 0 ] && ! grep -q '^not ok' "$RUN/tap.txt"; then
+		echo "not ok - reconcile: $t.py exited with status $trc"
+	fi
+	[ "$trc" -eq 0 ] || rc=$trc
+done
 if [ "$rc" -ne 0 ]; then
 	for f in lighttpd-error.log provider-sim.log redis.log; do
 		[ -s "$RUN/$f" ] || continue

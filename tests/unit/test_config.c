@@ -40,7 +40,8 @@ group_setup(void **state)
 	return 0;
 }
 
-static const char *const tmpfiles[] = { "a.conf", "b.conf", "c.conf" };
+static const char *const tmpfiles[] = { "a.conf", "b.conf", "c.conf", "secret",
+	"secret2", "big", "ctl", "empty", "url" };
 
 static int
 group_teardown(void **state)
@@ -780,6 +781,145 @@ print_config(const struct config *c)
 	return buf;
 }
 
+/*
+ * Every secret has its "<key>_file" form (issue 37): the value read from
+ * the file, one trailing newline stripped, relative to the file's
+ * directory; both in one source is an error; the environment's either one
+ * replaces the file's; a missing, oversized or control-bearing file is
+ * refused without quoting it; the secret printed masked, its file shown.
+ */
+static void
+test_secret_files(void **state)
+{
+	struct config c;
+	char err[512], text[1024], path2[PATH_MAX], envv[PATH_MAX + 64];
+	char big[300], *out;
+	const char *path;
+	char *envp[] = { envv, NULL };
+	size_t i, nfile = 0;
+
+	(void)state;
+	/* the table: each secret has one, each names a secret */
+	for (i = 0; i < cfg_nrows; i++) {
+		const struct cfg_row *r = &cfg_rows[i], *k;
+		char name[128];
+
+		if (r->flags & CFG_F_SECRET) {
+			(void)snprintf(name, sizeof(name), "%s_file", r->name);
+			k = cfg_row_find(name, strlen(name));
+			assert_non_null(k);
+			assert_true(k->flags & CFG_F_SECRET_FILE);
+		}
+		if (!(r->flags & CFG_F_SECRET_FILE))
+			continue;
+		nfile++;
+		assert_int_equal(r->type, CFG_PATH);
+		k = cfg_row_find(r->name, strlen(r->name) - 5);
+		assert_non_null(k);
+		assert_true((k->flags & CFG_F_SECRET) || k->type == CFG_URL);
+	}
+	assert_int_equal(nfile, 5);
+	assert_true(cfg_nrows <= 128); /* config_load.c's CONF_ROWS_MAX */
+
+	(void)write_conf("secret", "s3cret-from-file\n");
+	(void)snprintf(path2, sizeof(path2), "%s",
+	    write_conf("secret2", "key-two\r\n"));
+	(void)write_conf("url", "redis://app:pw@127.0.0.1:6390/2");
+	path = write_conf("a.conf",
+	    "provider_secret_file = secret\n"
+	    "provider_api_key_file = secret2\n"
+	    "redis_url_file = url\n");
+	assert_int_equal(config_load(&c, path, NULL, err, sizeof(err)), 0);
+	assert_string_equal(c.provider_secret, "s3cret-from-file");
+	assert_string_equal(c.provider_api_key, "key-two");
+	assert_string_equal(c.redis_url, "redis://app:pw@127.0.0.1:6390/2");
+	assert_int_equal(c.redis.port, 6390);
+	(void)snprintf(text, sizeof(text), "%s/secret", realdir);
+	assert_string_equal(c.provider_secret_file, text);
+	out = print_config(&c);
+	assert_null(strstr(out, "s3cret"));
+	assert_null(strstr(out, "key-two"));
+	assert_contains(out, "provider_secret_file = ");
+	free(out);
+
+	/* both in the file: an error naming both */
+	path = write_conf("b.conf",
+	    "provider_secret = inline\nprovider_secret_file = secret\n");
+	assert_int_equal(config_load(&c, path, NULL, err, sizeof(err)), -1);
+	assert_string_equal(err,
+	    "provider_secret and provider_secret_file are both set: keep one (the value, or the file that holds it)");
+	/* both in the environment: the same */
+	(void)snprintf(envv, sizeof(envv), "CHARGE_PROVIDER_API_KEY=x");
+	{
+		char *both[] = { envv, "CHARGE_PROVIDER_API_KEY_FILE=secret",
+			NULL };
+
+		path = write_conf("b.conf", "threads = 1\n");
+		assert_int_equal(config_load(&c, path, both, err, sizeof(err)),
+		    -1);
+		assert_contains(err,
+		    "provider_api_key and "
+		    "provider_api_key_file are both set");
+	}
+	/* the environment's file over the file's value, and the reverse */
+	path = write_conf("b.conf", "provider_secret = inline\n");
+	(void)snprintf(envv, sizeof(envv), "CHARGE_PROVIDER_SECRET_FILE=%s",
+	    path2);
+	assert_int_equal(config_load(&c, path, envp, err, sizeof(err)), 0);
+	assert_string_equal(c.provider_secret, "key-two");
+	path = write_conf("b.conf", "provider_secret_file = secret\n");
+	(void)snprintf(envv, sizeof(envv), "CHARGE_PROVIDER_SECRET=from-env");
+	assert_int_equal(config_load(&c, path, envp, err, sizeof(err)), 0);
+	assert_string_equal(c.provider_secret, "from-env");
+	assert_string_equal(c.provider_secret_file, ""); /* replaced */
+	/* "" and "none": not from a file */
+	path = write_conf("b.conf",
+	    "provider_secret = inline\nprovider_secret_file = none\n");
+	assert_int_equal(config_load(&c, path, NULL, err, sizeof(err)), 0);
+	assert_string_equal(c.provider_secret, "inline");
+	assert_int_equal(parse(&c, "provider_secret_file =\n", err,
+	                     sizeof(err)),
+	    0);
+	assert_string_equal(c.provider_secret, DEF_PROVIDER_SECRET);
+
+	/* refused: missing, empty for a key that needs a value, a control
+	 * byte inside, one byte over the field (255 + a newline fits) */
+	path = write_conf("b.conf", "provider_secret_file = no-such\n");
+	assert_int_equal(config_load(&c, path, NULL, err, sizeof(err)), -1);
+	assert_contains(err, "provider_secret_file: ");
+	assert_contains(err, "no-such");
+	(void)write_conf("empty", "\n");
+	path = write_conf("b.conf", "provider_secret_file = empty\n");
+	assert_int_equal(config_load(&c, path, NULL, err, sizeof(err)), -1);
+	assert_contains(err, "provider_secret: must not be empty");
+	(void)write_conf("ctl", "line1\nline2\n");
+	path = write_conf("b.conf", "provider_api_key_file = ctl\n");
+	assert_int_equal(config_load(&c, path, NULL, err, sizeof(err)), -1);
+	assert_contains(err, "provider_api_key: contains a control character");
+	assert_null(strstr(err, "line1"));
+	memset(big, 'k', sizeof(big));
+	big[255] = '\n';
+	big[256] = '\0';
+	(void)write_conf("big", big);
+	path = write_conf("b.conf", "provider_secret_file = big\n");
+	assert_int_equal(config_load(&c, path, NULL, err, sizeof(err)), 0);
+	assert_int_equal(strlen(c.provider_secret), 255);
+	big[255] = 'k';
+	big[256] = '\n';
+	big[257] = '\0';
+	(void)write_conf("big", big);
+	path = write_conf("b.conf", "provider_secret_file = big\n");
+	assert_int_equal(config_load(&c, path, NULL, err, sizeof(err)), -1);
+	assert_contains(err, "provider_secret");
+	assert_null(strstr(err, "kkkk"));
+	/* a webhook secret from its file turns the route on */
+	(void)write_conf("secret", "whsec_abc\n");
+	assert_int_equal(parse(&c, "", err, sizeof(err)), 0);
+	path = write_conf("b.conf", "provider_webhook_secret_file = secret\n");
+	assert_int_equal(config_load(&c, path, NULL, err, sizeof(err)), 0);
+	assert_string_equal(c.provider_webhook_secret, "whsec_abc");
+}
+
 static void
 test_print(void **state)
 {
@@ -981,6 +1121,7 @@ main(void)
 		cmocka_unit_test(test_validate_table),
 		cmocka_unit_test(test_webhook),
 		cmocka_unit_test(test_print),
+		cmocka_unit_test(test_secret_files),
 		cmocka_unit_test(test_default_path),
 		cmocka_unit_test(test_shipped_conf),
 	};

@@ -464,6 +464,106 @@ test_bearer(void **state)
 	assert_int_equal(bearer_token("sk_test_demo", &tok, &n), -1);
 }
 
+/* X-Request-Id kept: 1..64 bytes of A-Z a-z 0-9 . _ : - */
+static void
+test_request_id(void **state)
+{
+	char v[80];
+
+	(void)state;
+	assert_true(request_id_acceptable("a"));
+	assert_true(request_id_acceptable("Order-42.attempt_1:x"));
+	assert_true(
+	    request_id_acceptable("f47ac10b-58cc-4372-a567-0e02b2c3d479"));
+	memset(v, 'a', 64);
+	v[64] = '\0';
+	assert_true(request_id_acceptable(v)); /* the edge */
+	v[64] = 'a';
+	v[65] = '\0';
+	assert_false(request_id_acceptable(v)); /* one over */
+	assert_false(request_id_acceptable(NULL));
+	assert_false(request_id_acceptable(""));
+	assert_false(request_id_acceptable("a b"));
+	assert_false(request_id_acceptable("a\"b"));
+	assert_false(request_id_acceptable("a\nforged"));
+	assert_false(request_id_acceptable("a/b"));
+	assert_false(request_id_acceptable("caf\xc3\xa9"));
+	assert_false(request_id_acceptable("a\\b"));
+}
+
+/* W3C traceparent, level 1 */
+static void
+test_traceparent(void **state)
+{
+	char t[TRACE_ID_HEX + 1], f[3];
+	const char *ok =
+	    "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
+
+	(void)state;
+	assert_int_equal(traceparent_parse(ok, t, f), 0);
+	assert_string_equal(t, "4bf92f3577b34da6a3ce929d0e0e4736");
+	assert_string_equal(f, "01");
+	assert_int_equal(
+	    traceparent_parse(
+	        " 00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-00 ", t,
+	        f),
+	    0);
+	assert_string_equal(f, "00");
+	/* a later version: its first fields, more after a '-' */
+	assert_int_equal(
+	    traceparent_parse(
+	        "cc-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01-what",
+	        t, f),
+	    0);
+	assert_int_equal(traceparent_parse(NULL, t, f), -1);
+	assert_int_equal(traceparent_parse("", t, f), -1);
+	/* version 00 has nothing after the flags */
+	assert_int_equal(
+	    traceparent_parse(
+	        "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01-x", t,
+	        f),
+	    -1);
+	assert_int_equal(
+	    traceparent_parse(
+	        "cc-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01x", t,
+	        f),
+	    -1);
+	assert_int_equal(
+	    traceparent_parse(
+	        "ff-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01", t,
+	        f),
+	    -1);
+	assert_int_equal(
+	    traceparent_parse(
+	        "00-00000000000000000000000000000000-00f067aa0ba902b7-01", t,
+	        f),
+	    -1);
+	assert_int_equal(
+	    traceparent_parse(
+	        "00-4bf92f3577b34da6a3ce929d0e0e4736-0000000000000000-01", t,
+	        f),
+	    -1);
+	assert_int_equal(
+	    traceparent_parse(
+	        "00-4BF92F3577B34DA6A3CE929D0E0E4736-00f067aa0ba902b7-01", t,
+	        f),
+	    -1);
+	assert_int_equal(
+	    traceparent_parse(
+	        "00-4bf92f3577b34da6a3ce929d0e0e473-00f067aa0ba902b7-01", t, f),
+	    -1); /* one digit short */
+	assert_int_equal(
+	    traceparent_parse(
+	        "00_4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01", t,
+	        f),
+	    -1);
+	assert_int_equal(
+	    traceparent_parse(
+	        "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-0g", t,
+	        f),
+	    -1);
+}
+
 int
 main(void)
 {
@@ -479,6 +579,8 @@ main(void)
 		cmocka_unit_test(test_content_length),
 		cmocka_unit_test(test_prefer),
 		cmocka_unit_test(test_bearer),
+		cmocka_unit_test(test_request_id),
+		cmocka_unit_test(test_traceparent),
 	};
 
 	return cmocka_run_group_tests_name("headers", tests, NULL, NULL);

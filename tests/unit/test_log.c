@@ -135,11 +135,72 @@ test_truncate(void **s)
 	free(big);
 }
 
+/* log_format json: one object per line, the documented fields, every
+ * string escaped for JSON, a truncated line still closed. */
+static void
+test_json(void **s)
+{
+	int saved, p[2];
+	regex_t re;
+	char *big = malloc(5000);
+	size_t n;
+	(void)s;
+	assert_int_equal(log_format_parse("json"), LF_JSON);
+	assert_int_equal(log_format_parse("text"), LF_TEXT);
+	assert_int_equal(log_format_parse("JSON"), -1);
+	assert_int_equal(log_format_parse(NULL), -1);
+	log_set_level(LL_INFO);
+	log_set_format(LF_JSON);
+	capture_begin(&saved, p);
+	log_event(LL_WARN, "ord-1", "4bf92f3577b34da6a3ce929d0e0e4736",
+	    "say \"hi\"\\ \x01\n\xc3\xa9 %d", 7);
+	log_error(NULL, "no ids");
+	capture_end(saved, p);
+	assert_int_equal(
+	    regcomp(&re,
+	        "^\\{\"ts\":\"[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}\\.[0-9]{3}Z\",\"level\":\"warn\",\"pid\":[0-9]+,\"request_id\":\"ord-1\",\"trace_id\":\"4bf92f3577b34da6a3ce929d0e0e4736\",\"msg\":\"say \\\\\"hi\\\\\"\\\\\\\\ \\\\u0001\\\\u000a\\\\u00c3\\\\u00a9 7\"\\}\n"
+	        "\\{\"ts\":\"[0-9T:.Z-]{24}\",\"level\":\"error\",\"pid\":[0-9]+,\"msg\":\"no ids\"\\}\n$",
+	        REG_EXTENDED),
+	    0);
+	if (regexec(&re, captured, 0, NULL, 0) != 0)
+		fail_msg("%s", captured);
+	regfree(&re);
+	/* a line cut at its bound is still one object */
+	memset(big, '"', 4999);
+	big[4999] = '\0';
+	capture_begin(&saved, p);
+	log_warn("r", "%s", big);
+	n = capture_end(saved, p);
+	assert_true(n <= 2048);
+	assert_memory_equal(captured + n - 6, "...\"}\n", 6);
+	assert_null(memchr(captured, '\n', n - 1));
+	/* card numbers are masked, other numbers kept */
+	log_set_format(LF_TEXT);
+	capture_begin(&saved, p);
+	log_warn("r",
+	    "/charge/keys/4242424242424242 404 | 4000 0566 5566 5556 x | "
+	    "378282246310005 | 1796000000000123 | 4242424242424241 | "
+	    "a4111-1111-1111-1111 | 4242424242424242424242");
+	capture_end(saved, p);
+	assert_non_null(strstr(captured,
+	    "/charge/keys/************4242 404 | **** **** **** 5556 x | "
+	    "***********0005 | 1796000000000123 | 4242424242424241 | "
+	    "a****-****-****-1111 | 4242424242424242424242\n"));
+	/* text: the trace beside the request id */
+	log_set_format(LF_TEXT);
+	capture_begin(&saved, p);
+	log_event(LL_INFO, "ord-1", "4bf92f3577b34da6a3ce929d0e0e4736", "x");
+	capture_end(saved, p);
+	assert_non_null(strstr(captured,
+	    " [ord-1 trace=4bf92f3577b34da6a3ce929d0e0e4736] x\n"));
+	free(big);
+}
+
 int
 main(void)
 {
 	const struct CMUnitTest t[] = { cmocka_unit_test(test_escape),
 		cmocka_unit_test(test_levels), cmocka_unit_test(test_line),
-		cmocka_unit_test(test_truncate) };
+		cmocka_unit_test(test_truncate), cmocka_unit_test(test_json) };
 	return cmocka_run_group_tests_name("log", t, NULL, NULL);
 }

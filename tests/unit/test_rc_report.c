@@ -72,9 +72,9 @@ fill(struct rc_report *r)
 	(void)snprintf(p.principal, sizeof(p.principal), "demo");
 	(void)snprintf(p.key, sizeof(p.key), "ghost");
 	(void)snprintf(p.request, sizeof(p.request), REQ);
-	(void)snprintf(p.id, sizeof(p.id), "ch_ghost");
+	(void)snprintf(p.id, sizeof(p.id), "ch_gh\nclean: ost");
 	p.amount = 4200;
-	(void)snprintf(p.currency, sizeof(p.currency), "usd");
+	(void)snprintf(p.currency, sizeof(p.currency), "us\rd");
 	p.created_ms = 1795461284567LL;
 	p.why = RC_PHANTOM_NO_CHARGE;
 	rc_report_phantom(r, &p);
@@ -85,7 +85,7 @@ fill(struct rc_report *r)
 	(void)snprintf(d->key, sizeof(d->key), "dup");
 	d->charges = 2;
 	(void)snprintf(d->ids[d->nids++], RC_ID_MAX, "ch_x");
-	(void)snprintf(d->ids[d->nids++], RC_ID_MAX, "ch_y");
+	(void)snprintf(d->ids[d->nids++], RC_ID_MAX, "ch_\x9by");
 	r->n.duplicates = 1;
 	r->n.duplicate_charges = 2;
 }
@@ -106,12 +106,17 @@ test_text(void **state)
 	assert_non_null(strstr(s, "no-record"));
 	/* a key's control bytes never reach the terminal */
 	assert_null(strchr(s, '\x1b'));
-	assert_non_null(strstr(s, "order-1?[2J\""));
+	assert_non_null(strstr(s, "order-1\\x1b[2J\""));
+	/* nor do the provider's strings: ids, currencies (issue 37) */
+	assert_null(strchr(s, '\r'));
+	assert_non_null(strstr(s, "ch_gh\\nclean: ost"));
+	assert_non_null(strstr(s, "us\\rd"));
+	assert_non_null(strstr(s, "ch_x ch_\\x9by"));
 	assert_non_null(strstr(s, "2026-11-23T19:14:44.567Z"));
 	assert_non_null(strstr(s, "no-such-charge"));
 	assert_non_null(strstr(s,
 	    REQ "  principal demo  key dup: 2 charges: "
-	        "ch_x ch_y"));
+	        "ch_x ch_\\x9by"));
 	assert_non_null(strstr(s, "NOT CLEAN"));
 	free(s);
 	rc_report_free(&r);
@@ -122,6 +127,29 @@ test_text(void **state)
 	free(s);
 	rc_report_free(&r);
 	rc_report_free(NULL);
+}
+
+/* rc_printable: each escape, and a full buffer cut at a whole escape */
+static void
+test_printable(void **state)
+{
+	char b[RC_PRINT_MAX(8)], small[6];
+
+	(void)state;
+	assert_int_equal(sizeof(b), 29);
+	assert_string_equal(rc_printable("a\n\r\t\\\x1b\x7f\xff", b, sizeof(b)),
+	    "a\\n\\r\\t\\\\\\x1b\\x7f\\xff");
+	/* the worst case fits: 7 bytes of \xNN */
+	assert_string_equal(rc_printable("\x01\x01\x01\x01\x01\x01\x01", b,
+	                        sizeof(b)),
+	    "\\x01\\x01\\x01\\x01\\x01\\x01\\x01");
+	assert_string_equal(rc_printable("abcd\x01", small, sizeof(small)),
+	    "abcd");
+	assert_string_equal(rc_printable("abcde", small, sizeof(small)),
+	    "abcde");
+	assert_string_equal(rc_printable("a\nb", small, sizeof(small)),
+	    "a\\nb");
+	assert_string_equal(rc_printable("", small, sizeof(small)), "");
 }
 
 static void
@@ -242,6 +270,7 @@ main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_text),
+		cmocka_unit_test(test_printable),
 		cmocka_unit_test(test_json),
 		cmocka_unit_test(test_cap_and_duplicates),
 		cmocka_unit_test(test_prometheus),
