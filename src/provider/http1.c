@@ -20,7 +20,7 @@
 #include <openssl/ssl.h>
 
 #include "http1.h"
-#include "http1_tls.h"
+#include "tls.h"
 #include "util.h"
 
 #define READ_BUF 16384 /* one read, shared by the connections of a pool */
@@ -105,7 +105,7 @@ struct h1_pool {
 	int ca_bad; /* the CA file cannot be loaded */
 	struct h1_proxy px;
 	const char *chost; /* where connections go: host, or the proxy's */
-	int cport, proxied, host_literal;
+	int cport, proxied;
 	struct sockaddr_storage
 	    addr; /* chost a literal address: no resolving */
 	int addr_literal;
@@ -533,8 +533,15 @@ on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
 			continue;
 		}
 		n = SSL_get_error(c->ssl, n);
-		if (n == SSL_ERROR_WANT_READ)
+		/*
+		 * A key update or a renegotiation read here leaves its answer
+		 * in the BIO pair: it goes out now, not with the next request.
+		 */
+		if (n == SSL_ERROR_WANT_READ) {
+			if (conn_flush_tls(c) < 0)
+				conn_fail(c, H1_NOMEM);
 			return;
+		}
 		conn_eof(c,
 		    n == SSL_ERROR_ZERO_RETURN ? UV_EOF : UV_ECONNRESET);
 		return;
@@ -702,8 +709,8 @@ conn_new(struct h1_pool *p, struct h1_req *r)
 	c->creq.data = c;
 	c->gai.data = c;
 	if (p->t.tls &&
-	    (c->ssl = h1_tls_new(p->ctx, p->host, !p->host_literal, p->t.verify,
-	         TLS_BIO_BUF, &c->net)) == NULL)
+	    (c->ssl = tls_new(p->ctx, p->host, p->t.verify, TLS_BIO_BUF,
+	         &c->net)) == NULL)
 		goto nomem;
 	conn_arm(c, 1);
 	if (p->unix_path[0] != '\0') {
@@ -900,7 +907,7 @@ h1_pool_new(uv_loop_t *loop, const struct h1_target *t, char *errstr,
 	}
 	p->t.host = p->host;
 	p->t.unix_path = p->unix_path;
-	p->t.ca_file = NULL; /* read once, by h1_tls_ctx */
+	p->t.ca_file = NULL; /* read once, by tls_ctx_new */
 	p->t.proxy = NULL;   /* copied into px */
 	if (p->unix_path[0] != '\0')
 		(void)snprintf(p->hosthdr, sizeof(p->hosthdr), "localhost");
@@ -910,7 +917,7 @@ h1_pool_new(uv_loop_t *loop, const struct h1_target *t, char *errstr,
 	else
 		(void)snprintf(p->hosthdr, sizeof(p->hosthdr), "%s:%d", p->host,
 		    t->port);
-	p->host_literal = addr_of(p->host, t->port, &p->addr);
+	(void)addr_of(p->host, t->port, &p->addr);
 	p->chost = p->host;
 	p->cport = t->port;
 	if (t->proxy != NULL && p->unix_path[0] == '\0') {
@@ -925,8 +932,9 @@ h1_pool_new(uv_loop_t *loop, const struct h1_target *t, char *errstr,
 	LIST_INIT(&p->busy);
 	LIST_INIT(&p->deferred);
 	if (t->tls &&
-	    (p->ctx = h1_tls_ctx(t->verify, t->ca_file, &p->ca_bad, errstr,
-	         errlen)) == NULL) {
+	    (p->ctx = tls_ctx_new(&(struct tls_opts){ .verify = t->verify,
+	                              .ca_file = t->ca_file },
+	         &p->ca_bad, errstr, errlen)) == NULL) {
 		free(p);
 		return NULL;
 	}
