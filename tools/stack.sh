@@ -419,3 +419,37 @@ stack_stop_all() {
 	stack_lighttpd_stop "${1:-}"
 	stack_redis_stop "${1:-}"
 }
+
+# stack_tls_certs DIR: a test CA (DIR/ca.crt, ca.key) and what it signs:
+# DIR/server.crt+key for localhost, 127.0.0.1 and ::1, DIR/client.crt+key;
+# keys mode 0600. Made with openssl once per DIR, for the TLS-only Redis
+# of STACK_REDIS_TLS and the suites' TLS topologies (tools/ha.sh).
+stack_tls_certs() {
+	local d=$1 n
+	[ -f "$d/client.crt" ] && return 0
+	mkdir -p "$d" && chmod 700 "$d" || return 1
+	(
+		cd "$d" || exit 1
+		umask 077
+		openssl req -x509 -newkey rsa:2048 -nodes -days 30 -subj "/CN=charge test CA" \
+			-keyout ca.key -out ca.crt 2>/dev/null || exit 1
+		for n in server client; do
+			openssl req -newkey rsa:2048 -nodes -subj "/CN=$n" \
+				-keyout "$n.key" -out "$n.csr" 2>/dev/null || exit 1
+			printf 'subjectAltName=DNS:localhost,IP:127.0.0.1,IP:::1\n' >"$n.ext"
+			openssl x509 -req -in "$n.csr" -CA ca.crt -CAkey ca.key -CAcreateserial \
+				-days 30 -extfile "$n.ext" -out "$n.crt" 2>/dev/null || exit 1
+		done
+		chmod 644 ca.crt server.crt client.crt
+	)
+}
+
+# stack_redis_tls_args DIR: redis-server's arguments for TLS with the
+# certificates of stack_tls_certs DIR (clients may show a certificate of
+# the CA; replication and the cluster bus over TLS too).
+stack_redis_tls_args() {
+	local d=$1
+	printf '%s\n' --tls-cert-file "$d/server.crt" --tls-key-file "$d/server.key" \
+		--tls-ca-cert-file "$d/ca.crt" --tls-auth-clients optional \
+		--tls-replication yes --tls-cluster yes
+}

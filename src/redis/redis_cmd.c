@@ -326,8 +326,14 @@ cmd_expire_connect(struct cmd *cmd, struct redis_node *n)
 	char err[ERRSTR_MAX];
 
 	redis_cmdq_remove(cmd);
-	(void)snprintf(err, sizeof(err), "connect %s:%d: timeout",
-	    n->is_unix ? "unix" : n->host, n->port);
+	if (n->ac != NULL && redis_uv_in_handshake(n->ac)) {
+		(void)snprintf(err, sizeof(err),
+		    "connect %s:%d: TLS: no handshake in time (does the server speak TLS on this port?)",
+		    n->host, n->port);
+		log_error(NULL, "Redis %s", err);
+	} else
+		(void)snprintf(err, sizeof(err), "connect %s:%d: timeout",
+		    n->is_unix ? "unix" : n->host, n->port);
 	if (cmd->out.errstr[0] == '\0')
 		(void)snprintf(cmd->out.errstr, sizeof(cmd->out.errstr), "%s",
 		    err);
