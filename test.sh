@@ -230,6 +230,10 @@ suite_lua() { tests/lua/run.sh; }
 # redis-server, redis-sentinel and a cluster; the ASan build's driver.
 suite_redis_async() { with_asan redis_async tests/redis_async/run.sh; }
 
+# Redis over TLS (rediss schemes): a TLS-only node, each refusal, a TLS
+# cluster and TLS sentinels, the responder as CGI; the ASan build's.
+suite_redis_tls() { with_asan redis_tls tests/redis_tls/run.sh; }
+
 # libFuzzer smoke run over every parser (clang-14, ASan + UBSan).
 suite_fuzz() { tests/fuzz/run.sh; }
 
@@ -421,7 +425,7 @@ suite_bench_smoke() { bench/run --smoke; }
 suite_examples() { tests/with-stack.sh tests/examples/run.sh; }
 suite_browser() { STACK_WITH_SIM=1 tests/with-stack.sh tests/browser/run.sh; }
 
-SUITES=(structure builds docs unit unit_asan lua redis_async fuzz fcgi_diff fcgi_wire sim cgi signals edges kept_conns e2e e2e_apache
+SUITES=(structure builds docs unit unit_asan lua redis_async redis_tls fuzz fcgi_diff fcgi_wire sim cgi signals edges kept_conns e2e e2e_apache
 	e2e_apache_cgi e2e_nginx e2e_apache_proxy concurrency e2e_cluster ha_sentinel ha_cluster ha_nodes partitions faults provider
 	webhook provider_faults stripe_mock provider_tls settle reconcile
 	tsan deploy install systemd package examples browser
