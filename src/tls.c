@@ -128,6 +128,22 @@ tls_new(SSL_CTX *ctx, const char *name, int verify, size_t bio_buf, BIO **net)
 	return ssl;
 }
 
+SSL *
+tls_new_fd(SSL_CTX *ctx, const char *name, int verify, int fd)
+{
+	SSL *ssl;
+
+	if ((ssl = SSL_new(ctx)) == NULL)
+		return NULL;
+	SSL_set_connect_state(ssl);
+	if (SSL_set_fd(ssl, fd) != 1 || tls_set_name(ssl, name, verify) != 0) {
+		SSL_free(ssl);
+		ERR_clear_error();
+		return NULL;
+	}
+	return ssl;
+}
+
 /* The reason of OpenSSL's last error, and a hint when it says plain text. */
 static void
 tls_why_error(unsigned long e, char *why, size_t whylen)

@@ -42,6 +42,14 @@ SSL_CTX *tls_ctx_new(const struct tls_opts *o, int *ca_bad, char *errstr,
 SSL *tls_new(SSL_CTX *ctx, const char *name, int verify, size_t bio_buf,
     BIO **net);
 
+/*
+ * A connection's SSL in the connect state straight on the socket fd (a
+ * blocking one: charge-reconcile's reads, bounded by the socket's
+ * SO_RCVTIMEO and SO_SNDTIMEO); name and verify as tls_new(). NULL on
+ * ENOMEM or a bad name.
+ */
+SSL *tls_new_fd(SSL_CTX *ctx, const char *name, int verify, int fd);
+
 /* What a step of the state machine came to. */
 enum tls_step {
 	TLS_OK,         /* done: bytes moved, or the handshake finished */

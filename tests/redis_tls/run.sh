@@ -33,6 +33,15 @@ stack_tls_certs "$RUN/tls" && stack_tls_certs "$RUN/other" ||
 ) || ha_suite_bail "cannot make the expired certificate"
 mkdir -p "$RUN/spill" && chmod 700 "$RUN/spill"
 
+# the provider simulator, for the charges charge-reconcile reads back
+sim_cleanup() {
+	[ -n "${STACK_SIM_PID:-}" ] && stack_stop_pid "$STACK_SIM_PID" "$STACK_SIM_COMM" 5
+	ha_suite_cleanup
+}
+trap sim_cleanup EXIT
+stack_sim_start "$RUN" "$RUN" "${CHARGE_SIM_BIN:-}" --secret-key sk_test_tls --fsync never \
+	2>"$RUN/sim.err" || { sed 's/^/# /' "$RUN/sim.err"; ha_suite_bail "charge-provider-sim did not start"; }
+
 # the single nodes: TLS only; one that asks every client for a certificate;
 # one with an expired certificate; one in plain text
 topo="$RUN/single"
@@ -95,6 +104,7 @@ export TLS_PORT=${ports[0]} TLS_PORT_MTLS=${ports[1]} TLS_PORT_EXPIRED=${ports[2
 export TLS_PORT_PLAIN=${ports[3]} TLS_CLUSTER_URL=$cluster_url
 export TLS_CLUSTER_PORTS=$cluster_ports TLS_SENTINEL_URL=$HA_URL
 export TLS_SENTINEL_PORTS="${HA_SENTINEL_PORTS[*]}" TLS_MASTER=$HA_MASTER
+export TLS_SIM_URL=$STACK_PROVIDER_URL
 export TLS_RECONCILE_BIN=${CHARGE_RECONCILE_BIN:-$(dirname "$BIN")/charge-reconcile}
 timeout --foreground -k 5 240 python3 "$REPO/tests/redis_tls/test_tls.py"
 rc=$?

@@ -32,6 +32,7 @@ CLUSTER_URL = os.environ.get("TLS_CLUSTER_URL", "")
 CLUSTER_PORTS = [int(p) for p in os.environ.get("TLS_CLUSTER_PORTS", "").split()]
 SENTINEL_URL = os.environ.get("TLS_SENTINEL_URL", "")
 RECONCILE_BIN = os.environ.get("TLS_RECONCILE_BIN", "")
+SIM_URL = os.environ.get("TLS_SIM_URL", "")
 API_KEY = os.environ.get("HA_API_KEY", "")
 PRINCIPAL = os.environ.get("HA_PRINCIPAL", "ha")
 RUN_ID = uuid.uuid4().hex[:8]
@@ -230,6 +231,39 @@ def t_sentinel():
     check(r1.status == 201, "%r" % r1)
     r2 = post(key, body(), conf)
     check(r2.status == 201 and r2.body == r1.body, "replay %r" % r2)
+
+
+def reconcile(conf):
+    e = dict(CONFIG)
+    e.update(conf)
+    e["PATH"] = "/usr/bin:/bin"
+    p = subprocess.run(["env", "-i"] + ["%s=%s" % kv for kv in e.items()]
+                       + [RECONCILE_BIN, "--since", "1h", "--json", "--quiet"],
+                       stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=60)
+    return p.returncode, p.stdout.decode(errors="replace"), p.stderr.decode(errors="replace")
+
+
+@test("charge-reconcile against the TLS cluster: clean, then the record it misses, then a foreign CA refused")
+def t_reconcile():
+    conf = {"CHARGE_REDIS_URL": CLUSTER_URL, "CHARGE_PROVIDER_URL": SIM_URL,
+            "CHARGE_PROVIDER_API_KEY": "sk_test_tls", "CHARGE_KEY_PREFIX": "rc:",
+            "CHARGE_PROVIDER_TIMEOUT_MS": "2000", "CHARGE_PROVIDER_DEADLINE_MS": "4000",
+            "CHARGE_LOCK_TTL_S": "10"}
+    keys = [new_key("rc%d" % i) for i in range(6)]
+    for k in keys:
+        r = post(k, body(), conf)
+        check(r.status == 201, "%s: %r" % (k, r))
+    rc, out, err = reconcile(conf)
+    check(rc == 0, "rc %d: %s %s" % (rc, out[-400:], err[-400:]))
+    rkey0 = "rc:idem:%s:%s" % (PRINCIPAL, keys[0])
+    gone = sum(int(o) for o in (cli(p, "DEL", rkey0).strip() for p in CLUSTER_PORTS) if o.isdigit())
+    check(gone == 1, "the record of %s not deleted (%d)" % (keys[0], gone))
+    rc, out, err = reconcile(conf)
+    check(rc == 1 and keys[0] in out, "rc %d, the orphan not named: %s %s" % (rc, out[-600:], err[-300:]))
+    bad = dict(conf)
+    bad["CHARGE_REDIS_TLS_CA_FILE"] = OTHER + "/ca.crt"
+    rc, out, err = reconcile(bad)
+    check(rc == 2 and "certificate verify failed" in err, "rc %d: %s" % (rc, err[-400:]))
 
 
 if __name__ == "__main__":
