@@ -371,7 +371,7 @@ redis_node_connect(struct redis_node *n)
 	if (redis_uv_attach(ac, c->loop, n->is_unix ? NULL : c->tls,
 	        c->t.tls.server_name[0] != '\0' ? c->t.tls.server_name
 	                                        : n->host,
-	        c->t.tls.verify) != REDIS_OK) {
+	        c->t.tls.verify, &c->tls_log_at) != REDIS_OK) {
 		(void)snprintf(n->errstr, sizeof(n->errstr),
 		    "connect: cannot watch the socket");
 		redisAsyncFree(ac);

@@ -38,6 +38,7 @@
 
 #define TLS_PAIR_BYTES 65536  /* the BIO pair, each way */
 #define TLS_PLAIN_BYTES 16384 /* a TLS record's plain text, at most */
+#define TLS_LOG_EVERY_MS 1000 /* a loop's TLS failures: one log line at most */
 #define REDIS_EOF_TEXT "Server closed the connection"
 
 /*
@@ -60,6 +61,9 @@ struct uv_events {
 		int tcp_up;    /* the TCP connect is done: the handshake runs */
 		int up;        /* handshake done: hiredis knows it connected */
 		int want_read; /* a write waits for records (renegotiation) */
+		int heard;     /* plain text came: the server took us */
+		uint64_t
+		    *log_at; /* the loop's: when a failure is logged next */
 		char why[TLS_WHY_MAX];
 	} tls;
 };
@@ -120,9 +124,12 @@ tls_fail(struct uv_events *p, int code, const char *why)
 	redisAsyncContext *ac = p->ac;
 	redisContext *c = &ac->c;
 
-	if (code == REDIS_ERR_OTHER)
+	if (code == REDIS_ERR_OTHER &&
+	    uv_now(p->handle.loop) >= *p->tls.log_at) {
 		log_error(NULL, "Redis %s:%d: %s", c->tcp.host, c->tcp.port,
 		    why);
+		*p->tls.log_at = uv_now(p->handle.loop) + TLS_LOG_EVERY_MS;
+	}
 	c->reader->err = code;
 	(void)snprintf(c->reader->errstr, sizeof(c->reader->errstr), "%s", why);
 	if (!(c->flags & REDIS_CONNECTED)) {
@@ -137,10 +144,24 @@ tls_fail(struct uv_events *p, int code, const char *why)
 		redisProcessCallbacks(ac); /* sees the reader's error: frees */
 }
 
+/*
+ * The socket failed with errno e. Right after the handshake, before a
+ * byte of a reply, that is how a server that refuses the client's
+ * certificate often looks (its alert lost to the reset that follows it).
+ */
 static void
 tls_fail_errno(struct uv_events *p, int e)
 {
-	tls_fail(p, REDIS_ERR_IO, strerror(e));
+	char why[TLS_WHY_MAX];
+
+	if (!p->tls.up || p->tls.heard) {
+		tls_fail(p, REDIS_ERR_IO, strerror(e));
+		return;
+	}
+	(void)snprintf(why, sizeof(why),
+	    "TLS: %s right after the handshake (did the server refuse the client certificate?)",
+	    strerror(e));
+	tls_fail(p, REDIS_ERR_OTHER, why);
 }
 
 /* The BIO pair's records to the socket: 1 all sent, 0 it is full, -1 errno. */
@@ -315,6 +336,7 @@ tls_on_readable(struct uv_events *p)
 			break;
 		}
 		fed = 1;
+		p->tls.heard = 1;
 	}
 	p->tls.want_read = 0;
 	if ((st == TLS_WANT_READ || st == TLS_WANT_WRITE) && tls_send(p) != 0)
@@ -324,7 +346,9 @@ tls_on_readable(struct uv_events *p)
 		if (p->ac == NULL)
 			return;
 	}
-	if (st == TLS_CLOSED || r == -1)
+	if ((st == TLS_CLOSED || r == -1) && !p->tls.heard)
+		tls_fail_errno(p, ECONNRESET);
+	else if (st == TLS_CLOSED || r == -1)
 		tls_fail(p, REDIS_ERR_EOF, REDIS_EOF_TEXT);
 	else if (st == TLS_FAIL)
 		tls_fail(p, REDIS_ERR_OTHER, p->tls.why);
@@ -449,7 +473,7 @@ uv_events_cleanup(void *d)
 
 int
 redis_uv_attach(redisAsyncContext *ac, uv_loop_t *loop, SSL_CTX *tls,
-    const char *name, int verify)
+    const char *name, int verify, uint64_t *log_at)
 {
 	struct uv_events *p;
 
@@ -462,6 +486,7 @@ redis_uv_attach(redisAsyncContext *ac, uv_loop_t *loop, SSL_CTX *tls,
 			free(p);
 			return REDIS_ERR;
 		}
+		p->tls.log_at = log_at;
 		(void)SSL_set_mode(p->tls.ssl,
 		    SSL_MODE_ENABLE_PARTIAL_WRITE |
 		        SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER);

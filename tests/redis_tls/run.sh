@@ -109,4 +109,26 @@ export TLS_RECONCILE_BIN=${CHARGE_RECONCILE_BIN:-$(dirname "$BIN")/charge-reconc
 timeout --foreground -k 5 240 python3 "$REPO/tests/redis_tls/test_tls.py"
 rc=$?
 [ $rc -eq 124 ] || [ $rc -eq 137 ] && echo "not ok - redis_tls: timed out after 240 s"
+
+# The Sentinel failover over TLS: tests/ha/test_sentinel.py's charge and
+# replay, kill -9 of the primary under load with redis_min_replicas = 1 (no
+# acknowledged outcome lost) and the new primary, through a lighttpd stack.
+if [ -z "${TLS_ONLY:-}" ] || [[ "failover" =~ ${TLS_ONLY} ]]; then
+	dir="$RUN/stack-sentinel"
+	ha_suite_env "$dir"
+	export CHARGE_REDIS_URL=$HA_URL CHARGE_REDIS_MIN_REPLICAS=1
+	export CHARGE_REDIS_REPLICA_TIMEOUT_MS=100
+	export CHARGE_REDIS_TLS_CA_FILE="$RUN/tls/ca.crt"
+	ha_suite_stack "sentinel-tls" "$dir" 4
+	HA_BASE_URL=$HA_STACK_URL HA_MIN_REPLICAS=1 HA_DIR="$RUN/sentinel" \
+		HA_SENTINELS="${HA_SENTINEL_PORTS[*]}" HA_REPLICAS="${HA_REPLICA_PORTS[*]}" \
+		HA_MASTER=$HA_MASTER HA_BIN=$BIN HA_STACK_LOG="$dir/lighttpd.stderr.log" \
+		HA_ONLY='fresh charge|kill -9|after the failover' HA_LOAD_KEYS=128 \
+		timeout --foreground -k 10 180 python3 "$REPO/tests/ha/test_sentinel.py" |
+		sed 's/^\(not \)\?ok [0-9]* - /&TLS failover: /' || {
+		rc=1
+		ha_suite_logs "$dir"
+	}
+	[ "${PIPESTATUS[0]}" -eq 0 ] || rc=1
+fi
 exit $rc
