@@ -84,6 +84,16 @@ def post(key, body, conf=None):
     return Resp(p.stdout, p.stderr)
 
 
+def get(uri, conf=None):
+    e = dict(SERVER_VARS)
+    e.update(CONFIG)
+    e.update(conf or {})
+    e.update({"REQUEST_METHOD": "GET", "REQUEST_URI": uri, "SCRIPT_NAME": uri, "QUERY_STRING": ""})
+    p = subprocess.run(["env", "-i"] + ["%s=%s" % kv for kv in e.items()] + [BIN],
+                       stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=30)
+    return Resp(p.stdout, p.stderr)
+
+
 def body(amount=1999):
     return json.dumps({"amount": amount, "currency": "usd", "source": "tok_visa"}).encode()
 
@@ -147,6 +157,15 @@ def t_ip_mtls():
 @test("refused: a CA the responder does not trust (503, the cause logged)")
 def t_unknown_ca():
     refused({"CHARGE_REDIS_TLS_CA_FILE": OTHER + "/ca.crt"}, "certificate verify failed", "unknownca")
+
+
+@test("/healthz: 200 over verified TLS, 503 (Redis unreachable) with a CA it does not trust")
+def t_healthz():
+    r = get("/healthz")
+    check(r.status == 200, "%r" % r)
+    r = get("/healthz", {"CHARGE_REDIS_TLS_CA_FILE": OTHER + "/ca.crt"})
+    check(r.status == 503 and b"unreachable" in r.body, "%r" % r)
+    check("certificate verify failed" in r.err, "%r" % r)
 
 
 @test("refused: the system's store does not know the test CA either")
