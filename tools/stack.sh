@@ -130,10 +130,19 @@ stack_tail() {
 # stack_redis_start RUN_DIR DATA_DIR LOG_DIR: starts redis-server with
 # conf/redis.conf, socket RUN_DIR/redis.sock, PID file RUN_DIR/redis.pid,
 # AOF in DATA_DIR, log LOG_DIR/redis.log; waits (10 s) until it answers PING.
-# Sets STACK_REDIS_PID and STACK_REDIS_SOCKET.
+# Sets STACK_REDIS_PID and STACK_REDIS_SOCKET. With STACK_REDIS_TLS_DIR
+# (certificates of stack_tls_certs) it listens TLS only instead, on
+# 127.0.0.1:STACK_REDIS_TLS_PORT (a free port, set here), no unix socket.
 stack_redis_start() {
 	local run=$1 data=$2 logs=$3
 	local sock="$run/redis.sock" pidf="$run/redis.pid" log="$logs/redis.log"
+	local listen=(--unixsocket "$sock") ping=(-s "$sock")
+	if [ -n "${STACK_REDIS_TLS_DIR:-}" ]; then
+		STACK_REDIS_TLS_PORT=$(stack_port_pick) || return 1
+		mapfile -t listen < <(printf '%s\n' --port 0 --tls-port "$STACK_REDIS_TLS_PORT" \
+			--bind 127.0.0.1; stack_redis_tls_args "$STACK_REDIS_TLS_DIR")
+		ping=(--tls --cacert "$STACK_REDIS_TLS_DIR/ca.crt" -h 127.0.0.1 -p "$STACK_REDIS_TLS_PORT")
+	fi
 	mkdir -p "$run" "$data" "$logs" || return 1
 	chmod 700 "$data" || return 1
 	if [ -f "$pidf" ] && stack_pid_alive "$(cat "$pidf")" redis-server; then
@@ -141,7 +150,7 @@ stack_redis_start() {
 		return 1
 	fi
 	setsid redis-server "$STACK_ROOT/conf/redis.conf" \
-		--dir "$data" --unixsocket "$sock" --pidfile "$pidf" \
+		--dir "$data" "${listen[@]}" --pidfile "$pidf" \
 		--logfile "$log" </dev/null >>"$logs/redis.stdout.log" 2>&1 &
 	STACK_REDIS_PID=$!
 	disown "$STACK_REDIS_PID"
@@ -149,7 +158,7 @@ stack_redis_start() {
 	STACK_REDIS_SOCKET=$sock
 	echo "$STACK_REDIS_PID" >"$pidf"
 	for _ in $(seq 1 100); do
-		if [ "$(redis-cli -s "$sock" PING 2>/dev/null)" = PONG ]; then
+		if [ "$(redis-cli "${ping[@]}" PING 2>/dev/null)" = PONG ]; then
 			return 0
 		fi
 		if ! stack_pid_alive "$STACK_REDIS_PID"; then
@@ -157,7 +166,7 @@ stack_redis_start() {
 		fi
 		sleep 0.1
 	done
-	stack_log "redis-server did not start (socket $sock)"
+	stack_log "redis-server did not start (${ping[*]})"
 	stack_tail "$log"
 	stack_tail "$logs/redis.stdout.log"
 	stack_stop_pid "$STACK_REDIS_PID" redis-server 2
