@@ -583,6 +583,19 @@ cfg_redis_tls_set(const char *f)
 	return f[0] != '\0' && strcmp(f, "none") != 0;
 }
 
+/* A client key needs its certificate. 0, or -1 with errstr. */
+static int
+cfg_validate_redis_tls(const struct config *cfg, char *errstr, size_t errlen)
+{
+	if (cfg_redis_tls_set(cfg->redis.tls.key_file) &&
+	    !cfg_redis_tls_set(cfg->redis.tls.cert_file)) {
+		util_err(errstr, errlen,
+		    "redis_tls_key_file: set only together with redis_tls_cert_file");
+		return -1;
+	}
+	return 0;
+}
+
 int
 config_validate(const struct config *cfg, char *errstr, size_t errlen)
 {
@@ -620,12 +633,8 @@ config_validate(const struct config *cfg, char *errstr, size_t errlen)
 		}
 	}
 
-	if (cfg_redis_tls_set(cfg->redis.tls.key_file) &&
-	    !cfg_redis_tls_set(cfg->redis.tls.cert_file)) {
-		util_err(errstr, errlen,
-		    "redis_tls_key_file: set only together with redis_tls_cert_file");
+	if (cfg_validate_redis_tls(cfg, errstr, errlen) != 0)
 		return -1;
-	}
 	/* A lock must outlive the slowest provider call it protects. */
 	lock_ms = (long long)cfg->lock_ttl_s * MS_PER_S;
 	provider_ms =
