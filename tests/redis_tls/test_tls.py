@@ -190,10 +190,15 @@ def t_expired():
 
 @test("refused: a plain-text Redis on the port, never plain text instead")
 def t_plain_server():
-    r = refused({"CHARGE_REDIS_URL": "rediss://localhost:%d" % PORT_PLAIN,
+    r = refused({"CHARGE_REDIS_URL": "rediss://u:pw@localhost:%d" % PORT_PLAIN,
                  "CHARGE_REDIS_TIMEOUT_MS": "300"}, "TLS: ", "plainsrv")
     check("speak TLS" in r.err, "the log does not say the server may not speak TLS: %r" % r.err[-400:])
     check(cli(PORT_PLAIN, "KEYS", "*", tls=False).strip() == "", "something reached the plain Redis")
+    # not a command of ours ran there: no AUTH (the password), no set-up, no script
+    stats = cli(PORT_PLAIN, "INFO", "commandstats", tls=False)
+    leaked = [c for c in ("cmdstat_auth", "cmdstat_config", "cmdstat_evalsha", "cmdstat_eval:")
+              if c in stats]
+    check(not leaked, "plain text reached the server: %r" % leaked)
 
 
 @test("refused: no client certificate where the server asks for one")
