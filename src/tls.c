@@ -205,6 +205,7 @@ tls_handshake(SSL *ssl, char *why, size_t whylen)
 enum tls_step
 tls_read(SSL *ssl, void *buf, size_t n, size_t *got, char *why, size_t whylen)
 {
+	enum tls_step st;
 	size_t k = 0;
 	int rc;
 
@@ -214,7 +215,18 @@ tls_read(SSL *ssl, void *buf, size_t n, size_t *got, char *why, size_t whylen)
 		*got = k;
 		return TLS_OK;
 	}
-	return tls_classify(ssl, rc, why, whylen);
+	st = tls_classify(ssl, rc, why, whylen);
+	/*
+	 * A KeyUpdate that asked for ours: OpenSSL would send it with our next
+	 * write; written into the BIO pair now, for the caller to send.
+	 */
+	if (st == TLS_WANT_READ &&
+	    SSL_get_key_update_type(ssl) != SSL_KEY_UPDATE_NONE &&
+	    SSL_do_handshake(ssl) != 1) {
+		ERR_clear_error();
+		return TLS_WANT_WRITE; /* the pair is full: send, read again */
+	}
+	return st;
 }
 
 enum tls_step

@@ -69,9 +69,10 @@ enum tls_step tls_handshake(SSL *ssl, char *why, size_t whylen);
 /*
  * Up to n bytes of plain text into buf: their number in *got (TLS_OK). A
  * record read may carry a key update or a renegotiation request whose
- * answer OpenSSL writes to the BIO pair: the caller moves the pair's
- * output to the socket after reading, and retries a write that wanted to
- * read.
+ * answer goes into the BIO pair (a TLS 1.3 KeyUpdate that asks for ours
+ * too: written here, not with the next write as OpenSSL would): the caller
+ * moves the pair's output to the socket after reading, and retries a write
+ * that wanted to read.
  */
 enum tls_step tls_read(SSL *ssl, void *buf, size_t n, size_t *got, char *why,
     size_t whylen);

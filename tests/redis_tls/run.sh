@@ -110,6 +110,48 @@ timeout --foreground -k 5 240 python3 "$REPO/tests/redis_tls/test_tls.py"
 rc=$?
 [ $rc -eq 124 ] || [ $rc -eq 137 ] && echo "not ok - redis_tls: timed out after 240 s"
 
+# Keys changed under the client: a TLS front before the plain node asks for
+# a TLS 1.3 key update, or starts a TLS 1.2 renegotiation and holds every
+# reply until the client completed it, after each chunk of replies
+# (tests/redis_tls/rekey_proxy.c); the client on its loop
+# (tests/redis_async/driver.c) must get every reply, pipelined in one round
+# (nothing more to write: the handshake's answer must leave by itself) and
+# over rounds.
+rekey() {
+	local mode=$1 args=$2 what=$3 port pid out stats bindir
+	stats="$RUN/rekey-$mode.stats"
+	bindir=$(dirname "$BIN")
+	port=$(stack_port_pick) || { echo "not ok - TLS $mode: no free port"; rc=1; return; }
+	rm -f "$stats"
+	"$bindir/rekey_proxy" "$port" "$TLS_PORT_PLAIN" "$RUN/tls/server.crt" "$RUN/tls/server.key" \
+		"$mode" 1 "$stats" >"$RUN/rekey-$mode.log" 2>&1 &
+	pid=$!
+	for _ in $(seq 1 50); do stack_port_in_use "$port" && break; sleep 0.1; done
+	# shellcheck disable=SC2086  # args: the driver's options
+	out=$(REDIS_TLS_CA="$RUN/tls/ca.crt" timeout 60 "$bindir/redis_async_driver" -t 2000 $args \
+		"rediss://localhost:$port" 2>"$RUN/rekey-$mode.err" | grep '^summary')
+	kill "$pid" 2>/dev/null
+	wait "$pid" 2>/dev/null
+	sleep 0.2 # the connection's process writes its line
+	local n=${args#*-n } c=${args#*-c }
+	n=${n%% *} c=${c%% *}
+	if [[ "$out" == "summary ok=$((n * c)) err=0 "* ]] &&
+		[ "$(awk -F'[= ]' '{u += $2; d += $4} END {print (u > 0 && d > 0)}' "$stats" 2>/dev/null)" = 1 ]; then
+		echo "ok - TLS $mode under the client: $what ($(paste -sd' ' "$stats"))"
+	else
+		echo "not ok - TLS $mode under the client: $what"
+		echo "#   driver: $out; proxy: $(paste -sd' ' "$stats" 2>/dev/null)"
+		tail -n 5 "$RUN/rekey-$mode.err" "$RUN/rekey-$mode.log" | sed 's/^/#   /'
+		rc=1
+	fi
+}
+if [ -z "${TLS_ONLY:-}" ] || [[ "rekey" =~ ${TLS_ONLY} ]]; then
+	rekey renegotiate "-n 200 -c 1" "200 commands in one round, every reply"
+	rekey renegotiate "-n 50 -c 20 -i 5" "20 rounds of 50, every reply"
+	rekey keyupdate "-n 200 -c 1" "200 commands in one round, every reply"
+	rekey keyupdate "-n 50 -c 20 -i 5" "20 rounds of 50, every reply"
+fi
+
 # The Sentinel failover over TLS: tests/ha/test_sentinel.py's charge and
 # replay, kill -9 of the primary under load with redis_min_replicas = 1 (no
 # acknowledged outcome lost) and the new primary, through a lighttpd stack.
