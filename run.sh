@@ -6,6 +6,8 @@
 #   ./run.sh                      private Redis on var/run/redis.sock
 #   PORT=18080 ./run.sh           another port
 #   CHARGE_REDIS_URL=redis://127.0.0.1:6379 ./run.sh    use that Redis instead
+#   STACK_REDIS_TLS=1 ./run.sh    the private Redis TLS only (a test CA in
+#                                 var/tls/; rediss://localhost:PORT)
 #   CHARGE_PROVIDER_URL= ./run.sh   the in-process provider instead of the simulator
 #   CHARGE_LOCK_TTL_S=60 ./run.sh   any CHARGE_<KEY> override
 #
@@ -162,6 +164,13 @@ say "$provider_note"
 redis_note=
 if [ -n "${CHARGE_REDIS_URL:-}" ]; then
 	redis_note="Redis:   $CHARGE_REDIS_URL (external, not started here)"
+elif [ "${STACK_REDIS_TLS:-0}" = 1 ]; then
+	stack_tls_certs "$VAR/tls" || die "could not make the test certificates in $VAR/tls"
+	STACK_REDIS_TLS_DIR="$VAR/tls" stack_redis_start "$VAR/run" "$VAR/redis" "$VAR/log" ||
+		die "could not start the private Redis (see $VAR/log/redis.log)"
+	export CHARGE_REDIS_URL="rediss://localhost:$STACK_REDIS_TLS_PORT"
+	export CHARGE_REDIS_TLS_CA_FILE="$VAR/tls/ca.crt"
+	redis_note="Redis:   private, TLS only, $CHARGE_REDIS_URL (CA $VAR/tls/ca.crt, AOF in $VAR/redis)"
 else
 	stack_redis_start "$VAR/run" "$VAR/redis" "$VAR/log" ||
 		die "could not start the private Redis (see $VAR/log/redis.log)"

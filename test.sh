@@ -298,6 +298,10 @@ suite_lua() { tests/lua/run.sh; }
 # redis-server, redis-sentinel and a cluster; the ASan build's driver.
 suite_redis_async() { with_asan redis_async tests/redis_async/run.sh; }
 
+# Redis over TLS (rediss schemes): a TLS-only node, each refusal, a TLS
+# cluster and TLS sentinels, the responder as CGI; the ASan build's.
+suite_redis_tls() { with_asan redis_tls tests/redis_tls/run.sh; }
+
 # libFuzzer smoke run over every parser (clang-14, ASan + UBSan).
 suite_fuzz() { tests/fuzz/run.sh; }
 
@@ -509,7 +513,7 @@ suite_browser() { STACK_WITH_SIM=1 tests/with-stack.sh tests/browser/run.sh; }
 # Every suite, in the order they start: the longest first, so that the
 # pool of parallel jobs stays full to the end (the times of a whole run are
 # printed last; docs/testing.md keeps a recent table).
-SUITES=(world edges provider redis_async sim tsan e2e settle webhook package provider_faults faults
+SUITES=(world edges provider redis_async redis_tls sim tsan e2e settle webhook package provider_faults faults
 	e2e_nginx e2e_apache e2e_apache_proxy e2e_cluster e2e_apache_cgi ha_cluster ha_sentinel ha_nodes
 	partitions stripe_mock reconcile provider_tls fuzz builds install fcgi_wire signals cgi lua
 	fcgi_diff unit unit_asan deploy systemd logs alerts examples browser docs structure)

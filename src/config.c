@@ -39,6 +39,19 @@ const struct cfg_row cfg_rows[] = {
 	{ "redis_replica_timeout_ms", CFG_INT, 1, REDIS_REPLICA_TIMEOUT_MS_MAX,
 	    DEF_REDIS_REPLICA_TIMEOUT_MS, NULL, FIELD(redis_replica_timeout_ms),
 	    0 },
+	/* rediss schemes: TLS to every node (struct redis_tls) */
+	{ "redis_tls_ca_file", CFG_PATH, 0, FIELD_LEN(redis.tls.ca_file), 0,
+	    DEF_REDIS_TLS_CA_FILE, FIELD(redis.tls.ca_file), CFG_F_NONE_OK },
+	{ "redis_tls_cert_file", CFG_PATH, 0, FIELD_LEN(redis.tls.cert_file), 0,
+	    DEF_REDIS_TLS_CERT_FILE, FIELD(redis.tls.cert_file),
+	    CFG_F_NONE_OK },
+	{ "redis_tls_key_file", CFG_PATH, 0, FIELD_LEN(redis.tls.key_file), 0,
+	    DEF_REDIS_TLS_KEY_FILE, FIELD(redis.tls.key_file), CFG_F_NONE_OK },
+	{ "redis_tls_server_name", CFG_STRING, 0,
+	    FIELD_LEN(redis.tls.server_name), 0, DEF_REDIS_TLS_SERVER_NAME,
+	    FIELD(redis.tls.server_name), CFG_F_TOKEN },
+	{ "redis_tls_verify", CFG_INT, 0, 1, DEF_REDIS_TLS_VERIFY, NULL,
+	    FIELD(redis.tls.verify), 0 },
 	{ "key_prefix", CFG_STRING, 0, KEY_PREFIX_MAX, 0, DEF_KEY_PREFIX,
 	    FIELD(key_prefix), CFG_F_TOKEN },
 	{ "lock_ttl_s", CFG_INT, 1, TTL_S_MAX, DEF_LOCK_TTL_S, NULL,
@@ -358,6 +371,7 @@ cfg_parse_url(const struct cfg_row *r, const char *url, struct redis_target *t,
 {
 	struct redis_target parsed;
 	char e[128];
+	int on;
 
 	e[0] = '\0';
 	if (redis_url_parse(url, &parsed, e, sizeof(e)) != 0) {
@@ -370,6 +384,10 @@ cfg_parse_url(const struct cfg_row *r, const char *url, struct redis_target *t,
 			util_err(why, whylen, "%s: %s", r->name, e);
 		return -1;
 	}
+	/* the redis_tls_* keys are kept: the scheme only says whether */
+	on = parsed.tls.on;
+	parsed.tls = t->tls;
+	parsed.tls.on = on;
 	*t = parsed;
 	return 0;
 }
@@ -603,6 +621,26 @@ cfg_validate_choices(const struct config *cfg, char *errstr, size_t errlen)
 	return 0;
 }
 
+/* A redis_tls_* file is named ("" and "none" name none). */
+static int
+cfg_redis_tls_set(const char *f)
+{
+	return f[0] != '\0' && strcmp(f, "none") != 0;
+}
+
+/* A client key needs its certificate. 0, or -1 with errstr. */
+static int
+cfg_validate_redis_tls(const struct config *cfg, char *errstr, size_t errlen)
+{
+	if (cfg_redis_tls_set(cfg->redis.tls.key_file) &&
+	    !cfg_redis_tls_set(cfg->redis.tls.cert_file)) {
+		util_err(errstr, errlen,
+		    "redis_tls_key_file: set only together with redis_tls_cert_file");
+		return -1;
+	}
+	return 0;
+}
+
 int
 config_validate(const struct config *cfg, char *errstr, size_t errlen)
 {
@@ -613,6 +651,7 @@ config_validate(const struct config *cfg, char *errstr, size_t errlen)
 	long steps[CONFIG_SCHEDULE_MAX];
 	size_t i, n;
 
+	memset(&t, 0, sizeof(t));
 	for (i = 0; i < CFG_NROWS; i++) {
 		const struct cfg_row *r = &cfg_rows[i];
 
@@ -639,6 +678,8 @@ config_validate(const struct config *cfg, char *errstr, size_t errlen)
 		}
 	}
 
+	if (cfg_validate_redis_tls(cfg, errstr, errlen) != 0)
+		return -1;
 	/* A lock must outlive the slowest provider call it protects. */
 	lock_ms = (long long)cfg->lock_ttl_s * MS_PER_S;
 	provider_ms =

@@ -36,6 +36,11 @@
 #define DEF_REDIS_TIMEOUT_MS 1000
 #define DEF_REDIS_MIN_REPLICAS 0         /* no WAIT after a record */
 #define DEF_REDIS_REPLICA_TIMEOUT_MS 100 /* WAIT's timeout */
+#define DEF_REDIS_TLS_CA_FILE ""         /* the system's trust store */
+#define DEF_REDIS_TLS_CERT_FILE ""       /* no client certificate */
+#define DEF_REDIS_TLS_KEY_FILE ""        /* the key is in the cert file */
+#define DEF_REDIS_TLS_SERVER_NAME ""     /* each node's host */
+#define DEF_REDIS_TLS_VERIFY 1
 #define DEF_KEY_PREFIX "charge:"
 #define DEF_LOCK_TTL_S 30
 #define DEF_COMPLETED_TTL_S 86400     /* 24 h */

@@ -31,6 +31,10 @@
 #   ha_primary_port            # the primary the sentinels name now
 #   ha_stop_all DIR
 #
+# HA_TLS_DIR=DIR (certificates of stack_tls_certs DIR): every node, sentinel
+# and cluster bus speaks TLS only (port 0, tls-port PORT), the URLs are
+# rediss-sentinel:// and rediss-cluster://, and ha_cli talks TLS.
+#
 # Every node keeps its state in DIR/node-PORT/: its start arguments
 # (start.args, one a line), PID file, log, AOF or cluster configuration,
 # so another shell can kill and restart a node with these functions. Ports
@@ -86,7 +90,26 @@ ha_port_pick() {
 ha_cli() {
 	local port=$1
 	shift
-	timeout 5 redis-cli -h 127.0.0.1 -p "$port" "$@" 2>/dev/null
+	# shellcheck disable=SC2046  # ha_cli_tls: words
+	timeout 5 redis-cli $(ha_cli_tls) -h 127.0.0.1 -p "$port" "$@" 2>/dev/null
+}
+
+# ha_cli_tls: redis-cli's TLS arguments under HA_TLS_DIR (none without).
+ha_cli_tls() {
+	[ -n "${HA_TLS_DIR:-}" ] || return 0
+	echo --tls --cacert "$HA_TLS_DIR/ca.crt" --cert "$HA_TLS_DIR/client.crt" \
+		--key "$HA_TLS_DIR/client.key"
+}
+
+# ha_port_args PORT: redis-server's listening arguments (TLS only under
+# HA_TLS_DIR), one a line.
+ha_port_args() {
+	if [ -n "${HA_TLS_DIR:-}" ]; then
+		printf '%s\n' --port 0 --tls-port "$1"
+		stack_redis_tls_args "$HA_TLS_DIR"
+	else
+		printf '%s\n' --port "$1"
+	fi
 }
 
 # ha_node_start DIR PORT: (re)starts the node whose arguments are in
@@ -154,13 +177,14 @@ ha_node_create() {
 # conf/redis.conf (AOF, noeviction) on 127.0.0.1:PORT. Each node starts
 # from its own copy: sentinels make their nodes rewrite it (CONFIG REWRITE).
 ha_redis_create() {
-	local dir=$1 port=$2 nd
+	local dir=$1 port=$2 nd pa=()
 	shift 2
 	nd="$dir/node-$port"
 	mkdir -p "$nd" && chmod 700 "$nd" || return 1
 	cp "$HA_ROOT/conf/redis.conf" "$nd/redis.conf" || return 1
+	mapfile -t pa < <(ha_port_args "$port")
 	ha_node_create "$dir" "$port" redis-server "$nd/redis.conf" \
-		--port "$port" --bind 127.0.0.1 --dir "$nd" \
+		"${pa[@]}" --bind 127.0.0.1 --dir "$nd" \
 		--pidfile "$nd/redis.pid" --logfile "$nd/node.log" \
 		--appendfsync everysec "$@"
 }
@@ -205,10 +229,19 @@ sentinel down-after-milliseconds $HA_MASTER $HA_DOWN_AFTER_MS
 sentinel failover-timeout $HA_MASTER $HA_FAILOVER_TIMEOUT_MS
 sentinel parallel-syncs $HA_MASTER 2
 EOF
+		[ -n "${HA_TLS_DIR:-}" ] && cat >>"$nd/sentinel.conf" <<EOF
+port 0
+tls-port $s
+tls-cert-file $HA_TLS_DIR/server.crt
+tls-key-file $HA_TLS_DIR/server.key
+tls-ca-cert-file $HA_TLS_DIR/ca.crt
+tls-auth-clients optional
+tls-replication yes
+EOF
 		ha_node_create "$dir" "$s" redis-sentinel "$nd/sentinel.conf" || return 1
 		HA_SENTINEL_PORTS+=("$s")
 	done
-	HA_URL="redis-sentinel://"
+	HA_URL="redis${HA_TLS_DIR:+s}-sentinel://"
 	for s in "${HA_SENTINEL_PORTS[@]}"; do
 		HA_URL="${HA_URL}127.0.0.1:$s,"
 	done
@@ -260,13 +293,14 @@ ha_cluster_start() {
 		HA_NODE_PORTS+=("$p")
 		addrs+=("127.0.0.1:$p")
 	done
-	if ! echo yes | timeout 60 redis-cli --cluster create "${addrs[@]}" \
+	# shellcheck disable=SC2046  # ha_cli_tls: words
+	if ! echo yes | timeout 60 redis-cli $(ha_cli_tls) --cluster create "${addrs[@]}" \
 		--cluster-replicas 0 >"$dir/cluster-create.log" 2>&1; then
 		ha_log "redis-cli --cluster create failed"
 		stack_tail "$dir/cluster-create.log"
 		return 1
 	fi
-	HA_URL="redis-cluster://$(IFS=,; echo "${addrs[*]}")"
+	HA_URL="redis${HA_TLS_DIR:+s}-cluster://$(IFS=,; echo "${addrs[*]}")"
 	printf '%s\n' "$HA_URL" >"$dir/url"
 	ha_cluster_wait_ok "$dir" 30
 }

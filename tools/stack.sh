@@ -130,10 +130,19 @@ stack_tail() {
 # stack_redis_start RUN_DIR DATA_DIR LOG_DIR: starts redis-server with
 # conf/redis.conf, socket RUN_DIR/redis.sock, PID file RUN_DIR/redis.pid,
 # AOF in DATA_DIR, log LOG_DIR/redis.log; waits (10 s) until it answers PING.
-# Sets STACK_REDIS_PID and STACK_REDIS_SOCKET.
+# Sets STACK_REDIS_PID and STACK_REDIS_SOCKET. With STACK_REDIS_TLS_DIR
+# (certificates of stack_tls_certs) it listens TLS only instead, on
+# 127.0.0.1:STACK_REDIS_TLS_PORT (a free port, set here), no unix socket.
 stack_redis_start() {
 	local run=$1 data=$2 logs=$3
 	local sock="$run/redis.sock" pidf="$run/redis.pid" log="$logs/redis.log"
+	local listen=(--unixsocket "$sock") ping=(-s "$sock")
+	if [ -n "${STACK_REDIS_TLS_DIR:-}" ]; then
+		STACK_REDIS_TLS_PORT=$(stack_port_pick) || return 1
+		mapfile -t listen < <(printf '%s\n' --port 0 --tls-port "$STACK_REDIS_TLS_PORT" \
+			--bind 127.0.0.1; stack_redis_tls_args "$STACK_REDIS_TLS_DIR")
+		ping=(--tls --cacert "$STACK_REDIS_TLS_DIR/ca.crt" -h 127.0.0.1 -p "$STACK_REDIS_TLS_PORT")
+	fi
 	mkdir -p "$run" "$data" "$logs" || return 1
 	chmod 700 "$data" || return 1
 	if [ -f "$pidf" ] && stack_pid_alive "$(cat "$pidf")" redis-server; then
@@ -141,7 +150,7 @@ stack_redis_start() {
 		return 1
 	fi
 	setsid redis-server "$STACK_ROOT/conf/redis.conf" \
-		--dir "$data" --unixsocket "$sock" --pidfile "$pidf" \
+		--dir "$data" "${listen[@]}" --pidfile "$pidf" \
 		--logfile "$log" </dev/null >>"$logs/redis.stdout.log" 2>&1 &
 	STACK_REDIS_PID=$!
 	disown "$STACK_REDIS_PID"
@@ -149,7 +158,7 @@ stack_redis_start() {
 	STACK_REDIS_SOCKET=$sock
 	echo "$STACK_REDIS_PID" >"$pidf"
 	for _ in $(seq 1 100); do
-		if [ "$(redis-cli -s "$sock" PING 2>/dev/null)" = PONG ]; then
+		if [ "$(redis-cli "${ping[@]}" PING 2>/dev/null)" = PONG ]; then
 			return 0
 		fi
 		if ! stack_pid_alive "$STACK_REDIS_PID"; then
@@ -157,7 +166,7 @@ stack_redis_start() {
 		fi
 		sleep 0.1
 	done
-	stack_log "redis-server did not start (socket $sock)"
+	stack_log "redis-server did not start (${ping[*]})"
 	stack_tail "$log"
 	stack_tail "$logs/redis.stdout.log"
 	stack_stop_pid "$STACK_REDIS_PID" redis-server 2
@@ -418,4 +427,38 @@ stack_sim_stop() {
 stack_stop_all() {
 	stack_lighttpd_stop "${1:-}"
 	stack_redis_stop "${1:-}"
+}
+
+# stack_tls_certs DIR: a test CA (DIR/ca.crt, ca.key) and what it signs:
+# DIR/server.crt+key for localhost, 127.0.0.1 and ::1, DIR/client.crt+key;
+# keys mode 0600. Made with openssl once per DIR, for the TLS-only Redis
+# of STACK_REDIS_TLS and the suites' TLS topologies (tools/ha.sh).
+stack_tls_certs() {
+	local d=$1 n
+	[ -f "$d/client.crt" ] && return 0
+	mkdir -p "$d" && chmod 700 "$d" || return 1
+	(
+		cd "$d" || exit 1
+		umask 077
+		openssl req -x509 -newkey rsa:2048 -nodes -days 30 -subj "/CN=charge test CA" \
+			-keyout ca.key -out ca.crt 2>/dev/null || exit 1
+		for n in server client; do
+			openssl req -newkey rsa:2048 -nodes -subj "/CN=$n" \
+				-keyout "$n.key" -out "$n.csr" 2>/dev/null || exit 1
+			printf 'subjectAltName=DNS:localhost,IP:127.0.0.1,IP:::1\n' >"$n.ext"
+			openssl x509 -req -in "$n.csr" -CA ca.crt -CAkey ca.key -CAcreateserial \
+				-days 30 -extfile "$n.ext" -out "$n.crt" 2>/dev/null || exit 1
+		done
+		chmod 644 ca.crt server.crt client.crt
+	)
+}
+
+# stack_redis_tls_args DIR: redis-server's arguments for TLS with the
+# certificates of stack_tls_certs DIR (clients may show a certificate of
+# the CA; replication and the cluster bus over TLS too).
+stack_redis_tls_args() {
+	local d=$1
+	printf '%s\n' --tls-cert-file "$d/server.crt" --tls-key-file "$d/server.key" \
+		--tls-ca-cert-file "$d/ca.crt" --tls-auth-clients optional \
+		--tls-replication yes --tls-cluster yes
 }

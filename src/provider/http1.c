@@ -16,11 +16,10 @@
 #include <string.h>
 #include <sys/queue.h>
 
-#include <openssl/err.h>
 #include <openssl/ssl.h>
 
 #include "http1.h"
-#include "http1_tls.h"
+#include "tls.h"
 #include "util.h"
 
 #define READ_BUF 16384 /* one read, shared by the connections of a pool */
@@ -105,7 +104,7 @@ struct h1_pool {
 	int ca_bad; /* the CA file cannot be loaded */
 	struct h1_proxy px;
 	const char *chost; /* where connections go: host, or the proxy's */
-	int cport, proxied, host_literal;
+	int cport, proxied;
 	struct sockaddr_storage
 	    addr; /* chost a literal address: no resolving */
 	int addr_literal;
@@ -445,22 +444,22 @@ on_alloc(uv_handle_t *h, size_t hint, uv_buf_t *buf)
 static void
 conn_handshake(struct h1_conn *c)
 {
-	int rc, err, w;
+	char why[TLS_WHY_MAX];
+	enum tls_step st;
+	int w;
 
-	ERR_clear_error();
-	rc = SSL_do_handshake(c->ssl);
+	st = tls_handshake(c->ssl, why, sizeof(why));
 	if ((w = conn_flush_tls(c)) != 1) {
 		conn_fail(c, w < 0 ? H1_NOMEM : H1_TLS);
 		return;
 	}
-	if (rc == 1) {
+	if (st == TLS_OK) {
 		h1c_set_state(c, CS_BUSY);
 		conn_arm(c, 0);
 		conn_send(c);
 		return;
 	}
-	err = SSL_get_error(c->ssl, rc);
-	if (err == SSL_ERROR_WANT_READ || err == SSL_ERROR_WANT_WRITE)
+	if (st == TLS_WANT_READ || st == TLS_WANT_WRITE)
 		return;
 	conn_fail(c,
 	    SSL_get_verify_result(c->ssl) != X509_V_OK ? H1_TLS_VERIFY
@@ -492,12 +491,47 @@ conn_tunnel_read(struct h1_conn *c, const char *p, size_t n)
 	conn_handshake(c);
 }
 
+/*
+ * The records in the BIO pair, read: the answer's bytes parsed. A key
+ * update or a renegotiation read here leaves its answer in the BIO pair: it
+ * goes out now, not with the next request.
+ */
+static void
+conn_read_tls(struct h1_conn *c)
+{
+	struct h1_pool *p = c->pool;
+	char why[TLS_WHY_MAX];
+	enum tls_step st;
+	size_t got;
+	int w;
+
+	for (;;) {
+		st = tls_read(c->ssl, p->plain, sizeof(p->plain), &got, why,
+		    sizeof(why));
+		if (st == TLS_OK) {
+			struct h1_req *r = c->req;
+
+			conn_parse(c, p->plain, got);
+			if (c->state != CS_BUSY || c->req != r)
+				return; /* the answer ended, or the connection */
+			continue;
+		}
+		if (st == TLS_WANT_READ || st == TLS_WANT_WRITE) {
+			if ((w = conn_flush_tls(c)) < 0)
+				conn_fail(c, H1_NOMEM);
+			else if (st == TLS_WANT_WRITE && w == 1)
+				continue; /* the pair has room again */
+			return;
+		}
+		conn_eof(c, st == TLS_CLOSED ? UV_EOF : UV_ECONNRESET);
+		return;
+	}
+}
+
 static void
 on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
 {
 	struct h1_conn *c = s->data;
-	struct h1_pool *p = c->pool;
-	int n;
 
 	if (nread == 0 || c->state == CS_CLOSING)
 		return;
@@ -521,24 +555,7 @@ on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
 		conn_handshake(c);
 		return;
 	}
-	for (;;) {
-		ERR_clear_error();
-		n = SSL_read(c->ssl, p->plain, sizeof(p->plain));
-		if (n > 0) {
-			struct h1_req *r = c->req;
-
-			conn_parse(c, p->plain, (size_t)n);
-			if (c->state != CS_BUSY || c->req != r)
-				return; /* the answer ended, or the connection */
-			continue;
-		}
-		n = SSL_get_error(c->ssl, n);
-		if (n == SSL_ERROR_WANT_READ)
-			return;
-		conn_eof(c,
-		    n == SSL_ERROR_ZERO_RETURN ? UV_EOF : UV_ECONNRESET);
-		return;
-	}
+	conn_read_tls(c);
 }
 
 /* --- sending -------------------------------------------------------------------- */
@@ -555,9 +572,13 @@ conn_send(struct h1_conn *c)
 	h1_read_start(&c->rd, r->header, r->bodyfn, r->arg);
 	c->written = 0;
 	if (c->ssl != NULL) {
-		ERR_clear_error();
-		if (SSL_write(c->ssl, r->out, (int)r->outlen) !=
-		    (int)r->outlen) {
+		char why[TLS_WHY_MAX];
+		size_t put;
+
+		/* the request fits the BIO pair: one write, whole, or none */
+		if (tls_write(c->ssl, r->out, r->outlen, &put, why,
+		        sizeof(why)) != TLS_OK ||
+		    put != r->outlen) {
 			conn_fail(c, H1_TLS);
 			return;
 		}
@@ -702,8 +723,8 @@ conn_new(struct h1_pool *p, struct h1_req *r)
 	c->creq.data = c;
 	c->gai.data = c;
 	if (p->t.tls &&
-	    (c->ssl = h1_tls_new(p->ctx, p->host, !p->host_literal, p->t.verify,
-	         TLS_BIO_BUF, &c->net)) == NULL)
+	    (c->ssl = tls_new(p->ctx, p->host, p->t.verify, TLS_BIO_BUF,
+	         &c->net)) == NULL)
 		goto nomem;
 	conn_arm(c, 1);
 	if (p->unix_path[0] != '\0') {
@@ -900,7 +921,7 @@ h1_pool_new(uv_loop_t *loop, const struct h1_target *t, char *errstr,
 	}
 	p->t.host = p->host;
 	p->t.unix_path = p->unix_path;
-	p->t.ca_file = NULL; /* read once, by h1_tls_ctx */
+	p->t.ca_file = NULL; /* read once, by tls_ctx_new */
 	p->t.proxy = NULL;   /* copied into px */
 	if (p->unix_path[0] != '\0')
 		(void)snprintf(p->hosthdr, sizeof(p->hosthdr), "localhost");
@@ -910,7 +931,7 @@ h1_pool_new(uv_loop_t *loop, const struct h1_target *t, char *errstr,
 	else
 		(void)snprintf(p->hosthdr, sizeof(p->hosthdr), "%s:%d", p->host,
 		    t->port);
-	p->host_literal = addr_of(p->host, t->port, &p->addr);
+	(void)addr_of(p->host, t->port, &p->addr);
 	p->chost = p->host;
 	p->cport = t->port;
 	if (t->proxy != NULL && p->unix_path[0] == '\0') {
@@ -925,8 +946,9 @@ h1_pool_new(uv_loop_t *loop, const struct h1_target *t, char *errstr,
 	LIST_INIT(&p->busy);
 	LIST_INIT(&p->deferred);
 	if (t->tls &&
-	    (p->ctx = h1_tls_ctx(t->verify, t->ca_file, &p->ca_bad, errstr,
-	         errlen)) == NULL) {
+	    (p->ctx = tls_ctx_new(&(struct tls_opts){ .verify = t->verify,
+	                              .ca_file = t->ca_file },
+	         &p->ca_bad, errstr, errlen)) == NULL) {
 		free(p);
 		return NULL;
 	}

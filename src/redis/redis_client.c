@@ -48,6 +48,7 @@
 #include "log.h"
 #include "redis.h"
 #include "redis_int.h"
+#include "tls.h"
 #include "util.h"
 
 int
@@ -155,6 +156,23 @@ topology_of(enum redis_mode mode)
 
 /* --- the API ----------------------------------------------------------------- */
 
+/* The TLS context of every connection of a rediss target, or NULL (logged). */
+static SSL_CTX *
+redis_tls_ctx(const struct redis_tls *o)
+{
+	char err[256];
+	SSL_CTX *ctx;
+
+	ctx = tls_ctx_new(&(struct tls_opts){ .verify = o->verify,
+	                      .ca_file = o->ca_file,
+	                      .cert_file = o->cert_file,
+	                      .key_file = o->key_file },
+	    NULL, err, sizeof(err));
+	if (ctx == NULL)
+		log_error(NULL, "Redis: %s", err);
+	return ctx;
+}
+
 static void
 on_handle_free(uv_handle_t *h)
 {
@@ -183,6 +201,8 @@ redis_client_new(uv_loop_t *loop, const struct redis_target *t, int timeout_ms,
 		(void)snprintf(c->wait_ms, sizeof(c->wait_ms), "%d",
 		    replica_timeout_ms);
 	}
+	if (t->tls.on && (c->tls = redis_tls_ctx(&t->tls)) == NULL)
+		goto fail;
 	if ((c->prep = malloc(sizeof(*c->prep))) == NULL)
 		goto fail;
 	if (uv_prepare_init(loop, c->prep) != 0) {
@@ -200,6 +220,7 @@ fail:
 	free(c->main);
 	if (c->prep != NULL)
 		uv_close((uv_handle_t *)c->prep, on_handle_free);
+	SSL_CTX_free(c->tls);
 	free(c);
 	return NULL;
 }
@@ -260,6 +281,7 @@ client_free_now(struct redis_client *c)
 	if (c->topo->free != NULL)
 		c->topo->free(c);
 	uv_close((uv_handle_t *)c->prep, on_handle_free);
+	SSL_CTX_free(c->tls);
 	if (c->free_soon != NULL)
 		uv_close((uv_handle_t *)c->free_soon, on_handle_free);
 	free(c);

@@ -24,8 +24,9 @@
 #include "redis_int.h"
 
 #define NOSCRIPT_LOG_EVERY_MS 1000
-#define EVAL_ARGS_MAX 24 /* EVALSHA sha 1 key + at most 20 arguments */
-#define RESP_NUM_MAX 20  /* digits of a length */
+#define TLS_LOG_EVERY_MS 1000 /* a loop's TLS failures: one log line at most */
+#define EVAL_ARGS_MAX 24      /* EVALSHA sha 1 key + at most 20 arguments */
+#define RESP_NUM_MAX 20       /* digits of a length */
 
 static void attempt_done(struct cmd *cmd);
 static void on_cmd_timer(uv_timer_t *t);
@@ -326,8 +327,18 @@ cmd_expire_connect(struct cmd *cmd, struct redis_node *n)
 	char err[ERRSTR_MAX];
 
 	redis_cmdq_remove(cmd);
-	(void)snprintf(err, sizeof(err), "connect %s:%d: timeout",
-	    n->is_unix ? "unix" : n->host, n->port);
+	if (n->ac != NULL && redis_uv_in_handshake(n->ac)) {
+		(void)snprintf(err, sizeof(err),
+		    "connect %s:%d: TLS: no handshake in time (does the server speak TLS on this port?)",
+		    n->host, n->port);
+		if (uv_now(n->c->loop) >= n->c->tls_log_at) {
+			log_error(NULL, "Redis %s", err);
+			n->c->tls_log_at =
+			    uv_now(n->c->loop) + TLS_LOG_EVERY_MS;
+		}
+	} else
+		(void)snprintf(err, sizeof(err), "connect %s:%d: timeout",
+		    n->is_unix ? "unix" : n->host, n->port);
 	if (cmd->out.errstr[0] == '\0')
 		(void)snprintf(cmd->out.errstr, sizeof(cmd->out.errstr), "%s",
 		    err);

@@ -26,6 +26,7 @@
 
 #include <async.h>
 #include <hiredis.h>
+#include <openssl/ssl.h>
 #include <uv.h>
 
 #include "redis_url.h"
@@ -213,9 +214,11 @@ struct redis_client {
 	int freeing;           /* redis_client_free() under way */
 	uv_timer_t *free_soon; /* redis_client_free() asked from inside one */
 	uint64_t noscript_log_at;
+	uint64_t tls_log_at;     /* the next TLS failure logged from then on */
 	const char *drop_reason; /* why a connection is being dropped */
 	LIST_HEAD(, cmd) all;    /* every live command */
 	struct redis_node *main; /* single Redis, or the primary; or NULL */
+	SSL_CTX *tls;            /* rediss schemes: every node's, else NULL */
 };
 
 /* redis_cmd.c: a command's life */
@@ -284,7 +287,15 @@ int redis_node_in_use(const struct redis_node *n);
 
 /* redis_uv.c: the libuv adapter */
 
-/* Watches ac's socket on loop. REDIS_OK or REDIS_ERR. */
-int redis_uv_attach(redisAsyncContext *ac, uv_loop_t *loop);
+/*
+ * Watches ac's socket on loop; with tls, its bytes go through TLS (name:
+ * the server name sent and, with verify, checked; a failure logged when
+ * uv_now() reached *log_at, which then moves a second on, the loop's
+ * connections sharing it). REDIS_OK or REDIS_ERR.
+ */
+int redis_uv_attach(redisAsyncContext *ac, uv_loop_t *loop, SSL_CTX *tls,
+    const char *name, int verify, uint64_t *log_at);
+/* 1 when ac's TCP connect is done and its TLS handshake is not. */
+int redis_uv_in_handshake(const redisAsyncContext *ac);
 
 #endif

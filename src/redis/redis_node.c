@@ -368,7 +368,10 @@ redis_node_connect(struct redis_node *n)
 		redisAsyncFree(ac);
 		return -1;
 	}
-	if (redis_uv_attach(ac, c->loop) != REDIS_OK) {
+	if (redis_uv_attach(ac, c->loop, n->is_unix ? NULL : c->tls,
+	        c->t.tls.server_name[0] != '\0' ? c->t.tls.server_name
+	                                        : n->host,
+	        c->t.tls.verify, &c->tls_log_at) != REDIS_OK) {
 		(void)snprintf(n->errstr, sizeof(n->errstr),
 		    "connect: cannot watch the socket");
 		redisAsyncFree(ac);

@@ -5,6 +5,10 @@
  * cluster.c). Each connection is set up with AUTH and SELECT before its
  * first command; every command is bounded by the timeout (SO_RCVTIMEO);
  * a connection that failed is dropped and opened again on the next use.
+ * Over TLS (rediss schemes) hiredis frames the commands and reads the
+ * replies, and the bytes between them and the socket go through tls.h: a
+ * blocking SSL on the socket, its reads and writes bounded by the same
+ * SO_RCVTIMEO and SO_SNDTIMEO.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -15,12 +19,21 @@
 
 #include "cluster.h"
 #include "redis_sync.h"
+#include "tls.h"
 #include "util.h"
+
+#define TLS_READ_BYTES 16384 /* plain text read at once */
+
+/* A connection: hiredis's context, and its TLS when the target has it. */
+struct link {
+	redisContext *ctx;
+	SSL *ssl; /* NULL: plain text, hiredis's own reads and writes */
+};
 
 #define REDIS_SYNC_ATTEMPTS 3 /* a batch is asked again after MOVED/ASK */
 
 struct sync_conn {
-	redisContext *ctx;
+	struct link *ctx;
 	char host[REDIS_HOST_MAX + 1];
 	int port;
 };
@@ -28,8 +41,9 @@ struct sync_conn {
 struct redis_sync {
 	struct redis_target t;
 	int timeout_ms;
-	struct sync_conn main;                     /* single, sentinel */
-	struct cluster *cl;                        /* cluster: the map */
+	SSL_CTX *tls;          /* rediss schemes, else NULL */
+	struct sync_conn main; /* single, sentinel */
+	struct cluster *cl;    /* cluster: the map */
 	struct sync_conn nodes[CLUSTER_NODES_MAX]; /* by cl->nodes[] index */
 };
 
@@ -43,24 +57,111 @@ tv_of(int ms)
 	return tv;
 }
 
+/* NULL-safe. */
+static void
+link_free(struct link *l)
+{
+	if (l == NULL)
+		return;
+	SSL_free(l->ssl);
+	redisFree(l->ctx);
+	free(l);
+}
+
 static void
 conn_drop(struct sync_conn *c)
 {
-	if (c->ctx != NULL)
-		redisFree(c->ctx);
+	link_free(c->ctx);
 	c->ctx = NULL;
 }
 
-/* A reply to one command on ctx, or NULL with errstr (an error reply too). */
+/* l failed with why: its context says so, and is done (hiredis's rule). */
+static int
+link_fail(struct link *l, const char *why)
+{
+	l->ctx->err = REDIS_ERR_IO;
+	(void)snprintf(l->ctx->errstr, sizeof(l->ctx->errstr), "%s", why);
+	return REDIS_ERR;
+}
+
+/* hiredis's output buffer through l's TLS. REDIS_OK or REDIS_ERR. */
+static int
+link_tls_flush(struct link *l)
+{
+	redisContext *c = l->ctx;
+	char why[TLS_WHY_MAX];
+	size_t put;
+	enum tls_step st;
+
+	while (sdslen(c->obuf) > 0) {
+		st = tls_write(l->ssl, c->obuf, sdslen(c->obuf), &put, why,
+		    sizeof(why));
+		if (st != TLS_OK)
+			return link_fail(l,
+			    st == TLS_FAIL || st == TLS_CLOSED
+			        ? why
+			        : "TLS: timeout writing");
+		sdsrange(c->obuf, (int)put, -1);
+	}
+	return REDIS_OK;
+}
+
+/*
+ * The next reply on l: hiredis's redisGetReply, or over TLS its reader fed
+ * from SSL_read. REDIS_OK (*reply set) or REDIS_ERR with l->ctx->errstr.
+ */
+static int
+link_get_reply(struct link *l, void **reply)
+{
+	char buf[TLS_READ_BYTES], why[TLS_WHY_MAX];
+	enum tls_step st;
+	size_t got;
+
+	*reply = NULL;
+	if (l->ssl == NULL)
+		return redisGetReply(l->ctx, reply);
+	if (l->ctx->err != 0 || link_tls_flush(l) != REDIS_OK)
+		return REDIS_ERR;
+	for (;;) {
+		if (redisGetReplyFromReader(l->ctx, reply) != REDIS_OK)
+			return REDIS_ERR;
+		if (*reply != NULL)
+			return REDIS_OK;
+		st = tls_read(l->ssl, buf, sizeof(buf), &got, why, sizeof(why));
+		if (st == TLS_CLOSED)
+			return link_fail(l, "Server closed the connection");
+		if (st != TLS_OK)
+			return link_fail(l,
+			    st == TLS_FAIL ? why : "TLS: timeout reading");
+		if (redisReaderFeed(l->ctx->reader, buf, got) != REDIS_OK)
+			return link_fail(l, "out of memory");
+	}
+}
+
+/* One command on l, its reply (NULL: l->ctx->errstr). */
 static redisReply *
-command(redisContext *ctx, int argc, const char **argv, const size_t *lens,
+link_command(struct link *l, int argc, const char **argv, const size_t *lens)
+{
+	void *rep = NULL;
+
+	if (l->ssl == NULL)
+		return redisCommandArgv(l->ctx, argc, argv, lens);
+	if (redisAppendCommandArgv(l->ctx, argc, argv, lens) != REDIS_OK ||
+	    link_get_reply(l, &rep) != REDIS_OK)
+		return NULL;
+	return rep;
+}
+
+/* A reply to one command on l, or NULL with errstr (an error reply too). */
+static redisReply *
+command(struct link *l, int argc, const char **argv, const size_t *lens,
     const char *what, char *errstr, size_t errlen)
 {
-	redisReply *rep = redisCommandArgv(ctx, argc, argv, lens);
+	redisReply *rep = link_command(l, argc, argv, lens);
 
 	if (rep == NULL) {
 		util_err(errstr, errlen, "%s: %s", what,
-		    ctx->errstr[0] != '\0' ? ctx->errstr : "no reply");
+		    l->ctx->errstr[0] != '\0' ? l->ctx->errstr : "no reply");
 		return NULL;
 	}
 	if (rep->type == REDIS_REPLY_ERROR) {
@@ -72,43 +173,81 @@ command(redisContext *ctx, int argc, const char **argv, const size_t *lens,
 }
 
 /*
- * Connects to host:port (or the unix socket path when is_unix) and sets it
- * up: AUTH, SELECT db (db < 0: none). NULL with errstr.
+ * Connects to host:port (or the unix socket path when is_unix), bounded by
+ * the timeout, and over TLS shakes hands (the certificate and the name
+ * verified). NULL with errstr.
  */
-static redisContext *
-connect_node(const struct redis_sync *r, const char *host, int port,
-    int is_unix, int db, char *errstr, size_t errlen)
+static struct link *
+link_open(const struct redis_sync *r, const char *host, int port, int is_unix,
+    char *errstr, size_t errlen)
 {
 	struct timeval tv = tv_of(r->timeout_ms);
-	const char *auth[3] = { "AUTH", r->t.user, r->t.password };
-	const char *sel[2] = { "SELECT", NULL };
-	char dbs[16];
-	redisContext *ctx;
-	redisReply *rep;
+	const struct redis_tls *o = &r->t.tls;
+	char why[TLS_WHY_MAX];
+	struct link *l;
+	enum tls_step st;
 
-	ctx = is_unix ? redisConnectUnixWithTimeout(host, tv)
-	              : redisConnectWithTimeout(host, port, tv);
-	if (ctx == NULL || ctx->err != 0) {
-		if (is_unix)
-			util_err(errstr, errlen, "Redis at %s: %s", host,
-			    ctx != NULL ? ctx->errstr : "out of memory");
-		else
-			util_err(errstr, errlen, "Redis at %s:%d: %s", host,
-			    port, ctx != NULL ? ctx->errstr : "out of memory");
+	if ((l = calloc(1, sizeof(*l))) == NULL) {
+		util_err(errstr, errlen, "out of memory");
+		return NULL;
+	}
+	l->ctx = is_unix ? redisConnectUnixWithTimeout(host, tv)
+	                 : redisConnectWithTimeout(host, port, tv);
+	if (l->ctx == NULL || l->ctx->err != 0) {
+		util_err(errstr, errlen, "Redis at %s:%d: %s", host,
+		    is_unix ? 0 : port,
+		    l->ctx != NULL ? l->ctx->errstr : "out of memory");
 		goto fail;
 	}
-	if (redisSetTimeout(ctx, tv) != REDIS_OK) {
+	if (redisSetTimeout(l->ctx, tv) != REDIS_OK) {
 		util_err(errstr, errlen, "Redis: cannot set the timeout");
 		goto fail;
 	}
+	if (r->tls == NULL || is_unix)
+		return l;
+	l->ssl = tls_new_fd(r->tls,
+	    o->server_name[0] != '\0' ? o->server_name : host, o->verify,
+	    l->ctx->fd);
+	if (l->ssl == NULL) {
+		util_err(errstr, errlen, "Redis at %s:%d: TLS: out of memory",
+		    host, port);
+		goto fail;
+	}
+	if ((st = tls_handshake(l->ssl, why, sizeof(why))) != TLS_OK) {
+		util_err(errstr, errlen, "Redis at %s:%d: %s", host, port,
+		    st == TLS_FAIL || st == TLS_CLOSED
+		        ? why
+		        : "TLS: no handshake in time (does the server speak TLS on this port?)");
+		goto fail;
+	}
+	return l;
+fail:
+	link_free(l);
+	return NULL;
+}
+
+/*
+ * Connects to host:port (or the unix socket path when is_unix) and sets it
+ * up: AUTH, SELECT db (db < 0: none). NULL with errstr.
+ */
+static struct link *
+connect_node(const struct redis_sync *r, const char *host, int port,
+    int is_unix, int db, char *errstr, size_t errlen)
+{
+	const char *auth[3] = { "AUTH", r->t.user, r->t.password };
+	const char *sel[2] = { "SELECT", NULL };
+	char dbs[16];
+	struct link *l;
+	redisReply *rep;
+
+	if ((l = link_open(r, host, port, is_unix, errstr, errlen)) == NULL)
+		return NULL;
 	if (r->t.password[0] != '\0') {
 		if (r->t.user[0] != '\0')
-			rep =
-			    command(ctx, 3, auth, NULL, "AUTH", errstr, errlen);
+			rep = command(l, 3, auth, NULL, "AUTH", errstr, errlen);
 		else {
 			auth[1] = r->t.password;
-			rep =
-			    command(ctx, 2, auth, NULL, "AUTH", errstr, errlen);
+			rep = command(l, 2, auth, NULL, "AUTH", errstr, errlen);
 		}
 		if (rep == NULL)
 			goto fail;
@@ -117,15 +256,14 @@ connect_node(const struct redis_sync *r, const char *host, int port,
 	if (db > 0) {
 		(void)snprintf(dbs, sizeof(dbs), "%d", db);
 		sel[1] = dbs;
-		if ((rep = command(ctx, 2, sel, NULL, "SELECT", errstr,
+		if ((rep = command(l, 2, sel, NULL, "SELECT", errstr,
 		         errlen)) == NULL)
 			goto fail;
 		freeReplyObject(rep);
 	}
-	return ctx;
+	return l;
 fail:
-	if (ctx != NULL)
-		redisFree(ctx);
+	link_free(l);
 	return NULL;
 }
 
@@ -141,28 +279,20 @@ sentinel_connect(struct redis_sync *r, char *errstr, size_t errlen)
 	const char *ask[3] = { "SENTINEL", "get-master-addr-by-name",
 		r->t.master_name };
 	const char *role[1] = { "ROLE" };
-	struct timeval tv = tv_of(r->timeout_ms);
 	char host[REDIS_HOST_MAX + 1];
-	redisContext *s, *p;
+	struct link *s, *p;
 	redisReply *rep;
 	long port;
 	int i;
 
 	util_err(errstr, errlen, "no sentinel answered");
 	for (i = 0; i < r->t.nhosts; i++) {
-		s = redisConnectWithTimeout(r->t.hosts[i].host,
-		    r->t.hosts[i].port, tv);
-		if (s == NULL || s->err != 0 ||
-		    redisSetTimeout(s, tv) != REDIS_OK) {
-			util_err(errstr, errlen, "sentinel %s:%d: %s",
-			    r->t.hosts[i].host, r->t.hosts[i].port,
-			    s != NULL ? s->errstr : "out of memory");
-			if (s != NULL)
-				redisFree(s);
+		s = link_open(r, r->t.hosts[i].host, r->t.hosts[i].port, 0,
+		    errstr, errlen);
+		if (s == NULL)
 			continue;
-		}
 		rep = command(s, 3, ask, NULL, "SENTINEL", errstr, errlen);
-		redisFree(s);
+		link_free(s);
 		if (rep == NULL)
 			continue;
 		if (rep->type != REDIS_REPLY_ARRAY || rep->elements != 2 ||
@@ -199,7 +329,7 @@ sentinel_connect(struct redis_sync *r, char *errstr, size_t errlen)
 		    port);
 		if (rep != NULL)
 			freeReplyObject(rep);
-		redisFree(p);
+		link_free(p);
 	}
 	return -1;
 }
@@ -211,7 +341,7 @@ static int
 cluster_load(struct redis_sync *r, char *errstr, size_t errlen)
 {
 	const char *slots[2] = { "CLUSTER", "SLOTS" };
-	redisContext *ctx;
+	struct link *ctx;
 	redisReply *rep;
 	int i, n = r->t.nhosts;
 
@@ -227,7 +357,7 @@ cluster_load(struct redis_sync *r, char *errstr, size_t errlen)
 			continue;
 		rep = command(ctx, 2, slots, NULL, "CLUSTER SLOTS", errstr,
 		    errlen);
-		redisFree(ctx);
+		link_free(ctx);
 		if (rep == NULL)
 			continue;
 		if (cluster_map_load(r->cl, rep, host, errstr, errlen) == 0) {
@@ -240,7 +370,7 @@ cluster_load(struct redis_sync *r, char *errstr, size_t errlen)
 }
 
 /* The connection to node idx of the map, opened when needed; NULL: errstr. */
-static redisContext *
+static struct link *
 node_ctx(struct redis_sync *r, int idx, char *errstr, size_t errlen)
 {
 	struct sync_conn *c = &r->nodes[idx];
@@ -274,6 +404,13 @@ redis_sync_open(const struct redis_target *t, int timeout_ms, char *errstr,
 	}
 	r->t = *t;
 	r->timeout_ms = timeout_ms;
+	if (t->tls.on &&
+	    (r->tls = tls_ctx_new(&(struct tls_opts){ .verify = t->tls.verify,
+	                              .ca_file = t->tls.ca_file,
+	                              .cert_file = t->tls.cert_file,
+	                              .key_file = t->tls.key_file },
+	         NULL, errstr, errlen)) == NULL)
+		goto fail;
 	switch (t->mode) {
 	case REDIS_MODE_SINGLE:
 		r->main.ctx = connect_node(r, t->is_unix ? t->path : t->host,
@@ -311,11 +448,12 @@ redis_sync_close(struct redis_sync *r)
 	for (i = 0; i < CLUSTER_NODES_MAX; i++)
 		conn_drop(&r->nodes[i]);
 	cluster_free(r->cl);
+	SSL_CTX_free(r->tls);
 	free(r);
 }
 
 /* The connection that serves key (cluster: by its slot). NULL: errstr. */
-static redisContext *
+static struct link *
 ctx_for_key(struct redis_sync *r, const char *key, size_t keylen, char *errstr,
     size_t errlen)
 {
@@ -361,7 +499,7 @@ drop_all(struct redis_sync *r)
 static int
 hmget_pass(struct redis_sync *r, const char *const *keys, const size_t *keylens,
     size_t n, const char *const *fields, int nfields, redisReply **out,
-    redisContext **via, char *errstr, size_t errlen)
+    struct link **via, char *errstr, size_t errlen)
 {
 	const char *argv[REDIS_SYNC_HMGET_ARGS];
 	size_t lens[REDIS_SYNC_HMGET_ARGS];
@@ -387,19 +525,20 @@ hmget_pass(struct redis_sync *r, const char *const *keys, const size_t *keylens,
 			return -1;
 		argv[1] = keys[i];
 		lens[1] = keylens[i];
-		if (redisAppendCommandArgv(via[i], 2 + nfields, argv, lens) !=
-		    REDIS_OK) {
-			util_err(errstr, errlen, "Redis: %s", via[i]->errstr);
+		if (redisAppendCommandArgv(via[i]->ctx, 2 + nfields, argv,
+		        lens) != REDIS_OK) {
+			util_err(errstr, errlen, "Redis: %s",
+			    via[i]->ctx->errstr);
 			return -1;
 		}
 	}
 	for (i = 0; i < n; i++) {
 		if (via[i] == NULL)
 			continue;
-		if (redisGetReply(via[i], &p) != REDIS_OK || p == NULL) {
+		if (link_get_reply(via[i], &p) != REDIS_OK || p == NULL) {
 			util_err(errstr, errlen, "Redis HMGET: %s",
-			    via[i]->errstr[0] != '\0' ? via[i]->errstr
-			                              : "no reply");
+			    via[i]->ctx->errstr[0] != '\0' ? via[i]->ctx->errstr
+			                                   : "no reply");
 			return -1;
 		}
 		rep = p;
@@ -430,7 +569,7 @@ redis_sync_hmget(struct redis_sync *r, const char *const *keys,
 {
 	/* a struct redis_reply is a redisReply (as redis_client.c reads it) */
 	redisReply **out = (redisReply **)(void *)outr;
-	redisContext **via = NULL;
+	struct link **via = NULL;
 	int attempt, rc = -1;
 	size_t i;
 
@@ -504,7 +643,7 @@ redis_sync_scan(struct redis_sync *r, struct redis_sync_scan *it,
 	redisReply **keys = (redisReply **)(void *)keysr;
 	const char *argv[6] = { "SCAN", it->cursor, "MATCH", pattern, "COUNT",
 		NULL };
-	redisContext *ctx;
+	struct link *ctx;
 	redisReply *rep;
 	char cnt[16];
 

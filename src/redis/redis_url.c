@@ -15,7 +15,24 @@
 #define SCHEME_UNIX "unix://"
 #define SCHEME_SENTINEL "redis-sentinel://"
 #define SCHEME_CLUSTER "redis-cluster://"
+#define SCHEME_TLS_REDIS "rediss://"
+#define SCHEME_TLS_SENTINEL "rediss-sentinel://"
+#define SCHEME_TLS_CLUSTER "rediss-cluster://"
 #define QUERY_DB "db="
+
+/* The schemes but unix://, each in plain text and over TLS. */
+static const struct {
+	const char *prefix;
+	enum redis_mode mode;
+	int tls;
+} url_schemes[] = {
+	{ SCHEME_REDIS, REDIS_MODE_SINGLE, 0 },
+	{ SCHEME_SENTINEL, REDIS_MODE_SENTINEL, 0 },
+	{ SCHEME_CLUSTER, REDIS_MODE_CLUSTER, 0 },
+	{ SCHEME_TLS_REDIS, REDIS_MODE_SINGLE, 1 },
+	{ SCHEME_TLS_SENTINEL, REDIS_MODE_SENTINEL, 1 },
+	{ SCHEME_TLS_CLUSTER, REDIS_MODE_CLUSTER, 1 },
+};
 
 static void
 copy_err(char *dst, size_t dstlen, const char *src)
@@ -216,6 +233,7 @@ redis_url_parse(const char *url, struct redis_target *t, char *errstr,
 {
 	const char *p, *slash, *end;
 	unsigned long long v;
+	size_t i;
 	int n;
 
 	memset(t, 0, sizeof(*t));
@@ -239,22 +257,21 @@ redis_url_parse(const char *url, struct redis_target *t, char *errstr,
 		}
 		return 0;
 	}
-	if (strncmp(url, SCHEME_SENTINEL, strlen(SCHEME_SENTINEL)) == 0) {
-		t->mode = REDIS_MODE_SENTINEL;
-		return parse_multi(url + strlen(SCHEME_SENTINEL), t, errstr,
-		    errlen);
-	}
-	if (strncmp(url, SCHEME_CLUSTER, strlen(SCHEME_CLUSTER)) == 0) {
-		t->mode = REDIS_MODE_CLUSTER;
-		return parse_multi(url + strlen(SCHEME_CLUSTER), t, errstr,
-		    errlen);
-	}
-	if (strncmp(url, SCHEME_REDIS, strlen(SCHEME_REDIS)) != 0) {
+	for (i = 0; i < sizeof(url_schemes) / sizeof(url_schemes[0]); i++)
+		if (strncmp(url, url_schemes[i].prefix,
+		        strlen(url_schemes[i].prefix)) == 0)
+			break;
+	if (i == sizeof(url_schemes) / sizeof(url_schemes[0])) {
 		copy_err(errstr, errlen,
-		    "redis_url must start with redis://, unix://, redis-sentinel:// or redis-cluster://");
+		    "redis_url must start with redis://, rediss://, unix://, redis-sentinel://, rediss-sentinel://, redis-cluster:// or rediss-cluster://");
 		return -1;
 	}
-	p = url + strlen(SCHEME_REDIS);
+	t->mode = url_schemes[i].mode;
+	t->tls.on = url_schemes[i].tls;
+	if (t->mode != REDIS_MODE_SINGLE)
+		return parse_multi(url + strlen(url_schemes[i].prefix), t,
+		    errstr, errlen);
+	p = url + strlen(url_schemes[i].prefix);
 	end = p + strlen(p);
 	slash = strchr(p, '/');
 	if (slash == NULL)

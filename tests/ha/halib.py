@@ -144,9 +144,18 @@ def metric(base, name):
 
 # ---------------------------------------------------------------- Redis
 
+def cli_tls():
+    """redis-cli's TLS arguments when the nodes speak TLS (HA_TLS_DIR)."""
+    d = os.environ.get("HA_TLS_DIR", "")
+    if not d:
+        return []
+    return ["--tls", "--cacert", d + "/ca.crt", "--cert", d + "/client.crt", "--key", d + "/client.key"]
+
+
 def cli(port, *args, check_rc=True, stdin=None):
     """redis-cli against 127.0.0.1:port; stdout as text (raw mode)."""
-    p = subprocess.run(["redis-cli", "--raw", "-h", "127.0.0.1", "-p", str(port)] + [str(a) for a in args],
+    p = subprocess.run(["redis-cli"] + cli_tls() + ["--raw", "-h", "127.0.0.1", "-p", str(port)]
+                       + [str(a) for a in args],
                        input=stdin, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=60)
     out = p.stdout.decode(errors="replace")
     if check_rc:

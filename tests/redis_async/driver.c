@@ -34,6 +34,31 @@
 #include "redis.h"
 #include "redis_url.h"
 
+/*
+ * A rediss URL's TLS settings, which the configuration gives the
+ * responder: from REDIS_TLS_CA, REDIS_TLS_CERT, REDIS_TLS_KEY,
+ * REDIS_TLS_NAME and REDIS_TLS_VERIFY (default 1).
+ */
+static void
+drv_tls_env(struct redis_target *t)
+{
+	const char *v;
+
+	if ((v = getenv("REDIS_TLS_CA")) != NULL)
+		(void)snprintf(t->tls.ca_file, sizeof(t->tls.ca_file), "%s", v);
+	if ((v = getenv("REDIS_TLS_CERT")) != NULL)
+		(void)snprintf(t->tls.cert_file, sizeof(t->tls.cert_file), "%s",
+		    v);
+	if ((v = getenv("REDIS_TLS_KEY")) != NULL)
+		(void)snprintf(t->tls.key_file, sizeof(t->tls.key_file), "%s",
+		    v);
+	if ((v = getenv("REDIS_TLS_NAME")) != NULL)
+		(void)snprintf(t->tls.server_name, sizeof(t->tls.server_name),
+		    "%s", v);
+	v = getenv("REDIS_TLS_VERIFY");
+	t->tls.verify = v == NULL || strcmp(v, "0") != 0;
+}
+
 static const char script_src[] =
     "-- redis_async driver\nreturn redis.call('INCR', KEYS[1])\n";
 
@@ -252,6 +277,8 @@ main(int argc, char **argv)
 		fprintf(stderr, "driver: %s\n", err);
 		return 2;
 	}
+	if (t.tls.on)
+		drv_tls_env(&t);
 	if (check) {
 		rc = redis_startup_check(&t, timeout_ms, err, sizeof(err));
 		printf("startup_check %d %s\n", rc, rc != 0 ? err : "");

@@ -421,6 +421,62 @@ test_redis_url(void **state)
 	assert_contains(err, "line 1: redis_url");
 }
 
+/*
+ * The redis_tls_* keys land in the parsed target whichever comes first,
+ * they or redis_url; paths resolve against the configuration's directory.
+ */
+static void
+test_redis_tls(void **state)
+{
+	struct config c;
+	char err[256];
+
+	(void)state;
+	assert_int_equal(parse(&c,
+	                     "redis_tls_ca_file = tls/ca.crt\n"
+	                     "redis_url = rediss://u:pw@redis.internal:6380\n"
+	                     "redis_tls_server_name = redis.example\n",
+	                     err, sizeof(err)),
+	    0);
+	assert_int_equal(c.redis.tls.on, 1);
+	assert_int_equal(c.redis.tls.verify, 1); /* the default */
+	assert_string_equal(c.redis.tls.ca_file, BASE "/tls/ca.crt");
+	assert_string_equal(c.redis.tls.server_name, "redis.example");
+	assert_string_equal(c.redis.tls.cert_file, "");
+	assert_int_equal(config_validate(&c, err, sizeof(err)), 0);
+	assert_int_equal(parse(&c,
+	                     "redis_url = rediss-cluster://h:1,h:2\n"
+	                     "redis_tls_cert_file = /etc/c.crt\n"
+	                     "redis_tls_key_file = /etc/c.key\n"
+	                     "redis_tls_verify = 0\n",
+	                     err, sizeof(err)),
+	    0);
+	assert_int_equal(c.redis.tls.on, 1);
+	assert_int_equal(c.redis.tls.verify, 0);
+	assert_string_equal(c.redis.tls.key_file, "/etc/c.key");
+	assert_int_equal(config_validate(&c, err, sizeof(err)), 0);
+	/* a plain URL after them turns TLS off, the keys stay */
+	assert_int_equal(parse(&c,
+	                     "redis_tls_verify = 0\nredis_url = redis://h:1\n",
+	                     err, sizeof(err)),
+	    0);
+	assert_int_equal(c.redis.tls.on, 0);
+	assert_int_equal(c.redis.tls.verify, 0);
+	/* edges: verify is 0 or 1; a key needs its certificate */
+	assert_int_equal(parse(&c, "redis_tls_verify = 2\n", err, sizeof(err)),
+	    -1);
+	assert_contains(err, "redis_tls_verify");
+	assert_int_equal(parse(&c, "redis_tls_server_name = a b\n", err,
+	                     sizeof(err)),
+	    -1);
+	assert_contains(err, "redis_tls_server_name");
+	assert_int_equal(parse(&c, "redis_tls_key_file = /etc/c.key\n", err,
+	                     sizeof(err)),
+	    0);
+	assert_int_equal(config_validate(&c, err, sizeof(err)), -1);
+	assert_contains(err, "redis_tls_key_file");
+}
+
 static void
 test_log_level(void **state)
 {
@@ -1101,6 +1157,7 @@ main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_defaults),
 		cmocka_unit_test(test_record_margin),
+		cmocka_unit_test(test_redis_tls),
 		cmocka_unit_test(test_int_bounds),
 		cmocka_unit_test(test_int_syntax),
 		cmocka_unit_test(test_file_error_format),

@@ -1,7 +1,8 @@
 /*
  * test_redis_url.c - redis_url_parse(): redis://[user:password@]host:port[/db]
  * and unix:// paths (absolute, or relative to the configuration directory);
- * redis-sentinel:// and redis-cluster:// host lists at every edge.
+ * redis-sentinel:// and redis-cluster:// host lists at every edge; their
+ * TLS forms rediss://, rediss-sentinel:// and rediss-cluster://.
  */
 #include <stdarg.h>
 #include <stddef.h>
@@ -145,7 +146,7 @@ test_errors(void **state)
 	assert_true(strlen(err) > 0);
 	/* other schemes */
 	parse_fails("http://127.0.0.1:6380");
-	parse_fails("rediss://127.0.0.1:6380");
+	parse_fails("rediss:/127.0.0.1:6380"); /* rediss://: test_tls_schemes */
 	parse_fails("REDIS://127.0.0.1:6380");
 	parse_fails("127.0.0.1:6380");
 	parse_fails("redis:/127.0.0.1:6380");
@@ -487,6 +488,102 @@ test_cluster(void **state)
 	parse_fails("rediscluster://h:1");
 }
 
+/* rediss schemes: the forms of their plain counterparts, TLS on. */
+static void
+test_tls_schemes(void **state)
+{
+	struct redis_target t;
+
+	(void)state;
+	parse_ok("rediss://redis.example:6380", &t);
+	assert_int_equal(t.mode, REDIS_MODE_SINGLE);
+	assert_int_equal(t.tls.on, 1);
+	assert_int_equal(t.is_unix, 0);
+	assert_string_equal(t.host, "redis.example");
+	assert_int_equal(t.port, 6380);
+	/* the parser leaves the redis_tls_* settings to the configuration */
+	assert_int_equal(t.tls.verify, 0);
+	assert_string_equal(t.tls.ca_file, "");
+	assert_string_equal(t.tls.server_name, "");
+	parse_ok("rediss://u:p%w@10.0.0.1:65535/15", &t);
+	assert_int_equal(t.tls.on, 1);
+	assert_string_equal(t.user, "u");
+	assert_string_equal(t.password, "p%w");
+	assert_int_equal(t.port, 65535);
+	assert_int_equal(t.db, 15);
+	parse_ok("rediss://:pw@h:1", &t);
+	assert_string_equal(t.user, "");
+	assert_string_equal(t.password, "pw");
+	parse_ok("rediss://pw@h:1", &t);
+	assert_string_equal(t.password, "pw");
+	parse_ok("redis://h:1", &t);
+	assert_int_equal(t.tls.on, 0);
+	parse_ok("unix:///tmp/r.sock", &t);
+	assert_int_equal(t.tls.on, 0);
+
+	parse_ok("rediss-sentinel://u:pw@s1:26379,s2:26380/mymaster?db=2", &t);
+	assert_int_equal(t.mode, REDIS_MODE_SENTINEL);
+	assert_int_equal(t.tls.on, 1);
+	assert_int_equal(t.nhosts, 2);
+	assert_string_equal(t.hosts[1].host, "s2");
+	assert_int_equal(t.hosts[1].port, 26380);
+	assert_string_equal(t.master_name, "mymaster");
+	assert_int_equal(t.db, 2);
+	assert_string_equal(t.user, "u");
+	parse_ok("redis-sentinel://s1:26379/m", &t);
+	assert_int_equal(t.tls.on, 0);
+
+	parse_ok("rediss-cluster://:pw@a:7000,b:7001,c:7002", &t);
+	assert_int_equal(t.mode, REDIS_MODE_CLUSTER);
+	assert_int_equal(t.tls.on, 1);
+	assert_int_equal(t.nhosts, 3);
+	assert_string_equal(t.hosts[2].host, "c");
+	assert_string_equal(t.password, "pw");
+	parse_ok("redis-cluster://a:7000", &t);
+	assert_int_equal(t.tls.on, 0);
+}
+
+/* rediss schemes refuse what their plain counterparts refuse. */
+static void
+test_tls_errors(void **state)
+{
+	char url[512];
+	int i;
+
+	(void)state;
+	parse_fails("rediss://");
+	parse_fails("rediss://h");
+	parse_fails("rediss://h:0");
+	parse_fails("rediss://h:65536");
+	parse_fails("rediss://h:1/x");
+	parse_fails("rediss://h:1/65536");
+	parse_fails("rediss:///tmp/r.sock"); /* TLS is for TCP only */
+	parse_fails("rediss-unix:///tmp/r.sock");
+	parse_fails("redisss://h:1");
+	parse_fails("REDISS://h:1");
+	parse_fails("rediss-sentinel://s:1");
+	parse_fails("rediss-sentinel://s:1/");
+	parse_fails("rediss-sentinel://s:1/m?db=x");
+	parse_fails("rediss-sentinel://s:1,,s:2/m");
+	parse_fails("rediss-cluster://h:1/0");
+	parse_fails("rediss-cluster://h:1,");
+	parse_fails("rediss-cluster://");
+	/* REDIS_URL_HOSTS_MAX hosts, and one more */
+	(void)snprintf(url, sizeof(url), "rediss-cluster://h:1");
+	for (i = 1; i < REDIS_URL_HOSTS_MAX; i++)
+		(void)snprintf(url + strlen(url), sizeof(url) - strlen(url),
+		    ",h:%d", i + 1);
+	{
+		struct redis_target t;
+
+		parse_ok(url, &t);
+		assert_int_equal(t.nhosts, REDIS_URL_HOSTS_MAX);
+		assert_int_equal(t.tls.on, 1);
+	}
+	(void)snprintf(url + strlen(url), sizeof(url) - strlen(url), ",h:99");
+	parse_fails(url);
+}
+
 int
 main(void)
 {
@@ -506,6 +603,8 @@ main(void)
 		cmocka_unit_test(test_host_count),
 		cmocka_unit_test(test_sentinel_too_long),
 		cmocka_unit_test(test_cluster),
+		cmocka_unit_test(test_tls_schemes),
+		cmocka_unit_test(test_tls_errors),
 	};
 
 	return cmocka_run_group_tests_name("redis_url", tests, NULL, NULL);
