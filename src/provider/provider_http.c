@@ -34,8 +34,8 @@
 #define KEY_HDR "Idempotency-Key: "
 #define RID_HDR "X-Request-Id: "
 #define TRACE_HDR "traceparent: "
-#define PROVIDER_RID_MAX 96  /* bytes of the provider's Request-Id logged */
-#define PROBE_PAGES_MAX 1000 /* pages of one probe: 100 000 charges */
+#define PROVIDER_RID_MAX 96    /* bytes of the provider's Request-Id logged */
+#define PROBE_PAGES_MAX 1000   /* pages of one probe: 100 000 charges */
 #define BODY_MAX (1024 * 1024) /* bytes of a provider's answer */
 #define ATTEMPT_MIN_MS 50      /* an attempt with less time left: none */
 
