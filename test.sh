@@ -217,6 +217,18 @@ suite_unit_asan() {
 	done
 }
 
+# checker CMD...: runs a checker that prints TAP; one that ends non-zero
+# without a "not ok" line (it crashed) counts as a failure of its own
+checker() {
+	local out rc
+	out=$("$@" 2>&1)
+	rc=$?
+	printf '%s\n' "$out"
+	if [ $rc -ne 0 ] && ! grep -q '^not ok' <<<"$out"; then
+		echo "not ok - $* exited with status $rc"
+	fi
+}
+
 # The shape of the code: includes and calls (the undefined symbols of
 # build/'s objects) follow the module map of src/LAYERS (library headers
 # kept to their folder by its `only` lines); every state machine is one
@@ -225,14 +237,14 @@ suite_unit_asan() {
 # of src/ or sim/ over 1 000 (tools/check-sizes.py); the checkers fail on
 # planted faults (tests/structure/run.sh).
 suite_structure() {
-	python3 tools/check-map.py --stats src build
-	python3 tools/check-states.py src
+	checker python3 tools/check-map.py --stats src build
+	checker python3 tools/check-states.py src
 	# no function of src/ over 90 lines, no file of src/ or sim/ over 1 000
-	python3 tools/check-sizes.py
+	checker python3 tools/check-sizes.py
 	tests/structure/run.sh | grep -vE '^1\.\.'
 	# one message, one literal (git grep finds where a text is written)
-	python3 tools/check-literals.py src
-	python3 tools/check-literals.py sim    # charge-provider-sim
+	checker python3 tools/check-literals.py src
+	checker python3 tools/check-literals.py sim    # charge-provider-sim
 	# libcurl is charge-reconcile's only (provider_sync.c): the responder's
 	# provider client is http1.c, and libcurl's libraries would be mapped
 	# into every responder process whether used or not
