@@ -27,6 +27,7 @@
 #include "digest.h"
 #include "log.h"
 #include "loop.h"
+#include "notify.h"
 #include "spill.h"
 
 #define ACCEPTS_PER_EVENT 1 /* then the other loops get their turn */
@@ -289,6 +290,7 @@ on_stop(uv_async_t *a)
 	if (l->stopping)
 		return;
 	l->stopping = 1;
+	l->w.draining = 1;
 	(void)uv_poll_stop(&l->listen_poll);
 	(void)uv_timer_stop(&l->retry_timer);
 	conn_stop_idle(&l->host);
@@ -460,7 +462,11 @@ loop_serve(const struct config *cfg, const struct auth_table *auth,
 		log_info(NULL,
 		    "serving FastCGI with %d event loop(s), at most %d request(s) in flight",
 		    n, cfg->max_inflight);
+		if (notify_send("READY=1\nSTATUS=serving") < 0)
+			log_warn(NULL, "NOTIFY_SOCKET: %s", strerror(errno));
 		rc = wait_for_stop(ls, n);
+		if (notify_send("STOPPING=1\nSTATUS=finishing requests") < 0)
+			log_warn(NULL, "NOTIFY_SOCKET: %s", strerror(errno));
 	}
 	for (i = 0; i < started; i++)
 		if (uv_async_send(&ls[i].stop_async) != 0)

@@ -1,6 +1,7 @@
 /*
  * main.c - arguments, start-up, and the mode: FastCGI on the listening
- * socket inherited as fd 0 (lighttpd bin-path, mod_fcgid, spawn-fcgi), on a
+ * socket inherited as fd 0 (lighttpd bin-path, mod_fcgid, spawn-fcgi) or
+ * passed by a service manager (LISTEN_FDS: systemd's charge.socket), on a
  * socket of our own (--listen, for nginx and Apache mod_proxy_fcgi; opened
  * by listen.c), both served by the event loops of loop.c; or plain CGI when
  * fd 0 is no socket: one request on one loop (cgi.c), then exit.
@@ -68,7 +69,8 @@ usage(FILE *f)
 	    "FastCGI responder for POST /charge, an idempotent payment endpoint.\n"
 	    "\n"
 	    "Modes:\n"
-	    "  (no option)     serve the FastCGI socket on fd 0 (lighttpd, mod_fcgid,\n"
+	    "  (no option)     serve the socket a service manager passed (LISTEN_FDS),\n"
+	    "                  else the FastCGI socket on fd 0 (lighttpd, mod_fcgid,\n"
 	    "                  spawn-fcgi), or one CGI request when fd 0 is no socket\n"
 	    "  --listen ADDR   open and serve ADDR (HOST:PORT or a unix socket path)\n"
 	    "  --check-config  print the effective configuration and exit\n"
@@ -163,7 +165,16 @@ main(int argc, char **argv)
 	/* a gone peer gives EPIPE, not a signal */
 	if (signal(SIGPIPE, SIG_IGN) == SIG_ERR)
 		goto done;
-	if (listen_addr == NULL && !listen_fd_is_listener(STDIN_FILENO)) {
+	/* a socket the service manager holds across our restarts */
+	if (listen_addr == NULL &&
+	    (listen_fd = listen_inherited(err, sizeof(err))) == -2) {
+		log_error(NULL, "socket activation: %s", err);
+		goto done;
+	}
+	if (listen_fd == -1)
+		listen_fd = STDIN_FILENO;
+	if (listen_addr == NULL && listen_fd == STDIN_FILENO &&
+	    !listen_fd_is_listener(STDIN_FILENO)) {
 		rc = cgi_serve(&cfg, &auth, environ);
 		goto done;
 	}
@@ -177,7 +188,9 @@ main(int argc, char **argv)
 			goto done;
 		}
 		log_info(NULL, "listening on %s", listen_addr);
-	}
+	} else if (listen_fd != STDIN_FILENO)
+		log_info(NULL, "serving the socket passed as descriptor %d",
+		    listen_fd);
 	if (startup_check_redis() != 0)
 		goto done;
 	rc =

@@ -23,6 +23,7 @@ struct worker {
 	struct provider *provider;   /* the simulation, or HTTP(S) */
 	struct completer *completer; /* one loop per process: NULL elsewhere */
 	int id;
+	int draining; /* the process stops: /readyz answers 503 (loop's own) */
 };
 
 /*
