@@ -72,7 +72,8 @@ usage(FILE *f)
 	    "  (no option)     serve the socket a service manager passed (LISTEN_FDS),\n"
 	    "                  else the FastCGI socket on fd 0 (lighttpd, mod_fcgid,\n"
 	    "                  spawn-fcgi), or one CGI request when fd 0 is no socket\n"
-	    "  --listen ADDR   open and serve ADDR (HOST:PORT or a unix socket path)\n"
+	    "  --listen ADDR   open and serve ADDR (HOST:PORT or a unix socket path),\n"
+	    "                  unless a service manager passed a socket (LISTEN_FDS)\n"
 	    "  --check-config  print the effective configuration and exit\n"
 	    "  --help          this text\n"
 	    "  --version       the version\n"
@@ -165,13 +166,18 @@ main(int argc, char **argv)
 	/* a gone peer gives EPIPE, not a signal */
 	if (signal(SIGPIPE, SIG_IGN) == SIG_ERR)
 		goto done;
-	/* a socket the service manager holds across our restarts */
-	if (listen_addr == NULL &&
-	    (listen_fd = listen_inherited(err, sizeof(err))) == -2) {
+	/*
+	 * A socket the service manager holds across our restarts (systemd's
+	 * charge.socket) takes the place of --listen's: the unit's ExecStart
+	 * runs with or without its socket unit.
+	 */
+	if ((listen_fd = listen_inherited(err, sizeof(err))) == -2) {
 		log_error(NULL, "socket activation: %s", err);
 		goto done;
 	}
-	if (listen_fd == -1)
+	if (listen_fd >= 0)
+		listen_addr = NULL;
+	else
 		listen_fd = STDIN_FILENO;
 	if (listen_addr == NULL && listen_fd == STDIN_FILENO &&
 	    !listen_fd_is_listener(STDIN_FILENO)) {

@@ -89,6 +89,7 @@ t "holds /etc/charge/charge.conf, mode 0640" has '-rw-r-----' root/root etc/char
 t "/etc/charge/charge.conf and /etc/charge/api-keys are conffiles" \
 	diff <(sort "$TMP/conffiles") <(printf '%s\n' /etc/charge/api-keys /etc/charge/charge.conf)
 t "holds the systemd unit" has '-rw-r--r--' root/root lib/systemd/system/charge.service
+t "holds its socket unit" has '-rw-r--r--' root/root lib/systemd/system/charge.socket
 t "holds the demo provider's unit" has '-rw-r--r--' root/root lib/systemd/system/charge-provider-sim.service
 t "holds /usr/share/charge/www (demo page, API reference, problem pages)" \
 	grep -qE ' \./usr/share/charge/www/(api\.html|index\.html|problems/not-found)$' "$TMP/contents"
@@ -191,6 +192,8 @@ t "/etc/charge/charge.conf is root:charge 0640 (it holds provider_secret)" \
 t "/var/lib/charge belongs to charge" test "$(stat -c %U /var/lib/charge 2>/dev/null)" = charge
 t "the unit is enabled (multi-user.target.wants)" \
 	test -L /etc/systemd/system/multi-user.target.wants/charge.service
+t "postinst enabled the socket unit" \
+	test -L /etc/systemd/system/sockets.target.wants/charge.socket
 t "the demo provider's unit is enabled (multi-user.target.wants)" \
 	test -L /etc/systemd/system/multi-user.target.wants/charge-provider-sim.service
 suid=$(getent passwd charge-provider-sim | cut -d: -f3)

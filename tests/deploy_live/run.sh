@@ -73,9 +73,12 @@ lighttpd_start() {
 		[ -S "$d/charge.sock" ] && grep -q '^ready' "$d/holder/events" 2>/dev/null && break
 		sleep 0.1
 	done
-	sed -e '/"bin-path"/d' -e '/"max-procs"/d' -e '/"bin-copy-environment"/,/^    ),*$/d' \
-		"$STACK_ROOT/conf/lighttpd.conf" >"$d/lighttpd.conf" || return 1
-	grep -q 'bin-path\|bin-copy' "$d/lighttpd.conf" && { echo "# lighttpd.conf: bin-path left"; return 1; }
+	awk '/^[[:space:]]*"bin-copy-environment"/ { skip = 1 }
+		skip && /^[[:space:]]*\),?[[:space:]]*$/ { skip = 0; next }
+		skip || /^[[:space:]]*"(bin-path|max-procs)"/ { next }
+		{ print }' "$STACK_ROOT/conf/lighttpd.conf" >"$d/lighttpd.conf" || return 1
+	grep -v '^[[:space:]]*#' "$d/lighttpd.conf" | grep -q 'bin-path\|bin-copy' &&
+		{ echo "# lighttpd.conf: bin-path left"; return 1; }
 	STACK_HTTP_PORT=$port STACK_WWW_DIR="$STACK_ROOT/www" STACK_RUN_DIR=$d STACK_LOG_DIR=$d \
 		STACK_MAX_REQUEST_KIB=1024 STACK_PROVIDER_PORT=9 STACK_CHARGE_BIN=$BIN STACK_MAX_PROCS=1 \
 		setsid lighttpd -D -f "$d/lighttpd.conf" </dev/null >>"$d/lighttpd.stderr.log" 2>&1 &
