@@ -530,7 +530,7 @@ config_defaults(struct config *cfg, const char *base_dir)
 static int
 cfg_validate_webhook(const struct config *cfg, char *errstr, size_t errlen)
 {
-	static const char *const taken[] = { "/charge", "/healthz",
+	static const char *const taken[] = { "/charge", "/healthz", "/readyz",
 		"/metrics" };
 	const char *p = cfg->provider_webhook_path;
 	size_t i;

@@ -15,6 +15,8 @@
 #   - 0 lost outcomes: one ledger line per answered key, none for others;
 #   - every acknowledged charge replayed byte for byte afterwards;
 #   - every old responder exited 0.
+# And (part readyz) /healthz and /readyz on a kept connection to a
+# responder before and while it drains (tests/deploy_live/readyz.py).
 # Bounded: about 60 s. Prints TAP.
 #   CHARGE_BIN=/path/charge tests/deploy_live/run.sh [nginx apache-proxy lighttpd]
 #   HOLDER_FD0=1 CHARGE_BIN=/path/to/main/charge tests/deploy_live/run.sh
@@ -28,7 +30,7 @@ BIN=$(readlink -f "${CHARGE_BIN:-$REPO/build/charge}")
 LOAD_S=${RESTART_LOAD_S:-8}
 CLIENTS=${RESTART_CLIENTS:-8}
 RESTARTS=3
-PARTS=(nginx apache-proxy lighttpd)
+PARTS=(nginx apache-proxy lighttpd readyz)
 [ $# -gt 0 ] && PARTS=("$@")
 
 # shellcheck source=tools/stack.sh
@@ -190,6 +192,24 @@ part() {
 	esac
 }
 
+# readyz: charge --listen on a socket of its own, then readyz.py.
+readyz() {
+	local sock="$RUN/readyz.sock" pid i
+	"$BIN" --listen "$sock" 2>>"$RUN/readyz.log" &
+	pid=$!
+	for i in $(seq 1 100); do
+		[ -S "$sock" ] && break
+		sleep 0.05
+	done
+	timeout -k 2 20 python3 "$REPO/tests/deploy_live/readyz.py" "$sock" "$pid" ||
+		echo "not ok - readyz.py exited with status $?"
+	for i in $(seq 1 100); do
+		stack_pid_alive "$pid" || break
+		sleep 0.05
+	done
+	stack_stop_pid "$pid" charge 3
+}
+
 main() {
 	local p t0
 	[ -x "$BIN" ] || bail "responder binary $BIN not found (build it, or set CHARGE_BIN)"
@@ -216,7 +236,8 @@ main() {
 		t0=$SECONDS
 		case $p in
 		nginx|apache-proxy|lighttpd) part "$p" ;;
-		*) echo "not ok - unknown part $p (want: nginx apache-proxy lighttpd)" ;;
+		readyz) readyz ;;
+		*) echo "not ok - unknown part $p (want: ${PARTS[*]})" ;;
 		esac
 		echo "# $p: $((SECONDS - t0)) s"
 	done
