@@ -369,6 +369,11 @@ suite_edges() { with_asan edges tests/edges/run.sh; }
 # reaped after keepalive_idle_timeout_ms (plain build: RSS as deployed).
 suite_kept_conns() { tests/kept_conns/run.sh; }
 
+# Restarts under load behind nginx, Apache mod_proxy_fcgi and lighttpd, a
+# socket holder standing in for systemd's socket activation: 0 failed
+# requests, 0 lost outcomes, replays byte for byte; /readyz while draining.
+suite_restart() { tests/deploy_live/run.sh; }
+
 # ThreadSanitizer: the threaded listener (nginx, 4 worker threads) through
 # the whole e2e suite, and the signal tests.
 suite_tsan() {
@@ -421,7 +426,7 @@ suite_bench_smoke() { bench/run --smoke; }
 suite_examples() { tests/with-stack.sh tests/examples/run.sh; }
 suite_browser() { STACK_WITH_SIM=1 tests/with-stack.sh tests/browser/run.sh; }
 
-SUITES=(structure builds docs unit unit_asan lua redis_async fuzz fcgi_diff fcgi_wire sim cgi signals edges kept_conns e2e e2e_apache
+SUITES=(structure builds docs unit unit_asan lua redis_async fuzz fcgi_diff fcgi_wire sim cgi signals edges kept_conns restart e2e e2e_apache
 	e2e_apache_cgi e2e_nginx e2e_apache_proxy concurrency e2e_cluster ha_sentinel ha_cluster ha_nodes partitions faults provider
 	webhook provider_faults stripe_mock provider_tls settle reconcile
 	tsan deploy install systemd package examples browser

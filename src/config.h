@@ -107,6 +107,7 @@ enum cfg_type {
 #define CFG_F_SECRET 0x1  /* masked by config_print */
 #define CFG_F_NONE_OK 0x2 /* path: "" and "none" are kept as they are */
 #define CFG_F_TOKEN 0x4   /* string: no whitespace */
+#define CFG_F_LIVE 0x8    /* a reload (SIGHUP) may change it */
 
 struct cfg_row {
 	const char *name;
@@ -123,6 +124,14 @@ struct cfg_row {
 extern const struct cfg_row cfg_rows[];
 extern const size_t cfg_nrows;
 #define CFG_NROWS cfg_nrows
+
+/*
+ * The first key that old and new set differently and a reload may not
+ * change (no CFG_F_LIVE: the listening address, Redis, provider_secret,
+ * threads...), or NULL when every difference may change live.
+ */
+const char *config_fixed_change(const struct config *old,
+    const struct config *new);
 
 /* The row named name[0..n), or NULL. */
 const struct cfg_row *cfg_row_find(const char *name, size_t n);

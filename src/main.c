@@ -35,6 +35,84 @@ extern char **environ;
 static struct config cfg;
 static struct auth_table auth;
 
+/*
+ * What each accepted reload (SIGHUP) read: the configuration and API keys
+ * then in force. Kept until the process exits, newest first: the requests
+ * in flight, the completer and the provider go on reading the ones they
+ * started with.
+ */
+struct generation {
+	struct config cfg;
+	struct auth_table auth;
+	struct loop_conf conf;
+	struct generation *prev;
+};
+static struct generation *reloaded;
+
+/*
+ * loop_reload_fn: charge.conf (and the CHARGE_* environment) and
+ * api_keys_file again, all or nothing. A file that does not load, or a
+ * key that cannot change live, is refused with one log line; the
+ * configuration in force stays.
+ */
+static const struct loop_conf *
+reload_config(void *arg)
+{
+	const struct config *now = reloaded != NULL ? &reloaded->cfg : &cfg;
+	struct generation *g;
+	const char *key;
+	char err[512];
+
+	(void)arg;
+	if ((g = calloc(1, sizeof(*g))) == NULL) {
+		log_error(NULL,
+		    "reload refused: out of memory; the configuration in force stays");
+		return NULL;
+	}
+	if (config_load(&g->cfg, config_default_path(environ), environ, err,
+	        sizeof(err)) != 0) {
+		log_error(NULL,
+		    "reload refused: configuration: %s; the configuration in force stays",
+		    err);
+		goto refused;
+	}
+	if ((key = config_fixed_change(now, &g->cfg)) != NULL) {
+		log_error(NULL,
+		    "reload refused: %s cannot change while running (restart to change it); the configuration in force stays",
+		    key);
+		goto refused;
+	}
+	if (auth_load(&g->auth, g->cfg.api_keys_file, err, sizeof(err)) != 0) {
+		log_error(NULL,
+		    "reload refused: api_keys_file: %s; the configuration in force stays",
+		    err);
+		goto refused;
+	}
+	log_set_level(g->cfg.log_level);
+	g->conf.cfg = &g->cfg;
+	g->conf.auth = &g->auth;
+	g->prev = reloaded;
+	reloaded = g;
+	log_info(NULL, "reload: configuration re-read, %zu API key(s)",
+	    g->auth.n);
+	return &g->conf;
+refused:
+	free(g);
+	return NULL;
+}
+
+static void
+reloaded_free(void)
+{
+	struct generation *g;
+
+	while ((g = reloaded) != NULL) {
+		reloaded = g->prev;
+		auth_free(&g->auth);
+		free(g);
+	}
+}
+
 /* --- start-up ---------------------------------------------------------- */
 
 /*
@@ -79,8 +157,9 @@ usage(FILE *f)
 	    "  --version       the version\n"
 	    "\n"
 	    "Configuration: $CHARGE_CONF (default %s),\n"
-	    "each key overridable by CHARGE_<KEY>. SIGTERM, SIGINT, SIGUSR1 or SIGHUP\n"
-	    "finish the requests in flight (at most drain_timeout_ms), then exit.\nSee charge(8).\n",
+	    "each key overridable by CHARGE_<KEY>. SIGTERM, SIGINT or SIGUSR1 finish\n"
+	    "the requests in flight (at most drain_timeout_ms), then exit; SIGHUP\n"
+	    "re-reads the configuration and the API keys. See charge(8).\n",
 	    config_default_path(environ));
 }
 
@@ -103,6 +182,7 @@ int
 main(int argc, char **argv)
 {
 	const char *listen_addr = NULL;
+	struct loop_conf conf;
 	char err[512], pool[16];
 	int check_only = 0, i, listen_fd = 0, rc = 1;
 
@@ -199,10 +279,13 @@ main(int argc, char **argv)
 		    listen_fd);
 	if (startup_check_redis() != 0)
 		goto done;
-	rc =
-	    loop_serve(&cfg, &auth, listen_fd, getenv("FCGI_WEB_SERVER_ADDRS"));
+	conf.cfg = &cfg;
+	conf.auth = &auth;
+	rc = loop_serve(&conf, listen_fd, getenv("FCGI_WEB_SERVER_ADDRS"),
+	    reload_config, NULL);
 done:
 	digest_thread_done();
+	reloaded_free();
 	auth_free(&auth);
 	return rc;
 }

@@ -16,7 +16,9 @@
 #   - every acknowledged charge replayed byte for byte afterwards;
 #   - every old responder exited 0.
 # And (part readyz) /healthz and /readyz on a kept connection to a
-# responder before and while it drains (tests/deploy_live/readyz.py).
+# responder before and while it drains (tests/deploy_live/readyz.py); (part
+# reload) API keys rotated by SIGHUP under load, a bad file and a key that
+# cannot change live refused (tests/deploy_live/reload.py).
 # Bounded: about 60 s. Prints TAP.
 #   CHARGE_BIN=/path/charge tests/deploy_live/run.sh [nginx apache-proxy lighttpd]
 #   HOLDER_FD0=1 CHARGE_BIN=/path/to/main/charge tests/deploy_live/run.sh
@@ -30,7 +32,7 @@ BIN=$(readlink -f "${CHARGE_BIN:-$REPO/build/charge}")
 LOAD_S=${RESTART_LOAD_S:-8}
 CLIENTS=${RESTART_CLIENTS:-8}
 RESTARTS=3
-PARTS=(nginx apache-proxy lighttpd readyz)
+PARTS=(nginx apache-proxy lighttpd readyz reload)
 [ $# -gt 0 ] && PARTS=("$@")
 
 # shellcheck source=tools/stack.sh
@@ -210,6 +212,30 @@ readyz() {
 	stack_stop_pid "$pid" charge 3
 }
 
+# reload: the holder and one responder reading RUN/reload/charge.conf
+# (api_keys_file, log_level, provider_secret set there, not in the
+# environment), then reload.py.
+reload() {
+	local d="$RUN/reload" pid i
+	mkdir -p "$d" || return
+	printf 'api_keys_file = %s\nlog_level = warn\nprovider_secret = reload-one\n' "$d/api-keys" \
+		>"$d/charge.conf"
+	stack_api_keys_write "$d/api-keys" demo sk_test_rotate_old
+	(unset CHARGE_API_KEYS_FILE CHARGE_LOG_LEVEL CHARGE_PROVIDER_SECRET
+		export CHARGE_CONF="$d/charge.conf" CHARGE_PROVIDER_LEDGER="$d/ledger.log"
+		exec python3 "$RUN/holder.py" --unix "$d/charge.sock" --state "$d/holder" -- "$BIN" \
+			</dev/null >>"$d/responder.log" 2>&1) &
+	pid=$!
+	for i in $(seq 1 100); do
+		grep -q '^ready' "$d/holder/events" 2>/dev/null && break
+		sleep 0.05
+	done
+	timeout -k 2 30 python3 "$REPO/tests/deploy_live/reload.py" "$d/charge.sock" "$pid" \
+		"$d/charge.conf" "$d/api-keys" "$d/holder/events" "$d/responder.log" ||
+		echo "not ok - reload.py exited with status $?"
+	stack_stop_pid "$pid" python3 10
+}
+
 main() {
 	local p t0
 	[ -x "$BIN" ] || bail "responder binary $BIN not found (build it, or set CHARGE_BIN)"
@@ -237,6 +263,7 @@ main() {
 		case $p in
 		nginx|apache-proxy|lighttpd) part "$p" ;;
 		readyz) readyz ;;
+		reload) reload ;;
 		*) echo "not ok - unknown part $p (want: ${PARTS[*]})" ;;
 		esac
 		echo "# $p: $((SECONDS - t0)) s"
