@@ -178,11 +178,38 @@ block_stop_signals(void)
 	    : 0;
 }
 
+/*
+ * FastCGI on the socket passed (listen_fd) or, with listen_addr, on one of
+ * our own, until a stop signal: the exit status.
+ */
+static int
+serve_fastcgi(const char *listen_addr, int listen_fd)
+{
+	struct loop_conf conf = { &cfg, &auth };
+
+	if (block_stop_signals() != 0)
+		return 1;
+	log_nonblocking();
+	if (listen_addr != NULL) {
+		if ((listen_fd = listen_open(listen_addr)) < 0) {
+			log_error(NULL, "cannot listen on %s: %s", listen_addr,
+			    strerror(errno));
+			return 1;
+		}
+		log_info(NULL, "listening on %s", listen_addr);
+	} else if (listen_fd != STDIN_FILENO)
+		log_info(NULL, "serving the socket passed as descriptor %d",
+		    listen_fd);
+	if (startup_check_redis() != 0)
+		return 1;
+	return loop_serve(&conf, listen_fd, getenv("FCGI_WEB_SERVER_ADDRS"),
+	    reload_config, NULL);
+}
+
 int
 main(int argc, char **argv)
 {
 	const char *listen_addr = NULL;
-	struct loop_conf conf;
 	char err[512], pool[16];
 	int check_only = 0, i, listen_fd = 0, rc = 1;
 
@@ -246,11 +273,7 @@ main(int argc, char **argv)
 	/* a gone peer gives EPIPE, not a signal */
 	if (signal(SIGPIPE, SIG_IGN) == SIG_ERR)
 		goto done;
-	/*
-	 * A socket the service manager holds across our restarts (systemd's
-	 * charge.socket) takes the place of --listen's: the unit's ExecStart
-	 * runs with or without its socket unit.
-	 */
+	/* a socket the service manager holds (charge.socket) beats --listen */
 	if ((listen_fd = listen_inherited(err, sizeof(err))) == -2) {
 		log_error(NULL, "socket activation: %s", err);
 		goto done;
@@ -264,25 +287,7 @@ main(int argc, char **argv)
 		rc = cgi_serve(&cfg, &auth, environ);
 		goto done;
 	}
-	if (block_stop_signals() != 0)
-		goto done;
-	log_nonblocking();
-	if (listen_addr != NULL) {
-		if ((listen_fd = listen_open(listen_addr)) < 0) {
-			log_error(NULL, "cannot listen on %s: %s", listen_addr,
-			    strerror(errno));
-			goto done;
-		}
-		log_info(NULL, "listening on %s", listen_addr);
-	} else if (listen_fd != STDIN_FILENO)
-		log_info(NULL, "serving the socket passed as descriptor %d",
-		    listen_fd);
-	if (startup_check_redis() != 0)
-		goto done;
-	conf.cfg = &cfg;
-	conf.auth = &auth;
-	rc = loop_serve(&conf, listen_fd, getenv("FCGI_WEB_SERVER_ADDRS"),
-	    reload_config, NULL);
+	rc = serve_fastcgi(listen_addr, listen_fd);
 done:
 	digest_thread_done();
 	reloaded_free();
