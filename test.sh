@@ -384,6 +384,8 @@ suite_tsan() {
 	export TSAN_OPTIONS="log_path=$dir/tsan"
 	CHARGE_BIN="$ROOT/build-tsan/charge" tests/signals/run.sh || rc=1
 	E2E_SERVER=nginx CHARGE_BIN="$ROOT/build-tsan/charge" tests/e2e/run.sh || rc=1
+	# a reload (SIGHUP) under load: the configuration handed to the loops
+	CHARGE_BIN="$ROOT/build-tsan/charge" tests/deploy_live/run.sh reload readyz || rc=1
 	unset TSAN_OPTIONS
 	asan_check "$dir" "tsan (threads)"
 	return $rc
