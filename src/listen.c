@@ -123,7 +123,19 @@ env_number(const char *name, long min, long max)
 	return n;
 }
 
-/* The index of "charge" in the colon-separated names, or 0. */
+/* 1 when the name at p (ended by ':' or NUL) is want. */
+static int
+listen_name_is(const char *p, const char *want)
+{
+	size_t n = strlen(want);
+
+	return strncmp(p, want, n) == 0 && (p[n] == ':' || p[n] == '\0');
+}
+
+/*
+ * The index of "charge" (FileDescriptorName=) or "charge.socket" (systemd's
+ * default, the unit's name) in the colon-separated names, or 0.
+ */
 static int
 listen_pick_named(const char *names, int n)
 {
@@ -131,8 +143,8 @@ listen_pick_named(const char *names, int n)
 	int i;
 
 	for (i = 0; p != NULL && i < n; i++) {
-		if (strncmp(p, "charge", 6) == 0 &&
-		    (p[6] == ':' || p[6] == '\0'))
+		if (listen_name_is(p, "charge") ||
+		    listen_name_is(p, "charge.socket"))
 			return i;
 		p = strchr(p, ':');
 		if (p != NULL)

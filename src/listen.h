@@ -26,7 +26,8 @@ int listen_open(const char *addr);
 /*
  * The socket a service manager passed with the socket-activation protocol:
  * LISTEN_PID is this process and LISTEN_FDS counts descriptors from fd 3;
- * with several, the one LISTEN_FDNAMES names "charge" (else the first).
+ * with several, the one LISTEN_FDNAMES names "charge" or "charge.socket"
+ * (else the first).
  * The variables are removed (a child would not inherit them) and the
  * descriptor made close-on-exec. The descriptor; -1 when none was passed;
  * -2 when the variables are wrong or the descriptor is no listening socket
