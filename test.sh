@@ -460,6 +460,11 @@ suite_edges() { with_asan edges tests/edges/run.sh; }
 # reaped after keepalive_idle_timeout_ms (plain build: RSS as deployed).
 suite_kept_conns() { tests/kept_conns/run.sh; }
 
+# Restarts under load behind nginx, Apache mod_proxy_fcgi and lighttpd, a
+# socket holder standing in for systemd's socket activation: 0 failed
+# requests, 0 lost outcomes, replays byte for byte; /readyz while draining.
+suite_restart() { tests/deploy_live/run.sh; }
+
 # ThreadSanitizer: the threaded listener (nginx, 4 worker threads) through
 # the whole e2e suite, and the signal tests.
 suite_tsan() {
@@ -470,6 +475,8 @@ suite_tsan() {
 	export TSAN_OPTIONS="log_path=$dir/tsan"
 	CHARGE_BIN="$ROOT/build-tsan/charge" tests/signals/run.sh || rc=1
 	E2E_SERVER=nginx CHARGE_BIN="$ROOT/build-tsan/charge" tests/e2e/run.sh || rc=1
+	# a reload (SIGHUP) under load: the configuration handed to the loops
+	CHARGE_BIN="$ROOT/build-tsan/charge" tests/deploy_live/run.sh reload readyz || rc=1
 	unset TSAN_OPTIONS
 	asan_check "$dir" "tsan (threads)"
 	return $rc
@@ -525,7 +532,7 @@ suite_browser() { STACK_WITH_SIM=1 tests/with-stack.sh tests/browser/run.sh; }
 # Every suite, in the order they start: the longest first, so that the
 # pool of parallel jobs stays full to the end (the times of a whole run are
 # printed last; docs/testing.md keeps a recent table).
-SUITES=(world edges provider redis_async redis_tls sim tsan e2e settle webhook package provider_faults faults
+SUITES=(world edges restart provider redis_async redis_tls sim tsan e2e settle webhook package provider_faults faults
 	e2e_nginx e2e_apache e2e_apache_proxy e2e_cluster e2e_apache_cgi ha_cluster ha_sentinel ha_nodes
 	partitions stripe_mock reconcile provider_tls fuzz builds install fcgi_wire signals cgi lua
 	fcgi_diff unit unit_asan deploy systemd logs alerts examples browser docs structure)

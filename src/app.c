@@ -1,11 +1,14 @@
 /*
- * app.c - the routes: /charge, /charge/keys/<key>, /healthz, /metrics, by
- * exact path or (the keys) by exact prefix; and the provider's webhook
- * path (provider_webhook_path) when a secret is configured.
+ * app.c - the routes: /charge, /charge/keys/<key>, /healthz (liveness),
+ * /readyz (readiness), /metrics, by exact path or (the keys) by exact
+ * prefix; and the provider's webhook path (provider_webhook_path) when a
+ * secret is configured.
  */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include <cJSON.h>
 
 #include "app.h"
 #include "charge.h"
@@ -25,75 +28,116 @@ method_is_get(const char *m)
 }
 
 /* A readiness check waiting for its PING. */
-struct health {
+struct ready {
 	struct exchange *x;
 	int spill_ok;
 	const char *spill;
 };
 
+/* 503 problem+json naming what failed, the checks as extension members. */
 static void
-health_answer(struct health *hc, int redis_ok, const char *redis_err)
+ready_refuse(struct exchange *x, int redis_ok, const char *spill, int draining)
 {
-	struct exchange *x = hc->x;
-	char body[160];
-	int n;
+	const char *detail;
+	cJSON *ext = cJSON_CreateObject();
+
+	/* the first check that failed; the members say which did */
+	if (draining)
+		detail = "Not ready: the process is draining (stopping).";
+	else if (!redis_ok)
+		detail = "Not ready: Redis is unreachable.";
+	else if (strcmp(spill, "not writable") == 0)
+		detail = "Not ready: spill_dir is not writable.";
+	else
+		detail = "Not ready: spill_dir is low on space.";
+	if (ext != NULL &&
+	    (cJSON_AddStringToObject(ext, "redis",
+	         redis_ok ? "ok" : "unreachable") == NULL ||
+	        cJSON_AddStringToObject(ext, "spill_dir", spill) == NULL ||
+	        cJSON_AddBoolToObject(ext, "draining", draining) == NULL)) {
+		cJSON_Delete(ext);
+		ext = NULL;
+	}
+	response_problem(&x->resp, PROB_UNAVAILABLE, detail, ext);
+	(void)response_header(&x->resp, "Retry-After", "%d",
+	    RETRY_AFTER_UNAVAILABLE_S);
+}
+
+static void
+ready_answer(struct ready *rc, int redis_ok, const char *redis_err)
+{
+	struct exchange *x = rc->x;
+	static const char ok[] =
+	    "{\"status\":\"ok\",\"redis\":\"ok\",\"spill_dir\":\"ok\",\"draining\":false}";
+	int draining = x->w->draining;
 
 	if (!redis_ok)
-		log_warn(x->req.request_id, "healthz: redis: %s", redis_err);
-	if (!hc->spill_ok)
-		log_warn(x->req.request_id, "healthz: spill_dir %s: %s",
-		    x->w->cfg->spill_dir, hc->spill);
-	n = snprintf(body, sizeof(body),
-	    "{\"status\":\"%s\",\"redis\":\"%s\",\"spill_dir\":\"%s\"}",
-	    redis_ok && hc->spill_ok ? "ok" : "unavailable",
-	    redis_ok ? "ok" : "unreachable", hc->spill);
-	(void)response_copy_body(&x->resp, redis_ok && hc->spill_ok ? 200 : 503,
-	    "application/json", body, (size_t)n);
-	x->resp.outcome = OUTCOME_OK;
-	free(hc);
+		log_warn(x->req.request_id, "readyz: redis: %s", redis_err);
+	if (!rc->spill_ok)
+		log_warn(x->req.request_id, "readyz: spill_dir %s: %s",
+		    x->w->cfg->spill_dir, rc->spill);
+	if (redis_ok && rc->spill_ok && !draining) {
+		(void)response_copy_body(&x->resp, 200, "application/json", ok,
+		    sizeof(ok) - 1);
+		x->resp.outcome = OUTCOME_OK;
+	} else
+		ready_refuse(x, redis_ok, rc->spill, draining);
+	free(rc);
 	exchange_finish(x);
 }
 
 static void
-on_health_pong(const struct redis_result *res, void *arg)
+on_ready_pong(const struct redis_result *res, void *arg)
 {
-	health_answer(arg, res->reply != NULL, res->errstr);
+	ready_answer(arg, res->reply != NULL, res->errstr);
 }
 
 /*
  * Readiness: a PING on this loop's Redis client (bounded by
- * redis_timeout_ms) and the spill directory writable with room for a few
- * spilled bodies (two system calls: bounded, on the loop). 503 names the
- * check that failed.
+ * redis_timeout_ms), the spill directory writable with room for a few
+ * spilled bodies (two system calls: bounded, on the loop), and the process
+ * not draining. 503 names the checks that failed.
  */
 static void
-health_route(struct exchange *x)
+ready_route(struct exchange *x)
 {
 	const struct config *cfg = x->w->cfg;
 	long long need =
 	    HEALTH_SPILL_ROOM * (long long)cfg->spill_threshold_bytes;
 	long long avail;
-	struct health *hc;
+	struct ready *rc;
 
-	if ((hc = calloc(1, sizeof(*hc))) == NULL) {
+	if ((rc = calloc(1, sizeof(*rc))) == NULL) {
 		response_problem(&x->resp, PROB_INTERNAL, NULL, NULL);
 		exchange_finish(x);
 		return;
 	}
-	hc->x = x;
-	hc->spill_ok = spill_dir_writable(cfg->spill_dir);
-	hc->spill = "ok";
+	rc->x = x;
+	rc->spill_ok = spill_dir_writable(cfg->spill_dir);
+	rc->spill = "ok";
 	if (need < HEALTH_SPILL_ROOM_MIN_BYTES)
 		need = HEALTH_SPILL_ROOM_MIN_BYTES;
-	if (!hc->spill_ok)
-		hc->spill = "not writable";
+	if (!rc->spill_ok)
+		rc->spill = "not writable";
 	else if ((avail = spill_dir_avail(cfg->spill_dir)) >= 0 &&
 	    avail < need) {
-		hc->spill = "low on space";
-		hc->spill_ok = 0;
+		rc->spill = "low on space";
+		rc->spill_ok = 0;
 	}
-	if (redis_ping(x->w->redis, on_health_pong, hc) != 0)
-		health_answer(hc, 0, "out of memory");
+	if (redis_ping(x->w->redis, on_ready_pong, rc) != 0)
+		ready_answer(rc, 0, "out of memory");
+}
+
+/* Liveness: the process serves requests (nothing else is checked). */
+static void
+live_route(struct exchange *x)
+{
+	static const char ok[] = "{\"status\":\"ok\"}";
+
+	(void)response_copy_body(&x->resp, 200, "application/json", ok,
+	    sizeof(ok) - 1);
+	x->resp.outcome = OUTCOME_OK;
+	exchange_finish(x);
 }
 
 static void
@@ -170,7 +214,8 @@ static const struct route {
 } routes[] = {
 	{ "/charge", 0, NULL, charge_route },
 	{ INTROSPECT_PREFIX, 1, "GET, HEAD", keys_route },
-	{ "/healthz", 0, "GET, HEAD", health_route },
+	{ "/healthz", 0, "GET, HEAD", live_route },
+	{ "/readyz", 0, "GET, HEAD", ready_route },
 	{ "/metrics", 0, "GET, HEAD", metrics_route },
 };
 
@@ -203,7 +248,7 @@ app_handle(struct exchange *x)
 		return;
 	}
 	response_problem(&x->resp, PROB_NOT_FOUND,
-	    "No such resource. The API serves POST /charge, GET /charge/keys/<idempotency-key>, GET /healthz and GET /metrics.",
+	    "No such resource. The API serves POST /charge, GET /charge/keys/<idempotency-key>, GET /healthz, GET /readyz and GET /metrics.",
 	    NULL);
 	exchange_finish(x);
 }

@@ -1,5 +1,5 @@
 /*
- * app.h - routing: /charge, /charge/keys/<key>, /healthz, /metrics, the
+ * app.h - routing: /charge, /charge/keys/<key>, /healthz, /readyz, /metrics, the
  * provider's webhook path.
  */
 #ifndef CHARGE_APP_H

@@ -106,14 +106,11 @@ auth_parse_named(struct auth_table *t, const char *name, const char *text,
 			util_err(why, sizeof(why), "NUL byte");
 		else if (auth_parse_line(line, ll, &entries[n], why,
 		             sizeof(why)) == 0) {
+			/*
+			 * A principal may have several keys (the old and the
+			 * new one while a key is rotated); a key names one.
+			 */
 			for (j = 0; j < n; j++) {
-				if (strcmp(entries[j].principal,
-				        entries[n].principal) == 0) {
-					util_err(why, sizeof(why),
-					    "duplicate principal '%s'",
-					    entries[n].principal);
-					break;
-				}
 				if (memcmp(entries[j].hash, entries[n].hash,
 				        AUTH_HASH_LEN) == 0) {
 					util_err(why, sizeof(why),

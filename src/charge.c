@@ -91,7 +91,8 @@ static const unsigned charge_allowed[CS_NSTATES] = {
 struct charge_ctx {
 	struct exchange *x; /* NULL once finished */
 	struct worker *w;
-	enum charge_state state; /* only charge_set_state changes it */
+	const struct config *cfg; /* the one in force at the start (reloads) */
+	enum charge_state state;  /* only charge_set_state changes it */
 	const char *principal;
 	char key[IDEM_KEY_MAX + 1];
 	size_t keylen;
@@ -167,7 +168,7 @@ charge_finish(struct charge_ctx *cx)
 static long long
 claim_left_s(const struct charge_ctx *cx)
 {
-	long long left_ms = 1000LL * cx->w->cfg->lock_ttl_s -
+	long long left_ms = 1000LL * cx->cfg->lock_ttl_s -
 	    (now_mono_us() - cx->claim_us) / 1000;
 
 	return left_ms <= 1000 ? 1 : (left_ms + 999) / 1000;
@@ -194,7 +195,7 @@ charge_check(struct charge_ctx *cx)
 {
 	const struct request *req = &cx->x->req;
 	struct response *resp = &cx->x->resp;
-	const struct config *cfg = cx->w->cfg;
+	const struct config *cfg = cx->cfg;
 	struct validation v;
 
 	if (strcmp(req->method, "POST") != 0) {
@@ -284,7 +285,7 @@ spill_read_work(uv_work_t *req)
 	struct idem_record *rec = &cx->replay;
 
 	cx->io_rc =
-	    spill_read(cx->w->cfg->spill_dir, rec->body_file, rec->body_len,
+	    spill_read(cx->cfg->spill_dir, rec->body_file, rec->body_len,
 	        rec->body_sha256, &cx->io_body, cx->io_err, sizeof(cx->io_err));
 }
 
@@ -368,8 +369,7 @@ claim_failed(struct charge_ctx *cx, const struct idem_result *res)
 {
 	redis_error_note(cx, res->errstr);
 	if (res->outcome_unknown &&
-	    now_mono_us() - cx->claim_us <
-	        500LL * cx->w->cfg->redis_timeout_ms &&
+	    now_mono_us() - cx->claim_us < 500LL * cx->cfg->redis_timeout_ms &&
 	    idem_release(cx->w->redis, cx->rkey, cx->owner,
 	        on_release_after_error, cx) == 0) {
 		charge_set_state(cx, CS_RELEASE);
@@ -392,7 +392,7 @@ claim_failed(struct charge_ctx *cx, const struct idem_result *res)
 static long long
 charge_deadline_us(const struct charge_ctx *cx)
 {
-	const struct config *cfg = cx->w->cfg;
+	const struct config *cfg = cx->cfg;
 	long long lock_ms = 1000LL * cfg->lock_ttl_s, end_us;
 
 	end_us =
@@ -409,7 +409,7 @@ spill_write_work(uv_work_t *req)
 	struct charge_ctx *cx = req->data;
 	struct idem_record *out = &cx->out;
 
-	cx->io_rc = spill_write(cx->w->cfg->spill_dir, out->body, out->body_len,
+	cx->io_rc = spill_write(cx->cfg->spill_dir, out->body, out->body_len,
 	    out->body_file, out->body_sha256, cx->io_err, sizeof(cx->io_err));
 }
 
@@ -461,7 +461,7 @@ static void
 on_provider_done(const struct provider_result *pr, void *arg)
 {
 	struct charge_ctx *cx = arg;
-	const struct config *cfg = cx->w->cfg;
+	const struct config *cfg = cx->cfg;
 	const char *rid = cx->x->req.request_id;
 	char index[KEY_PREFIX_MAX + 16];
 	long long due_ms;
@@ -549,7 +549,7 @@ provider_start(struct charge_ctx *cx)
 
 	memset(&call, 0, sizeof(call));
 	if (cx->resumed) {
-		wait_ms = completer_settle_step(cx->w->cfg, &cx->taken,
+		wait_ms = completer_settle_step(cx->cfg, &cx->taken,
 		    now_wall_ms(), &call);
 		/* waited once already: the probe goes now, found or not */
 		if (wait_ms > 0 && cx->state != CS_QUIET) {
@@ -587,7 +587,7 @@ static void
 on_record_reply(struct idem_result *res, void *arg)
 {
 	struct charge_ctx *cx = arg;
-	const struct config *cfg = cx->w->cfg;
+	const struct config *cfg = cx->cfg;
 	const char *rid = cx->x->req.request_id;
 	struct idem_record *out = &cx->out;
 	enum idem_status st = res->st;
@@ -658,7 +658,7 @@ on_record_reply(struct idem_result *res, void *arg)
 static void
 record_send(struct charge_ctx *cx)
 {
-	const struct config *cfg = cx->w->cfg;
+	const struct config *cfg = cx->cfg;
 	struct idem_result res;
 	int unknown = cx->prob == PROB_OUTCOME_UNKNOWN;
 
@@ -732,7 +732,7 @@ on_claim_reply(struct idem_result *res, void *arg)
 				cx->pause_ms *= 2;
 			return;
 		}
-		answer_in_progress(&cx->x->resp, cx->w->cfg,
+		answer_in_progress(&cx->x->resp, cx->cfg,
 		    res->cf.claim_created_ms);
 		break;
 	case IDEM_MISMATCH:
@@ -746,7 +746,7 @@ on_claim_reply(struct idem_result *res, void *arg)
 static void
 claim_send(struct charge_ctx *cx)
 {
-	const struct config *cfg = cx->w->cfg;
+	const struct config *cfg = cx->cfg;
 	struct idem_result res;
 
 	charge_set_state(cx, CS_CLAIM);
@@ -777,6 +777,7 @@ charge_handle(struct exchange *x)
 	}
 	cx->x = x;
 	cx->w = x->w;
+	cx->cfg = x->w->cfg;
 	cx->state = CS_CHECK;
 	cx->execute = 1;
 	cx->pause_ms = WAIT_POLL_FIRST_MS;

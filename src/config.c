@@ -61,9 +61,9 @@ const struct cfg_row cfg_rows[] = {
 	{ "failed_ttl_s", CFG_INT, 1, TTL_S_MAX, DEF_FAILED_TTL_S, NULL,
 	    FIELD(failed_ttl_s), 0 },
 	{ "max_request_bytes", CFG_LONG, 1, MAX_REQUEST_BYTES_MAX,
-	    DEF_MAX_REQUEST_BYTES, NULL, FIELD(max_request_bytes), 0 },
+	    DEF_MAX_REQUEST_BYTES, NULL, FIELD(max_request_bytes), CFG_F_LIVE },
 	{ "max_wait_s", CFG_INT, 0, MAX_WAIT_S_MAX, DEF_MAX_WAIT_S, NULL,
-	    FIELD(max_wait_s), 0 },
+	    FIELD(max_wait_s), CFG_F_LIVE },
 	{ "spill_dir", CFG_PATH, 1, FIELD_LEN(spill_dir), 0, DEF_SPILL_DIR,
 	    FIELD(spill_dir), 0 },
 	/* Above max_request_bytes it simply never spills. */
@@ -76,7 +76,7 @@ const struct cfg_row cfg_rows[] = {
 	{ "provider_timeout_ms", CFG_INT, 0, PROVIDER_MS_MAX,
 	    DEF_PROVIDER_TIMEOUT_MS, NULL, FIELD(provider_timeout_ms), 0 },
 	{ "api_keys_file", CFG_PATH, 1, FIELD_LEN(api_keys_file), 0,
-	    DEF_API_KEYS_FILE, FIELD(api_keys_file), 0 },
+	    DEF_API_KEYS_FILE, FIELD(api_keys_file), CFG_F_LIVE },
 	{ "provider_ledger", CFG_PATH, 1, FIELD_LEN(provider_ledger), 0,
 	    DEF_PROVIDER_LEDGER, FIELD(provider_ledger), 0 },
 	{ "provider_secret", CFG_STRING, 1, FIELD_LEN(provider_secret), 0,
@@ -89,10 +89,10 @@ const struct cfg_row cfg_rows[] = {
 	    DEF_PROVIDER_URL, FIELD(provider_url), CFG_F_TOKEN },
 	{ "provider_api_key", CFG_STRING, 1, FIELD_LEN(provider_api_key), 0,
 	    DEF_PROVIDER_API_KEY, FIELD(provider_api_key),
-	    CFG_F_SECRET | CFG_F_TOKEN },
+	    CFG_F_SECRET | CFG_F_TOKEN | CFG_F_LIVE },
 	{ "provider_api_key_file", CFG_PATH, 0,
 	    FIELD_LEN(provider_api_key_file), 0, "",
-	    FIELD(provider_api_key_file), CFG_F_NONE_OK | CFG_F_SECRET_FILE },
+	    FIELD(provider_api_key_file), CFG_F_NONE_OK | CFG_F_SECRET_FILE | CFG_F_LIVE },
 	{ "provider_connect_timeout_ms", CFG_INT, 1, PROVIDER_MS_MAX,
 	    DEF_PROVIDER_CONNECT_TIMEOUT_MS, NULL,
 	    FIELD(provider_connect_timeout_ms), 0 },
@@ -122,7 +122,7 @@ const struct cfg_row cfg_rows[] = {
 	{ "metrics_file", CFG_PATH, 0, FIELD_LEN(metrics_file), 0,
 	    DEF_METRICS_FILE, FIELD(metrics_file), CFG_F_NONE_OK },
 	{ "log_level", CFG_LOG_LEVEL, LL_ERROR, LL_DEBUG, 0, DEF_LOG_LEVEL,
-	    FIELD(log_level), 0 },
+	    FIELD(log_level), CFG_F_LIVE },
 	{ "log_format", CFG_STRING, 1, FIELD_LEN(log_format), 0, DEF_LOG_FORMAT,
 	    FIELD(log_format), CFG_F_TOKEN },
 	/* 0: one event loop per core */
@@ -131,46 +131,67 @@ const struct cfg_row cfg_rows[] = {
 	{ "io_threads", CFG_INT, 1, IO_THREADS_MAX, DEF_IO_THREADS, NULL,
 	    FIELD(io_threads), 0 },
 	{ "max_inflight", CFG_INT, 1, MAX_INFLIGHT_MAX, DEF_MAX_INFLIGHT, NULL,
-	    FIELD(max_inflight), 0 },
+	    FIELD(max_inflight), CFG_F_LIVE },
 	{ "drain_timeout_ms", CFG_INT, 0, DRAIN_TIMEOUT_MS_MAX,
-	    DEF_DRAIN_TIMEOUT_MS, NULL, FIELD(drain_timeout_ms), 0 },
+	    DEF_DRAIN_TIMEOUT_MS, NULL, FIELD(drain_timeout_ms), CFG_F_LIVE },
 	{ "request_timeout_ms", CFG_INT, 1, REQUEST_TIMEOUT_MS_MAX,
-	    DEF_REQUEST_TIMEOUT_MS, NULL, FIELD(request_timeout_ms), 0 },
+	    DEF_REQUEST_TIMEOUT_MS, NULL, FIELD(request_timeout_ms),
+	    CFG_F_LIVE },
 	{ "keepalive_idle_timeout_ms", CFG_INT, 1,
 	    KEEPALIVE_IDLE_TIMEOUT_MS_MAX, DEF_KEEPALIVE_IDLE_TIMEOUT_MS, NULL,
-	    FIELD(keepalive_idle_timeout_ms), 0 },
+	    FIELD(keepalive_idle_timeout_ms), CFG_F_LIVE },
 	{ "conn_output_max_bytes", CFG_LONG, CONN_OUTPUT_MIN_BYTES,
 	    CONN_OUTPUT_MAX_BYTES_MAX, DEF_CONN_OUTPUT_MAX_BYTES, NULL,
 	    FIELD(conn_output_max_bytes), 0 },
 	{ "body_memory_max_bytes", CFG_LONG, 1, BODY_MEMORY_MAX_BYTES_MAX,
-	    DEF_BODY_MEMORY_MAX_BYTES, NULL, FIELD(body_memory_max_bytes), 0 },
+	    DEF_BODY_MEMORY_MAX_BYTES, NULL, FIELD(body_memory_max_bytes),
+	    CFG_F_LIVE },
 	{ "provider_webhook_path", CFG_STRING, 1,
 	    FIELD_LEN(provider_webhook_path), 0, DEF_PROVIDER_WEBHOOK_PATH,
 	    FIELD(provider_webhook_path), CFG_F_TOKEN },
 	/* "": the webhook route is off */
 	{ "provider_webhook_secret", CFG_STRING, 0,
 	    FIELD_LEN(provider_webhook_secret), 0, DEF_PROVIDER_WEBHOOK_SECRET,
-	    FIELD(provider_webhook_secret), CFG_F_SECRET | CFG_F_TOKEN },
+	    FIELD(provider_webhook_secret), CFG_F_SECRET | CFG_F_TOKEN | CFG_F_LIVE },
 	{ "provider_webhook_secret_file", CFG_PATH, 0,
 	    FIELD_LEN(provider_webhook_secret_file), 0, "",
 	    FIELD(provider_webhook_secret_file),
-	    CFG_F_NONE_OK | CFG_F_SECRET_FILE },
+	    CFG_F_NONE_OK | CFG_F_SECRET_FILE | CFG_F_LIVE },
 	/* the secret being rolled out of use: its signatures still count */
 	{ "provider_webhook_secret_previous", CFG_STRING, 0,
 	    FIELD_LEN(provider_webhook_secret_previous), 0,
 	    DEF_PROVIDER_WEBHOOK_SECRET,
 	    FIELD(provider_webhook_secret_previous),
-	    CFG_F_SECRET | CFG_F_TOKEN },
+	    CFG_F_SECRET | CFG_F_TOKEN | CFG_F_LIVE },
 	{ "provider_webhook_secret_previous_file", CFG_PATH, 0,
 	    FIELD_LEN(provider_webhook_secret_previous_file), 0, "",
 	    FIELD(provider_webhook_secret_previous_file),
-	    CFG_F_NONE_OK | CFG_F_SECRET_FILE },
+	    CFG_F_NONE_OK | CFG_F_SECRET_FILE | CFG_F_LIVE },
 	{ "provider_webhook_tolerance_s", CFG_INT, 1, WEBHOOK_TOLERANCE_S_MAX,
 	    DEF_PROVIDER_WEBHOOK_TOLERANCE_S, NULL,
-	    FIELD(provider_webhook_tolerance_s), 0 },
+	    FIELD(provider_webhook_tolerance_s), CFG_F_LIVE },
 };
 
 const size_t cfg_nrows = sizeof(cfg_rows) / sizeof(cfg_rows[0]);
+
+const char *
+config_fixed_change(const struct config *old, const struct config *new)
+{
+	const struct cfg_row *r;
+	size_t i;
+
+	for (i = 0; i < cfg_nrows; i++) {
+		r = &cfg_rows[i];
+		if (r->flags & CFG_F_LIVE)
+			continue;
+		if (r->type == CFG_INT || r->type == CFG_LONG ||
+		            r->type == CFG_LOG_LEVEL
+		        ? cfg_num(old, r) != cfg_num(new, r)
+		        : strcmp(cfg_cstr(old, r), cfg_cstr(new, r)) != 0)
+			return r->name;
+	}
+	return NULL;
+}
 
 static int *
 cfg_int(struct config *cfg, const struct cfg_row *r)
@@ -576,7 +597,7 @@ config_defaults(struct config *cfg, const char *base_dir)
 static int
 cfg_validate_webhook(const struct config *cfg, char *errstr, size_t errlen)
 {
-	static const char *const taken[] = { "/charge", "/healthz",
+	static const char *const taken[] = { "/charge", "/healthz", "/readyz",
 		"/metrics" };
 	const char *p = cfg->provider_webhook_path;
 	size_t i;

@@ -124,6 +124,7 @@ enum cfg_type {
  */
 #define CFG_F_SECRET_FILE 0x8
 #define CFG_FILE_SUFFIX "_file"
+#define CFG_F_LIVE 0x10 /* a reload (SIGHUP) may change it */
 
 struct cfg_row {
 	const char *name;
@@ -140,6 +141,14 @@ struct cfg_row {
 extern const struct cfg_row cfg_rows[];
 extern const size_t cfg_nrows;
 #define CFG_NROWS cfg_nrows
+
+/*
+ * The first key that old and new set differently and a reload may not
+ * change (no CFG_F_LIVE: the listening address, Redis, provider_secret,
+ * threads...), or NULL when every difference may change live.
+ */
+const char *config_fixed_change(const struct config *old,
+    const struct config *new);
 
 /* The row named name[0..n), or NULL. */
 const struct cfg_row *cfg_row_find(const char *name, size_t n);

@@ -42,6 +42,13 @@
 #include "metrics.h"
 
 #define DISCARD_FACTOR 4 /* STDIN past the body: up to 4 x max_request_bytes */
+/*
+ * ms a stopping process keeps a kept connection open after handing it back
+ * (or, for a web server that checks a pooled connection before reusing it,
+ * before closing it idle): a request sent on it meanwhile is served.
+ */
+#define HANDBACK_GRACE_MS 1000
+#define NGINX_SOFTWARE "nginx/" /* SERVER_SOFTWARE of nginx's fastcgi_params */
 
 enum conn_state {
 	C_IDLE,     /* between requests: the next one's params are awaited */
@@ -98,7 +105,12 @@ struct conn {
 	enum conn_state state; /* only conn_set_state changes it */
 	struct conn_req req;
 	int served;              /* requests begun on this connection */
+	unsigned last_id;        /* the FastCGI id of the last request begun */
 	unsigned processing : 1; /* inside conn_process (re-entry guard) */
+	/* the web server is nginx: a stop hands a kept connection back with an
+	 * empty STDERR record after END_REQUEST (conn_frame_handback) */
+	unsigned handback_stderr : 1;
+	unsigned handed : 1;     /* that record was sent: nginx closes it */
 	unsigned linger : 1;     /* end by shutdown, then wait for the peer */
 	unsigned rd_eof : 1;     /* the peer shut its side: no more input */
 	unsigned out_paused : 1; /* not reading: too much output unsent */
@@ -214,7 +226,8 @@ on_idle_timeout(uv_timer_t *t)
 static void
 conn_request_complete(struct conn *c)
 {
-	int keep = c->req.keep_conn && !c->h->stopping && !c->rd_eof;
+	int keep =
+	    c->req.keep_conn && !c->rd_eof && (!c->h->stopping || c->handed);
 
 	(void)uv_timer_stop(&c->timer);
 	fcgi_reader_request_done(c->rd);
@@ -226,7 +239,8 @@ conn_request_complete(struct conn *c)
 	}
 	conn_set_state(c, C_KEPT);
 	timer_start(c, on_idle_timeout,
-	    c->h->w->cfg->keepalive_idle_timeout_ms);
+	    c->h->stopping ? HANDBACK_GRACE_MS
+	                   : c->h->w->cfg->keepalive_idle_timeout_ms);
 	sock_flush(&c->sock);
 	if (c->state == C_KEPT && !c->processing)
 		conn_process(c);
@@ -245,6 +259,7 @@ on_exchange_done(struct exchange *x)
 {
 	struct conn *c = x->transport;
 	long long dur = now_mono_us() - x->req.start_us;
+	int handback;
 
 	metrics_request(x->resp.outcome, dur);
 	log_info(x->req.request_id, "%s %s %d %s %.1fms",
@@ -257,12 +272,18 @@ on_exchange_done(struct exchange *x)
 	}
 	assert(c->state == C_SERVING && c->req.x == x);
 	c->req.x = NULL;
+	/* stopping: the answer hands a kept connection back (conn_stop_idle) */
+	handback = c->h->stopping && c->req.keep_conn && c->handback_stderr;
 	if (!c->req.aborted &&
-	    conn_frame_response(&c->sock, &c->h->frame, c->req.id, x) != 0)
+	    conn_frame_response(&c->sock, &c->h->frame, c->req.id, x,
+	        handback) != 0)
 		log_warn(x->req.request_id, "cannot frame the response");
 	else if (c->req.aborted &&
-	    conn_frame_end(&c->sock, c->req.id, FCGI_REQUEST_COMPLETE))
+	    (conn_frame_end(&c->sock, c->req.id, FCGI_REQUEST_COMPLETE) != 0 ||
+	        (handback && conn_frame_handback(&c->sock, c->req.id) != 0)))
 		log_warn(x->req.request_id, "cannot frame END_REQUEST");
+	else if (handback)
+		c->handed = 1;
 	conn_exchange_free(c->h, x);
 	if (c->req.stdin_ended || c->rd_eof) {
 		conn_request_complete(c);
@@ -320,6 +341,21 @@ refuse(struct conn *c, enum refusal why)
 	c->req.refused = why;
 }
 
+/* 1 when the params say the web server is nginx (SERVER_SOFTWARE). */
+static int
+params_from_nginx(const struct fcgi_event *ev)
+{
+	size_t i, n = strlen(NGINX_SOFTWARE);
+
+	for (i = 0; i < ev->nparams; i++)
+		if (ev->params[i].namelen == strlen("SERVER_SOFTWARE") &&
+		    memcmp(ev->params[i].name, "SERVER_SOFTWARE",
+		        ev->params[i].namelen) == 0)
+			return ev->params[i].valuelen >= n &&
+			    memcmp(ev->params[i].value, NGINX_SOFTWARE, n) == 0;
+	return 0;
+}
+
 /* Params complete: the exchange is made and its body plan known. */
 static int
 params_done(struct conn *c, const struct fcgi_event *ev)
@@ -338,6 +374,7 @@ params_done(struct conn *c, const struct fcgi_event *ev)
 	if (request_from_params(&x->req, ev->params, ev->nparams,
 	        (size_t)cfg->max_request_bytes, &c->req.want) != 0)
 		return -1;
+	c->handback_stderr = params_from_nginx(ev);
 	/* the slot is held until the work ends (exchange_free) */
 	if (!conn_admit_slot(x, cfg->max_inflight))
 		refuse(c, REFUSAL_OVERLOADED);
@@ -424,7 +461,7 @@ on_begin(struct conn *c, const struct fcgi_event *ev)
 		return;
 	}
 	conn_set_state(c, C_PARAMS);
-	c->req.id = ev->request_id;
+	c->req.id = c->last_id = ev->request_id;
 	timer_start(c, on_read_timeout, c->h->w->cfg->request_timeout_ms);
 }
 
@@ -694,6 +731,32 @@ conn_host_close(struct conn_host *h)
 	sock_set_close(&h->socks);
 }
 
+/*
+ * A kept connection between requests, at a stop. Closing it could fail a
+ * request the web server is sending on it at that moment, so it is handed
+ * back: to nginx with an empty STDERR record (nginx closes the connection;
+ * a request it sent meanwhile reads the record as an empty stderr stream
+ * and is served); to any other web server by waiting, as what that server
+ * sends meanwhile is served and answered with a close right behind it
+ * (Apache checks a pooled connection for EOF before reusing it). An idle
+ * one closes after HANDBACK_GRACE_MS.
+ */
+static void
+conn_hand_back(struct conn *c)
+{
+	if (c->handback_stderr && !c->handed) {
+		if (conn_frame_handback(&c->sock, c->last_id) != 0) {
+			conn_close(c);
+			return;
+		}
+		c->handed = 1;
+		sock_flush(&c->sock);
+		if (c->state != C_KEPT)
+			return; /* the write failed: closed */
+	}
+	timer_start(c, on_idle_timeout, HANDBACK_GRACE_MS);
+}
+
 void
 conn_stop_idle(struct conn_host *h)
 {
@@ -702,9 +765,12 @@ conn_stop_idle(struct conn_host *h)
 	h->stopping = 1;
 	for (c = TAILQ_FIRST(&h->conns); c != NULL; c = next) {
 		next = TAILQ_NEXT(c, entry);
-		/* a new connection carries a request on its way: serve it */
-		if (c->state == C_KEPT || (c->state == C_IDLE && c->served > 0))
-			conn_end(c);
+		/*
+		 * A connection with a request arriving (new, or the next on a
+		 * kept one) or in hand is served; a kept one is handed back.
+		 */
+		if (c->state == C_KEPT)
+			conn_hand_back(c);
 	}
 }
 
@@ -733,7 +799,7 @@ conn_expire_all(struct conn_host *h)
 			}
 			response_refusal(&tmp.resp, REFUSAL_STOPPING);
 			(void)conn_frame_response(&c->sock, &c->h->frame,
-			    c->req.id, &tmp);
+			    c->req.id, &tmp, 0);
 			response_free(&tmp.resp);
 			conn_drop_request(c);
 		}

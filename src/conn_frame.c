@@ -41,8 +41,19 @@ scratch_write(void *ctx, const char *p, size_t n)
 }
 
 int
+conn_frame_handback(struct sock *s, unsigned id)
+{
+	char *p = sock_out_room(s, fcgi_stream_size(0));
+
+	if (p == NULL)
+		return -1;
+	sock_out_commit(s, fcgi_write_stream(p, FCGI_STDERR, id, NULL, 0));
+	return 0;
+}
+
+int
 conn_frame_response(struct sock *s, struct conn_frame *f, unsigned id,
-    const struct exchange *x)
+    const struct exchange *x, int handback)
 {
 	struct response_sink sink = { scratch_write, f };
 	int head = x->req.method != NULL && strcmp(x->req.method, "HEAD") == 0;
@@ -52,7 +63,7 @@ conn_frame_response(struct sock *s, struct conn_frame *f, unsigned id,
 	f->len = 0;
 	if (response_send(&x->resp, x->req.request_id, &sink, head) != 0)
 		return -1;
-	n = fcgi_stream_size(f->len) + fcgi_stream_size(0) +
+	n = fcgi_stream_size(f->len) + 2 * fcgi_stream_size(0) +
 	    FCGI_END_REQUEST_SIZE;
 	if (util_grow(&f->framed, &f->framed_cap, n, SCRATCH_FIRST, SIZE_MAX) !=
 	    0)
@@ -60,6 +71,8 @@ conn_frame_response(struct sock *s, struct conn_frame *f, unsigned id,
 	n = fcgi_write_stream(f->framed, FCGI_STDOUT, id, f->scratch, f->len);
 	n += fcgi_write_stream(f->framed + n, FCGI_STDOUT, id, NULL, 0);
 	n += fcgi_write_end(f->framed + n, id, 0, FCGI_REQUEST_COMPLETE);
+	if (handback)
+		n += fcgi_write_stream(f->framed + n, FCGI_STDERR, id, NULL, 0);
 	rc = sock_write(s, f->framed, n);
 	if (f->cap > SCRATCH_KEEP || f->framed_cap > SCRATCH_KEEP) {
 		/* after one large answer */

@@ -31,10 +31,22 @@ int conn_frame_end(struct sock *s, unsigned id, int protocol_status);
 /*
  * Writes x's response as STDOUT records of id, the empty one and
  * END_REQUEST, rendered through f (sock_write: what the socket does not
- * take at once is kept as its output). 0 or -1 (ENOMEM).
+ * take at once is kept as its output); with handback, an empty STDERR
+ * record of id follows in the same write (conn_frame_handback). 0 or -1
+ * (ENOMEM).
  */
 int conn_frame_response(struct sock *s, struct conn_frame *f, unsigned id,
-    const struct exchange *x);
+    const struct exchange *x, int handback);
+
+/*
+ * Appends the hand-back of a kept connection: an empty STDERR record of id
+ * (the request answered last; for a web server between requests, the id
+ * it uses next). nginx does not keep an upstream connection on which a
+ * byte follows END_REQUEST, and closes a cached one that becomes readable;
+ * a request it sent at that moment reads it as an empty stderr stream
+ * (docs/deploying.md). 0 or -1 (ENOMEM).
+ */
+int conn_frame_handback(struct sock *s, unsigned id);
 
 /*
  * Appends the answer to a management record (FCGI_GET_VALUES with max_reqs

@@ -1,9 +1,14 @@
 /*
  * listen.c - the listening socket of a FastCGI process: recognised on fd 0,
- * or opened for --listen (a unix socket, or TCP on every address a name
+ * passed by a service manager (the socket-activation protocol of
+ * sd_listen_fds(3), read here: three environment variables), or opened
+ * for --listen (a unix socket, or TCP on every address a name
  * resolves to, the first that binds).
  */
 #include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <netdb.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -99,4 +104,89 @@ listen_open(const char *addr)
 	if (addr[0] == '/' || strchr(addr, ':') == NULL)
 		return listen_unix(addr);
 	return listen_tcp(addr);
+}
+
+/* A decimal environment value in [min, max], or -1. */
+static long
+env_number(const char *name, long min, long max)
+{
+	const char *v = getenv(name);
+	char *end;
+	long n;
+
+	if (v == NULL || *v == '\0')
+		return -1;
+	errno = 0;
+	n = strtol(v, &end, 10);
+	if (errno != 0 || *end != '\0' || n < min || n > max)
+		return -1;
+	return n;
+}
+
+/* 1 when the name at p (ended by ':' or NUL) is want. */
+static int
+listen_name_is(const char *p, const char *want)
+{
+	size_t n = strlen(want);
+
+	return strncmp(p, want, n) == 0 && (p[n] == ':' || p[n] == '\0');
+}
+
+/*
+ * The index of "charge" (FileDescriptorName=) or "charge.socket" (systemd's
+ * default, the unit's name) in the colon-separated names, or 0.
+ */
+static int
+listen_pick_named(const char *names, int n)
+{
+	const char *p = names;
+	int i;
+
+	for (i = 0; p != NULL && i < n; i++) {
+		if (listen_name_is(p, "charge") ||
+		    listen_name_is(p, "charge.socket"))
+			return i;
+		p = strchr(p, ':');
+		if (p != NULL)
+			p++;
+	}
+	return 0;
+}
+
+int
+listen_inherited(char *err, size_t errlen)
+{
+	long pid = env_number("LISTEN_PID", 1, 0x7fffffffL);
+	long n = env_number("LISTEN_FDS", 0, LISTEN_FDS_MAX);
+	const char *names = getenv("LISTEN_FDNAMES");
+	int fd, fl;
+
+	if (getenv("LISTEN_PID") == NULL && getenv("LISTEN_FDS") == NULL)
+		return -1;
+	if (pid < 0 || n < 0) {
+		(void)snprintf(err, errlen,
+		    "LISTEN_PID or LISTEN_FDS is not a number in range");
+		return -2;
+	}
+	if (pid != (long)getpid())
+		return -1; /* meant for another process (the manager's parent) */
+	fd = LISTEN_FDS_START +
+	    (names != NULL ? listen_pick_named(names, (int)n) : 0);
+	(void)unsetenv("LISTEN_PID");
+	(void)unsetenv("LISTEN_FDS");
+	(void)unsetenv("LISTEN_FDNAMES");
+	if (n == 0)
+		return -1;
+	if ((fl = fcntl(fd, F_GETFD)) < 0 ||
+	    fcntl(fd, F_SETFD, fl | FD_CLOEXEC) != 0) {
+		(void)snprintf(err, errlen, "passed descriptor %d: %s", fd,
+		    strerror(errno));
+		return -2;
+	}
+	if (!listen_fd_is_listener(fd)) {
+		(void)snprintf(err, errlen,
+		    "passed descriptor %d is not a listening socket", fd);
+		return -2;
+	}
+	return fd;
 }

@@ -81,13 +81,14 @@ log_set_level(int level)
 		level = LL_ERROR;
 	if (level > LL_DEBUG)
 		level = LL_DEBUG;
-	log_threshold = level;
+	/* a reload sets it while the loops log */
+	__atomic_store_n(&log_threshold, level, __ATOMIC_RELAXED);
 }
 
 int
 log_enabled(int level)
 {
-	return level <= log_threshold;
+	return level <= __atomic_load_n(&log_threshold, __ATOMIC_RELAXED);
 }
 
 /* Appends s to buf[*pos..cap), truncating; *pos never exceeds cap. */

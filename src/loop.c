@@ -16,6 +16,7 @@
 #include <pthread.h>
 #include <signal.h>
 #include <stddef.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <netinet/in.h>
@@ -27,11 +28,14 @@
 #include "digest.h"
 #include "log.h"
 #include "loop.h"
+#include "notify.h"
 #include "spill.h"
 
 #define ACCEPTS_PER_EVENT 1 /* then the other loops get their turn */
 #define ACCEPT_RETRY_MS 100 /* pause after accept failed for resources */
 #define SIGNAL_POLL_MS 200  /* the main thread checks the loops this often */
+#define RELOAD_WAIT_MS 1000 /* a reload waits this long for every loop */
+#define RELOAD_POLL_MS 5
 
 struct loop_ctx {
 	uv_loop_t loop;
@@ -39,6 +43,10 @@ struct loop_ctx {
 	struct conn_host host;
 	uv_poll_t listen_poll;
 	uv_async_t stop_async;
+	uv_async_t reload_async;
+	/* a reload: set by the main thread, taken by the loop (atomic) */
+	const struct loop_conf *pending;
+	const struct loop_conf *applied; /* the loop's answer (atomic) */
 	uv_timer_t retry_timer; /* accept paused after EMFILE and the like */
 	uv_timer_t drain_timer;
 	uv_timer_t finish_timer; /* loop_finish, outside any other callback */
@@ -236,6 +244,7 @@ loop_finish(struct loop_ctx *l)
 	(void)uv_timer_stop(&l->gc_timer);
 	uv_close((uv_handle_t *)&l->listen_poll, NULL);
 	uv_close((uv_handle_t *)&l->stop_async, NULL);
+	uv_close((uv_handle_t *)&l->reload_async, NULL);
 	uv_close((uv_handle_t *)&l->retry_timer, NULL);
 	uv_close((uv_handle_t *)&l->drain_timer, NULL);
 	uv_close((uv_handle_t *)&l->finish_timer, NULL);
@@ -289,12 +298,27 @@ on_stop(uv_async_t *a)
 	if (l->stopping)
 		return;
 	l->stopping = 1;
+	l->w.draining = 1;
 	(void)uv_poll_stop(&l->listen_poll);
 	(void)uv_timer_stop(&l->retry_timer);
 	conn_stop_idle(&l->host);
 	(void)uv_timer_start(&l->drain_timer, on_drain_timer,
 	    (uint64_t)l->w.cfg->drain_timeout_ms, 0);
 	on_host_idle(&l->host);
+}
+
+/* A reload: the loop's requests from now on see the new configuration. */
+static void
+on_reload(uv_async_t *a)
+{
+	struct loop_ctx *l = a->data;
+	const struct loop_conf *c =
+	    __atomic_exchange_n(&l->pending, NULL, __ATOMIC_ACQ_REL);
+
+	if (c == NULL)
+		return;
+	worker_reconfigure(&l->w, c->cfg, c->auth);
+	__atomic_store_n(&l->applied, c, __ATOMIC_RELEASE);
 }
 
 /* --- the loop thread ------------------------------------------------------ */
@@ -355,7 +379,8 @@ loop_init(struct loop_ctx *l, const struct config *cfg,
 		return -1;
 	}
 	if (uv_poll_init_socket(&l->loop, &l->listen_poll, listen_fd) != 0 ||
-	    uv_async_init(&l->loop, &l->stop_async, on_stop) != 0) {
+	    uv_async_init(&l->loop, &l->stop_async, on_stop) != 0 ||
+	    uv_async_init(&l->loop, &l->reload_async, on_reload) != 0) {
 		log_error(NULL, "loop %d: cannot watch the listening socket",
 		    id);
 		return -1;
@@ -364,7 +389,7 @@ loop_init(struct loop_ctx *l, const struct config *cfg,
 	(void)uv_timer_init(&l->loop, &l->drain_timer);
 	(void)uv_timer_init(&l->loop, &l->finish_timer);
 	(void)uv_timer_init(&l->loop, &l->gc_timer);
-	l->listen_poll.data = l->stop_async.data = l;
+	l->listen_poll.data = l->stop_async.data = l->reload_async.data = l;
 	l->retry_timer.data = l->drain_timer.data = l->gc_timer.data = l;
 	l->finish_timer.data = l;
 	if (uv_poll_start(&l->listen_poll, UV_READABLE, on_listen) != 0)
@@ -402,9 +427,64 @@ loop_count(const struct config *cfg)
 	return (int)n;
 }
 
-/* Waits for a stop signal, or for every loop to have ended. 0 or 1. */
+/* $NOTIFY_SOCKET hears state; a failure is logged. */
+static void
+loop_notify(const char *state)
+{
+	if (notify_send(state) < 0)
+		log_warn(NULL, "NOTIFY_SOCKET: %s", strerror(errno));
+}
+
+/*
+ * SIGHUP: the configuration reload() returns goes to every loop, which
+ * takes it on its own thread; waits (RELOAD_WAIT_MS at most) until all
+ * have.
+ */
+static void
+loop_reload(struct loop_ctx *ls, int n, loop_reload_fn *reload, void *arg)
+{
+	struct timespec ts = { 0, RELOAD_POLL_MS * 1000000L }, t0;
+	char state[64];
+	const struct loop_conf *c;
+	int i, left, waited;
+
+	(void)clock_gettime(CLOCK_MONOTONIC, &t0);
+	(void)snprintf(state, sizeof(state), "RELOADING=1\nMONOTONIC_USEC=%lld",
+	    (long long)t0.tv_sec * 1000000LL + t0.tv_nsec / 1000);
+	loop_notify(state);
+	if ((c = reload(arg)) != NULL) {
+		for (i = 0; i < n; i++) {
+			__atomic_store_n(&ls[i].pending, c, __ATOMIC_RELEASE);
+			if (uv_async_send(&ls[i].reload_async) != 0)
+				log_error(NULL, "cannot reload event loop %d",
+				    i);
+		}
+		for (waited = 0;; waited += RELOAD_POLL_MS) {
+			for (left = 0, i = 0; i < n; i++)
+				left += __atomic_load_n(&ls[i].applied,
+				            __ATOMIC_ACQUIRE) != c;
+			if (left == 0 || waited >= RELOAD_WAIT_MS)
+				break;
+			(void)nanosleep(&ts, NULL);
+		}
+		if (left == 0)
+			log_info(NULL,
+			    "reload: the new configuration is in force on %d event loop(s)",
+			    n);
+		else
+			log_warn(NULL,
+			    "reload: %d event loop(s) of %d took no new configuration within %d ms",
+			    left, n, RELOAD_WAIT_MS);
+	}
+	loop_notify("READY=1\nSTATUS=serving");
+}
+
+/*
+ * Waits for a stop signal (reloading at each SIGHUP), or for every loop to
+ * have ended. 0 or 1.
+ */
 static int
-wait_for_stop(struct loop_ctx *ls, int n)
+wait_for_stop(struct loop_ctx *ls, int n, loop_reload_fn *reload, void *arg)
 {
 	struct timespec ts = { 0, SIGNAL_POLL_MS * 1000000L };
 	sigset_t stopset;
@@ -417,6 +497,12 @@ wait_for_stop(struct loop_ctx *ls, int n)
 		return 1;
 	for (;;) {
 		sig = sigtimedwait(&stopset, NULL, &ts);
+		if (sig == SIGHUP) {
+			log_info(NULL, "signal %d: reloading the configuration",
+			    sig);
+			loop_reload(ls, n, reload, arg);
+			continue;
+		}
 		if (sig > 0) {
 			log_info(NULL, "signal %d: finishing requests in hand",
 			    sig);
@@ -434,9 +520,10 @@ wait_for_stop(struct loop_ctx *ls, int n)
 }
 
 int
-loop_serve(const struct config *cfg, const struct auth_table *auth,
-    int listen_fd, const char *allow)
+loop_serve(const struct loop_conf *conf, int listen_fd, const char *allow,
+    loop_reload_fn *reload, void *arg)
 {
+	const struct config *cfg = conf->cfg;
 	struct loop_ctx *ls;
 	int i, n = loop_count(cfg), started = 0, rc = 1, fl;
 
@@ -449,7 +536,7 @@ loop_serve(const struct config *cfg, const struct auth_table *auth,
 	if ((ls = calloc((size_t)n, sizeof(*ls))) == NULL)
 		return 1;
 	for (i = 0; i < n; i++) {
-		if (loop_init(&ls[i], cfg, auth, listen_fd, i) != 0 ||
+		if (loop_init(&ls[i], cfg, conf->auth, listen_fd, i) != 0 ||
 		    pthread_create(&ls[i].tid, NULL, loop_main, &ls[i]) != 0) {
 			log_error(NULL, "cannot start event loop %d", i);
 			break;
@@ -460,7 +547,9 @@ loop_serve(const struct config *cfg, const struct auth_table *auth,
 		log_info(NULL,
 		    "serving FastCGI with %d event loop(s), at most %d request(s) in flight",
 		    n, cfg->max_inflight);
-		rc = wait_for_stop(ls, n);
+		loop_notify("READY=1\nSTATUS=serving");
+		rc = wait_for_stop(ls, n, reload, arg);
+		loop_notify("STOPPING=1\nSTATUS=finishing requests");
 	}
 	for (i = 0; i < started; i++)
 		if (uv_async_send(&ls[i].stop_async) != 0)

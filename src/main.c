@@ -1,6 +1,7 @@
 /*
  * main.c - arguments, start-up, and the mode: FastCGI on the listening
- * socket inherited as fd 0 (lighttpd bin-path, mod_fcgid, spawn-fcgi), on a
+ * socket inherited as fd 0 (lighttpd bin-path, mod_fcgid, spawn-fcgi) or
+ * passed by a service manager (LISTEN_FDS: systemd's charge.socket), on a
  * socket of our own (--listen, for nginx and Apache mod_proxy_fcgi; opened
  * by listen.c), both served by the event loops of loop.c; or plain CGI when
  * fd 0 is no socket: one request on one loop (cgi.c), then exit.
@@ -33,6 +34,84 @@ extern char **environ;
 /* The loaded configuration: read-only once the loops start. */
 static struct config cfg;
 static struct auth_table auth;
+
+/*
+ * What each accepted reload (SIGHUP) read: the configuration and API keys
+ * then in force. Kept until the process exits, newest first: the requests
+ * in flight, the completer and the provider go on reading the ones they
+ * started with.
+ */
+struct generation {
+	struct config cfg;
+	struct auth_table auth;
+	struct loop_conf conf;
+	struct generation *prev;
+};
+static struct generation *reloaded;
+
+/*
+ * loop_reload_fn: charge.conf (and the CHARGE_* environment) and
+ * api_keys_file again, all or nothing. A file that does not load, or a
+ * key that cannot change live, is refused with one log line; the
+ * configuration in force stays.
+ */
+static const struct loop_conf *
+reload_config(void *arg)
+{
+	const struct config *now = reloaded != NULL ? &reloaded->cfg : &cfg;
+	struct generation *g;
+	const char *key;
+	char err[512];
+
+	(void)arg;
+	if ((g = calloc(1, sizeof(*g))) == NULL) {
+		log_error(NULL,
+		    "reload refused: out of memory; the configuration in force stays");
+		return NULL;
+	}
+	if (config_load(&g->cfg, config_default_path(environ), environ, err,
+	        sizeof(err)) != 0) {
+		log_error(NULL,
+		    "reload refused: configuration: %s; the configuration in force stays",
+		    err);
+		goto refused;
+	}
+	if ((key = config_fixed_change(now, &g->cfg)) != NULL) {
+		log_error(NULL,
+		    "reload refused: %s cannot change while running (restart to change it); the configuration in force stays",
+		    key);
+		goto refused;
+	}
+	if (auth_load(&g->auth, g->cfg.api_keys_file, err, sizeof(err)) != 0) {
+		log_error(NULL,
+		    "reload refused: api_keys_file: %s; the configuration in force stays",
+		    err);
+		goto refused;
+	}
+	log_set_level(g->cfg.log_level);
+	g->conf.cfg = &g->cfg;
+	g->conf.auth = &g->auth;
+	g->prev = reloaded;
+	reloaded = g;
+	log_info(NULL, "reload: configuration re-read, %zu API key(s)",
+	    g->auth.n);
+	return &g->conf;
+refused:
+	free(g);
+	return NULL;
+}
+
+static void
+reloaded_free(void)
+{
+	struct generation *g;
+
+	while ((g = reloaded) != NULL) {
+		reloaded = g->prev;
+		auth_free(&g->auth);
+		free(g);
+	}
+}
 
 /* --- start-up ---------------------------------------------------------- */
 
@@ -68,16 +147,19 @@ usage(FILE *f)
 	    "FastCGI responder for POST /charge, an idempotent payment endpoint.\n"
 	    "\n"
 	    "Modes:\n"
-	    "  (no option)     serve the FastCGI socket on fd 0 (lighttpd, mod_fcgid,\n"
+	    "  (no option)     serve the socket a service manager passed (LISTEN_FDS),\n"
+	    "                  else the FastCGI socket on fd 0 (lighttpd, mod_fcgid,\n"
 	    "                  spawn-fcgi), or one CGI request when fd 0 is no socket\n"
-	    "  --listen ADDR   open and serve ADDR (HOST:PORT or a unix socket path)\n"
+	    "  --listen ADDR   open and serve ADDR (HOST:PORT or a unix socket path),\n"
+	    "                  unless a service manager passed a socket (LISTEN_FDS)\n"
 	    "  --check-config  print the effective configuration and exit\n"
 	    "  --help          this text\n"
 	    "  --version       the version\n"
 	    "\n"
 	    "Configuration: $CHARGE_CONF (default %s),\n"
-	    "each key overridable by CHARGE_<KEY>. SIGTERM, SIGINT, SIGUSR1 or SIGHUP\n"
-	    "finish the requests in flight (at most drain_timeout_ms), then exit.\nSee charge(8).\n",
+	    "each key overridable by CHARGE_<KEY>. SIGTERM, SIGINT or SIGUSR1 finish\n"
+	    "the requests in flight (at most drain_timeout_ms), then exit; SIGHUP\n"
+	    "re-reads the configuration and the API keys. See charge(8).\n",
 	    config_default_path(environ));
 }
 
@@ -102,6 +184,34 @@ log_setup(const struct config *c)
 {
 	log_set_level(c->log_level);
 	log_set_format(log_format_parse(c->log_format));
+}
+
+/*
+ * FastCGI on the socket passed (listen_fd) or, with listen_addr, on one of
+ * our own, until a stop signal: the exit status.
+ */
+static int
+serve_fastcgi(const char *listen_addr, int listen_fd)
+{
+	struct loop_conf conf = { &cfg, &auth };
+
+	if (block_stop_signals() != 0)
+		return 1;
+	log_nonblocking();
+	if (listen_addr != NULL) {
+		if ((listen_fd = listen_open(listen_addr)) < 0) {
+			log_error(NULL, "cannot listen on %s: %s", listen_addr,
+			    strerror(errno));
+			return 1;
+		}
+		log_info(NULL, "listening on %s", listen_addr);
+	} else if (listen_fd != STDIN_FILENO)
+		log_info(NULL, "serving the socket passed as descriptor %d",
+		    listen_fd);
+	if (startup_check_redis() != 0)
+		return 1;
+	return loop_serve(&conf, listen_fd, getenv("FCGI_WEB_SERVER_ADDRS"),
+	    reload_config, NULL);
 }
 
 int
@@ -171,27 +281,24 @@ main(int argc, char **argv)
 	/* a gone peer gives EPIPE, not a signal */
 	if (signal(SIGPIPE, SIG_IGN) == SIG_ERR)
 		goto done;
-	if (listen_addr == NULL && !listen_fd_is_listener(STDIN_FILENO)) {
+	/* a socket the service manager holds (charge.socket) beats --listen */
+	if ((listen_fd = listen_inherited(err, sizeof(err))) == -2) {
+		log_error(NULL, "socket activation: %s", err);
+		goto done;
+	}
+	if (listen_fd >= 0)
+		listen_addr = NULL;
+	else
+		listen_fd = STDIN_FILENO;
+	if (listen_addr == NULL && listen_fd == STDIN_FILENO &&
+	    !listen_fd_is_listener(STDIN_FILENO)) {
 		rc = cgi_serve(&cfg, &auth, environ);
 		goto done;
 	}
-	if (block_stop_signals() != 0)
-		goto done;
-	log_nonblocking();
-	if (listen_addr != NULL) {
-		if ((listen_fd = listen_open(listen_addr)) < 0) {
-			log_error(NULL, "cannot listen on %s: %s", listen_addr,
-			    strerror(errno));
-			goto done;
-		}
-		log_info(NULL, "listening on %s", listen_addr);
-	}
-	if (startup_check_redis() != 0)
-		goto done;
-	rc =
-	    loop_serve(&cfg, &auth, listen_fd, getenv("FCGI_WEB_SERVER_ADDRS"));
+	rc = serve_fastcgi(listen_addr, listen_fd);
 done:
 	digest_thread_done();
+	reloaded_free();
 	auth_free(&auth);
 	return rc;
 }

@@ -68,3 +68,16 @@ worker_close(struct worker *w)
 	w->redis = NULL;
 	provider_close(&w->ledger_fd);
 }
+
+void
+worker_reconfigure(struct worker *w, const struct config *cfg,
+    const struct auth_table *auth)
+{
+	if (strcmp(w->cfg->provider_api_key, cfg->provider_api_key) != 0 &&
+	    provider_set_api_key(w->provider, cfg->provider_api_key) != 0)
+		log_error(NULL,
+		    "loop %d: reload: provider_api_key too long: the old one stays",
+		    w->id);
+	w->cfg = cfg;
+	w->auth = auth;
+}

@@ -1,7 +1,9 @@
 /*
  * worker.h - everything one event loop owns: the loop, its Redis client
- * and ledger descriptor, with the read-only configuration and API keys.
- * Every request the loop serves borrows them; none owns a thread.
+ * and ledger descriptor, with the configuration and API keys in force.
+ * Every request the loop serves borrows them; none owns a thread. A
+ * reload (SIGHUP) swaps the configuration on the loop's own thread
+ * (worker_reconfigure); a request keeps the one it started with.
  */
 #ifndef CHARGE_WORKER_H
 #define CHARGE_WORKER_H
@@ -23,6 +25,7 @@ struct worker {
 	struct provider *provider;   /* the simulation, or HTTP(S) */
 	struct completer *completer; /* one loop per process: NULL elsewhere */
 	int id;
+	int draining; /* the process stops: /readyz answers 503 (loop's own) */
 };
 
 /*
@@ -32,6 +35,16 @@ struct worker {
  */
 int worker_init(struct worker *w, const struct config *cfg,
     const struct auth_table *auth, uv_loop_t *loop, int id);
+
+/*
+ * A reload, on w's loop: requests from now on see cfg and auth (the
+ * caller keeps both alive until the process exits: the requests in flight
+ * and the completer still read the old ones); a changed provider_api_key
+ * goes to the provider's next calls. Only keys config_fixed_change lets
+ * change may differ from the configuration in force.
+ */
+void worker_reconfigure(struct worker *w, const struct config *cfg,
+    const struct auth_table *auth);
 
 /*
  * Starts the completer of unknown outcomes on w's loop (one loop per

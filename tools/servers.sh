@@ -46,8 +46,12 @@
 # ". tools/servers.sh && servers_descendants $SERVERS_TOP_PID charge".
 # SERVERS_NGINX_UPSTREAM selects how start_nginx runs the responder:
 # "unix" (default: --listen RUN/nginx/charge.sock), "tcp" (--listen
-# 127.0.0.1:<free port>) or "spawn-fcgi" (spawn-fcgi -n -s <socket>: the
-# socket is the responder's fd 0).
+# 127.0.0.1:<free port>), "spawn-fcgi" (spawn-fcgi -n -s <socket>: the
+# socket is the responder's fd 0) or "holder": SERVERS_HOLDER (a script
+# like tests/deploy_live/holder.py, standing in for systemd's socket
+# activation) binds <socket> and passes it to the responders it starts
+# (LISTEN_FDS), its state in RUN_DIR/<server>/holder; start_apache_proxy
+# uses it too when SERVERS_HOLDER is set.
 
 # shellcheck disable=SC2034  # globals for the scripts that source this file
 SERVERS_ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -555,8 +559,12 @@ start_nginx() {
 		# responder (-n: no fork, so the PID stays the responder's)
 		upstream="unix:$sock"
 		set -- spawn-fcgi -n -s "$sock" -- "$bin" ;;
+	holder)
+		upstream="unix:$sock"
+		servers_worker_dir "$srv/holder" || return 1
+		set -- /usr/bin/python3 "$SERVERS_HOLDER" --unix "$sock" --state "$srv/holder" -- "$bin" ;;
 	*)
-		servers_log "SERVERS_NGINX_UPSTREAM=$mode: want unix, tcp or spawn-fcgi"
+		servers_log "SERVERS_NGINX_UPSTREAM=$mode: want unix, tcp, spawn-fcgi or holder"
 		return 1 ;;
 	esac
 	if ! CHARGE_THREADS=$threads servers_supervise "$srv/responder.pid" \
@@ -629,8 +637,14 @@ start_apache_proxy() {
 	servers_worker_dir "$srv" "$srv/sock" || return 1
 	sock="$srv/sock/charge.sock"
 	[ -n "$threads" ] && env=(env "CHARGE_THREADS=$threads")
+	if [ -n "${SERVERS_HOLDER:-}" ]; then
+		servers_worker_dir "$srv/holder" || return 1
+		set -- /usr/bin/python3 "$SERVERS_HOLDER" --unix "$sock" --state "$srv/holder" -- "$bin"
+	else
+		set -- "$bin" --listen "$sock"
+	fi
 	if ! servers_supervise "$srv/responder.pid" "$rlog" \
-		"${env[@]}" "$bin" --listen "$sock"; then
+		"${env[@]}" "$@"; then
 		servers_log "the responder supervisor did not start"
 		servers_tail "$rlog"
 		return 1

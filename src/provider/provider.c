@@ -25,6 +25,14 @@ provider_free(struct provider *p)
 }
 
 int
+provider_set_api_key(struct provider *p, const char *key)
+{
+	if (p->ops->set_api_key == NULL)
+		return 0;
+	return p->ops->set_api_key(p->impl, key);
+}
+
+int
 provider_request_mac(const char *secret, const char *principal, const char *key,
     size_t keylen, const char *fingerprint, unsigned char mac[SHA256_LEN])
 {

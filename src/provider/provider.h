@@ -115,6 +115,8 @@ struct provider_ops {
 	int (*start)(void *impl, const struct provider_call *call,
 	    provider_cb *cb, void *arg);
 	void (*free)(void *impl);
+	/* NULL: the implementation has no API key (the simulation) */
+	int (*set_api_key)(void *impl, const char *key);
 };
 
 struct provider {
@@ -134,6 +136,12 @@ int provider_charge_start(struct provider *p, const struct provider_call *call,
  * "shutting down"). Run the loop afterwards until its handles closed.
  */
 void provider_free(struct provider *p);
+
+/*
+ * A reload's provider_api_key: calls started from now on send it. 0, or -1
+ * (too long: the old one stays).
+ */
+int provider_set_api_key(struct provider *p, const char *key);
 
 /*
  * The in-process simulation on loop: the token decides, after

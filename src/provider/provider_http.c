@@ -734,7 +734,34 @@ http_free(void *impl)
 	free(hp);
 }
 
-static const struct provider_ops http_ops = { http_start, http_free };
+/* The header lines that carry the API key: hp->auth, then both requests'. */
+static int
+http_headers_set(struct http_provider *hp, const char *key)
+{
+	char auth[sizeof(hp->auth)], post[sizeof(hp->h1_hdr_post)];
+	char get[sizeof(hp->h1_hdr_get)];
+
+	if ((size_t)snprintf(auth, sizeof(auth), "Authorization: Bearer %s",
+	        key) >= sizeof(auth) ||
+	    (size_t)snprintf(post, sizeof(post),
+	        "%s\r\nContent-Type: application/x-www-form-urlencoded\r\n",
+	        auth) >= sizeof(post) ||
+	    (size_t)snprintf(get, sizeof(get), "%s\r\n", auth) >= sizeof(get))
+		return -1;
+	memcpy(hp->auth, auth, sizeof(auth));
+	memcpy(hp->h1_hdr_post, post, sizeof(post));
+	memcpy(hp->h1_hdr_get, get, sizeof(get));
+	return 0;
+}
+
+static int
+http_set_api_key(void *impl, const char *key)
+{
+	return http_headers_set(impl, key);
+}
+
+static const struct provider_ops http_ops = { http_start, http_free,
+	http_set_api_key };
 
 /* Splits provider_url into the base URL and a unix socket path. 0 or -1. */
 static int
@@ -796,11 +823,7 @@ h1_setup(struct http_provider *hp, char *errstr, size_t errlen)
 	if (rc == 1)
 		log_info(NULL, "provider: through the proxy %s:%d", px.host,
 		    px.port);
-	if ((size_t)snprintf(hp->h1_hdr_post, sizeof(hp->h1_hdr_post),
-	        "%s\r\nContent-Type: application/x-www-form-urlencoded\r\n",
-	        hp->auth) >= sizeof(hp->h1_hdr_post) ||
-	    (size_t)snprintf(hp->h1_hdr_get, sizeof(hp->h1_hdr_get), "%s\r\n",
-	        hp->auth) >= sizeof(hp->h1_hdr_get))
+	if (http_headers_set(hp, cfg->provider_api_key) != 0)
 		goto bad;
 	hp->h1 = h1_pool_new(hp->loop, &t, errstr, errlen);
 	return hp->h1 != NULL ? 0 : -1;
@@ -829,10 +852,7 @@ provider_http_new(uv_loop_t *loop, const struct config *cfg, char *errstr,
 		hp->rng = 1;
 	LIST_INIT(&hp->calls);
 	if (url_split(cfg->provider_url, hp->base, sizeof(hp->base),
-	        hp->unix_path, sizeof(hp->unix_path)) != 0 ||
-	    (size_t)snprintf(hp->auth, sizeof(hp->auth),
-	        "Authorization: Bearer %s",
-	        cfg->provider_api_key) >= sizeof(hp->auth)) {
+	        hp->unix_path, sizeof(hp->unix_path)) != 0) {
 		util_err(errstr, errlen, "provider_url: too long");
 		goto fail;
 	}

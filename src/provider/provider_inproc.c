@@ -304,7 +304,7 @@ sim_free(void *impl)
 	free(sim);
 }
 
-static const struct provider_ops sim_ops = { sim_start, sim_free };
+static const struct provider_ops sim_ops = { sim_start, sim_free, NULL };
 
 struct provider *
 provider_sim_new(uv_loop_t *loop, const struct config *cfg, int *ledger_fd)

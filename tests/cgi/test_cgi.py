@@ -542,7 +542,7 @@ def t_bad_content_length():
     nothing_stored(key, "bad CONTENT_LENGTH")
 
 
-@test("Redis unreachable: 503 service-unavailable with Retry-After, no provider call; /healthz 503")
+@test("Redis unreachable: 503 service-unavailable with Retry-After, no provider call; /readyz 503")
 def t_503():
     key = new_key("503")
     down = {"CHARGE_REDIS_URL": "unix://" + os.path.join(RUN, "no-such.sock")}
@@ -551,8 +551,8 @@ def t_503():
     ra = r.h("Retry-After") or ""
     check(ra.isdigit() and int(ra) >= 1, "Retry-After %r" % ra)
     check(not ledger_lines(key), "the provider was called without a claim")
-    h = cgi("GET", "/healthz", env=down)
-    std(h, "/healthz with Redis down", 503)
+    h = cgi("GET", "/readyz", env=down)
+    std(h, "/readyz with Redis down", 503)
 
 
 @test("spill: a 1000-line-item order is spilled to a file and replayed byte for byte")

@@ -30,7 +30,8 @@ for f in sbin/charge share/man/man8/charge.8 sbin/charge-provider-sim \
 	share/charge/www/problems/idempotency-key-reused \
 	share/charge/conf/lighttpd.conf share/charge/conf/nginx.conf \
 	share/charge/conf/apache-fcgid.conf share/charge/conf/apache-proxy-fcgi.conf \
-	share/charge/conf/charge.service share/charge/conf/charge-provider-sim.service \
+	share/charge/conf/charge.service share/charge/conf/charge.socket \
+	share/charge/conf/charge-provider-sim.service \
 	share/charge/www/api.html share/charge/conf/snippets/nginx.conf \
 	share/charge/conf/snippets/nginx-upstream.conf \
 	share/charge/conf/snippets/lighttpd.conf share/charge/conf/snippets/apache.conf; do

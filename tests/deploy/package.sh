@@ -90,6 +90,7 @@ t "holds /etc/charge/charge.conf, mode 0640" has '-rw-r-----' root/root etc/char
 t "/etc/charge/charge.conf and /etc/charge/api-keys are conffiles" \
 	diff <(sort "$TMP/conffiles") <(printf '%s\n' /etc/charge/api-keys /etc/charge/charge.conf)
 t "holds the systemd unit" has '-rw-r--r--' root/root lib/systemd/system/charge.service
+t "holds its socket unit" has '-rw-r--r--' root/root lib/systemd/system/charge.socket
 t "holds the demo provider's unit" has '-rw-r--r--' root/root lib/systemd/system/charge-provider-sim.service
 t "holds the reconciler's unit" has '-rw-r--r--' root/root lib/systemd/system/charge-reconcile.service
 t "holds the reconciler's timer" has '-rw-r--r--' root/root lib/systemd/system/charge-reconcile.timer
@@ -200,6 +201,8 @@ t "the demo provider's key as the provider_api_key credential (root 0600)" \
 	test "$(stat -c '%U %a' /etc/charge/credentials/provider_api_key):$(cat /etc/charge/credentials/provider_api_key)" = "root 600:sk_test_sim"
 t "the unit is enabled (multi-user.target.wants)" \
 	test -L /etc/systemd/system/multi-user.target.wants/charge.service
+t "postinst enabled the socket unit" \
+	test -L /etc/systemd/system/sockets.target.wants/charge.socket
 t "the demo provider's unit is enabled (multi-user.target.wants)" \
 	test -L /etc/systemd/system/multi-user.target.wants/charge-provider-sim.service
 suid=$(getent passwd charge-provider-sim | cut -d: -f3)

@@ -9,6 +9,9 @@
 # same for conf/charge-provider-sim.service, the demo provider that
 # charge.service pulls in (Wants=/After=): verify (with build/charge-provider-sim),
 # its identity, socket, store, restart policy and hardening, and its rating.
+# And conf/charge.socket, the listening socket systemd holds across the
+# service's restarts: verify beside charge.service, its ListenStream is the
+# path of charge.service's --listen, owner, group and mode.
 # No service is started. Exit status 1 when any check fails.
 set -uo pipefail
 
@@ -17,6 +20,7 @@ UNIT=${CHARGE_UNIT:-$ROOT/conf/charge.service}
 BIN=${CHARGE_BIN:-$ROOT/build/charge}
 INSTALLED_BIN=/usr/local/sbin/charge
 SIM_UNIT=${CHARGE_SIM_UNIT:-$ROOT/conf/charge-provider-sim.service}
+SOCKET_UNIT=${CHARGE_SOCKET_UNIT:-$ROOT/conf/charge.socket}
 SIM_BIN=${CHARGE_SIM_BIN:-$ROOT/build/charge-provider-sim}
 SIM_INSTALLED_BIN=/usr/local/sbin/charge-provider-sim
 MAX_EXPOSURE=2.0          # systemd-analyze security: <= 2.0 is rated "OK"
@@ -76,8 +80,13 @@ fi
 # --- required directives ----------------------------------------------------
 # "Key=regex": the unit must have a line Key=<value matching regex>.
 REQUIRED=(
-	"Type=exec"
+	"Type=notify"
+	"NotifyAccess=main"
 	"ExecStart=$INSTALLED_BIN --listen /run/charge/charge\\.sock"
+	"ExecReload=/bin/kill -HUP \\\$MAINPID"
+	"Wants=charge\\.socket"
+	"After=.*charge\\.socket.*"
+	"RuntimeDirectoryPreserve=yes"
 	"Environment=CHARGE_CONF=/usr/local/etc/charge/charge\\.conf"
 	"Restart=always"
 	"User=charge"
@@ -415,6 +424,45 @@ else
 	else
 		skip "systemd-analyze security rates the reconciler's unit OK" "this systemd has no --offline"
 	fi
+# --- conf/charge.socket ------------------------------------------------------
+if [ ! -f "$SOCKET_UNIT" ]; then
+	not_ok "conf/charge.socket exists"
+else
+	ok "conf/charge.socket exists"
+	sock_directives() { grep -vE '^[[:space:]]*(#|;|$)' "$SOCKET_UNIT"; }
+	if ! command -v systemd-analyze >/dev/null 2>&1 || [ ! -f "$TMP/charge.service" ]; then
+		skip "systemd-analyze verify accepts charge.socket" "no systemd-analyze or no verified charge.service"
+	else
+		cp "$SOCKET_UNIT" "$TMP/charge.socket"
+		out=$(cd "$TMP" && MANPATH="$TMP/man" systemd-analyze verify "$TMP/charge.socket" "$TMP/charge.service" 2>&1)
+		rc=$?
+		if [ "$rc" -eq 0 ] && [ -z "$out" ]; then
+			ok "systemd-analyze verify accepts charge.socket beside charge.service (no warnings)"
+		else
+			mapfile -t lines <<<"$out"
+			not_ok "systemd-analyze verify accepts charge.socket (no warnings)" "exit status $rc" "${lines[@]}"
+		fi
+	fi
+	path=$(directives | sed -nE 's/^ExecStart=[^ ]+ --listen ([^ ]+)$/\1/p')
+	SOCK_REQUIRED=(
+		"ListenStream=${path:-/run/charge/charge.sock}"
+		"SocketUser=charge"
+		"SocketGroup=www-data"
+		"SocketMode=0660"
+		"Accept=no"
+		"Service=charge\\.service"
+		"WantedBy=sockets\\.target"
+	)
+	for req in "${SOCK_REQUIRED[@]}"; do
+		key=${req%%=*}
+		re=${req#*=}
+		line=$(sock_directives | grep -E "^${key}=${re}\$" | head -1)
+		if [ -n "$line" ]; then
+			ok "charge.socket: $line"
+		else
+			not_ok "charge.socket: $key=${re//\\/}" "found: $(sock_directives | grep -E "^${key}=" | tr '\n' ' ')"
+		fi
+	done
 fi
 
 echo "1..$N"

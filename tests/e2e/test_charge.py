@@ -401,13 +401,13 @@ def health_ok(secs=10.0):
     while time.monotonic() < end:
         try:
             # while responders restart, the web server may answer itself
-            r = request("GET", "/healthz", timeout=3, web_server_ok=True)
+            r = request("GET", "/readyz", timeout=3, web_server_ok=True)
             if r.status == 200:
                 return r
         except OSError:
             pass
         time.sleep(0.1)
-    raise Fail("/healthz did not return 200 within %.0fs: %r" % (secs, r))
+    raise Fail("/readyz did not return 200 within %.0fs: %r" % (secs, r))
 
 
 def in_thread(fn, *args, **kw):
@@ -422,7 +422,7 @@ def in_thread(fn, *args, **kw):
 
 
 
-@test("GET /healthz: 200 JSON status ok with the standard headers")
+@test("GET /healthz: 200 JSON status ok (liveness) with the standard headers")
 def t_healthz():
     r = request("GET", "/healthz")
     check(r.status == 200, "want 200, got %r" % r)
@@ -431,6 +431,18 @@ def t_healthz():
     check(r.json().get("status") == "ok", "status member %r" % r.json().get("status"))
     h = request("HEAD", "/healthz")
     check(h.status == 200 and h.body == b"", "HEAD /healthz: %r" % h)
+
+
+@test("GET /readyz: 200 JSON, every check ok and not draining; HEAD the same")
+def t_readyz():
+    r = request("GET", "/readyz")
+    check(r.status == 200, "want 200, got %r" % r)
+    std_headers(r)
+    check((r.h("Content-Type") or "").startswith("application/json"), "Content-Type %r" % r.h("Content-Type"))
+    check(r.json() == {"status": "ok", "redis": "ok", "spill_dir": "ok", "draining": False},
+          "body %r" % r.body)
+    h = request("HEAD", "/readyz")
+    check(h.status == 200 and h.body == b"", "HEAD /readyz: %r" % h)
 
 
 @test("POST /charge fresh: 201, headers, charge object, one ledger line")
@@ -1508,7 +1520,7 @@ def t_metrics():
 REDIS_STATE = {}
 
 
-@test("Redis down (kill -9): POST 503 service-unavailable with Retry-After, no provider call; /healthz 503")
+@test("Redis down (kill -9): POST 503 service-unavailable with Retry-After, no provider call; /readyz 503")
 def t_redis_down():
     key_before = new_key("aof")
     r0 = post_charge(key_before)
@@ -1525,9 +1537,9 @@ def t_redis_down():
     ra = r.h("Retry-After")
     check(ra is not None and ra.isdigit() and int(ra) >= 1, "Retry-After %r" % ra)
     expect_ledger(PRINCIPAL_A, key, 0, "no provider call without a claim")
-    h = request("GET", "/healthz")
-    check(h.status == 503, "/healthz with Redis down: want 503, got %r" % h)
-    std_headers(h, "/healthz 503")
+    h = request("GET", "/readyz")
+    check(h.status == 503, "/readyz with Redis down: want 503, got %r" % h)
+    std_headers(h, "/readyz 503")
     r = post_charge(key_before)
     expect_problem(r, 503, "service-unavailable", "replay request with Redis down")
 

@@ -374,9 +374,9 @@ def c4():
             avail = spill_fill()
             note("spill tmpfs filled: %d bytes left" % avail)
             check(avail < 4096, "could not fill the spill directory: %d bytes left" % avail)
-            h = H.send("c4", st, None, None, None, kind="bad", expect={"503"}, method="GET", path="/healthz",
+            h = H.send("c4", st, None, None, None, kind="bad", expect={"503"}, method="GET", path="/readyz",
                        ctype=None, api_key="")
-            check(h.status == 503 and b"low on space" in h.rbody, "/healthz with a full spill dir: %r" % h)
+            check(h.status == 503 and b"low on space" in h.rbody, "/readyz with a full spill dir: %r" % h)
         else:
             st.fiu_ctrl(FIU_SPILL_WRITE)
             note("fiu-run: write() fails with ENOSPC whenever spill_write is on the stack "
@@ -415,10 +415,10 @@ def c4():
     for r in full + spilled:
         expect_replay(H.send("c4", st, r.principal, r.key, r.body), r, "replay after space was freed")
         check(len(H.ledger_for(r.principal, r.key)) == 1, "ledger lines for %s" % r.key)
-    h = H.send("c4", st, None, None, None, kind="bad", expect={"200"}, method="GET", path="/healthz",
+    h = H.send("c4", st, None, None, None, kind="bad", expect={"200"}, method="GET", path="/readyz",
                ctype=None, api_key="")
     note("6 large orders while full: recorded inline (201, one ledger line each); 4 after freeing: "
-         "spilled to files; all replay byte-identical; /healthz %s" % (
+         "spilled to files; all replay byte-identical; /readyz %s" % (
              "503 low on space, then " + h.label() if mode == "tmpfs" else h.label()))
     st.stop()
 

@@ -127,11 +127,11 @@ def wait_health(base, secs=20.0, want=200):
     end = time.monotonic() + secs
     r = None
     while time.monotonic() < end:
-        r = get(base, "/healthz", timeout=3)
+        r = get(base, "/readyz", timeout=3)
         if r.status == want:
             return r
         time.sleep(0.1)
-    raise Fail("/healthz did not answer %d within %.0fs: %r" % (want, secs, r))
+    raise Fail("/readyz did not answer %d within %.0fs: %r" % (want, secs, r))
 
 
 def metric(base, name):

@@ -113,7 +113,7 @@ def t_routing():
     check(len(owners) == 3, "30 keys on %d nodes" % len(owners))
     for k in keys:
         check(h.same_answer(first[k], h.post(BASE, k, h.charge_body(amount=300))), "replay of %s" % k)
-    h.get(BASE, "/healthz")
+    h.get(BASE, "/readyz")
     for p in NODES:
         conns = [ln for ln in h.cli(p, "CLIENT", "LIST").splitlines() if "cmd=client|list" not in ln]
         check(len(conns) <= PROCS, "node %d has %d client connections for %d responders" % (p, len(conns), PROCS))
@@ -279,15 +279,15 @@ def t_reshard_under_load():
     diag("ledger: %d provider calls for %d keys, one charge id each" % (calls, called))
 
 
-@test("one primary down: /healthz 503, charges 503 with Retry-After (CLUSTERDOWN within redis_timeout_ms); back: 201")
+@test("one primary down: /readyz 503, charges 503 with Retry-After (CLUSTERDOWN within redis_timeout_ms); back: 201")
 def t_node_down():
     victim = NODES[-1]
     keys = [h.new_key("down%02d" % i) for i in range(12)]
     body = h.charge_body(amount=42)
     h.node_kill9(victim)
     try:
-        r = h.get(BASE, "/healthz")
-        check(r.status == 503, "/healthz with a primary down: %r" % r)
+        r = h.get(BASE, "/readyz")
+        check(r.status == 503, "/readyz with a primary down: %r" % r)
         wait_cluster(ok=False, secs=20)
         rs = [h.post(BASE, k, body) for k in keys]
         for k, r in zip(keys, rs):

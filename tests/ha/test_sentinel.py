@@ -64,7 +64,7 @@ def wait_replicas_synced(primary, secs=20):
     raise Fail("replicas of %d not in sync within %ds" % (primary, secs))
 
 
-@test("via the sentinels: /healthz 200; a fresh charge and its byte-identical replay")
+@test("via the sentinels: /readyz 200; a fresh charge and its byte-identical replay")
 def t_basic():
     h.wait_health(BASE, 20)
     key = h.new_key("basic")
@@ -255,7 +255,7 @@ def t_kill_under_load():
             check(final[k].status in (201, 402), "key %s: %r" % (k, final[k]))
 
 
-@test("after the failover: /healthz 200 and the new primary holds new records")
+@test("after the failover: /readyz 200 and the new primary holds new records")
 def t_after():
     h.wait_health(BASE, 20)
     key = h.new_key("after")

@@ -151,8 +151,8 @@ def t_no_primary():
     drop_connections(R)
     k2, r2 = charges(1, "nosentinel")[0]
     h.check_documented(r2, "no sentinel", allow=(503,))
-    r = h.get(BASE, "/healthz")
-    check(r.status == 503, "/healthz without sentinels: %r" % r)
+    r = h.get(BASE, "/readyz")
+    check(r.status == 503, "/readyz without sentinels: %r" % r)
     check(not any(k in h.ledger_ids() for k in (k1, k2)), "the provider was called")
     SENTINEL.primary = R
     SENTINEL.start()

@@ -1151,6 +1151,50 @@ test_webhook(void **state)
 	free(out);
 }
 
+/* A reload: which keys may differ from the configuration in force. */
+static void
+test_fixed_change(void **state)
+{
+	static const char *const live[] = { "api_keys_file = /k2",
+		"provider_api_key = sk_other",
+		"provider_webhook_secret = whsec_2",
+		"provider_webhook_secret_previous = whsec_1",
+		"log_level = debug", "max_wait_s = 3",
+		"max_request_bytes = 2048", "max_inflight = 7",
+		"request_timeout_ms = 999", "keepalive_idle_timeout_ms = 999",
+		"drain_timeout_ms = 999", "body_memory_max_bytes = 99999",
+		"provider_webhook_tolerance_s = 30" };
+	static const struct {
+		const char *text, *key;
+	} fixed[] = {
+		{ "redis_url = redis://10.0.0.9:6379", "redis_url" },
+		{ "provider_secret = another-secret", "provider_secret" },
+		{ "threads = 3", "threads" },
+		{ "spill_dir = /elsewhere", "spill_dir" },
+		{ "provider_url = http://127.0.0.1:9", "provider_url" },
+		{ "lock_ttl_s = 99", "lock_ttl_s" },
+	};
+	struct config a, b;
+	char err[256];
+	size_t i;
+
+	(void)state;
+	assert_int_equal(parse(&a, "", err, sizeof(err)), 0);
+	assert_int_equal(parse(&b, "", err, sizeof(err)), 0);
+	assert_null(config_fixed_change(&a, &b));
+	for (i = 0; i < sizeof(live) / sizeof(live[0]); i++) {
+		assert_int_equal(parse(&b, live[i], err, sizeof(err)), 0);
+		if (config_fixed_change(&a, &b) != NULL)
+			fail_msg("%s: refused as %s", live[i],
+			    config_fixed_change(&a, &b));
+	}
+	for (i = 0; i < sizeof(fixed) / sizeof(fixed[0]); i++) {
+		assert_int_equal(parse(&b, fixed[i].text, err, sizeof(err)), 0);
+		assert_non_null(config_fixed_change(&a, &b));
+		assert_string_equal(config_fixed_change(&a, &b), fixed[i].key);
+	}
+}
+
 int
 main(void)
 {
@@ -1181,6 +1225,7 @@ main(void)
 		cmocka_unit_test(test_secret_files),
 		cmocka_unit_test(test_default_path),
 		cmocka_unit_test(test_shipped_conf),
+		cmocka_unit_test(test_fixed_change),
 	};
 
 	return cmocka_run_group_tests_name("config", tests, group_setup,
