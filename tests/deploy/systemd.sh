@@ -424,6 +424,8 @@ else
 	else
 		skip "systemd-analyze security rates the reconciler's unit OK" "this systemd has no --offline"
 	fi
+fi
+
 # --- conf/charge.socket ------------------------------------------------------
 if [ ! -f "$SOCKET_UNIT" ]; then
 	not_ok "conf/charge.socket exists"
