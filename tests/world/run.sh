@@ -4,7 +4,8 @@
 # provider simulator with a random subset of its faults and liberties per
 # seed, a nemesis adding ours (kill -9, lapsed claims, lost records, Redis
 # paused), and a checker over every answer, the records and the provider's
-# ledger (tests/world/checker.py). Prints TAP, one line a seed.
+# ledger (tests/world/checker.py; first checker_test.py: each rule fires on
+# its planted defect). Prints TAP, one line a seed.
 #
 #   CHARGE_BIN=build/charge tests/world/run.sh                (./test.sh world)
 #   WORLD_SEEDS=1-50 WORLD_REQUESTS=200 WORLD_WORKERS=4       the bounded run (defaults)
@@ -65,6 +66,9 @@ else
 	args=(--seeds "${WORLD_SEEDS:-1-50}")
 fi
 echo "# world: responder $BIN, simulator $SIM, run dir $RUN"
+# the checker first, against planted histories: each rule can fail
+/usr/bin/python3 -B "$REPO/tests/world/checker_test.py" | grep -vE '^1\.\.'
+crc=${PIPESTATUS[0]}
 export CHARGE_BIN=$BIN WORLD_SIM_BIN=$SIM WORLD_RUN=$RUN
 timeout --foreground -k 10 "${WORLD_TIMEOUT_S:-600}" /usr/bin/python3 -B "$REPO/tests/world/world.py" run \
 	"${args[@]}" --requests "${WORLD_REQUESTS:-200}" --workers "${WORLD_WORKERS:-4}" --run "$RUN" 2>&1 |
@@ -82,4 +86,5 @@ if [ "$rc" -ne 0 ]; then
 		tail -n 10 "$f" | sed 's/^/#   /'
 	done
 fi
+[ "$rc" -eq 0 ] && rc=$crc
 exit "$rc"

@@ -555,11 +555,14 @@ class World:
 
             def go(rs=rs):
                 for r in rs:
-                    for _ in range(20):  # until the responder itself answers from Redis
+                    # until an outcome or a recorded unknown, as a client
+                    # that lost its answer retries (a 409, a 503 while the
+                    # responder reconnects, a web server's page: again)
+                    for _ in range(40):
                         op, _h = self.send(r, 99, "final")
-                        if (op.ptype is not None and op.status != 503) or op.status in (201, 402):
+                        if is_final(op.status, op.ptype) or (op.status == 504 and op.ptype):
                             break
-                        time.sleep(0.1)
+                        time.sleep(0.2)
             ts.append(threading.Thread(target=go, daemon=True))
         for t in ts:
             t.start()
