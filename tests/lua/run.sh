@@ -662,12 +662,12 @@ in_range "unknown PTTL is the TTL given" "$(rv PTTL $K)" $((DONE_TTL - 1000)) $D
 is "unknown without the request is refused" \
 	"$(ev record $K , ownerA $FP $PR unknown 504 $PT 1 $DONE_TTL 1500 $((1500 + DONE_TTL)) inline "$UNK" 2>&1 | grep -c 'ERR record: bad arguments')" "1"
 is "a retry (other owner, same fingerprint) takes it over -> resumed, created_ms, quiet_ms (the unknown's updated_ms)" \
-	"$(ev claim $K , $FP ownerB 2000 $CLAIM_TTL $PR)" "$(lines '"resumed"' '"1000"' '"1500"')"
+	"$(ev claim $K , $FP ownerB 2000 $CLAIM_TTL $PR)" "$(lines '"resumed"' '"1000"' '"1500"' '"0"')"
 is "the take-over sets owner and lease, keeps state and TTL" \
 	"$(r HMGET $K state owner lease_ms)" "$(lines '"unknown"' '"ownerB"' "\"$((2000 + CLAIM_TTL))\"")"
 in_range "the take-over keeps the record's TTL" "$(rv PTTL $K)" $((DONE_TTL - 2000)) $DONE_TTL
 is "the same owner again -> resumed (its own lease is no earlier attempt)" \
-	"$(ev claim $K , $FP ownerB 2500 $CLAIM_TTL $PR)" "$(lines '"resumed"' '"1000"' '"1500"')"
+	"$(ev claim $K , $FP ownerB 2500 $CLAIM_TTL $PR)" "$(lines '"resumed"' '"1000"' '"1500"' '"0"')"
 is "a third attempt within the lease -> in_progress (since the take-over)" \
 	"$(ev claim $K , $FP ownerC 3000 $CLAIM_TTL $PR)" "$(lines '"in_progress"' '"2000"')"
 is "another fingerprint -> mismatch" "$(ev claim $K , $FP2 ownerC 3000 $CLAIM_TTL $PR2)" "$(lines '"mismatch"' "\"$PR\"")"
@@ -689,11 +689,11 @@ fresh
 ev claim $K , $FP ownerA 1000 $CLAIM_TTL $PR >/dev/null
 ev record $K , ownerA $FP $PR unknown 504 $PT 1 $DONE_TTL 1500 $((1500 + DONE_TTL)) inline "$UNK" "$REQ" >/dev/null
 is "resume of an unknown record -> resumed with fingerprint, digests, request, created_ms, quiet_ms" \
-	"$(ev resume $K , ownerD 2000 $CLAIM_TTL)" "$(lines '"resumed"' "\"$FP\"" "\"$PR\"" "$(printf '%s' "$REQ" | repr)" '"1000"' '"1500"')"
+	"$(ev resume $K , ownerD 2000 $CLAIM_TTL)" "$(lines '"resumed"' "\"$FP\"" "\"$PR\"" "$(printf '%s' "$REQ" | repr)" '"1000"' '"1500"' '"0"')"
 is "a retry within the completer's lease -> in_progress" \
 	"$(ev claim $K , $FP ownerB 2500 $CLAIM_TTL $PR | head -1)" '"in_progress"'
 is "after the lease a retry takes it over; quiet_ms is the lapsed lease's end" \
-	"$(ev claim $K , $FP ownerB $((2000 + CLAIM_TTL + 1)) $CLAIM_TTL $PR)" "$(lines '"resumed"' '"1000"' "\"$((2000 + CLAIM_TTL))\"")"
+	"$(ev claim $K , $FP ownerB $((2000 + CLAIM_TTL + 1)) $CLAIM_TTL $PR)" "$(lines '"resumed"' '"1000"' "\"$((2000 + CLAIM_TTL))\"" '"0"')"
 is "the completer cannot take it while the retry holds it -> leased" \
 	"$(ev resume $K , ownerD $((2000 + CLAIM_TTL + 2)) $CLAIM_TTL | head -1)" '"leased"'
 is "after the retry's lease lapsed the completer takes it; quiet_ms is that lease's end" \
