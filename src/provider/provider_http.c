@@ -340,8 +340,10 @@ probe_progress(const struct http_call *c)
 {
 	const struct config *cfg = c->hp->cfg;
 
-	if (c->searching || c->list_pages == 0 || c->last_created <= 0 ||
-	    c->last_created >= c->lte || c->quiet_ms <= 0 ||
+	/* a charge naming us with another amount: never read past it */
+	if (c->searching || c->probe_mismatch || c->list_pages == 0 ||
+	    c->last_created <= 0 || c->last_created >= c->lte ||
+	    c->quiet_ms <= 0 ||
 	    c->probe_sent_ms < c->quiet_ms +
 	            settle_execute_ms(cfg->provider_timeout_ms,
 	                cfg->provider_execute_max_ms) ||
