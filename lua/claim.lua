@@ -10,7 +10,7 @@
 --                                   already owned it: a retried claim is safe)
 --   {'mismatch', digests}           the key holds another fingerprint; digests
 --                                   are its stored param_digests (nil if none)
---   {'resumed', created_ms, quiet_ms}
+--   {'resumed', created_ms, quiet_ms, probe_lte}
 --                                   the key holds an outcome 'unknown' (the
 --                                   provider's answer never came) and the
 --                                   caller took it over: it owns the record
@@ -23,7 +23,9 @@
 --                                   unknown recorded by an attempt that may
 --                                   have sent, sent_ms, else updated_ms, or
 --                                   the end of a lease that lapsed
---                                   unrecorded)
+--                                   unrecorded); probe_lte: where the
+--                                   next read of the list goes on from
+--                                   ('0': the top)
 --   {'in_progress', created_ms}     another attempt holds the claim, made then
 --                                   (or holds the lease on an unknown
 --                                   record, taken then)
@@ -71,18 +73,20 @@ end
 if r[1] == 'unknown' then
   -- not settled: whoever asks again owns it for a lease, one at a time
   local c = redis.call('HMGET', key, 'owner', 'lease_ms', 'created_ms',
-                       'updated_ms', 'sent_ms')
+                       'updated_ms', 'sent_ms', 'probe_lte')
   local quiet = c[5] or c[4] or c[3]
+  local lte = c[6] or '0'
   if c[1] == ARGV[2] then
-    return {'resumed', c[3], quiet}
+    return {'resumed', c[3], quiet, lte}
   end
   if c[2] and c[2] + 0 > now + 0 then
     return {'in_progress', tostring(c[2] - ttl)}
   end
   if c[2] and quiet and c[2] + 0 > quiet + 0 then
     quiet = c[2] -- a lease that lapsed before its holder recorded
+    lte = '0'   -- what was read before it proves nothing after it
   end
   redis.call('HSET', key, 'owner', ARGV[2], 'lease_ms', tostring(now + ttl))
-  return {'resumed', c[3], quiet}
+  return {'resumed', c[3], quiet, lte}
 end
 return {'recorded', r[1], r[3], r[4], r[5], r[6], r[7], r[8], r[9], r[10]}

@@ -22,6 +22,10 @@
 --          unknown (optional): sent_ms, the latest an attempt of the record
 --          may have sent (a read-only probe keeps the earlier one; absent:
 --          now); claim.lua and resume.lua take it as the quiet point
+-- ARGV[15] unknown (optional): probe_lte, where the next read of the
+--          provider's list goes on from (its created[lte], the provider's
+--          Unix seconds: the part above was read and proven empty); '0':
+--          none, the next read starts at the top
 -- Writes only when the caller still owns the claim (or the lease on an
 -- unknown record) or the key has vanished (its claim expired and nobody
 -- took it). A settled record (completed, failed) never changes again.
@@ -53,12 +57,14 @@ local mode, status, retry = ARGV[11], ARGV[5], ARGV[7]
 local ttl, now, expires = ARGV[8], ARGV[9], ARGV[10]
 local D = '^[1-9]%d*$'
 local unknown = ARGV[4] == 'unknown'
-if #KEYS ~= 1 or #ARGV < 12 or #ARGV > 14 or ARGV[1] == '' or ARGV[2] == ''
+if #KEYS ~= 1 or #ARGV < 12 or #ARGV > 15 or ARGV[1] == '' or ARGV[2] == ''
     or ARGV[3] == ''
     or (ARGV[4] ~= 'completed' and ARGV[4] ~= 'failed' and not unknown)
     or (unknown and (mode ~= 'inline' or #ARGV < 13 or ARGV[13] == ''
-        or (#ARGV == 14 and (#ARGV[14] > 15 or not find(ARGV[14], D)
-            or ARGV[14] + 0 > now + 0))))
+        or (#ARGV >= 14 and (#ARGV[14] > 15 or not find(ARGV[14], D)
+            or ARGV[14] + 0 > now + 0))
+        or (#ARGV == 15 and (#ARGV[15] > 15
+            or not find(ARGV[15], '^%d+$')))))
     or not find(status, '^[1-5]%d%d$') or ARGV[6] == ''
     or (retry ~= '' and (#retry > 15 or not find(retry, D) or
         retry + 0 > MAX_RETRY_AFTER_S))
@@ -120,11 +126,14 @@ if cur[1] == 'unknown' then
   -- written again over an unknown outcome: its answer, its lease and what
   -- was kept to ask the provider again go (the new ones are written below)
   redis.call('HDEL', key, 'request', 'lease_ms', 'retry_after', 'body',
-             'body_file', 'body_len', 'body_sha256')
+             'body_file', 'body_len', 'body_sha256', 'sent_ms', 'probe_lte')
 end
 if unknown then
   f[#f + 1] = 'request'; f[#f + 1] = ARGV[13]
   f[#f + 1] = 'sent_ms'; f[#f + 1] = ARGV[14] or now
+  if ARGV[15] and ARGV[15] ~= '0' then
+    f[#f + 1] = 'probe_lte'; f[#f + 1] = ARGV[15]
+  end
 end
 if mode == 'file' then
   f[#f + 1] = 'body_file'; f[#f + 1] = ARGV[12]

@@ -234,6 +234,7 @@ answer_outcome_render(const struct provider_result *pr, const char *canon,
 		*prob = PROB_OUTCOME_UNKNOWN;
 		state = "unknown";
 		out->sent_ms = pr->quiet_ms;
+		out->probe_lte = pr->probe_lte;
 		(void)snprintf(detail, sizeof(detail),
 		    "The payment provider's answer did not come in time: whether the payment was made is not known yet. Retry with the same key to learn the outcome; it is never charged twice.");
 		break;

@@ -243,6 +243,10 @@ on_provider_done(const struct provider_result *pr, void *arg)
 	proof_ms = completer_proof_ms(cp->cfg, &cp->rs, pr->quiet_ms);
 	if (proof_ms > now_wall_ms() && proof_ms < next_ms)
 		next_ms = proof_ms; /* the first read that can prove absence */
+	/* a read that went further down the list: on at the next tick */
+	if (pr->probe_lte > 0 &&
+	    (cp->rs.probe_lte == 0 || pr->probe_lte < cp->rs.probe_lte))
+		next_ms = now_wall_ms() + COMPLETER_TICK_MS;
 	log_warn(NULL, "completer: %s still unknown (%s); next at +%lld s",
 	    item_name(cp), pr->why, (next_ms - now_wall_ms()) / 1000);
 	completer_set_state(cp, CP_INDEX);
@@ -293,6 +297,7 @@ completer_settle_step(const struct config *cfg, const struct idem_resume *rs,
 	    call->probe ? 0 : rs->created_ms + clk.window_ms;
 	call->created_ms = rs->created_ms;
 	call->quiet_ms = settle_quiet_ms(&clk);
+	call->probe_lte = call->probe ? rs->probe_lte : 0;
 	return wait_ms;
 }
 

@@ -408,9 +408,9 @@ reply_resumed(const struct redis_reply *r, struct idem_resume *rs)
 {
 	struct idem_field f;
 	size_t i;
-	long long *to[2] = { &rs->created_ms, &rs->quiet_ms };
+	long long *to[3] = { &rs->created_ms, &rs->quiet_ms, &rs->probe_lte };
 
-	for (i = 0; i < 2; i++) {
+	for (i = 0; i < 3; i++) {
 		*to[i] = 0;
 		if ((f.p = reply_string(redis_reply_at(r, i + 1), &f.n)) ==
 		    NULL)
@@ -474,7 +474,7 @@ bad:
 
 /*
  * The fields of {'resumed', fingerprint, param_digests, request, created_ms,
- * quiet_ms}.
+ * quiet_ms, probe_lte}.
  */
 enum resume_field {
 	RS_TAG,
@@ -483,6 +483,7 @@ enum resume_field {
 	RS_REQUEST,
 	RS_CREATED_MS,
 	RS_QUIET_MS,
+	RS_PROBE_LTE,
 	RESUME_FIELDS
 };
 
@@ -514,6 +515,8 @@ resume_decode(const struct redis_reply *r, struct idem_result *res)
 	            field_number(&f[RS_CREATED_MS], STORED_MS_MAX)) < 1 ||
 	    (res->resume.quiet_ms =
 	            field_number(&f[RS_QUIET_MS], STORED_MS_MAX)) < 1 ||
+	    (res->resume.probe_lte =
+	            field_number(&f[RS_PROBE_LTE], STORED_MS_MAX)) < 0 ||
 	    (res->resume.request = malloc(f[RS_REQUEST].n + 1)) == NULL)
 		goto bad;
 	memcpy(res->resume.request, f[RS_REQUEST].p, f[RS_REQUEST].n);
@@ -635,7 +638,7 @@ on_script_reply(const struct redis_result *rr, void *arg)
 }
 
 /* A script's arguments, as every sender builds them. */
-#define OP_ARGS_MAX 14 /* record.lua's, the most */
+#define OP_ARGS_MAX 15 /* record.lua's, the most */
 #define OP_NUM_LEN 24  /* a long long as decimal text */
 
 struct op_args {
@@ -746,6 +749,7 @@ idem_record_send(struct redis_client *redis, const char *rkey,
 			    out->sent_ms > 0 && out->sent_ms <= now_ms
 			        ? out->sent_ms
 			        : now_ms);
+			arg_num(&args, out->probe_lte > 0 ? out->probe_lte : 0);
 		}
 	}
 	return op_send(redis, &script_record, OP_RECORD, rkey, &args, 1, cb,

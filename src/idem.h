@@ -49,6 +49,8 @@ struct idem_record {
 	 * recording's now); a read-only probe keeps the earlier one
 	 */
 	long long sent_ms;
+	/* unknown: where the next read of the list goes on from (0: top) */
+	long long probe_lte;
 };
 
 /* Longest per-parameter digest string the store passes on (opaque here). */
@@ -155,6 +157,11 @@ struct idem_resume {
 	 * (the last unknown recorded, or a lapsed lease's end), Unix ms.
 	 */
 	long long quiet_ms;
+	/*
+	 * Where the next read of the provider's list goes on from: its
+	 * created[lte] (the provider's Unix seconds); 0: from the top
+	 */
+	long long probe_lte;
 };
 
 #define IDEM_DUE_MAX 64 /* names one pending 'due' can return */

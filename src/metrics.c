@@ -21,7 +21,7 @@
 #include "response.h"
 
 #define METRICS_MAGIC                                                          \
-	0x6368726737ULL /* "chrg7": bump when the layout changes */
+	0x6368726738ULL /* "chrg8": bump when the layout changes */
 #define METRICS_FILE_MODE 0600
 #define RENDER_MAX 32768 /* bytes of exposition text */
 

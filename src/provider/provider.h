@@ -57,6 +57,8 @@ struct provider_result {
 	 * (the record's time then)
 	 */
 	long long quiet_ms;
+	/* a probe cut short: where the next one goes on from (0: the top) */
+	long long probe_lte;
 	int mismatches; /* charges that were not this request's (alert) */
 	int refused_after_ambiguity; /* 4xx after a delivery that may have executed (alert) */
 	char why[128]; /* for the log: what the last attempt came to */
@@ -96,6 +98,8 @@ struct provider_call {
 	const char *request_id;
 	const char *trace_id;
 	const char *traceparent;
+	/* a probe: the list goes on from created[lte] = this (0: the top) */
+	long long probe_lte;
 };
 
 /*

@@ -104,7 +104,10 @@ struct http_call {
 	long long used_off_ms;
 	int searching;   /* the probe's first part: the search for our key */
 	int search_sent; /* the probe's first read went out */
-	int probe_skew_known; /* a page's Date measured the clock */
+	long long resume_lte;   /* the list goes on from here (0: the top) */
+	long long last_created; /* the last list page's last charge */
+	int list_pages;         /* list pages read */
+	int probe_skew_known;   /* a page's Date measured the clock */
 	long long probe_skew_ms;
 	long long
 	    resend_until_ms; /* no delivery starts from then on; 0: none */
@@ -181,6 +184,7 @@ on_h1_body(void *arg, const char *p, size_t len)
 }
 
 static void attempt_start(struct http_call *c);
+static long long probe_progress(const struct http_call *c);
 static void call_settle(struct http_call *c, enum settle_verdict v);
 
 static void
@@ -291,7 +295,11 @@ call_settle(struct http_call *c, enum settle_verdict v)
 		c->res.outcome = c->probe ? PROV_ABSENT : PROV_ERROR;
 		break;
 	case SV_RETRY:
-	case SV_UNKNOWN: c->res.outcome = PROV_UNKNOWN; break;
+	case SV_UNKNOWN:
+		c->res.outcome = PROV_UNKNOWN;
+		if (c->probe)
+			c->res.probe_lte = probe_progress(c);
+		break;
 	}
 	c->res.mismatches = c->fold.mismatches + (c->probe_mismatch ? 1 : 0);
 	c->res.refused_after_ambiguity = c->fold.refused_after_ambiguity;
@@ -328,6 +336,35 @@ probe_search_done(struct http_call *c)
 	    settle_execute_ms(cfg->provider_timeout_ms,
 	        cfg->provider_execute_max_ms),
 	    c->used_off_ms, SETTLE_RANGE_MARGIN_MS, &c->gte, &c->lte);
+	/* an earlier read proved the part above empty: on from there */
+	if (c->resume_lte > 0 && c->resume_lte < c->lte)
+		c->lte = c->resume_lte;
+}
+
+/*
+ * A probe that ends unknown: where the next one goes on from. The part of
+ * the list read (above the last page's last charge's created; that second
+ * is read again, for the charges it shares with the next page) counts
+ * only when every page was asked for after no delivery can still execute
+ * and on a clock that proves; else what the earlier reads proved stands.
+ */
+static long long
+probe_progress(const struct http_call *c)
+{
+	const struct config *cfg = c->hp->cfg;
+
+	/* a charge naming us with another amount: never read past it */
+	if (c->searching || c->probe_mismatch || c->list_pages == 0 ||
+	    c->last_created <= 0 || c->last_created >= c->lte ||
+	    c->quiet_ms <= 0 ||
+	    c->probe_sent_ms < c->quiet_ms +
+	            settle_execute_ms(cfg->provider_timeout_ms,
+	                cfg->provider_execute_max_ms) ||
+	    !settle_clock_proves(c->probe_skew_known, c->probe_skew_ms,
+	        c->used_off_ms, SETTLE_RANGE_MARGIN_MS,
+	        1000LL * cfg->provider_clock_skew_max_s))
+		return c->resume_lte;
+	return c->last_created;
 }
 
 /*
@@ -362,17 +399,19 @@ probe_page_done(struct http_call *c)
 	enum settle_probe p;
 	int more = 0, search = c->searching;
 
-	p = search ? wire_parse_search(c->body != NULL ? c->body : "",
-	                 c->body_len, &c->expect, &c->res, &more, c->after)
-	           : wire_parse_list(c->body != NULL ? c->body : "",
-	                 c->body_len, &c->expect, &c->res, &more, c->after);
+	p = search
+	    ? wire_parse_search(c->body != NULL ? c->body : "", c->body_len,
+	          &c->expect, &c->res, &more, c->after)
+	    : wire_parse_list(c->body != NULL ? c->body : "", c->body_len,
+	          &c->expect, &c->res, &more, c->after, &c->last_created);
+	c->list_pages += !search && p != PROBE_INCOMPLETE;
 	if (p == PROBE_NOT_OURS) {
 		c->probe_mismatch = 1;
 		p = PROBE_NONE; /* go on: ours may still come */
 	}
 	if (p == PROBE_NONE && search && !more) {
 		probe_search_done(c); /* then the list, from its first page */
-		more = 1;
+		more = c->lte >= c->gte; /* none left to read: done */
 	}
 	if (p == PROBE_NONE && more) {
 		if (++c->pages >= PROBE_PAGES_MAX ||
@@ -692,11 +731,14 @@ http_start(void *impl, const struct provider_call *call, provider_cb *cb,
 		 * (probe_search_done); else the list from the first claim
 		 */
 		c->searching = hp->cfg->provider_search_lag_s > 0;
+		c->resume_lte = call->probe_lte;
 		settle_list_range(call->created_ms,
 		    call->quiet_ms > 0 ? call->quiet_ms : now_wall_ms(),
 		    settle_execute_ms(hp->cfg->provider_timeout_ms,
 		        hp->cfg->provider_execute_max_ms),
 		    c->used_off_ms, SETTLE_RANGE_MARGIN_MS, &c->gte, &c->lte);
+		if (c->resume_lte > 0 && c->resume_lte < c->lte)
+			c->lte = c->resume_lte; /* the part above: read */
 	} else {
 		if ((c->form = wire_form_body(call, c->dkey, &c->formlen)) ==
 		    NULL)

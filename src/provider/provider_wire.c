@@ -853,17 +853,19 @@ wire_answer_class(const struct wire_answer *a, const struct settle_expect *e,
  */
 static enum settle_probe
 page_parse(const cJSON *root, const struct settle_expect *e,
-    struct provider_result *res, int *has_more, char after[PROVIDER_ID_MAX])
+    struct provider_result *res, int *has_more, char after[PROVIDER_ID_MAX],
+    long long *last_created)
 {
 	const cJSON *data = cJSON_GetObjectItemCaseSensitive(root, "data");
 	const cJSON *more = cJSON_GetObjectItemCaseSensitive(root, "has_more");
-	const cJSON *c, *id, *md, *rq;
+	const cJSON *c, *id, *md, *rq, *cr;
 	enum settle_probe found = PROBE_NONE;
 	struct provider_result r;
 	struct settle_seen seen;
 
 	*has_more = 0;
 	after[0] = '\0';
+	*last_created = 0;
 	if (!cJSON_IsArray(data) || !cJSON_IsBool(more))
 		return PROBE_INCOMPLETE;
 	*has_more = cJSON_IsTrue(more);
@@ -874,6 +876,11 @@ page_parse(const cJSON *root, const struct settle_expect *e,
 		    strlen(id->valuestring) >= PROVIDER_ID_MAX)
 			return PROBE_INCOMPLETE; /* no cursor to go on from */
 		memcpy(after, id->valuestring, strlen(id->valuestring) + 1);
+		cr = cJSON_GetObjectItemCaseSensitive(c, "created");
+		*last_created = cJSON_IsNumber(cr) && cr->valuedouble >= 0 &&
+		        cr->valuedouble < 1e12
+		    ? (long long)cr->valuedouble
+		    : 0;
 		md = cJSON_GetObjectItemCaseSensitive(c, "metadata");
 		rq = cJSON_GetObjectItemCaseSensitive(md, "charge_request");
 		if (found == PROBE_FOUND || found == PROBE_FOUND_DECLINED ||
@@ -906,11 +913,13 @@ page_parse(const cJSON *root, const struct settle_expect *e,
 static enum settle_probe
 page_body(const char *body, size_t len, const struct settle_expect *e,
     struct provider_result *res, int *has_more, char after[PROVIDER_ID_MAX],
-    char *next)
+    char *next, long long *last_created)
 {
 	cJSON *root = cJSON_ParseWithLength(body, len);
 	const cJSON *np = cJSON_GetObjectItemCaseSensitive(root, "next_page");
-	enum settle_probe f = page_parse(root, e, res, has_more, after);
+	long long lc;
+	enum settle_probe f = page_parse(root, e, res, has_more, after,
+	    last_created != NULL ? last_created : &lc);
 
 	if (next != NULL) {
 		next[0] = '\0';
@@ -928,9 +937,11 @@ page_body(const char *body, size_t len, const struct settle_expect *e,
 
 enum settle_probe
 wire_parse_list(const char *body, size_t len, const struct settle_expect *e,
-    struct provider_result *res, int *has_more, char after[PROVIDER_ID_MAX])
+    struct provider_result *res, int *has_more, char after[PROVIDER_ID_MAX],
+    long long *last_created)
 {
-	return page_body(body, len, e, res, has_more, after, NULL);
+	return page_body(body, len, e, res, has_more, after, NULL,
+	    last_created);
 }
 
 enum settle_probe
@@ -939,7 +950,7 @@ wire_parse_search(const char *body, size_t len, const struct settle_expect *e,
 {
 	char last[PROVIDER_ID_MAX];
 
-	return page_body(body, len, e, res, has_more, last, next);
+	return page_body(body, len, e, res, has_more, last, next, NULL);
 }
 
 long

@@ -141,11 +141,12 @@ int wire_parse_error(const char *body, size_t len, long status,
  * amount or currency differ (and none is ours); PROBE_NONE when none on
  * this page names it; PROBE_INCOMPLETE when the body is not a list.
  * *has_more: the list's has_more; after (PROVIDER_ID_MAX): the page's last
- * charge id, for the next page's starting_after ("" when the page is empty).
+ * charge id, for the next page's starting_after ("" when the page is empty);
+ * *last_created (NULL: not asked): that charge's created (0: none).
  */
 enum settle_probe wire_parse_list(const char *body, size_t len,
     const struct settle_expect *e, struct provider_result *res, int *has_more,
-    char after[PROVIDER_ID_MAX]);
+    char after[PROVIDER_ID_MAX], long long *last_created);
 
 /*
  * One page of the search (GET /v1/charges/search, a "search_result"), as

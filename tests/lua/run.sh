@@ -681,12 +681,12 @@ in_ttl "unknown PTTL is the TTL given" "$(rv PTTL $K)" $DONE_TTL
 is "unknown without the request is refused" \
 	"$(ev record $K , ownerA $FP $PR unknown 504 $PT 1 $DONE_TTL 1500 $((1500 + DONE_TTL)) inline "$UNK" 2>&1 | grep -c 'ERR record: bad arguments')" "1"
 is "a retry (other owner, same fingerprint) takes it over -> resumed, created_ms, quiet_ms (the unknown's updated_ms)" \
-	"$(ev claim $K , $FP ownerB 2000 $CLAIM_TTL $PR)" "$(lines '"resumed"' '"1000"' '"1500"')"
+	"$(ev claim $K , $FP ownerB 2000 $CLAIM_TTL $PR)" "$(lines '"resumed"' '"1000"' '"1500"' '"0"')"
 is "the take-over sets owner and lease, keeps state and TTL" \
 	"$(r HMGET $K state owner lease_ms)" "$(lines '"unknown"' '"ownerB"' "\"$((2000 + CLAIM_TTL))\"")"
 in_ttl "the take-over keeps the record's TTL" "$(rv PTTL $K)" $DONE_TTL
 is "the same owner again -> resumed (its own lease is no earlier attempt)" \
-	"$(ev claim $K , $FP ownerB 2500 $CLAIM_TTL $PR)" "$(lines '"resumed"' '"1000"' '"1500"')"
+	"$(ev claim $K , $FP ownerB 2500 $CLAIM_TTL $PR)" "$(lines '"resumed"' '"1000"' '"1500"' '"0"')"
 is "a third attempt within the lease -> in_progress (since the take-over)" \
 	"$(ev claim $K , $FP ownerC 3000 $CLAIM_TTL $PR)" "$(lines '"in_progress"' '"2000"')"
 is "another fingerprint -> mismatch" "$(ev claim $K , $FP2 ownerC 3000 $CLAIM_TTL $PR2)" "$(lines '"mismatch"' "\"$PR\"")"
@@ -708,17 +708,35 @@ fresh
 ev claim $K , $FP ownerA 1000 $CLAIM_TTL $PR >/dev/null
 ev record $K , ownerA $FP $PR unknown 504 $PT 1 $DONE_TTL 1500 $((1500 + DONE_TTL)) inline "$UNK" "$REQ" >/dev/null
 is "resume of an unknown record -> resumed with fingerprint, digests, request, created_ms, quiet_ms" \
-	"$(ev resume $K , ownerD 2000 $CLAIM_TTL)" "$(lines '"resumed"' "\"$FP\"" "\"$PR\"" "$(printf '%s' "$REQ" | repr)" '"1000"' '"1500"')"
+	"$(ev resume $K , ownerD 2000 $CLAIM_TTL)" "$(lines '"resumed"' "\"$FP\"" "\"$PR\"" "$(printf '%s' "$REQ" | repr)" '"1000"' '"1500"' '"0"')"
 is "a retry within the completer's lease -> in_progress" \
 	"$(ev claim $K , $FP ownerB 2500 $CLAIM_TTL $PR | head -1)" '"in_progress"'
 is "after the lease a retry takes it over; quiet_ms is the lapsed lease's end" \
-	"$(ev claim $K , $FP ownerB $((2000 + CLAIM_TTL + 1)) $CLAIM_TTL $PR)" "$(lines '"resumed"' '"1000"' "\"$((2000 + CLAIM_TTL))\"")"
+	"$(ev claim $K , $FP ownerB $((2000 + CLAIM_TTL + 1)) $CLAIM_TTL $PR)" "$(lines '"resumed"' '"1000"' "\"$((2000 + CLAIM_TTL))\"" '"0"')"
 is "the completer cannot take it while the retry holds it -> leased" \
 	"$(ev resume $K , ownerD $((2000 + CLAIM_TTL + 2)) $CLAIM_TTL | head -1)" '"leased"'
 is "after the retry's lease lapsed the completer takes it; quiet_ms is that lease's end" \
 	"$(ev resume $K , ownerD $((2000 + 2 * CLAIM_TTL + 2)) $CLAIM_TTL | sed -n '1p;6p')" "$(lines '"resumed"' "\"$((2000 + 2 * CLAIM_TTL + 1))\"")"
 is "resume of an absent record -> settled, nil" "$(ev resume charge:idem:demo:none , ownerD 2000 $CLAIM_TTL)" "$(lines '"settled"' '(nil)')"
 sentinels_intact "unknown, resume touched only KEYS[1]" "$K"
+
+echo "# the quiet point a read keeps, and where the next read goes on (issue 36)"
+fresh
+ev claim $K , $FP ownerA 1000 $CLAIM_TTL $PR >/dev/null
+is "unknown with sent_ms (a read-only probe's earlier quiet) and probe_lte -> ok" \
+	"$(ev record $K , ownerA $FP $PR unknown 504 $PT 1 $DONE_TTL 9000 $((9000 + DONE_TTL)) inline "$UNK" "$REQ" 1500 1764000000)" '"ok"'
+is "a take-over: quiet_ms is sent_ms (not the recording's 9000), probe_lte handed back" \
+	"$(ev claim $K , $FP ownerB 9500 $CLAIM_TTL $PR)" "$(lines '"resumed"' '"1000"' '"1500"' '"1764000000"')"
+is "resume.lua hands back the same (its own lease: no lapse)" \
+	"$(ev resume $K , ownerB 9600 $CLAIM_TTL | sed -n '1p;6p;7p')" "$(lines '"resumed"' '"1500"' '"1764000000"')"
+is "a sent_ms after now is refused" \
+	"$(ev record $K , ownerB $FP $PR unknown 504 $PT 1 $DONE_TTL 9700 $((9700 + DONE_TTL)) inline "$UNK" "$REQ" 9800 0 2>&1 | grep -c 'ERR record: bad arguments')" "1"
+is "a probe_lte that is not digits is refused" \
+	"$(ev record $K , ownerB $FP $PR unknown 504 $PT 1 $DONE_TTL 9700 $((9700 + DONE_TTL)) inline "$UNK" "$REQ" 1500 x1 2>&1 | grep -c 'ERR record: bad arguments')" "1"
+is "a lease that lapsed: quiet_ms its end, probe_lte dropped (a holder that lapsed may have sent)" \
+	"$(ev claim $K , $FP ownerC $((9600 + CLAIM_TTL + 1)) $CLAIM_TTL $PR)" "$(lines '"resumed"' '"1000"' "\"$((9600 + CLAIM_TTL))\"" '"0"')"
+is "unknown again without probe_lte (0): none kept" \
+	"$(ev record $K , ownerC $FP $PR unknown 504 $PT 1 $DONE_TTL $((9600 + CLAIM_TTL + 5)) $((9600 + CLAIM_TTL + 5 + DONE_TTL)) inline "$UNK" "$REQ" 20000 0; r HMGET $K sent_ms probe_lte)" "$(lines '"ok"' '"20000"' '(nil)')"
 
 echo "# the index of unknown outcomes (pending.lua)"
 fresh

@@ -45,10 +45,13 @@ The control API (no authorization; loopback only):
                   at once (every delivery on a fresh one); clock_offset_s
                   runs the provider's clock that far ahead (negative:
                   behind) of the machine's: every Date header and every
-                  charge's created (and so the list's created filters)
+                  charge's created (and so the list's created filters);
+                  list_delay_s: every page of the list takes that long
   POST /_seed     {"n": 150, "client_key": "order-1001", "amount": 1999,
-                   "currency": "usd"}: n charges of other principals under
-                  the same client key, created now (newer than any before)
+                   "currency": "usd", "spread_s": 0}: n charges of other
+                  principals under the same client key, created now (newer
+                  than any before), or spread evenly over the last spread_s
+                  seconds
   GET  /_log      every delivery, in order (?client_key=K, ?method=GET)
   GET  /_charges  every charge (?client_key=K, ?principal=P, ?request=DKEY)
   GET  /_health
@@ -135,6 +138,7 @@ class State:
         self.search_lag_s = 0.0
         self.keepalive = True
         self.clock_offset_s = 0.0
+        self.list_delay_s = 0.0
         if everything:
             self.charges = []      # (seq, t, charge object), creation order
             self.by_id = {}
@@ -361,6 +365,8 @@ class Handler(BaseHTTPRequestHandler):
                     S.search_lag_s = float(req["search_lag_s"])
                 if "clock_offset_s" in req:
                     S.clock_offset_s = float(req["clock_offset_s"])
+                if "list_delay_s" in req:
+                    S.list_delay_s = float(req["list_delay_s"])
                 if "keepalive" in req:
                     S.keepalive = bool(req["keepalive"])
                     if not S.keepalive:  # idle kept connections close now
@@ -371,14 +377,17 @@ class Handler(BaseHTTPRequestHandler):
                                 except OSError:
                                     pass
                 out = {"search_lag_s": S.search_lag_s, "keepalive": S.keepalive,
-                       "clock_offset_s": S.clock_offset_s}
+                       "clock_offset_s": S.clock_offset_s, "list_delay_s": S.list_delay_s}
             elif method == "POST" and u.path == "/_seed":
                 ids = []
                 for i in range(int(req.get("n", 1))):
                     md = {"charge_principal": "%s-%d" % (req.get("principal", "other"), i),
                           "charge_idempotency_key": req.get("client_key", "order-1001"),
                           "charge_request": "charge_" + secrets.token_hex(32)}
-                    c = new_charge(int(req.get("amount", 1999)), req.get("currency", "usd"), None, md)
+                    # spread_s: created evenly over the last spread_s seconds
+                    back = float(req.get("spread_s", 0)) * (1 - (i + 1) / float(req.get("n", 1)))
+                    c = new_charge(int(req.get("amount", 1999)), req.get("currency", "usd"), None, md,
+                                   created_offset_s=-back)
                     ids.append(c["id"])
                 out = {"ids": ids}
             elif method == "GET" and u.path == "/_log":
@@ -558,6 +567,8 @@ class Handler(BaseHTTPRequestHandler):
         return status, out, {}
 
     def read_api(self, d, u):
+        if d["path"] == "list" and S.list_delay_s > 0:
+            time.sleep(S.list_delay_s)  # a busy account's page
         q = urllib.parse.parse_qs(u.query, keep_blank_values=True)
 
         def one(name, default=None):

@@ -681,4 +681,38 @@ def t_earlier_run():
     check(len(hp_charges(key)) == 1, "charges at the provider: %r" % hp_charges(key))
 
 
+@settle_test("36.6 a busy account (3 000 other charges in the window, 100 ms a page of the list: more pages than one call's deadline reads): the probe goes on where the last one stopped; a request never delivered settles 502 within the stated bound")
+def t_busy_account():
+    n, page_s = 3000, 0.1
+    hp("POST", "/_seed", {"n": n, "client_key": "busy-other", "amount": 1999, "currency": "usd",
+                          "spread_s": 30})
+    hp("POST", "/_config", {"list_delay_s": page_s})
+    key = new_key("busy")
+    script({"match": {"client_key": key}, "action": "drop"})
+    seen = Seen(key)
+    r1 = seen.add(charge(key))
+    check(r1.status == 504, "first answer %r (want 504)" % r1)
+    base = seen.base()
+    pages = n // 100 + 2
+    per_call = max(1, int((DEADLINE_S - 0.3) / page_s))
+    probes = -(-pages // per_call)
+    # the stated bound: the first read that can prove absence, then one
+    # read a completer tick after another, each going on where the last
+    # stopped; room for a loaded machine
+    bound = base + WINDOW_S + DEADLINE_S + EXECUTE_MAX_S + ALLOWANCE_S + 2 * probes * (DEADLINE_S + 1.5)
+    while time.time() < bound and state(key) != "failed":
+        time.sleep(0.25)
+    st = state(key)
+    reads = [e for e in hp_log(method="GET") if e["t"] >= base]
+    lists = [e for e in reads if e["path"] == "list"]
+    searches = [e for e in reads if e["path"] == "search"]
+    diag("record %s at %.1f s (bound %.1f s: %d pages of %d charges, about %d a call, %d calls)"
+         % (st, time.time() - base, bound - base, pages, n, per_call, probes))
+    diag("provider reads for the request: %d list pages, %d searches" % (len(lists), len(searches)))
+    lte = sorted({urllib.parse.parse_qs(e["query"]).get("created[lte]", ["?"])[0] for e in lists})
+    diag("list ranges' created[lte]: %s" % ", ".join(lte))
+    check(st == "failed", "record state %r after %.1f s: a busy account never settles" % (st, time.time() - base))
+    check(hp_charges(key) == [], "the provider holds %r" % hp_charges(key))
+
+
 sys.exit(tap.run(only_env="SETTLE_ONLY"))

@@ -523,33 +523,33 @@ test_parse_list(void **state)
 	(void)state;
 	memset(&r, 0, sizeof(r));
 	assert_int_equal(wire_parse_list(none, strlen(none), &e, &r, &more,
-	                     after),
+	                     after, NULL),
 	    PROBE_NONE);
 	assert_int_equal(more, 0);
 	assert_string_equal(after, "");
 	assert_int_equal(wire_parse_list(other, strlen(other), &e, &r, &more,
-	                     after),
+	                     after, NULL),
 	    PROBE_NONE);
 	assert_int_equal(more, 1);
 	assert_string_equal(after, "ch_x");
 	assert_int_equal(wire_parse_list(wrong, strlen(wrong), &e, &r, &more,
-	                     after),
+	                     after, NULL),
 	    PROBE_NOT_OURS);
 	assert_int_equal(wire_parse_list(ours, strlen(ours), &e, &r, &more,
-	                     after),
+	                     after, NULL),
 	    PROBE_FOUND);
 	assert_string_equal(r.charge_id, "ch_a");
 	assert_int_equal(r.created, 5);
 	assert_string_equal(after, "ch_b");
 	assert_int_equal(wire_parse_list(declined, strlen(declined), &e, &r,
-	                     &more, after),
+	                     &more, after, NULL),
 	    PROBE_FOUND_DECLINED);
 	assert_int_equal(r.outcome, PROV_DECLINED);
 	assert_string_equal(r.decline_code, "insufficient_funds");
-	assert_int_equal(wire_parse_list("{}", 2, &e, &r, &more, after),
+	assert_int_equal(wire_parse_list("{}", 2, &e, &r, &more, after, NULL),
 	    PROBE_INCOMPLETE);
 	assert_int_equal(wire_parse_list("{\"data\":[]}", 11, &e, &r, &more,
-	                     after),
+	                     after, NULL),
 	    PROBE_INCOMPLETE);
 }
 
