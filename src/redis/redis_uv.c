@@ -487,6 +487,12 @@ redis_uv_attach(redisAsyncContext *ac, uv_loop_t *loop, SSL_CTX *tls,
 			return REDIS_ERR;
 		}
 		p->tls.log_at = log_at;
+		/*
+		 * A Redis connection is busy and long-lived: its record buffers
+		 * stay (released when idle, OpenSSL would free, zero and
+		 * allocate 16 KiB twice a round trip).
+		 */
+		(void)SSL_clear_mode(p->tls.ssl, SSL_MODE_RELEASE_BUFFERS);
 		(void)SSL_set_mode(p->tls.ssl,
 		    SSL_MODE_ENABLE_PARTIAL_WRITE |
 		        SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER);
