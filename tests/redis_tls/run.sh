@@ -152,6 +152,29 @@ if [ -z "${TLS_ONLY:-}" ] || [[ "rekey" =~ ${TLS_ONLY} ]]; then
 	rekey keyupdate "-n 50 -c 20 -i 5" "20 rounds of 50, every reply"
 fi
 
+# A restart of the TLS node under the client: the connection fails, the
+# next commands connect and shake hands again (rounds of 10 every 100 ms for
+# 3 s, the node restarted after 1 s): the last third of the rounds all ok.
+if [ -z "${TLS_ONLY:-}" ] || [[ "restart" =~ ${TLS_ONLY} ]]; then
+	out="$RUN/restart.out"
+	REDIS_TLS_CA="$RUN/tls/ca.crt" timeout 60 "$(dirname "$BIN")/redis_async_driver" -t 1000 \
+		-n 10 -c 30 -i 100 "rediss://localhost:$TLS_PORT" >"$out" 2>"$out.err" &
+	dpid=$!
+	sleep 1
+	{ ha_node_kill "$topo" "$TLS_PORT" TERM && ha_node_start "$topo" "$TLS_PORT"; } 2>>"$out.err"
+	wait "$dpid"
+	late=$(awk '$1 ~ /^[0-9]+$/ && $1 >= 20 && $3 != "ok"' "$out" | wc -l)
+	lateok=$(awk '$1 ~ /^[0-9]+$/ && $1 >= 20 && $3 == "ok"' "$out" | wc -l)
+	if [ "$late" -eq 0 ] && [ "$lateok" -eq 100 ]; then
+		echo "ok - TLS node restarted under the client: reconnected ($(grep '^summary' "$out"))"
+	else
+		echo "not ok - TLS node restarted under the client: $late late failures, $lateok late ok"
+		grep '^summary' "$out" | sed 's/^/#   /'
+		tail -n 5 "$out.err" | sed 's/^/#   /'
+		rc=1
+	fi
+fi
+
 # The Sentinel failover over TLS: tests/ha/test_sentinel.py's charge and
 # replay, kill -9 of the primary under load with redis_min_replicas = 1 (no
 # acknowledged outcome lost) and the new primary, through a lighttpd stack.
