@@ -8,10 +8,14 @@
 # certificate the server refuses: 503 and the cause in one log line), a
 # 3-node cluster with tls-cluster yes and a Sentinel topology whose
 # sentinels and nodes speak TLS (tools/ha.sh under HA_TLS_DIR), and
-# charge-reconcile against the cluster. Prints TAP.
+# charge-reconcile against the cluster; then the asynchronous client
+# (tests/redis_async/driver.c) through a TLS front that changes keys under
+# it (rekey_proxy.c) and across a restart of the TLS node, and
+# tests/ha/test_sentinel.py's failover under load over TLS. Prints TAP.
 #
 #   CHARGE_BIN=build-asan/charge tests/redis_tls/run.sh
-#   TLS_ONLY='cluster' tests/redis_tls/run.sh      a subset (regex on names)
+#   TLS_ONLY='cluster' tests/redis_tls/run.sh      a subset (regex on names;
+#                        "rekey", "restart", "failover" name the parts after)
 set -uo pipefail
 REPO=$(cd "$(dirname "$(readlink -f "${BASH_SOURCE[0]}")")/../.." && pwd)
 # shellcheck source=tests/ha/common.sh
