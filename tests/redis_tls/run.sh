@@ -26,8 +26,9 @@ RUN=$HA_SUITE_RUN
 command -v openssl >/dev/null 2>&1 || ha_suite_bail "openssl is not installed"
 
 # the CA the responder trusts, and another one it does not
-stack_tls_certs "$RUN/tls" && stack_tls_certs "$RUN/other" ||
+if ! stack_tls_certs "$RUN/tls" || ! stack_tls_certs "$RUN/other"; then
 	ha_suite_bail "cannot make the test certificates"
+fi
 (
 	cd "$RUN/tls" && umask 077 &&
 		openssl req -newkey rsa:2048 -nodes -subj "/CN=expired" \
@@ -38,6 +39,7 @@ stack_tls_certs "$RUN/tls" && stack_tls_certs "$RUN/other" ||
 mkdir -p "$RUN/spill" && chmod 700 "$RUN/spill"
 
 # the provider simulator, for the charges charge-reconcile reads back
+# shellcheck disable=SC2317  # the EXIT trap's
 sim_cleanup() {
 	[ -n "${STACK_SIM_PID:-}" ] && stack_stop_pid "$STACK_SIM_PID" "$STACK_SIM_COMM" 5
 	ha_suite_cleanup
@@ -122,7 +124,7 @@ rc=$?
 # (nothing more to write: the handshake's answer must leave by itself) and
 # over rounds.
 rekey() {
-	local mode=$1 args=$2 what=$3 port pid out stats bindir
+	local mode=$1 dargs=$2 what=$3 port pid out stats bindir
 	stats="$RUN/rekey-$mode.stats"
 	bindir=$(dirname "$BIN")
 	port=$(stack_port_pick) || { echo "not ok - TLS $mode: no free port"; rc=1; return; }
@@ -131,13 +133,13 @@ rekey() {
 		"$mode" 1 "$stats" >"$RUN/rekey-$mode.log" 2>&1 &
 	pid=$!
 	for _ in $(seq 1 50); do stack_port_in_use "$port" && break; sleep 0.1; done
-	# shellcheck disable=SC2086  # args: the driver's options
-	out=$(REDIS_TLS_CA="$RUN/tls/ca.crt" timeout 60 "$bindir/redis_async_driver" -t 2000 $args \
+	# shellcheck disable=SC2086  # dargs: the driver's options
+	out=$(REDIS_TLS_CA="$RUN/tls/ca.crt" timeout 60 "$bindir/redis_async_driver" -t 2000 $dargs \
 		"rediss://localhost:$port" 2>"$RUN/rekey-$mode.err" | grep '^summary')
 	kill "$pid" 2>/dev/null
 	wait "$pid" 2>/dev/null
 	sleep 0.2 # the connection's process writes its line
-	local n=${args#*-n } c=${args#*-c }
+	local n=${dargs#*-n } c=${dargs#*-c }
 	n=${n%% *} c=${c%% *}
 	if [[ "$out" == "summary ok=$((n * c)) err=0 "* ]] &&
 		[ "$(awk -F'[= ]' '{u += $2; d += $4} END {print (u > 0 && d > 0)}' "$stats" 2>/dev/null)" = 1 ]; then
