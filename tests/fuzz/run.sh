@@ -25,9 +25,9 @@ python3 "$ROOT/tools/embed.py" "$OUT/lua_scripts.c" "$OUT/lua_scripts.h" "${scri
 if ! "$CC" -std=c11 -D_GNU_SOURCE -g -O1 -Wall -Wextra -Werror \
 	-fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all \
 	-I"$ROOT/src" -I"$ROOT/src/redis" -I"$OUT" $(pkg-config --cflags hiredis libcjson libuv) \
-	"$ROOT/tests/fuzz/fuzz_parsers.c" "$ROOT"/src/{json,json_lex,json_path,utf8,schema,canon,validate,headers,idem,clock,config,config_load,log,digest,util,fcgi_codec}.c \
+	"$ROOT/tests/fuzz/fuzz_parsers.c" "$ROOT"/src/{json,json_lex,json_path,utf8,schema,canon,validate,headers,idem,clock,config,config_load,log,digest,util,fcgi_codec,tls}.c \
 	"$ROOT"/src/redis/{redis_client,redis_cmd,redis_node,redis_uv,redis_sentinel,redis_cluster,redis_url,cluster}.c \
-	"$OUT/lua_scripts.c" $(pkg-config --libs hiredis libcjson libcrypto libuv) -lm \
+	"$OUT/lua_scripts.c" $(pkg-config --libs hiredis libcjson libssl libcrypto libuv) -lm \
 	-o "$OUT/fuzz" 2>"$OUT/build.log"; then
 	echo "not ok 1 - build fuzz_parsers"
 	sed 's/^/# /' "$OUT/build.log"
