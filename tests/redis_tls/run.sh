@@ -11,11 +11,13 @@
 # charge-reconcile against the cluster; then the asynchronous client
 # (tests/redis_async/driver.c) through a TLS front that changes keys under
 # it (rekey_proxy.c) and across a restart of the TLS node, and
-# tests/ha/test_sentinel.py's failover under load over TLS. Prints TAP.
+# tests/ha/test_sentinel.py's failover under load over TLS, and the
+# contract suite (tests/e2e/run.sh, E2E_REDIS=tls). Prints TAP.
 #
 #   CHARGE_BIN=build-asan/charge tests/redis_tls/run.sh
 #   TLS_ONLY='cluster' tests/redis_tls/run.sh      a subset (regex on names;
-#                        "rekey", "restart", "failover" name the parts after)
+#                        "rekey", "restart", "e2e", "failover" name the
+#                        parts after)
 set -uo pipefail
 REPO=$(cd "$(dirname "$(readlink -f "${BASH_SOURCE[0]}")")/../.." && pwd)
 # shellcheck source=tests/ha/common.sh
@@ -179,6 +181,13 @@ if [ -z "${TLS_ONLY:-}" ] || [[ "restart" =~ ${TLS_ONLY} ]]; then
 		tail -n 5 "$out.err" | sed 's/^/#   /'
 		rc=1
 	fi
+fi
+
+# The contract suite (tests/e2e) through lighttpd against a Redis that is
+# TLS only to the responders (E2E_REDIS=tls), its crash and restart included.
+if [ -z "${TLS_ONLY:-}" ] || [[ "e2e" =~ ${TLS_ONLY} ]]; then
+	env -u HA_TLS_DIR E2E_SERVER=lighttpd E2E_REDIS=tls CHARGE_BIN="$BIN" \
+		"$REPO/tests/e2e/run.sh" || rc=1
 fi
 
 # The Sentinel failover over TLS: tests/ha/test_sentinel.py's charge and
