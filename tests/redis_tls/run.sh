@@ -190,6 +190,24 @@ if [ -z "${TLS_ONLY:-}" ] || [[ "e2e" =~ ${TLS_ONLY} ]]; then
 		"$REPO/tests/e2e/run.sh" || rc=1
 fi
 
+# The cluster over TLS through a lighttpd stack: tests/ha/test_cluster.py's
+# routing, a slot in migration (ASK, then MOVED), redis-cli --cluster
+# reshard under load and a primary down, every node reached over TLS.
+if [ -z "${TLS_ONLY:-}" ] || [[ "cluster-ha" =~ ${TLS_ONLY} ]]; then
+	dir="$RUN/stack-cluster"
+	ha_suite_env "$dir"
+	export CHARGE_REDIS_URL=$cluster_url CHARGE_REDIS_MIN_REPLICAS=0
+	export CHARGE_REDIS_TLS_CA_FILE="$RUN/tls/ca.crt"
+	ha_suite_stack "cluster-tls" "$dir" 3
+	HA_BASE_URL=$HA_STACK_URL HA_DIR="$RUN/cluster" HA_NODES="$cluster_ports" \
+		HA_KEYSLOT_BIN="$(dirname "$BIN")/keyslot" HA_BIN=$BIN HA_PROCS=3 \
+		HA_ONLY='each record|slot in migration|reshard|primary down' \
+		timeout --foreground -k 10 240 python3 "$REPO/tests/ha/test_cluster.py" |
+		sed 's/^\(not \)\?ok [0-9]* - /&TLS cluster: /'
+	[ "${PIPESTATUS[0]}" -eq 0 ] || { rc=1; ha_suite_logs "$dir"; }
+	ha_suite_stop_stack "$dir"
+fi
+
 # The Sentinel failover over TLS: tests/ha/test_sentinel.py's charge and
 # replay, kill -9 of the primary under load with redis_min_replicas = 1 (no
 # acknowledged outcome lost) and the new primary, through a lighttpd stack.
