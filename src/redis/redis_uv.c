@@ -337,6 +337,10 @@ tls_on_readable(struct uv_events *p)
 		}
 		fed = 1;
 		p->tls.heard = 1;
+		if (!tls_read_more(p->tls.ssl)) {
+			st = TLS_WANT_READ; /* not one more call to learn it */
+			break;
+		}
 	}
 	p->tls.want_read = 0;
 	if ((st == TLS_WANT_READ || st == TLS_WANT_WRITE) && tls_send(p) != 0)
