@@ -635,6 +635,8 @@ class Bench:
         self.ledger_off = 0
         self.ledger_lines = 0
         self.redis_sock = os.path.join(run, 'redis.sock')
+        self.redis_url = 'unix://' + self.redis_sock  # BENCH_REDIS: the responders'
+        self.redis_tls_ca = None
         self.rc = None
         self.charge_requests = 0    # served by the responder, cumulative
         self.replay_key = None
@@ -652,12 +654,35 @@ class Bench:
         self.charge_http_env = None
 
     # -- redis
+    def redis_listen_args(self):
+        """BENCH_REDIS=tcp or tls: the responders reach Redis on a loopback
+        port, in plain text or TLS only (a test CA made here with openssl,
+        tools/stack.sh's stack_tls_certs), to compare redis:// with
+        rediss:// on the same machine; unset: the unix socket alone. The
+        bench's own connection stays on the unix socket either way."""
+        mode = os.environ.get('BENCH_REDIS', '')
+        self.redis_url = 'unix://' + self.redis_sock
+        if mode not in ('tcp', 'tls'):
+            return ['--port', '0']
+        port = port_free()
+        if mode == 'tcp':
+            self.redis_url = 'redis://127.0.0.1:%d' % port
+            return ['--port', str(port), '--bind', '127.0.0.1']
+        certs = os.path.join(self.run, 'tls')
+        run_checked(['bash', '-c', '. "$1/tools/stack.sh" && stack_tls_certs "$2"',
+                     'bench', ROOT, certs], 'stack_tls_certs')
+        args = run_checked(['bash', '-c', '. "$1/tools/stack.sh" && stack_redis_tls_args "$2"',
+                            'bench', ROOT, certs], 'stack_redis_tls_args').split()
+        self.redis_url = 'rediss://localhost:%d' % port
+        self.redis_tls_ca = os.path.join(certs, 'ca.crt')
+        return ['--port', '0', '--tls-port', str(port), '--bind', '127.0.0.1'] + args
+
     def start_redis(self):
         # The project's conf/redis.conf (its memory settings matter for the
         # per-record numbers), minus persistence, plus our socket and dir.
         conf = os.path.join(ROOT, 'conf', 'redis.conf')
-        argv = ['redis-server'] + ([conf] if os.path.exists(conf) else []) + [
-                '--port', '0',
+        argv = ['redis-server'] + ([conf] if os.path.exists(conf) else []) + \
+            self.redis_listen_args() + [
                 '--unixsocket', self.redis_sock, '--unixsocketperm', '700',
                 '--save', '', '--appendonly', 'no', '--appendfsync', 'no',
                 '--maxmemory-policy', 'noeviction',
@@ -684,7 +709,7 @@ class Bench:
         os.makedirs(os.path.join(self.run, 'spill'), exist_ok=True)
         self.charge_env = {
             'CHARGE_CONF': os.path.join(self.run, 'charge.conf'),
-            'CHARGE_REDIS_URL': 'unix://' + self.redis_sock,
+            'CHARGE_REDIS_URL': self.redis_url,
             'CHARGE_SPILL_DIR': os.path.join(self.run, 'spill'),
             'CHARGE_PROVIDER_LEDGER': self.ledger,
             'CHARGE_API_KEYS_FILE': keys,
@@ -693,6 +718,8 @@ class Bench:
             'CHARGE_LOG_LEVEL': 'warn',
             'CHARGE_THREADS': str(self.threads_n),
         }
+        if self.redis_tls_ca is not None:
+            self.charge_env['CHARGE_REDIS_TLS_CA_FILE'] = self.redis_tls_ca
         self.charge_http_env = None
         if self.sim is not None:
             # the same responder, its provider the simulator over HTTP

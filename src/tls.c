@@ -213,18 +213,18 @@ tls_read(SSL *ssl, void *buf, size_t n, size_t *got, char *why, size_t whylen)
 	ERR_clear_error();
 	if ((rc = SSL_read_ex(ssl, buf, n, &k)) == 1) {
 		*got = k;
-		return TLS_OK;
-	}
-	st = tls_classify(ssl, rc, why, whylen);
+		st = TLS_OK;
+	} else if ((st = tls_classify(ssl, rc, why, whylen)) != TLS_WANT_READ)
+		return st;
 	/*
 	 * A KeyUpdate that asked for ours: OpenSSL would send it with our next
 	 * write; written into the BIO pair now, for the caller to send.
 	 */
-	if (st == TLS_WANT_READ &&
-	    SSL_get_key_update_type(ssl) != SSL_KEY_UPDATE_NONE &&
+	if (SSL_get_key_update_type(ssl) != SSL_KEY_UPDATE_NONE &&
 	    SSL_do_handshake(ssl) != 1) {
 		ERR_clear_error();
-		return TLS_WANT_WRITE; /* the pair is full: send, read again */
+		if (st == TLS_WANT_READ)
+			return TLS_WANT_WRITE; /* the pair is full: send, read again */
 	}
 	return st;
 }
@@ -243,6 +243,12 @@ tls_write(SSL *ssl, const void *buf, size_t n, size_t *put, char *why,
 		return TLS_OK;
 	}
 	return tls_classify(ssl, rc, why, whylen);
+}
+
+int
+tls_read_more(SSL *ssl)
+{
+	return SSL_has_pending(ssl) || BIO_ctrl_pending(SSL_get_rbio(ssl)) > 0;
 }
 
 size_t

@@ -89,6 +89,12 @@ enum tls_step tls_write(SSL *ssl, const void *buf, size_t n, size_t *put,
     char *why, size_t whylen);
 
 /*
+ * 1 when a tls_read() may give more: records read but not yet decrypted,
+ * or bytes the BIO pair holds for the SSL. 0: it would want to read.
+ */
+int tls_read_more(SSL *ssl);
+
+/*
  * The BIO pair's network side without copies: the bytes waiting for the
  * socket (*p, their number returned; 0: none) and, once sent, n of them
  * consumed; the room for bytes read from the socket (*p, its size) and n

@@ -132,15 +132,18 @@ stack_tail() {
 # AOF in DATA_DIR, log LOG_DIR/redis.log; waits (10 s) until it answers PING.
 # Sets STACK_REDIS_PID and STACK_REDIS_SOCKET. With STACK_REDIS_TLS_DIR
 # (certificates of stack_tls_certs) it listens TLS only instead, on
-# 127.0.0.1:STACK_REDIS_TLS_PORT (a free port, set here), no unix socket.
+# 127.0.0.1:STACK_REDIS_TLS_PORT (a free port set here, unless one is set:
+# a restart keeps it), and with no unix socket unless
+# STACK_REDIS_TLS_SOCKET=1 (a test's own look at it; no client of ours).
 stack_redis_start() {
 	local run=$1 data=$2 logs=$3
 	local sock="$run/redis.sock" pidf="$run/redis.pid" log="$logs/redis.log"
 	local listen=(--unixsocket "$sock") ping=(-s "$sock")
 	if [ -n "${STACK_REDIS_TLS_DIR:-}" ]; then
-		STACK_REDIS_TLS_PORT=$(stack_port_pick) || return 1
+		[ -n "${STACK_REDIS_TLS_PORT:-}" ] || STACK_REDIS_TLS_PORT=$(stack_port_pick) || return 1
 		mapfile -t listen < <(printf '%s\n' --port 0 --tls-port "$STACK_REDIS_TLS_PORT" \
 			--bind 127.0.0.1; stack_redis_tls_args "$STACK_REDIS_TLS_DIR")
+		[ "${STACK_REDIS_TLS_SOCKET:-0}" = 1 ] && listen+=(--unixsocket "$sock")
 		ping=(--tls --cacert "$STACK_REDIS_TLS_DIR/ca.crt" -h 127.0.0.1 -p "$STACK_REDIS_TLS_PORT")
 	fi
 	mkdir -p "$run" "$data" "$logs" || return 1

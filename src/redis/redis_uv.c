@@ -337,6 +337,10 @@ tls_on_readable(struct uv_events *p)
 		}
 		fed = 1;
 		p->tls.heard = 1;
+		if (!tls_read_more(p->tls.ssl)) {
+			st = TLS_WANT_READ; /* not one more call to learn it */
+			break;
+		}
 	}
 	p->tls.want_read = 0;
 	if ((st == TLS_WANT_READ || st == TLS_WANT_WRITE) && tls_send(p) != 0)
@@ -487,6 +491,12 @@ redis_uv_attach(redisAsyncContext *ac, uv_loop_t *loop, SSL_CTX *tls,
 			return REDIS_ERR;
 		}
 		p->tls.log_at = log_at;
+		/*
+		 * A Redis connection is busy and long-lived: its record buffers
+		 * stay (released when idle, OpenSSL would free, zero and
+		 * allocate 16 KiB twice a round trip).
+		 */
+		(void)SSL_clear_mode(p->tls.ssl, SSL_MODE_RELEASE_BUFFERS);
 		(void)SSL_set_mode(p->tls.ssl,
 		    SSL_MODE_ENABLE_PARTIAL_WRITE |
 		        SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER);

@@ -15,6 +15,10 @@
 #   E2E_KEEP=1 tests/e2e/run.sh               keep the run directory
 #   E2E_REDIS=cluster tests/e2e/run.sh        a Redis Cluster of 3 primaries
 #                                             (tools/ha.sh) instead of one Redis
+#   E2E_REDIS=tls tests/e2e/run.sh            the one Redis TLS only to the
+#                                             responders (rediss://, a test CA;
+#                                             lighttpd only; the suite inspects
+#                                             it on its unix socket)
 #
 # The python suite is server-agnostic: everything specific to the web
 # server is here, and it gets the stack's details through E2E_* variables.
@@ -33,8 +37,10 @@ case $SERVER in lighttpd|apache|apache-cgi|nginx|apache-proxy) ;; *)
 esac
 # single (default): a private Redis on a unix socket; cluster: 3 primaries
 REDIS_KIND=${E2E_REDIS:-single}
-case $REDIS_KIND in single|cluster) ;; *)
-	echo "not ok 1 - e2e: E2E_REDIS=$REDIS_KIND: want single or cluster"
+case $REDIS_KIND in single|cluster) ;; tls) [ "$SERVER" = lighttpd ] || {
+	echo "not ok 1 - e2e: E2E_REDIS=tls runs with lighttpd only"
+	exit 1; } ;; *)
+	echo "not ok 1 - e2e: E2E_REDIS=$REDIS_KIND: want single, cluster or tls"
 	exit 1 ;;
 esac
 
@@ -129,6 +135,14 @@ if [ "$REDIS_KIND" = cluster ]; then
 		{ sed 's/^/# /' "$RUN/stack.err"; bail "the Redis Cluster did not start"; }
 	export CHARGE_REDIS_URL=$HA_URL
 else
+	if [ "$REDIS_KIND" = tls ]; then
+		# its restarts (E2E_REDIS_START) keep the port and the certificates
+		stack_tls_certs "$RUN/tls" || bail "cannot make the test certificates"
+		STACK_REDIS_TLS_PORT=$(stack_port_pick) || bail "no free port"
+		export STACK_REDIS_TLS_DIR="$RUN/tls" STACK_REDIS_TLS_SOCKET=1 STACK_REDIS_TLS_PORT
+		export CHARGE_REDIS_URL="rediss://localhost:$STACK_REDIS_TLS_PORT"
+		export CHARGE_REDIS_TLS_CA_FILE="$RUN/tls/ca.crt"
+	fi
 	$REDIS_START "$RUN" "$RUN/redis" "$RUN" 2>"$RUN/stack.err" ||
 		{ sed 's/^/# /' "$RUN/stack.err"; bail "redis-server did not start"; }
 fi
@@ -183,6 +197,7 @@ echo "# e2e ($SERVER, Redis $REDIS_KIND): $BASE_URL, responder $BIN, run dir $RU
 # each result line names the server: "ok 3 - [nginx] ..."
 LABEL=$SERVER
 [ "$REDIS_KIND" = cluster ] && LABEL="$SERVER, cluster"
+[ "$REDIS_KIND" = tls ] && LABEL="$SERVER, rediss"
 # Debian's python3: the answers are validated with its python3-jsonschema
 # (tests/lib/openapi_check.py pins the version)
 timeout --foreground -k 10 300 "${E2E_PYTHON:-/usr/bin/python3}" "$REPO/tests/e2e/test_charge.py" |

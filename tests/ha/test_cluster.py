@@ -237,7 +237,7 @@ def t_reshard_under_load():
     t0 = time.monotonic()
     try:
         time.sleep(0.3)
-        p = subprocess.run(["redis-cli", "--cluster", "reshard", "127.0.0.1:%d" % src,
+        p = subprocess.run(["redis-cli"] + h.cli_tls() + ["--cluster", "reshard", "127.0.0.1:%d" % src,
                             "--cluster-from", ids[src], "--cluster-to", ids[dst],
                             "--cluster-slots", "2000", "--cluster-pipeline", "5", "--cluster-yes"],
                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=150)

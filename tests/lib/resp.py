@@ -8,9 +8,13 @@ the responder's own client is src/redis/.
     resp.command(("127.0.0.1", 7000), "CLUSTER", "SLOTS")   # TCP
     resp.pipeline(7000, [[b"CLUSTER", b"KEYSLOT", k] for k in keys])
     conn = resp.Connection("/run/redis.sock"); conn("HGET", key, "state")
+
+Over TCP it speaks TLS when HA_TLS_DIR names tools/ha.sh's certificates.
 """
 
+import os
 import socket
+import ssl
 
 
 class RedisError(OSError):
@@ -63,7 +67,18 @@ def connect(addr, timeout=5):
         return s
     if isinstance(addr, int):
         addr = ("127.0.0.1", addr)
-    return socket.create_connection(addr, timeout=timeout)
+    s = socket.create_connection(addr, timeout=timeout)
+    tls = os.environ.get("HA_TLS_DIR", "")
+    if not tls:
+        return s
+    # TLS-only nodes (tools/ha.sh under HA_TLS_DIR): the test CA, its client
+    ctx = ssl.create_default_context(cafile=os.path.join(tls, "ca.crt"))
+    ctx.load_cert_chain(os.path.join(tls, "client.crt"), os.path.join(tls, "client.key"))
+    try:
+        return ctx.wrap_socket(s, server_hostname=addr[0])
+    except OSError:
+        s.close()
+        raise
 
 
 def pipeline(addr, commands, timeout=5, raw=False):

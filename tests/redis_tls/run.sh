@@ -8,10 +8,16 @@
 # certificate the server refuses: 503 and the cause in one log line), a
 # 3-node cluster with tls-cluster yes and a Sentinel topology whose
 # sentinels and nodes speak TLS (tools/ha.sh under HA_TLS_DIR), and
-# charge-reconcile against the cluster. Prints TAP.
+# charge-reconcile against the cluster; then the asynchronous client
+# (tests/redis_async/driver.c) through a TLS front that changes keys under
+# it (rekey_proxy.c) and across a restart of the TLS node, and
+# tests/ha/test_sentinel.py's failover under load over TLS, and the
+# contract suite (tests/e2e/run.sh, E2E_REDIS=tls). Prints TAP.
 #
 #   CHARGE_BIN=build-asan/charge tests/redis_tls/run.sh
-#   TLS_ONLY='cluster' tests/redis_tls/run.sh      a subset (regex on names)
+#   TLS_ONLY='cluster' tests/redis_tls/run.sh      a subset (regex on names;
+#                        "rekey", "restart", "e2e", "failover" name the
+#                        parts after)
 set -uo pipefail
 REPO=$(cd "$(dirname "$(readlink -f "${BASH_SOURCE[0]}")")/../.." && pwd)
 # shellcheck source=tests/ha/common.sh
@@ -22,8 +28,9 @@ RUN=$HA_SUITE_RUN
 command -v openssl >/dev/null 2>&1 || ha_suite_bail "openssl is not installed"
 
 # the CA the responder trusts, and another one it does not
-stack_tls_certs "$RUN/tls" && stack_tls_certs "$RUN/other" ||
+if ! stack_tls_certs "$RUN/tls" || ! stack_tls_certs "$RUN/other"; then
 	ha_suite_bail "cannot make the test certificates"
+fi
 (
 	cd "$RUN/tls" && umask 077 &&
 		openssl req -newkey rsa:2048 -nodes -subj "/CN=expired" \
@@ -34,6 +41,7 @@ stack_tls_certs "$RUN/tls" && stack_tls_certs "$RUN/other" ||
 mkdir -p "$RUN/spill" && chmod 700 "$RUN/spill"
 
 # the provider simulator, for the charges charge-reconcile reads back
+# shellcheck disable=SC2317  # the EXIT trap's
 sim_cleanup() {
 	[ -n "${STACK_SIM_PID:-}" ] && stack_stop_pid "$STACK_SIM_PID" "$STACK_SIM_COMM" 5
 	ha_suite_cleanup
@@ -118,7 +126,7 @@ rc=$?
 # (nothing more to write: the handshake's answer must leave by itself) and
 # over rounds.
 rekey() {
-	local mode=$1 args=$2 what=$3 port pid out stats bindir
+	local mode=$1 dargs=$2 what=$3 port pid out stats bindir
 	stats="$RUN/rekey-$mode.stats"
 	bindir=$(dirname "$BIN")
 	port=$(stack_port_pick) || { echo "not ok - TLS $mode: no free port"; rc=1; return; }
@@ -127,13 +135,13 @@ rekey() {
 		"$mode" 1 "$stats" >"$RUN/rekey-$mode.log" 2>&1 &
 	pid=$!
 	for _ in $(seq 1 50); do stack_port_in_use "$port" && break; sleep 0.1; done
-	# shellcheck disable=SC2086  # args: the driver's options
-	out=$(REDIS_TLS_CA="$RUN/tls/ca.crt" timeout 60 "$bindir/redis_async_driver" -t 2000 $args \
+	# shellcheck disable=SC2086  # dargs: the driver's options
+	out=$(REDIS_TLS_CA="$RUN/tls/ca.crt" timeout 60 "$bindir/redis_async_driver" -t 2000 $dargs \
 		"rediss://localhost:$port" 2>"$RUN/rekey-$mode.err" | grep '^summary')
 	kill "$pid" 2>/dev/null
 	wait "$pid" 2>/dev/null
 	sleep 0.2 # the connection's process writes its line
-	local n=${args#*-n } c=${args#*-c }
+	local n=${dargs#*-n } c=${dargs#*-c }
 	n=${n%% *} c=${c%% *}
 	if [[ "$out" == "summary ok=$((n * c)) err=0 "* ]] &&
 		[ "$(awk -F'[= ]' '{u += $2; d += $4} END {print (u > 0 && d > 0)}' "$stats" 2>/dev/null)" = 1 ]; then
@@ -150,6 +158,54 @@ if [ -z "${TLS_ONLY:-}" ] || [[ "rekey" =~ ${TLS_ONLY} ]]; then
 	rekey renegotiate "-n 50 -c 20 -i 5" "20 rounds of 50, every reply"
 	rekey keyupdate "-n 200 -c 1" "200 commands in one round, every reply"
 	rekey keyupdate "-n 50 -c 20 -i 5" "20 rounds of 50, every reply"
+fi
+
+# A restart of the TLS node under the client: the connection fails, the
+# next commands connect and shake hands again (rounds of 10 every 100 ms for
+# 3 s, the node restarted after 1 s): the last third of the rounds all ok.
+if [ -z "${TLS_ONLY:-}" ] || [[ "restart" =~ ${TLS_ONLY} ]]; then
+	out="$RUN/restart.out"
+	REDIS_TLS_CA="$RUN/tls/ca.crt" timeout 60 "$(dirname "$BIN")/redis_async_driver" -t 1000 \
+		-n 10 -c 30 -i 100 "rediss://localhost:$TLS_PORT" >"$out" 2>"$out.err" &
+	dpid=$!
+	sleep 1
+	{ ha_node_kill "$topo" "$TLS_PORT" TERM && ha_node_start "$topo" "$TLS_PORT"; } 2>>"$out.err"
+	wait "$dpid"
+	late=$(awk '$1 ~ /^[0-9]+$/ && $1 >= 20 && $3 != "ok"' "$out" | wc -l)
+	lateok=$(awk '$1 ~ /^[0-9]+$/ && $1 >= 20 && $3 == "ok"' "$out" | wc -l)
+	if [ "$late" -eq 0 ] && [ "$lateok" -eq 100 ]; then
+		echo "ok - TLS node restarted under the client: reconnected ($(grep '^summary' "$out"))"
+	else
+		echo "not ok - TLS node restarted under the client: $late late failures, $lateok late ok"
+		grep '^summary' "$out" | sed 's/^/#   /'
+		tail -n 5 "$out.err" | sed 's/^/#   /'
+		rc=1
+	fi
+fi
+
+# The contract suite (tests/e2e) through lighttpd against a Redis that is
+# TLS only to the responders (E2E_REDIS=tls), its crash and restart included.
+if [ -z "${TLS_ONLY:-}" ] || [[ "e2e" =~ ${TLS_ONLY} ]]; then
+	env -u HA_TLS_DIR E2E_SERVER=lighttpd E2E_REDIS=tls CHARGE_BIN="$BIN" \
+		"$REPO/tests/e2e/run.sh" || rc=1
+fi
+
+# The cluster over TLS through a lighttpd stack: tests/ha/test_cluster.py's
+# routing, a slot in migration (ASK, then MOVED), redis-cli --cluster
+# reshard under load and a primary down, every node reached over TLS.
+if [ -z "${TLS_ONLY:-}" ] || [[ "cluster-ha" =~ ${TLS_ONLY} ]]; then
+	dir="$RUN/stack-cluster"
+	ha_suite_env "$dir"
+	export CHARGE_REDIS_URL=$cluster_url CHARGE_REDIS_MIN_REPLICAS=0
+	export CHARGE_REDIS_TLS_CA_FILE="$RUN/tls/ca.crt"
+	ha_suite_stack "cluster-tls" "$dir" 3
+	HA_BASE_URL=$HA_STACK_URL HA_DIR="$RUN/cluster" HA_NODES="$cluster_ports" \
+		HA_KEYSLOT_BIN="$(dirname "$BIN")/keyslot" HA_BIN=$BIN HA_PROCS=3 \
+		HA_ONLY='each record|slot in migration|reshard|primary down' \
+		timeout --foreground -k 10 240 python3 "$REPO/tests/ha/test_cluster.py" |
+		sed 's/^\(not \)\?ok [0-9]* - /&TLS cluster: /'
+	[ "${PIPESTATUS[0]}" -eq 0 ] || { rc=1; ha_suite_logs "$dir"; }
+	ha_suite_stop_stack "$dir"
 fi
 
 # The Sentinel failover over TLS: tests/ha/test_sentinel.py's charge and
