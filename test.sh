@@ -4,8 +4,9 @@
 # (ok N - ... / not ok N - ...); this script counts them. A suite that exits
 # non-zero without printing a "not ok" line counts as one failure.
 #
-#   ./test.sh            everything
+#   ./test.sh            everything, TEST_JOBS (4) suites at once
 #   ./test.sh unit lua   only the named suites (see SUITES below)
+#   ./test.sh --quick    the inner loop: QUICK_SUITES below (under 2 min)
 #   ./test.sh --quick unit structure
 #                        the inner loop: installs nothing and builds only
 #                        what the named suites use (the unit test binaries;
@@ -15,6 +16,14 @@ set -uo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 cd "$ROOT"
+# meson compiles through ccache when it is installed (it is in PACKAGES):
+# paths relative to the checkout, so that another clone, and the trees
+# that suites build of their own (release, TSan, install, the package),
+# hit the same cache
+export CCACHE_BASEDIR=${CCACHE_BASEDIR:-$ROOT}
+# (the checkout's folder kept out of the hash: a clone elsewhere hits too;
+# its debug info then names the folder of the first build, nothing more)
+export CCACHE_NOHASHDIR=${CCACHE_NOHASHDIR:-true}
 
 PACKAGES=(gcc pkg-config meson ninja-build python3
 	libfcgi-dev libfcgi-bin libhiredis-dev libuv1-dev libcurl4-openssl-dev node-llhttp libcjson-dev libssl-dev libcmocka-dev
@@ -22,7 +31,7 @@ PACKAGES=(gcc pkg-config meson ninja-build python3
 	chromium apache2 libapache2-mod-fcgid nginx-light spawn-fcgi
 	wrk gnuplot-nox groff-base systemd fiu-utils clang-format-14 nftables iproute2
 	build-essential debhelper dpkg-dev lintian fakeroot adduser prometheus python3-jsonschema python3-yaml
-	openssl)
+	openssl ccache)
 
 install_packages() {
 	local missing=() p
@@ -70,7 +79,7 @@ build() {
 build_quick() {
 	local s plain=() full=0 asan=0
 	setup build || return 1
-	for s in "${SUITES[@]}"; do
+	for s in "${SUITES_FOR_BUILD[@]}"; do
 		declare -F "suite_$s" >/dev/null || { echo "test.sh: no suite $s" >&2; return 1; }
 		case $s in
 		unit)
@@ -98,22 +107,80 @@ chmod 755 "$LOGDIR"
 PASSED=0
 FAILED=0
 
-# run_suite NAME COMMAND...: runs it, shows its output, counts its TAP lines.
+# run_suite NAME COMMAND...: runs it with its output in $LOGDIR/NAME.tap,
+# then counts its TAP lines into $LOGDIR/NAME.count ("ok nok seconds").
+# A suite that exits non-zero without a "not ok" line counts one failure.
 run_suite() {
 	local name=$1; shift
-	local log="$LOGDIR/$name.tap" rc ok nok
-	echo "# --- suite $name: $*"
-	"$@" 2>&1 | tee "$log"
-	rc=${PIPESTATUS[0]}
+	local log="$LOGDIR/$name.tap" rc ok nok t0 t1 cpu
+	t0=$(date +%s.%N)
+	{
+		echo "# --- suite $name: $*"
+		"$@" 2>&1
+	} >"$log" </dev/null
+	rc=$?
+	t1=$(date +%s.%N)
+	# the CPU its processes used (those reaped within this subshell: a
+	# daemon that a suite leaves to init is not counted)
+	times >"$LOGDIR/$name.times"
+	cpu=$(sed -n 2p "$LOGDIR/$name.times" | awk '{ n = split($1 " " $2, t, " ")
+		for (i = 1; i <= n; i++) { split(t[i], p, "m"); s += p[1] * 60 + p[2] }
+		printf "%.0f", s }')
 	ok=$(grep -cE '^ok ' "$log")
 	nok=$(grep -cE '^not ok ' "$log")
 	if [ "$rc" -ne 0 ] && [ "$nok" -eq 0 ]; then
-		echo "not ok - suite $name exited with status $rc"
+		echo "not ok - suite $name exited with status $rc" >>"$log"
 		nok=1
 	fi
+	echo "# --- suite $name: $ok passed, $nok failed" >>"$log"
+	echo "$ok $nok $(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.1f", b - a }') $cpu" \
+		>"$LOGDIR/$name.count"
+}
+
+# suite_finished NAME: prints a finished suite's output and adds up its counts.
+suite_finished() {
+	local name=$1 ok nok secs cpu
+	cat "$LOGDIR/$name.tap"
+	read -r ok nok secs cpu <"$LOGDIR/$name.count"
 	PASSED=$((PASSED + ok))
 	FAILED=$((FAILED + nok))
-	echo "# --- suite $name: $ok passed, $nok failed"
+	echo "$secs $name $ok $nok $cpu" >>"$LOGDIR/times"
+}
+
+# run_parallel JOBS SUITE...: at most JOBS suites at once, each in the
+# background with its output kept apart and printed whole when it ends.
+# Every suite picks free ports and a private directory of its own, so
+# they do not meet; the order given is the order they start (longest
+# first keeps the pool full to the end).
+run_parallel() {
+	local jobs=$1 s pid name
+	shift
+	declare -A running=()
+	for s in "$@"; do
+		while [ ${#running[@]} -ge "$jobs" ]; do
+			wait -n 2>/dev/null
+			for pid in "${!running[@]}"; do
+				kill -0 "$pid" 2>/dev/null && continue
+				wait "$pid" 2>/dev/null
+				suite_finished "${running[$pid]}"
+				unset "running[$pid]"
+			done
+		done
+		run_suite "$s" "suite_$s" &
+		running[$!]=$s
+	done
+	for pid in "${!running[@]}"; do
+		wait "$pid" 2>/dev/null
+		suite_finished "${running[$pid]}"
+	done
+}
+
+# times_report: every suite's wall time, slowest first (kept in $LOGDIR/times).
+times_report() {
+	[ -f "$LOGDIR/times" ] || return 0
+	echo "# suite wall times, slowest first (wall s, CPU s, suite, passed, failed):"
+	sort -rn "$LOGDIR/times" | tee "$LOGDIR/times.sorted" |
+		awk '{ printf "#   %7.1f %6d  %-18s %5d %3d\n", $1, $5, $2, $3, $4 }'
 }
 
 # Unit tests: every tests/unit/test_*.c executable, plain, then under
@@ -422,30 +489,63 @@ suite_bench_smoke() { bench/run --smoke; }
 suite_examples() { tests/with-stack.sh tests/examples/run.sh; }
 suite_browser() { STACK_WITH_SIM=1 tests/with-stack.sh tests/browser/run.sh; }
 
-SUITES=(structure builds docs unit unit_asan lua redis_async fuzz fcgi_diff fcgi_wire sim cgi signals edges kept_conns e2e e2e_apache
-	e2e_apache_cgi e2e_nginx e2e_apache_proxy concurrency e2e_cluster ha_sentinel ha_cluster ha_nodes partitions faults provider
-	webhook provider_faults stripe_mock provider_tls settle reconcile
-	tsan deploy install systemd package examples browser
-	bench_smoke)
+# Every suite, in the order they start: the longest first, so that the
+# pool of parallel jobs stays full to the end (the times of a whole run are
+# printed last; docs/testing.md keeps a recent table).
+SUITES=(edges provider redis_async sim tsan e2e settle webhook package provider_faults faults
+	e2e_nginx e2e_apache e2e_apache_proxy e2e_cluster e2e_apache_cgi ha_cluster ha_sentinel ha_nodes
+	partitions stripe_mock reconcile provider_tls fuzz builds install fcgi_wire signals cgi lua
+	fcgi_diff unit unit_asan deploy systemd examples browser docs structure)
+# Suites whose checks bound a time or a rate under load: they run alone,
+# after the others, on an otherwise idle machine.
+SERIAL_SUITES=(concurrency kept_conns bench_smoke)
+# ./test.sh --quick with no suite named: the inner loop, one suite per
+# layer and route (docs/testing.md): the pure modules plain and under
+# ASan, the shape of the code, and /charge, /webhooks and the FastCGI
+# wire through real processes.
+QUICK_SUITES=(structure unit unit_asan docs cgi fcgi_wire lua webhook)
+# TEST_JOBS=N: how many suites run at once (default 4 on this 2-core
+# machine: most of a suite's time is spent waiting on timers and sockets).
+TEST_JOBS=${TEST_JOBS:-4}
+
 QUICK=0
 if [ "${1:-}" = --quick ]; then
 	QUICK=1
 	shift
+	SUITES=("${QUICK_SUITES[@]}")
+	SERIAL_SUITES=()
 fi
-[ $# -gt 0 ] && SUITES=("$@")
+if [ $# -gt 0 ]; then
+	# named suites: those that must run alone still do, after the rest
+	want=("$@")
+	SUITES=()
+	SERIAL_NAMED=()
+	for s in "${want[@]}"; do
+		case " ${SERIAL_SUITES[*]} " in
+		*" $s "*) SERIAL_NAMED+=("$s") ;;
+		*) SUITES+=("$s") ;;
+		esac
+	done
+	SERIAL_SUITES=(${SERIAL_NAMED[@]+"${SERIAL_NAMED[@]}"})
+fi
 
+START=$(date +%s)
 if [ $QUICK -eq 1 ]; then
+	ALL_SUITES=(${SUITES[@]+"${SUITES[@]}"} ${SERIAL_SUITES[@]+"${SERIAL_SUITES[@]}"})
+	SUITES_FOR_BUILD=("${ALL_SUITES[@]}")
 	build_quick || { echo "0 passed, 1 failed"; exit 1; }
 else
 	install_packages || { echo "0 passed, 1 failed"; exit 1; }
 	build build || { echo "0 passed, 1 failed"; exit 1; }
 	build build-asan "${ASAN_ARGS[@]}" || { echo "0 passed, 1 failed"; exit 1; }
 fi
+echo "# built in $(($(date +%s) - START)) s; suites: ${SUITES[*]:-} (${TEST_JOBS} at once); alone: ${SERIAL_SUITES[*]:-}"
 
-for s in "${SUITES[@]}"; do
-	run_suite "$s" "suite_$s"
-done
+[ ${#SUITES[@]} -gt 0 ] && run_parallel "$TEST_JOBS" "${SUITES[@]}"
+[ ${#SERIAL_SUITES[@]} -gt 0 ] && run_parallel 1 "${SERIAL_SUITES[@]}"
 
+times_report
+echo "# total wall time: $(($(date +%s) - START)) s"
 echo "# logs: $LOGDIR"
 echo "$PASSED passed, $FAILED failed"
 [ "$FAILED" -eq 0 ]

@@ -34,7 +34,7 @@ export CHARGE_REDIS_URL="unix://$RUN/redis.sock"
 export CHARGE_SPILL_DIR="$RUN/spill"
 export CHARGE_PROVIDER_LEDGER="$RUN/ledger.log"
 export CHARGE_METRICS_FILE="$RUN/metrics.shm"
-export CHARGE_FAILED_TTL_S=2
+export CHARGE_FAILED_TTL_S=3
 stack_redis_start "$RUN" "$RUN/redis" "$RUN" 2>"$RUN/stack.err" ||
 	{ sed 's/^/# /' "$RUN/stack.err"; bail "$name" "redis-server did not start"; }
 PORT=$(stack_port_pick) || bail "$name" "no free port"

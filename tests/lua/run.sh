@@ -60,6 +60,21 @@ is() {
 	fi
 }
 
+# mark: notes the time (ms) before which no key of the test's Redis was
+# written (fresh() calls it, and so does a test on an empty new Redis),
+# so that a PTTL can be
+# bounded by the time that really passed since, however loaded the machine
+mark() { MARK_MS=$(date +%s%3N); }
+MARK_MS=0
+
+# in_ttl DESC PTTL TTL: a key given TTL (ms) after the mark has a PTTL in
+# [TTL - the ms since the mark, TTL]
+in_ttl() {
+	local now
+	now=$(date +%s%3N)
+	in_range "$1" "$2" $(($3 - (now - MARK_MS) - 2)) "$3"
+}
+
 # in_range DESC VALUE LO HI: LO <= VALUE <= HI (integers)
 in_range() {
 	if [[ "$2" =~ ^-?[0-9]+$ ]] && [ "$2" -ge "$3" ] && [ "$2" -le "$4" ]; then
@@ -174,6 +189,7 @@ stop_redis() {
 
 # fresh: empty database plus two sentinel keys the scripts must never touch
 fresh() {
+	mark
 	r FLUSHALL >/dev/null
 	r SET sentinel:str v >/dev/null
 	r HSET sentinel:hash state in_progress owner o1 fingerprint fp1 >/dev/null
@@ -229,7 +245,7 @@ is "claimed hash has exactly the claim fields" "$(fields $K)" \
 	"created_ms fingerprint owner param_digests state"
 is "claimed hash values" "$(r HMGET $K state fingerprint owner created_ms param_digests)" \
 	"$(lines '"in_progress"' "\"$FP\"" '"ownerA"' '"1000"' "\"$PR\"")"
-in_range "claim PTTL close to claim TTL $CLAIM_TTL" "$(rv PTTL $K)" $((CLAIM_TTL - 1000)) $CLAIM_TTL
+in_ttl "claim PTTL close to claim TTL $CLAIM_TTL" "$(rv PTTL $K)" $CLAIM_TTL
 sentinels_intact "claim touched only KEYS[1]" "$K"
 
 echo "# claim again while in_progress"
@@ -263,7 +279,7 @@ is "completed hash values (created_ms from claim, updated_ms from record)" \
 is "stored body is byte-exact (newline, quotes, UTF-8)" "$(r HGET $K body)" "$(q "$BODY")"
 is "expires_ms = the record's now + its TTL; params kept from the claim" \
 	"$(r HMGET $K expires_ms param_digests)" "$(lines "\"$((1500 + DONE_TTL))\"" "\"$PR\"")"
-in_range "completed PTTL = $DONE_TTL" "$(rv PTTL $K)" $((DONE_TTL - 1000)) $DONE_TTL
+in_ttl "completed PTTL = $DONE_TTL" "$(rv PTTL $K)" $DONE_TTL
 sentinels_intact "record touched only KEYS[1]" "$K"
 
 echo "# claim after completion replays"
@@ -276,7 +292,7 @@ is "other fingerprint -> mismatch (completed) with the stored digests" \
 	"$(ev claim $K , $FP2 ownerB 3000 $CLAIM_TTL $PR2)" "$(lines '"mismatch"' "\"$PR\"")"
 is "other fingerprint, original owner -> mismatch (completed)" \
 	"$(ev claim $K , $FP2 ownerA 3000 $CLAIM_TTL $PR2 | head -1)" '"mismatch"'
-in_range "claims do not change the completed TTL" "$(rv PTTL $K)" $((DONE_TTL - 2000)) $DONE_TTL
+in_ttl "claims do not change the completed TTL" "$(rv PTTL $K)" $DONE_TTL
 
 echo "# inline ignores ARGV[13], ARGV[14]; empty body is an empty string, not nil"
 fresh
@@ -300,7 +316,7 @@ is "failed hash fields include retry_after" "$(fields $K)" \
 	"body content_type created_ms expires_ms fingerprint owner param_digests retry_after state status updated_ms"
 is "failed hash values" "$(r HMGET $K state status content_type retry_after created_ms updated_ms)" \
 	"$(lines '"failed"' '"502"' "\"$PT\"" '"300"' '"1000"' '"1700"')"
-in_range "failed PTTL = $FAIL_TTL" "$(rv PTTL $K)" $((FAIL_TTL - 1000)) $FAIL_TTL
+in_ttl "failed PTTL = $FAIL_TTL" "$(rv PTTL $K)" $FAIL_TTL
 fexpect=$(lines '"recorded"' '"failed"' '"502"' "\"$PT\"" '"300"' "$(q "$FBODY")" '(nil)' '(nil)' '(nil)' "\"$((1700 + FAIL_TTL))\"")
 is "claim after failure, same fingerprint -> recorded with retry_after" \
 	"$(ev claim $K , $FP ownerB 2000 $CLAIM_TTL $PR)" "$fexpect"
@@ -312,8 +328,8 @@ echo "# completed and failed TTLs differ as passed"
 K2=charge:idem:demo:key-2
 ev claim $K2 , $FP ownerC 1000 $CLAIM_TTL $PR >/dev/null
 ev record $K2 , ownerC $FP $PR completed 201 $CT '' $DONE_TTL 1500 $((1500 + DONE_TTL)) inline '{}' '' '' >/dev/null
-in_range "completed key PTTL ~ 86400000" "$(rv PTTL $K2)" $((DONE_TTL - 1000)) $DONE_TTL
-in_range "failed key PTTL ~ 300000" "$(rv PTTL $K)" $((FAIL_TTL - 2000)) $FAIL_TTL
+in_ttl "completed key PTTL ~ 86400000" "$(rv PTTL $K2)" $DONE_TTL
+in_ttl "failed key PTTL ~ 300000" "$(rv PTTL $K)" $FAIL_TTL
 
 echo "# retry_after absent when ARGV[6] is ''"
 fresh
@@ -350,13 +366,15 @@ is "late file-mode record on a vanished claim -> ok" \
 	"$(ev record $K , ownerA $FP $PR completed 201 $CT '' $DONE_TTL $LATE $((LATE + DONE_TTL)) file 0f3c9a.body 20000 $SHA)" '"ok"'
 # the spill collector removes the file once older than the TTL plus
 # lock_ttl_s: the record must not outlive that (it did: PTTL = the whole TTL)
-in_range "its PTTL is the TTL less the 10 s since the file was written" "$(rv PTTL $K)" \
-	$((DONE_TTL - 11000)) $((DONE_TTL - 9000))
+got=$(rv PTTL $K)
+in_range "its PTTL is the TTL less the 10 s since the file was written" "$got" \
+	$((LATE + DONE_TTL - $(date +%s%3N) - 2)) $((LATE + DONE_TTL - MARK_MS + 2))
 is "expires_ms is the instant it expires" "$(r HGET $K expires_ms)" "\"$((LATE + DONE_TTL))\""
 fresh
 ev claim $K , $FP ownerA $LATE $CLAIM_TTL $PR >/dev/null
 ev record $K , ownerA $FP $PR completed 201 $CT '' $DONE_TTL $LATE $((LATE + DONE_TTL)) file 0f3c9a.body 20000 $SHA >/dev/null
-in_range "the same for the owner's own claim" "$(rv PTTL $K)" $((DONE_TTL - 11000)) $((DONE_TTL - 9000))
+got=$(rv PTTL $K)
+in_range "the same for the owner's own claim" "$got" $((LATE + DONE_TTL - $(date +%s%3N) - 2)) $((LATE + DONE_TTL - MARK_MS + 2))
 fresh
 ev claim $K , $FP ownerA $LATE $CLAIM_TTL $PR >/dev/null
 ev record $K , ownerA $FP $PR completed 201 $CT '' $DONE_TTL $LATE $((LATE + DONE_TTL)) inline '{}' '' '' >/dev/null
@@ -392,7 +410,7 @@ before=$(snap $K)
 is "first owner's record -> fenced, with the holder's created_ms" \
 	"$(ev record $K , ownerA $FP $PR completed 201 $CT '' $DONE_TTL 2100 $((2100 + DONE_TTL)) inline A-body '' '')" "$(lines '"fenced"' '"2000"')"
 is "fenced record changed nothing" "$(snap $K)" "$before"
-in_range "fenced record left the claim TTL" "$(rv PTTL $K)" $((CLAIM_TTL - 1000)) $CLAIM_TTL
+in_ttl "fenced record left the claim TTL" "$(rv PTTL $K)" $CLAIM_TTL
 is "first owner's file-mode record -> fenced too" \
 	"$(ev record $K , ownerA $FP $PR failed 502 $PT 300 $FAIL_TTL 2100 $((2100 + FAIL_TTL)) file x.body 1 $SHA)" "$(lines '"fenced"' '"2000"')"
 is "still unchanged" "$(snap $K)" "$before"
@@ -451,7 +469,7 @@ is "vanished-key record field set" "$(fields $K)" \
 	"body content_type created_ms expires_ms fingerprint owner param_digests state status updated_ms"
 is "vanished-key record writes the digests and expires_ms too" \
 	"$(r HMGET $K param_digests expires_ms)" "$(lines "\"$PR\"" "\"$((5000 + DONE_TTL))\"")"
-in_range "vanished-key record PTTL = $DONE_TTL" "$(rv PTTL $K)" $((DONE_TTL - 1000)) $DONE_TTL
+in_ttl "vanished-key record PTTL = $DONE_TTL" "$(rv PTTL $K)" $DONE_TTL
 sentinels_intact "vanished-key record touched only KEYS[1]" "$K"
 
 # ---------------------------------------------------------------- first wins
@@ -492,7 +510,7 @@ ev claim $K , $FP ownerA 1000 $CLAIM_TTL $PR >/dev/null
 before=$(snap $K)
 is "release by a non-owner -> 0" "$(ev release $K , ownerB)" "(integer) 0"
 is "non-owner release changed nothing" "$(snap $K)" "$before"
-in_range "non-owner release kept the TTL" "$(rv PTTL $K)" $((CLAIM_TTL - 1000)) $CLAIM_TTL
+in_ttl "non-owner release kept the TTL" "$(rv PTTL $K)" $CLAIM_TTL
 is "release by the owner while in_progress -> 1" "$(ev release $K , ownerA)" "(integer) 1"
 is "owner release deleted the key" "$(rv EXISTS $K)" 0
 sentinels_intact "release touched only KEYS[1]" ""
@@ -507,7 +525,7 @@ ev record $K , ownerA $FP $PR completed 201 $CT '' $DONE_TTL 1500 $((1500 + DONE
 before=$(snap $K)
 is "release by the owner after completion -> 0" "$(ev release $K , ownerA)" "(integer) 0"
 is "completed record stays after release" "$(snap $K)" "$before"
-in_range "completed TTL kept after release" "$(rv PTTL $K)" $((DONE_TTL - 1000)) $DONE_TTL
+in_ttl "completed TTL kept after release" "$(rv PTTL $K)" $DONE_TTL
 
 fresh
 ev claim $K , $FP ownerA 1000 $CLAIM_TTL $PR >/dev/null
@@ -626,22 +644,23 @@ b1=$(snap $K)
 b2=$(snap $K2)
 is "DEBUG RELOAD -> OK" "$(r DEBUG RELOAD)" 'OK'
 is "completed record survives DEBUG RELOAD" "$(snap $K)" "$b1"
-in_range "completed TTL survives DEBUG RELOAD" "$(rv PTTL $K)" $((DONE_TTL - 2000)) $DONE_TTL
+in_ttl "completed TTL survives DEBUG RELOAD" "$(rv PTTL $K)" $DONE_TTL
 is "in_progress claim survives DEBUG RELOAD" "$(snap $K2)" "$b2"
-in_range "claim TTL survives DEBUG RELOAD" "$(rv PTTL $K2)" $((CLAIM_TTL - 2000)) $CLAIM_TTL
+in_ttl "claim TTL survives DEBUG RELOAD" "$(rv PTTL $K2)" $CLAIM_TTL
 is "replay after DEBUG RELOAD" "$(ev claim $K , $FP ownerC 3000 $CLAIM_TTL $PR)" "$expect"
 
 echo "# kill -9 and restart with AOF (appendfsync always) keeps records and TTLs"
 stop_redis -TERM
 rm -f "$DIR"/*.rdb
 start_redis --appendonly yes --appendfsync always
+mark
 ev claim $K , $FP ownerA 1000 $CLAIM_TTL $PR >/dev/null
 ev record $K , ownerA $FP $PR failed 502 $PT 300 $FAIL_TTL 1700 $((1700 + FAIL_TTL)) inline "$FBODY" '' '' >/dev/null
 b1=$(snap $K)
 stop_redis -KILL
 start_redis --appendonly yes --appendfsync always
 is "failed record survives kill -9 + AOF restart" "$(snap $K)" "$b1"
-in_range "failed TTL survives kill -9 + AOF restart" "$(rv PTTL $K)" $((FAIL_TTL - 5000)) $FAIL_TTL
+in_ttl "failed TTL survives kill -9 + AOF restart" "$(rv PTTL $K)" $FAIL_TTL
 is "replay after restart (script cache was empty: --eval uses EVAL)" \
 	"$(ev claim $K , $FP ownerB 2000 $CLAIM_TTL $PR)" "$fexpect"
 
@@ -658,14 +677,14 @@ is "owner records unknown (inline, with the request) -> ok" \
 	"$(ev record $K , ownerA $FP $PR unknown 504 $PT 1 $DONE_TTL 1500 $((1500 + DONE_TTL)) inline "$UNK" "$REQ")" '"ok"'
 is "unknown hash keeps the request, the answer and Retry-After" \
 	"$(r HMGET $K state status retry_after request body)" "$(lines '"unknown"' '"504"' '"1"' "$(printf '%s' "$REQ" | repr)" "$(printf '%s' "$UNK" | repr)")"
-in_range "unknown PTTL is the TTL given" "$(rv PTTL $K)" $((DONE_TTL - 1000)) $DONE_TTL
+in_ttl "unknown PTTL is the TTL given" "$(rv PTTL $K)" $DONE_TTL
 is "unknown without the request is refused" \
 	"$(ev record $K , ownerA $FP $PR unknown 504 $PT 1 $DONE_TTL 1500 $((1500 + DONE_TTL)) inline "$UNK" 2>&1 | grep -c 'ERR record: bad arguments')" "1"
 is "a retry (other owner, same fingerprint) takes it over -> resumed, created_ms, quiet_ms (the unknown's updated_ms)" \
 	"$(ev claim $K , $FP ownerB 2000 $CLAIM_TTL $PR)" "$(lines '"resumed"' '"1000"' '"1500"')"
 is "the take-over sets owner and lease, keeps state and TTL" \
 	"$(r HMGET $K state owner lease_ms)" "$(lines '"unknown"' '"ownerB"' "\"$((2000 + CLAIM_TTL))\"")"
-in_range "the take-over keeps the record's TTL" "$(rv PTTL $K)" $((DONE_TTL - 2000)) $DONE_TTL
+in_ttl "the take-over keeps the record's TTL" "$(rv PTTL $K)" $DONE_TTL
 is "the same owner again -> resumed (its own lease is no earlier attempt)" \
 	"$(ev claim $K , $FP ownerB 2500 $CLAIM_TTL $PR)" "$(lines '"resumed"' '"1000"' '"1500"')"
 is "a third attempt within the lease -> in_progress (since the take-over)" \
