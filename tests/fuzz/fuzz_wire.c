@@ -8,7 +8,7 @@
  * them, or the target aborts; the reconciler's reading of the same charge
  * (rc_charge_parse) agrees with it. An error body for a 402 and a 429
  * (wire_parse_error, then wire_classify), a page of the list
- * (wire_parse_list) for a request that the seeds' charges name: every
+ * (wire_parse_list) and of the search (wire_parse_search) for a request that the seeds' charges name: every
  * string bounded and NUL-terminated, a found charge really this request's.
  */
 #include <stdlib.h>
@@ -141,21 +141,31 @@ fuzz_error(const uint8_t *data, size_t size, long status)
 		abort();
 }
 
+/* One page of the list (search 0) or of the search (search 1). */
 static void
-fuzz_list(const uint8_t *data, size_t size)
+fuzz_page(const uint8_t *data, size_t size, int search)
 {
 	static const struct settle_expect e = { FUZZ_REQUEST, FUZZ_AMOUNT,
 		"usd" };
 	struct provider_result res;
 	char after[PROVIDER_ID_MAX];
 	enum settle_probe p;
+	long long last = -1;
 	int more;
 
 	memset(&res, 0x5a, sizeof(res));
 	memset(after, 0x5a, sizeof(after));
-	p = wire_parse_list((const char *)data, size, &e, &res, &more, after);
+	if (search)
+		p = wire_parse_search((const char *)data, size, &e, &res, &more,
+		    after);
+	else
+		p = wire_parse_list((const char *)data, size, &e, &res, &more,
+		    after, &last);
 	check_str(after, sizeof(after));
-	if (after[0] != '\0' && !id_ok(after))
+	/* the list's cursor is a charge id; the search's a token */
+	if (!search && after[0] != '\0' && !id_ok(after))
+		abort();
+	if (!search && last < 0)
 		abort();
 	switch (p) {
 	case PROBE_FOUND:
@@ -163,7 +173,7 @@ fuzz_list(const uint8_t *data, size_t size)
 		check_str(res.charge_id, sizeof(res.charge_id));
 		check_str(res.seen_request, sizeof(res.seen_request));
 		check_str(res.seen_currency, sizeof(res.seen_currency));
-		if (!id_ok(res.charge_id) || after[0] == '\0' ||
+		if (!id_ok(res.charge_id) || (!search && after[0] == '\0') ||
 		    strcmp(res.seen_request, e.request) != 0 ||
 		    res.seen_amount != e.amount ||
 		    strcmp(res.seen_currency, e.currency) != 0)
@@ -191,5 +201,6 @@ fuzz_wire(const uint8_t *data, size_t size)
 	fuzz_charge(data, size);
 	fuzz_error(data, size, 402);
 	fuzz_error(data, size, 429);
-	fuzz_list(data, size);
+	fuzz_page(data, size, 0);
+	fuzz_page(data, size, 1);
 }

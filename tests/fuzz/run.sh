@@ -72,9 +72,9 @@ WARN="-std=c11 -D_GNU_SOURCE -g -O1 -Wall -Wextra -Werror $SAN"
 # one line per object: source, then its flags (sim/ has headers named as
 # src/'s: each side sees only its own)
 {
-	for f in src/{json,json_lex,json_path,utf8,schema,canon,validate,headers,idem,clock,config,config_load,log,digest,util,fcgi_codec,webhook_sig,metrics,response}.c \
+	for f in src/{json,json_lex,json_path,utf8,schema,canon,validate,headers,idem,clock,config,config_load,log,digest,util,tls,timefmt,fcgi_codec,webhook_sig,metrics,response}.c \
 		src/redis/{redis_client,redis_cmd,redis_node,redis_uv,redis_sentinel,redis_cluster,redis_url,cluster}.c \
-		src/provider/{http1_read,http1_proxy,provider,provider_wire,settle}.c src/reconcile/rc_wire.c \
+		src/provider/{http1_read,http1_proxy,provider,provider_wire,wire_url,settle}.c src/reconcile/rc_wire.c \
 		"$OBJ/gen/lua_scripts.c" tests/fuzz/fuzz_{parsers,http1,wire,sig,rc}.c; do
 		echo "$f $WARN ${SRC_INC[*]}"
 	done
@@ -114,7 +114,7 @@ if [ -s "$OUT/failed" ]; then
 fi
 # shellcheck disable=SC2046
 if ! "$CC" -fsanitize=fuzzer,address,undefined $(sort "$OUT/built") \
-	$(pkg-config --libs hiredis libcjson libcrypto libuv) -lm \
+	$(pkg-config --libs hiredis libcjson libssl libcrypto libuv) -lm \
 	-o "$OBJ/fuzz" 2>"$OUT/link.log"; then
 	notok "link the fuzz binary"
 	sed 's/^/# /' "$OUT/link.log" | head -30

@@ -159,11 +159,13 @@ def t_unknown_ca():
     refused({"CHARGE_REDIS_TLS_CA_FILE": OTHER + "/ca.crt"}, "certificate verify failed", "unknownca")
 
 
-@test("/healthz: 200 over verified TLS, 503 (Redis unreachable) with a CA it does not trust")
-def t_healthz():
-    r = get("/healthz")
+@test("/readyz: 200 over verified TLS, 503 (Redis unreachable) with a CA it does not trust; /healthz (liveness) 200 either way")
+def t_readyz():
+    r = get("/readyz")
     check(r.status == 200, "%r" % r)
     r = get("/healthz", {"CHARGE_REDIS_TLS_CA_FILE": OTHER + "/ca.crt"})
+    check(r.status == 200, "%r" % r)
+    r = get("/readyz", {"CHARGE_REDIS_TLS_CA_FILE": OTHER + "/ca.crt"})
     check(r.status == 503 and b"unreachable" in r.body, "%r" % r)
     check("certificate verify failed" in r.err, "%r" % r)
 
