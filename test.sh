@@ -306,7 +306,7 @@ suite_builds() {
 
 suite_lua() { tests/lua/run.sh; }
 
-# The Redis client (src/redis/) on a libuv loop (tests/redis_async/driver.c) against real
+# The Redis client (src/store/redis/) on a libuv loop (tests/redis_async/driver.c) against real
 # redis-server, redis-sentinel and a cluster; the ASan build's driver.
 suite_redis_async() { with_asan redis_async tests/redis_async/run.sh; }
 

@@ -7,8 +7,8 @@ next line starts with another literal: the two are one text cut in two.
 A text of several output lines may be written one literal per line, each
 ending in "\\n" (a usage text, a Prometheus header).
     tools/check-literals.py [--pending FILE...] [SRC_DIR]
---pending names files, or prefixes of paths (src/redis: src/redis_url.c and
-src/redis/), still to be joined by their owners, who are rewriting them:
+--pending names files, or prefixes of paths (src/store/redis: its files and
+src/store/redis/), still to be joined by their owners, who are rewriting them:
 their cuts are counted in a comment, not failed. Prints TAP.
 """
 import os

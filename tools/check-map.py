@@ -6,16 +6,19 @@ without the extension: "util", "redis/cmd". src/LAYERS lists every module
 in named tiers, bottom up; within a tier each line is one step, so every
 module has a step number, counted over the whole file:
 
-    tier base  # what the tier holds
-    defaults clock log          <- step 1
-    util                        <- step 2 (may use step 1)
-    tier codec
-    fcgi_codec headers          <- step 3 (may use steps 1 and 2)
+    tier base base/  # what the tier holds (its folder: base/)
+    base/defaults base/clock    <- step 1
+    base/util                   <- step 2 (may use step 1)
+    tier codec codec/
+    codec/fcgi_codec            <- step 3 (may use steps 1 and 2)
     circle redis/cmd redis/node  # why these two call each other
     only redis/ hiredis.h async.h  # why only that folder (or those) include them
 
-A module may use (include a header of, or call a function or read a
-variable of) only modules on lower steps. A use of a module on a higher
+A tier line may name the tier's folder (FOLDER/, or . for src/ itself):
+then each of its modules must lie in that folder (or a folder inside it),
+so that the tree shows the layers the map names. A module may use
+(include a header of, or call a function or read a variable of) only
+modules on lower steps. A use of a module on a higher
 step runs up; one on the same step runs sideways; both fail. A circle
 (modules that use each other, directly or through others: a strongly
 connected component of the graph of uses) fails too, unless a `circle`
@@ -52,8 +55,9 @@ USAGE = 'usage: check-map.py [--stats] [--map=FILE] [SRC_DIR [BUILD_DIR]]'
 
 
 def parse_map(path):
-    """(step of each module, tier of each module, circles, onlys, problems)."""
-    step, tier, circles, onlys, problems = {}, {}, [], [], []
+    """(step of each module, tier of each module, circles, onlys, problems,
+    the folder of each tier that names one)."""
+    step, tier, circles, onlys, problems, tier_folder = {}, {}, [], [], [], {}
     n = 0
     current = None
     with open(path, encoding='utf-8') as f:
@@ -63,9 +67,13 @@ def parse_map(path):
             if not words:
                 continue
             if words[0] == 'tier':
-                if len(words) != 2:
-                    problems.append(f'LAYERS:{lineno}: "tier NAME", got {raw.strip()!r}')
+                if len(words) not in (2, 3) or (len(words) == 3 and not (
+                        words[2] == '.' or words[2].endswith('/'))):
+                    problems.append(f'LAYERS:{lineno}: "tier NAME [FOLDER/ or .]", '
+                                    f'got {raw.strip()!r}')
                 current = words[1] if len(words) > 1 else None
+                if len(words) == 3:
+                    tier_folder[current] = '' if words[2] == '.' else words[2]
                 continue
             if words[0] == 'circle':
                 if len(words) < 3:
@@ -95,7 +103,15 @@ def parse_map(path):
                     problems.append(f'LAYERS:{lineno}: {m} is listed twice')
                 step[m] = n
                 tier[m] = current
-    return step, tier, circles, onlys, problems
+    return step, tier, circles, onlys, problems, tier_folder
+
+
+def in_folder(mod, folder):
+    """True when module mod lies in folder ('' is src/ itself; a folder holds
+    its subfolders too)."""
+    if folder == '':
+        return '/' not in mod
+    return mod.startswith(folder)
 
 
 INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"', re.M)
@@ -268,7 +284,7 @@ def main(argv):
     src = args[0] if args else os.path.join(here, '..', 'src')
     build = args[1] if len(args) > 1 else os.path.join(src, '..', 'build')
 
-    step, tier, circles, onlys, problems = parse_map(
+    step, tier, circles, onlys, problems, tier_folder = parse_map(
         maps[-1] if maps else os.path.join(src, 'LAYERS'))
     modules = read_modules(src)
     for folders, _, lineno in onlys:
@@ -342,6 +358,10 @@ def main(argv):
         bad = []
         if mod not in step:
             bad.append('not in src/LAYERS')
+        elif tier[mod] in tier_folder and not in_folder(mod, tier_folder[tier[mod]]) and \
+                any(os.path.exists(os.path.join(src, mod + e)) for e in ('.c', '.h')):
+            bad.append(f'in tier {tier[mod]}, whose folder is '
+                       f'src/{tier_folder[tier[mod]]}, but it is src/{mod}')
         for file, h in sys_includes.get(mod, []):
             for folders, headers, lineno in onlys:
                 if h in headers and not any(mod.startswith(f) for f in folders):

@@ -4,7 +4,7 @@
   1. promtool check rules accepts the file;
   2. promtool test rules passes tests/alerts/charge-alerts.test.yml;
   3. every alert has a case where it fires and one where it is silent;
-  4. every series a rule reads is one the code exports (src/metrics.c, or
+  4. every series a rule reads is one the code exports (src/codec/metrics.c, or
      charge-reconcile's textfile, src/reconcile/rc_report.c), and every
      outcome / result label value it names is one the code writes;
   5. the tests can fail: for each alert, the rules with that alert's expr
@@ -64,7 +64,7 @@ def exported_series():
 def label_values():
     """{label: set of values the code writes} for the labels rules match."""
     problems = check_api.code_problems()
-    metrics = check_api.read(os.path.join(ROOT, "src", "metrics.c"))
+    metrics = check_api.read(os.path.join(ROOT, "src", "codec", "metrics.c"))
     m = re.search(r"metrics_webhook_results\[\]\s*=\s*\{(.*?)\};", metrics, re.S)
     kinds = re.findall(r'charge_reconcile_findings\{kind=\\"([a-z]+)\\"\}',
                        check_api.read(os.path.join(ROOT, "src", "reconcile", "rc_report.c")))

@@ -134,10 +134,10 @@ for req in "${REQUIRED[@]}"; do
 done
 
 # --- TimeoutStopSec covers the longest request in hand --------------------
-# Defaults from src/defaults.h: reading the body, Prefer: wait, the provider
+# Defaults from src/base/defaults.h: reading the body, Prefer: wait, the provider
 # phase (provider_deadline_ms bounds every attempt of it) and two Redis
 # round trips.
-def() { sed -nE "s/^#define[[:space:]]+$1[[:space:]]+([0-9]+).*/\\1/p" "$ROOT/src/defaults.h"; }
+def() { sed -nE "s/^#define[[:space:]]+$1[[:space:]]+([0-9]+).*/\\1/p" "$ROOT/src/base/defaults.h"; }
 req_ms=$(def DEF_REQUEST_TIMEOUT_MS)
 wait_s=$(def DEF_MAX_WAIT_S)
 prov_ms=$(def DEF_PROVIDER_DEADLINE_MS)
@@ -145,7 +145,7 @@ redis_ms=$(def DEF_REDIS_TIMEOUT_MS)
 stop=$(directives | sed -nE 's/^TimeoutStopSec=([0-9]+)s?$/\1/p' | tail -1)
 if [ -z "$req_ms" ] || [ -z "$wait_s" ] || [ -z "$prov_ms" ] || [ -z "$redis_ms" ]; then
 	not_ok "TimeoutStopSec covers the longest request in hand" \
-		"cannot read the defaults from src/defaults.h"
+		"cannot read the defaults from src/base/defaults.h"
 else
 	need_ms=$((req_ms + wait_s * 1000 + prov_ms + 2 * redis_ms))
 	if [ -n "$stop" ] && [ $((stop * 1000)) -gt "$need_ms" ] &&
@@ -158,12 +158,12 @@ else
 fi
 
 # --- every CHARGE_<KEY> is a configuration key ------------------------------
-keys=$(sed -nE 's/^[[:space:]]*\{ "([a-z0-9_]+)", CFG_.*/\1/p' "$ROOT/src/config.c")
+keys=$(sed -nE 's/^[[:space:]]*\{ "([a-z0-9_]+)", CFG_.*/\1/p' "$ROOT/src/config/config.c")
 bad=()
 for var in $(directives | sed -nE 's/^Environment=(CHARGE_[A-Z0-9_]+)=.*/\1/p'); do
 	[ "$var" = CHARGE_CONF ] && continue
 	key=$(printf '%s' "${var#CHARGE_}" | tr 'A-Z' 'a-z')
-	grep -qx "$key" <<<"$keys" || bad+=("$var: no configuration key $key in src/config.c")
+	grep -qx "$key" <<<"$keys" || bad+=("$var: no configuration key $key in src/config/config.c")
 done
 if [ ${#bad[@]} -eq 0 ]; then
 	ok "every CHARGE_<KEY> set by Environment= is a configuration key"

@@ -4,9 +4,9 @@
 The code is the source of truth for what exists; docs/API.md is the
 contract users read. This script checks that the two name the same things:
 
-  - problem slugs (src/response.c's problem table) and API.md's problem table,
+  - problem slugs (src/codec/response.c's problem table) and API.md's problem table,
     with the same status and title, each with a page in www/problems/;
-  - configuration keys (src/config.c's cfg_rows[]) and API.md's
+  - configuration keys (src/config/config.c's cfg_rows[]) and API.md's
     configuration table, with the same defaults and numeric bounds, each
     also in the man page docs/charge.8;
   - response headers the code emits (response_header() calls and
@@ -17,16 +17,16 @@ contract users read. This script checks that the two name the same things:
     status, problem type/title/status);
   - docs/openapi.yaml and API.md name the same routes, statuses, problem
     types (with status and title) and headers, and the description's body
-    limits are src/defaults.h's;
+    limits are src/base/defaults.h's;
   - every relative link of every tracked markdown file leads to a file that
     exists, and its #anchor to a heading (or <a id>) of the target;
   - a configuration key's default is the same wherever it is written:
-    src/config.c, conf/charge.conf, API.md's table, docs/charge.8 and
+    src/config/config.c, conf/charge.conf, API.md's table, docs/charge.8 and
     docs/configuration.md;
   - a problem example's detail is
     one the code writes (a C string, adjacent literals joined, printf
     conversions matching any text);
-  - the series of GET /metrics (src/metrics.c) and API.md's metrics table
+  - the series of GET /metrics (src/codec/metrics.c) and API.md's metrics table
     name the same things, and the table lists every outcome label;
   - the repository stands alone: no tracked file refers to the external
     contract by file name or section.
@@ -75,13 +75,36 @@ def c_literals(text):
 
 # --- the code -----------------------------------------------------------
 
+
+# The modules of the responder's own tiers (src/ and its tier folders, as
+# src/LAYERS names them), without the libraries that have folders of their
+# own inside them: the provider client (src/provider/), the Redis client
+# (src/store/redis/, src/codec/redis/) and charge-reconcile (src/reconcile/).
+LIBRARY_FOLDERS = ("provider", "reconcile", os.path.join("store", "redis"),
+                   os.path.join("codec", "redis"))
+
+
+def src_files(ext):
+    """Paths under src/ (sorted, relative) of the responder's own files
+    ending in ext."""
+    src = os.path.join(ROOT, "src")
+    out = []
+    for d, dirs, names in os.walk(src):
+        rel = os.path.relpath(d, src)
+        if rel != "." and any(rel == f or rel.startswith(f + os.sep)
+                              for f in LIBRARY_FOLDERS):
+            dirs[:] = []
+            continue
+        for n in names:
+            if n.endswith(ext):
+                out.append(os.path.normpath(os.path.join(rel, n)))
+    return sorted(out)
+
 def code_defines():
     """#define NAME value from src/*.h: numbers as int, strings as str."""
     out = {}
     src = os.path.join(ROOT, "src")
-    for name in sorted(os.listdir(src)):
-        if not name.endswith(".h"):
-            continue
+    for name in src_files(".h"):
         for m in re.finditer(r"^#define\s+(\w+)\s+(.+?)\s*(?:/\*.*)?$",
                              read(os.path.join(src, name)), re.M):
             v = m.group(2).strip()
@@ -98,8 +121,8 @@ def code_defines():
 
 
 def code_problems():
-    """{slug: (status, title)} from src/response.c's problems[] table."""
-    text = strip_c_comments(read(os.path.join(ROOT, "src", "response.c")))
+    """{slug: (status, title)} from src/codec/response.c's problems[] table."""
+    text = strip_c_comments(read(os.path.join(ROOT, "src", "codec", "response.c")))
     out = {}
     for m in re.finditer(r"\[PROB_\w+\]\s*=\s*\{(.*?)\}", text, re.S):
         lits = c_literals(m.group(1))
@@ -110,8 +133,8 @@ def code_problems():
 
 
 def code_config(defs):
-    """[(key, type, min, max, default)] from src/config.c's cfg_rows[]."""
-    text = strip_c_comments(read(os.path.join(ROOT, "src", "config.c")))
+    """[(key, type, min, max, default)] from src/config/config.c's cfg_rows[]."""
+    text = strip_c_comments(read(os.path.join(ROOT, "src", "config", "config.c")))
     block = re.search(r"cfg_rows\[\]\s*=\s*\{(.*?)\n\};", text, re.S)
     rows = []
     if not block:
@@ -140,9 +163,7 @@ def code_emitted_headers():
     """{header: [file, ...]} of response headers src/*.c emits."""
     out = {}
     src = os.path.join(ROOT, "src")
-    for name in sorted(os.listdir(src)):
-        if not name.endswith(".c"):
-            continue
+    for name in src_files(".c"):
         text = strip_c_comments(read(os.path.join(src, name)))
         found = set(re.findall(r'response_header\s*\(\s*[^,]+?,\s*"([^"]+)"', text))
         for lit in c_literals(text):
@@ -163,9 +184,7 @@ def code_strings():
     """Every C string of src/*.c, adjacent literals joined (escapes kept)."""
     out = []
     src = os.path.join(ROOT, "src")
-    for name in sorted(os.listdir(src)):
-        if not name.endswith(".c"):
-            continue
+    for name in src_files(".c"):
         text = strip_c_comments(read(os.path.join(src, name)))
         for m in re.finditer(r'"(?:[^"\\\n]|\\.)*"(?:\s*"(?:[^"\\\n]|\\.)*")*', text):
             out.append("".join(c_literals(m.group(0))))
@@ -199,8 +218,8 @@ def detail_written(detail, strings):
 
 
 def code_metric_series():
-    """The series names src/metrics.c renders (histogram parts folded)."""
-    text = strip_c_comments(read(os.path.join(ROOT, "src", "metrics.c")))
+    """The series names src/codec/metrics.c renders (histogram parts folded)."""
+    text = strip_c_comments(read(os.path.join(ROOT, "src", "codec", "metrics.c")))
     out = set()
     for lit in c_literals(text):
         for n in re.findall(r"\bcharge_[a-z_]+", lit):
@@ -209,15 +228,14 @@ def code_metric_series():
 
 
 def code_outcome_labels():
-    """The success labels of charge_requests_total (src/response.c)."""
-    text = read(os.path.join(ROOT, "src", "response.c"))
+    """The success labels of charge_requests_total (src/codec/response.c)."""
+    text = read(os.path.join(ROOT, "src", "codec", "response.c"))
     return re.findall(r'const char OUTCOME_\w+\[\]\s*=\s*"([^"]+)"', text)
 
 
 def code_text():
     src = os.path.join(ROOT, "src")
-    return "\n".join(read(os.path.join(src, n)) for n in sorted(os.listdir(src))
-                     if n.endswith((".c", ".h")))
+    return "\n".join(read(os.path.join(src, n)) for n in src_files((".c", ".h")))
 
 
 # --- docs/API.md ----------------------------------------------------------
@@ -329,7 +347,7 @@ def oa_problems(spec):
 
 
 def oa_limits(spec):
-    """{src/defaults.h name: value in the description} for the body limits."""
+    """{src/base/defaults.h name: value in the description} for the body limits."""
     sch = spec["components"]["schemas"]
     req, item = sch["ChargeRequest"]["properties"], sch["LineItem"]["properties"]
     src_max = re.search(r"\{1,(\d+)\}", req["source"]["pattern"])
@@ -557,14 +575,14 @@ def main():
         if m and len(r) >= 3:
             st = re.search(r"\d{3}", r[1])
             dprobs[m.group(1)] = (int(st.group(0)) if st else None, unticked(r[2]))
-    t.check(bool(probs) and bool(dprobs), "the problem tables parse (src/response.c: %d, "
+    t.check(bool(probs) and bool(dprobs), "the problem tables parse (src/codec/response.c: %d, "
             "docs/API.md: %d)" % (len(probs), len(dprobs)))
     t.items(sorted(s for s in probs if s not in dprobs),
-            "every problem slug of src/response.c is in docs/API.md's problem table",
+            "every problem slug of src/codec/response.c is in docs/API.md's problem table",
             "not documented in docs/API.md")
     t.items(sorted(s for s in dprobs if s not in probs),
-            "every problem type of docs/API.md's problem table is in src/response.c",
-            "not in src/response.c")
+            "every problem type of docs/API.md's problem table is in src/codec/response.c",
+            "not in src/codec/response.c")
     diffs = []
     for s in sorted(set(probs) & set(dprobs)):
         if probs[s][0] != dprobs[s][0]:
@@ -591,14 +609,14 @@ def main():
     ckeys = {r[0]: r for r in rows}
     crow = doc_table(api, "config") or []
     dkeys = {unticked(r[0]): r for r in crow if r}
-    t.check(bool(ckeys) and bool(dkeys), "the configuration tables parse (src/config.c: %d, "
+    t.check(bool(ckeys) and bool(dkeys), "the configuration tables parse (src/config/config.c: %d, "
             "docs/API.md: %d)" % (len(ckeys), len(dkeys)))
     t.items(sorted(k for k in ckeys if k not in dkeys),
-            "every configuration key of src/config.c is in docs/API.md's configuration table",
+            "every configuration key of src/config/config.c is in docs/API.md's configuration table",
             "not documented in docs/API.md")
     t.items(sorted(k for k in dkeys if k not in ckeys),
-            "every configuration key of docs/API.md's configuration table is in src/config.c",
-            "not in src/config.c")
+            "every configuration key of docs/API.md's configuration table is in src/config/config.c",
+            "not in src/config/config.c")
     diffs = []
     for k in sorted(set(ckeys) & set(dkeys)):
         _, typ, lo, hi, default = ckeys[k]
@@ -689,7 +707,7 @@ def main():
     t.check(bool(strings) and not stale, "every problem example's detail is one the code writes",
             stale)
 
-    # 15-20: docs/openapi.yaml against API.md and src/defaults.h
+    # 15-20: docs/openapi.yaml against API.md and src/base/defaults.h
     oa_path = os.path.join(ROOT, "docs", "openapi.yaml")
     spec = load_openapi(oa_path) if os.path.exists(oa_path) else None
     t.check(isinstance(spec, dict) and str(spec.get("openapi", "")).startswith("3.1"),
@@ -745,18 +763,18 @@ def main():
             "request and response headers", diffs)
     try:
         lim = oa_limits(spec)
-        diffs = ["%s: %s in src/defaults.h, %s in docs/openapi.yaml" % (k, defs.get(k), v)
+        diffs = ["%s: %s in src/base/defaults.h, %s in docs/openapi.yaml" % (k, defs.get(k), v)
                  for k, v in sorted(lim.items()) if defs.get(k) != v]
     except (KeyError, TypeError) as e:
         diffs = ["docs/openapi.yaml lacks a body limit: %r" % e]
-    t.check(not diffs, "docs/openapi.yaml's body limits are src/defaults.h's", diffs)
+    t.check(not diffs, "docs/openapi.yaml's body limits are src/base/defaults.h's", diffs)
 
     # GET /metrics
     series = code_metric_series()
     mrows = doc_table(api, "metrics") or []
     dseries = {re.match(r"`?([a-z_]+)", r[0]).group(1): r for r in mrows
                if r and re.match(r"`?([a-z_]+)", r[0])}
-    diffs = ["rendered by src/metrics.c, not in docs/API.md's metrics table: %s" % n
+    diffs = ["rendered by src/codec/metrics.c, not in docs/API.md's metrics table: %s" % n
              for n in sorted(series - set(dseries))]
     diffs += ["in docs/API.md's metrics table, not rendered: %s" % n for n in sorted(set(dseries) - series)]
     t.check(bool(series) and bool(dseries) and not diffs,
@@ -765,7 +783,7 @@ def main():
     cell = " ".join(req[1:])
     labels = code_outcome_labels()
     t.items(sorted(x for x in labels if "`%s`" % x not in cell),
-            "docs/API.md's charge_requests_total row lists every outcome label of src/response.c",
+            "docs/API.md's charge_requests_total row lists every outcome label of src/codec/response.c",
             "outcome not listed")
 
 
@@ -786,7 +804,7 @@ def main():
             "every page of docs/ is linked from README.md", "not linked")
 
     # 23: one default per key, wherever it is written
-    places = {"src/config.c": {r[0]: str(r[4]) for r in rows if r[4] is not None},
+    places = {"src/config/config.c": {r[0]: str(r[4]) for r in rows if r[4] is not None},
               "docs/API.md": {k: unticked(v[1]) for k, v in dkeys.items() if len(v) > 1},
               "docs/charge.8": man_defaults(man)}
     conf = os.path.join(ROOT, "conf", "charge.conf")
@@ -801,7 +819,7 @@ def main():
         if len(set(vals.values())) > 1:
             diffs.append("%s: %s" % (k, ", ".join("%s in %s" % (v, w)
                                                  for w, v in sorted(vals.items()))))
-    missing = sorted(k for k in places["src/config.c"] if k not in places["docs/charge.8"])
+    missing = sorted(k for k in places["src/config/config.c"] if k not in places["docs/charge.8"])
     t.check(not diffs and not missing, "each configuration key has one default in %s"
             % ", ".join(sorted(places)), diffs + ["no default in docs/charge.8: %s" % k
                                                  for k in missing])

@@ -1,5 +1,5 @@
 /*
- * fcgi_diff.c - the codec (src/fcgi_codec.c) against libfcgi's own reader.
+ * fcgi_diff.c - the codec (src/codec/fcgi_codec.c) against libfcgi's own reader.
  * Each byte stream is written into a unix socket that FCGX_Accept_r reads
  * in this process (a writer thread sends it, then a "sentinel" request on
  * a second connection, so that a stream libfcgi refuses ends in the

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The FastCGI codec (src/fcgi_codec.c) against libfcgi's own reader:
+# The FastCGI codec (src/codec/fcgi_codec.c) against libfcgi's own reader:
 # tests/fcgi_diff/fcgi_diff.c, built by meson as build/fcgi_diff, reads
 # hand-made and generated streams both ways in one process and prints TAP.
 # FCGI_DIFF_CASES and FCGI_DIFF_SEED change the generated streams (default

@@ -1,6 +1,6 @@
 /*
  * fuzz_sig.c - the target "sig" of fuzz.c: Stripe-Signature as
- * src/webhook_sig.c checks it. The input is the header, a NUL, then the
+ * src/codec/webhook_sig.c checks it. The input is the header, a NUL, then the
  * payload (no NUL: an empty payload).
  *
  * The verdict is checked against one made here from the header as Stripe

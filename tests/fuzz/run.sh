@@ -65,17 +65,20 @@ done
 SAN="-fsanitize=fuzzer-no-link,address,undefined -fno-sanitize-recover=all"
 # shellcheck disable=SC2207
 DEPS=($(pkg-config --cflags hiredis libcjson libuv))
-SRC_INC=(-Isrc -Isrc/redis -Isrc/provider -Isrc/reconcile -I"$OBJ/gen"
+SRC_INC=(-Isrc -Isrc/base -Isrc/codec -Isrc/codec/redis -Isrc/config -Isrc/domain -Isrc/store -Isrc/store/redis -Isrc/provider -Isrc/usecase -Isrc/transport -Isrc/reconcile -I"$OBJ/gen"
 	-I"$LLHTTP_INC" "${DEPS[@]}")
 WARN="-std=c11 -D_GNU_SOURCE -g -O1 -Wall -Wextra -Werror $SAN"
 
 # one line per object: source, then its flags (sim/ has headers named as
 # src/'s: each side sees only its own)
 {
-	for f in src/{json,json_lex,json_path,utf8,schema,canon,validate,headers,idem,clock,config,config_load,log,digest,util,tls,timefmt,fcgi_codec,webhook_sig,metrics,response}.c \
-		src/redis/{redis_client,redis_cmd,redis_node,redis_uv,redis_sentinel,redis_cluster,redis_url,cluster}.c \
-		src/provider/{http1_read,http1_proxy,provider,provider_wire,wire_url,settle}.c src/reconcile/rc_wire.c \
-		"$OBJ/gen/lua_scripts.c" tests/fuzz/fuzz_{parsers,http1,wire,sig,rc}.c; do
+	# the modules by name, wherever their tier's folder holds them
+	for f in $(for m in json json_lex json_path utf8 schema canon validate headers idem clock \
+		config config_load log digest util tls timefmt fcgi_codec webhook_sig metrics response \
+		redis_client redis_cmd redis_node redis_uv redis_sentinel redis_cluster redis_url cluster \
+		http1_read http1_proxy provider provider_wire wire_url settle rc_wire; do
+		find src -name "$m.c"
+	done) "$OBJ/gen/lua_scripts.c" tests/fuzz/fuzz_{parsers,http1,wire,sig,rc}.c; do
 		echo "$f $WARN ${SRC_INC[*]}"
 	done
 	for f in sim/{buf,form,table,store}.c tests/fuzz/fuzz_sim.c; do

@@ -1,7 +1,7 @@
 """The one small Redis client of the test harnesses (RESP2, Python standard
 library only): a command is an array of bulk strings, a reply a Python
 value. The harnesses use it to read and change what the responder stored;
-the responder's own client is src/redis/.
+the responder's own client is src/store/redis/.
 
     import resp
     resp.command("/run/redis.sock", "HGETALL", key)        # a unix socket

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# tests/redis_async/run.sh - the Redis client (src/redis/: redis_client.c and its
+# tests/redis_async/run.sh - the Redis client (src/store/redis/: redis_client.c and its
 # redis_*.c files: hiredis async + libuv) against real redis-server,
 # redis-sentinel and cluster nodes on loopback ports, through
 # tests/redis_async/driver.c; a few fake nodes

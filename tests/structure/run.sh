@@ -9,7 +9,8 @@
 # its setter (and a setter or a table out of form), and tools/check-sizes.py
 # on a function and a file one line over their bounds. Each tree is compiled with cc
 # into a build directory with a compile_commands.json, as meson writes it;
-# one module sits in a subfolder (src/sub/), as the Redis client will.
+# one module sits in a subfolder (src/sub/), as the Redis client will; a
+# tier that names its folder keeps its modules in it.
 # Prints TAP lines; exits 1 when a case went the wrong way.
 #   tests/structure/run.sh
 set -u
@@ -178,6 +179,21 @@ expect fail "a LAYERS entry with no module" 'gone is in src/LAYERS but is no mod
 fixture
 sed -i 's|^sub/mid peer$|mid peer|' "$DIR/t/src/LAYERS"
 expect pass "a map naming sub/mid by its file name only (a module moved into a folder)"
+
+# a tier that names its folder: its modules must lie in it (the tree shows
+# the layers); sub/mid in tier middle whose folder is sub/ passes, and peer
+# beside it at src/ fails; tier top at "." (src/ itself) holds top
+fixture
+sed -i 's|^tier middle  # two peers$|tier middle sub/  # two peers|; s|^tier top  # the top$|tier top .  # the top|' "$DIR/t/src/LAYERS"
+expect fail "a module outside its tier's folder (peer at src/, tier middle's folder sub/)" \
+	'in tier middle, whose folder is src/sub/, but it is src/peer'
+mkdir -p "$DIR/t/src/sub"
+mv "$DIR/t/src/peer.c" "$DIR/t/src/peer.h" "$DIR/t/src/sub/"
+sed -i 's|#include "peer.h"|#include "sub/peer.h"|' "$DIR/t/src/top.c"
+sed -i 's|^sub/mid peer  #|sub/mid sub/peer  #|; s|^sub/mid peer$|sub/mid sub/peer|' "$DIR/t/src/LAYERS"
+expect pass "every module in its tier's folder (tier top at src/ itself)"
+sed -i 's|^tier top .  # the top$|tier top sub/  # the top|' "$DIR/t/src/LAYERS"
+expect fail "a module at src/ in a tier whose folder is sub/" 'in tier top, whose folder is src/sub/, but it is src/top'
 
 # tools/check-literals.py: a message cut in two fails; one literal per
 # output line (each ending in \n) passes; a pending file is only counted

@@ -32,7 +32,7 @@ int redis_script_init(struct lua_script *s);
 /*
  * A reply as the client's callers read it, through the functions below
  * (each NULL-safe: a NULL reply is of type REDIS_R_OTHER and empty):
- * hiredis's own type stays inside src/redis/. Owned by the client, valid
+ * hiredis's own type stays inside src/store/redis/. Owned by the client, valid
  * only during the callback that was given it.
  */
 struct redis_reply;

@@ -8,7 +8,7 @@
  * with no SCAN and no way to reach every primary. What it shares with that
  * client is the target (redis_url.h), the cluster's key space (cluster.h)
  * and how a reply is read (redis.h's redis_reply_* accessors): hiredis's
- * own types stay inside src/redis/. Reads only: AUTH, SELECT, ROLE,
+ * own types stay inside src/store/redis/. Reads only: AUTH, SELECT, ROLE,
  * SENTINEL get-master-addr-by-name, CLUSTER SLOTS, HMGET and SCAN are the
  * only commands it sends.
  */
