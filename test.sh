@@ -539,9 +539,10 @@ SUITES=(world edges provider redis_async redis_tls sim tsan e2e settle webhook p
 # Suites whose checks bound a time or a rate under load, or that hold a
 # race to the timing of an idle machine: they run alone, after the others.
 # restart: a stopping responder hands kept connections back to Apache
-# mod_proxy_fcgi by closing right after an answer; on a machine loaded by
-# other suites Apache can pick the connection between that answer and the
-# close (1 to 3 in 2 400 requests, docs/deploying.md), alone none
+# mod_proxy_fcgi by closing right after an answer; Apache can pick the
+# connection between that answer and the close (1 or 2 in 2 800 requests
+# in about half the runs, more often on a machine loaded by other suites;
+# docs/deploying.md)
 SERIAL_SUITES=(restart concurrency kept_conns bench_smoke)
 # ./test.sh --quick with no suite named: the inner loop, one suite per
 # layer and route (docs/testing.md): the pure modules plain and under
