@@ -529,13 +529,16 @@ suite_bench_smoke() { bench/run --smoke; }
 suite_examples() { tests/with-stack.sh tests/examples/run.sh; }
 suite_browser() { STACK_WITH_SIM=1 tests/with-stack.sh tests/browser/run.sh; }
 
-# Every suite, in the order they start: the longest first, so that the
-# pool of parallel jobs stays full to the end (the times of a whole run are
-# printed last; docs/testing.md keeps a recent table).
-SUITES=(world edges provider redis_async redis_tls sim tsan e2e settle webhook package provider_faults faults
-	e2e_nginx e2e_apache e2e_apache_proxy e2e_cluster e2e_apache_cgi ha_cluster ha_sentinel ha_nodes
-	partitions stripe_mock reconcile provider_tls fuzz builds install fcgi_wire signals cgi lua
-	fcgi_diff unit unit_asan deploy systemd logs alerts examples browser docs structure)
+# Every suite, in the order they start: the longest first (a recent
+# whole run's times, docs/testing.md), so that the pool of parallel jobs
+# stays full to the end. bench_smoke (no timing assertions, but it loads
+# both cores for a minute) starts last, beside the short suites that end
+# the list, none of which bounds a time.
+SUITES=(world partitions faults redis_tls settle edges fuzz ha_sentinel unit tsan builds sim
+	provider e2e_apache redis_async provider_tls provider_faults e2e_cluster deploy e2e_apache_cgi
+	e2e_apache_proxy e2e_nginx stripe_mock e2e webhook ha_cluster install package signals alerts
+	examples reconcile browser structure lua fcgi_wire docs unit_asan cgi systemd logs ha_nodes
+	fcgi_diff bench_smoke)
 # Suites whose checks bound a time or a rate under load, or that hold a
 # race to the timing of an idle machine: they run alone, after the others.
 # restart: a stopping responder hands kept connections back to Apache
@@ -543,7 +546,7 @@ SUITES=(world edges provider redis_async redis_tls sim tsan e2e settle webhook p
 # connection between that answer and the close (1 or 2 in 2 800 requests
 # in about half the runs, more often on a machine loaded by other suites;
 # docs/deploying.md)
-SERIAL_SUITES=(restart concurrency kept_conns bench_smoke)
+SERIAL_SUITES=(restart concurrency kept_conns)
 # ./test.sh --quick with no suite named: the inner loop, one suite per
 # layer and route (docs/testing.md): the pure modules plain and under
 # ASan, the shape of the code, and /charge, /webhooks and the FastCGI
