@@ -37,6 +37,14 @@ stack_log() {
 	printf '%s\n' "stack: $*" >&2
 }
 
+# stack_tap_number: a filter that numbers the "ok - ..." and "not ok - ..."
+# lines of a suite's parts as it prints them, and closes with "1..N".
+stack_tap_number() {
+	awk '/^(not )?ok - / { n++; sub(/^ok - /, "ok " n " - "); sub(/^not ok - /, "not ok " n " - ") }
+		{ print; fflush() }
+		END { print "1.." n }'
+}
+
 # stack_rundir_create [dir]: creates dir (or a fresh mktemp -d directory),
 # mode 0700, and prints its absolute path.
 stack_rundir_create() {

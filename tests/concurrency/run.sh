@@ -49,13 +49,6 @@ CLIENT=(timeout -k 5 60 python3 "$REPO/tests/concurrency/client.py")
 RUN=
 PID=
 
-# Every line "ok - ..." / "not ok - ..." of the parts below gets its number.
-number() {
-	awk '/^(not )?ok - / { n++; sub(/^ok - /, "ok " n " - "); sub(/^not ok - /, "not ok " n " - ") }
-		{ print; fflush() }
-		END { print "1.." n }'
-}
-
 bail() {
 	echo "not ok - concurrency: $*"
 	exit 1
@@ -224,7 +217,7 @@ main() {
 	done
 }
 
-main 2>&1 | number | tee "${TMPDIR:-/tmp}/charge-concurrency.$$.tap"
+main 2>&1 | stack_tap_number | tee "${TMPDIR:-/tmp}/charge-concurrency.$$.tap"
 tapf="${TMPDIR:-/tmp}/charge-concurrency.$$.tap"
 rc=0
 grep -q '^not ok' "$tapf" && rc=1

@@ -234,6 +234,26 @@ else
 	fi
 fi
 
+# unit_exposure WHO FILE: systemd-analyze security rates the verified copy
+# FILE (run from its folder) at most MAX_EXPOSURE; WHO names it ("the
+# simulator's"). Skipped without a verified copy or without --offline.
+unit_exposure() {
+	local who=$1 f=$2 out level
+	if [ ! -f "$f" ] || ! command -v systemd-analyze >/dev/null 2>&1; then
+		skip "systemd-analyze security rates $who unit OK" "no verified copy"
+	elif out=$(cd "$(dirname "$f")" && systemd-analyze security --offline=true "$f" 2>&1); then
+		level=$(sed -nE 's/.*Overall exposure level for [^:]*: ([0-9.]+).*/\1/p' <<<"$out")
+		if [ -n "$level" ] && awk -v l="$level" -v m="$MAX_EXPOSURE" 'BEGIN { exit !(l <= m) }'; then
+			ok "systemd-analyze security of $who unit: exposure $level (at most $MAX_EXPOSURE)"
+		else
+			not_ok "systemd-analyze security of $who unit: exposure at most $MAX_EXPOSURE" \
+				"got ${level:-no rating}"
+		fi
+	else
+		skip "systemd-analyze security rates $who unit OK" "this systemd has no --offline"
+	fi
+}
+
 # --- conf/charge-provider-sim.service --------------------------------------
 if [ ! -f "$SIM_UNIT" ]; then
 	not_ok "conf/charge-provider-sim.service exists"
@@ -309,19 +329,7 @@ else
 		not_ok "charge.service: Wants= and After= charge-provider-sim.service" \
 			"found: $(directives | grep -E '^(Wants|After)=' | tr '\n' ' ')"
 	fi
-	if [ ! -f "$TMP/charge-provider-sim.service" ] || ! command -v systemd-analyze >/dev/null 2>&1; then
-		skip "systemd-analyze security rates the simulator's unit OK" "no verified copy"
-	elif out=$(cd "$TMP" && systemd-analyze security --offline=true "$TMP/charge-provider-sim.service" 2>&1); then
-		level=$(sed -nE 's/.*Overall exposure level for [^:]*: ([0-9.]+).*/\1/p' <<<"$out")
-		if [ -n "$level" ] && awk -v l="$level" -v m="$MAX_EXPOSURE" 'BEGIN { exit !(l <= m) }'; then
-			ok "systemd-analyze security of the simulator's unit: exposure $level (at most $MAX_EXPOSURE)"
-		else
-			not_ok "systemd-analyze security of the simulator's unit: exposure at most $MAX_EXPOSURE" \
-				"got ${level:-no rating}"
-		fi
-	else
-		skip "systemd-analyze security rates the simulator's unit OK" "this systemd has no --offline"
-	fi
+	unit_exposure "the simulator's" "$TMP/charge-provider-sim.service"
 fi
 
 # --- conf/charge-reconcile.service and .timer -------------------------------
@@ -411,19 +419,7 @@ else
 		not_ok "the reconciler's window is younger than completed_ttl_s" \
 			"--since ${since_h:-?}h, completed_ttl_s ${ttl_s:-?}"
 	fi
-	if [ ! -f "$TMP/rc/charge-reconcile.service" ] || ! command -v systemd-analyze >/dev/null 2>&1; then
-		skip "systemd-analyze security rates the reconciler's unit OK" "no verified copy"
-	elif out=$(cd "$TMP/rc" && systemd-analyze security --offline=true "$TMP/rc/charge-reconcile.service" 2>&1); then
-		level=$(sed -nE 's/.*Overall exposure level for [^:]*: ([0-9.]+).*/\1/p' <<<"$out")
-		if [ -n "$level" ] && awk -v l="$level" -v m="$MAX_EXPOSURE" 'BEGIN { exit !(l <= m) }'; then
-			ok "systemd-analyze security of the reconciler's unit: exposure $level (at most $MAX_EXPOSURE)"
-		else
-			not_ok "systemd-analyze security of the reconciler's unit: exposure at most $MAX_EXPOSURE" \
-				"got ${level:-no rating}"
-		fi
-	else
-		skip "systemd-analyze security rates the reconciler's unit OK" "this systemd has no --offline"
-	fi
+	unit_exposure "the reconciler's" "$TMP/rc/charge-reconcile.service"
 fi
 
 # --- conf/charge.socket ------------------------------------------------------

@@ -47,12 +47,6 @@ RUN=
 LHOLDER=
 LOAD=(timeout -k 5 60 python3 "$REPO/tests/deploy_live/load.py")
 
-number() {
-	awk '/^(not )?ok - / { n++; sub(/^ok - /, "ok " n " - "); sub(/^not ok - /, "not ok " n " - ") }
-		{ print; fflush() }
-		END { print "1.." n }'
-}
-
 bail() {
 	echo "not ok - restart: $*"
 	exit 1
@@ -286,7 +280,7 @@ main() {
 	done
 }
 
-main 2>&1 | number | tee "${TMPDIR:-/tmp}/charge-restart.$$.tap"
+main 2>&1 | stack_tap_number | tee "${TMPDIR:-/tmp}/charge-restart.$$.tap"
 tapf="${TMPDIR:-/tmp}/charge-restart.$$.tap"
 rc=0
 grep -q '^not ok' "$tapf" && rc=1

@@ -34,7 +34,5 @@ timeout -k 5 400 python3 "$REPO/tests/edges/edges.py" "$BIN" "$RUN" \
 	"unix://$RUN/redis.sock" "${EDGES_ONLY:-}" >"$RUN/out" 2>&1
 rc=$?
 [ $rc -ne 0 ] && echo "not ok - edges.py exited with status $rc" >>"$RUN/out"
-awk '/^(not )?ok - / { n++; sub(/^ok - /, "ok " n " - "); sub(/^not ok - /, "not ok " n " - ") }
-	{ print }
-	END { print "1.." n }' "$RUN/out"
+stack_tap_number <"$RUN/out"
 ! grep -q '^not ok' "$RUN/out"

@@ -68,7 +68,5 @@ if grep -q '^not ok' "$RUN/out"; then
 	echo "# last lines of the responder's log:" >>"$RUN/out"
 	tail -15 "$RUN/charge.log" | sed 's/^/#   /' >>"$RUN/out"
 fi
-awk '/^(not )?ok - / { n++; sub(/^ok - /, "ok " n " - "); sub(/^not ok - /, "not ok " n " - ") }
-	{ print }
-	END { print "1.." n }' "$RUN/out"
+stack_tap_number <"$RUN/out"
 ! grep -q '^not ok' "$RUN/out"

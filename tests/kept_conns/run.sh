@@ -33,7 +33,5 @@ timeout -k 5 120 python3 "$REPO/tests/kept_conns/kept.py" "$BIN" "$RUN" \
 	"unix://$RUN/redis.sock" >"$RUN/out" 2>&1
 rc=$?
 [ $rc -ne 0 ] && echo "not ok - kept.py exited with status $rc" >>"$RUN/out"
-awk '/^(not )?ok - / { n++; sub(/^ok - /, "ok " n " - "); sub(/^not ok - /, "not ok " n " - ") }
-	{ print }
-	END { print "1.." n }' "$RUN/out"
+stack_tap_number <"$RUN/out"
 ! grep -q '^not ok' "$RUN/out"
