@@ -221,6 +221,23 @@ def is_nothing_charged(r):
 
 # --- the reproductions of issue 27 ------------------------------------------
 
+def trace(seen, key, base):
+    """The test's story as diagnostics: the client's answers, the
+    provider's deliveries of key and the responder's reads, timed from base."""
+    diag("answers: " + seen.line())
+    diag("deliveries: " + deliveries_line(key, base))
+    diag("reads: " + reads_line(base))
+
+
+def expect_run1(seen, final, key, charge_id):
+    """Never a 502, the final answer 201 with run 1's charge charge_id, and
+    that charge the only one the provider holds for key."""
+    no_502(seen, charge_id)
+    check(final is not None and final.status == 201 and final.json().get("id") == charge_id,
+          "final answer %r (want 201 with run 1's %s)" % (final, charge_id))
+    check(len(hp_charges(key)) == 1, "charges at the provider: %r" % hp_charges(key))
+
+
 @settle_test("1. a key reused after its record expired: the 5000 usd request (provider hangs, charges nothing) settles 502 'nothing was charged', never 201 with the old 1000 usd charge")
 def t_reused_key():
     key = new_key("reuse")
@@ -234,9 +251,7 @@ def t_reused_key():
     check(r2.status == 504, "the 5000 usd request's first answer: %r (want 504 outcome-unknown)" % r2)
     base = seen.base()
     final = settle(seen, amount=5000)
-    diag("answers: " + seen.line())
-    diag("deliveries: " + deliveries_line(key, base))
-    diag("reads: " + reads_line(base))
+    trace(seen, key, base)
     wrong = [r for _, r in seen.answers if r.status == 201]
     check(not wrong, "answered 201 for 5000 usd with %s (the 1000 usd charge is %s): %r" % (
         wrong[0].json().get("id"), old, wrong[0]) if wrong else "")
@@ -375,9 +390,7 @@ def t_slow_provider():
     check(r1.status == 504, "first answer %r (want 504)" % r1)
     base = seen.base()
     final = settle(seen)
-    diag("answers: " + seen.line())
-    diag("deliveries: " + deliveries_line(key, base))
-    diag("reads: " + reads_line(base))
+    trace(seen, key, base)
     charges = hp_charges(key)
     check(len(charges) == 1, "the provider should hold one charge: %r" % charges)
     c = charges[0]
@@ -560,13 +573,8 @@ def t_idempotency_error():
     check(_redis("DEL", rkey(key)) == 1, "the record was not there to delete")
     script({"match": {"client_key": key}, "action": "status", "status": 400, "body": IDEMPOTENCY_ERROR})
     final = settle(seen)
-    diag("answers: " + seen.line())
-    diag("deliveries: " + deliveries_line(key, base))
-    diag("reads: " + reads_line(base))
-    no_502(seen, charges[0]["id"])
-    check(final is not None and final.status == 201 and final.json().get("id") == charges[0]["id"],
-          "final answer %r (want 201 with run 1's %s)" % (final, charges[0]["id"]))
-    check(len(hp_charges(key)) == 1, "charges at the provider: %r" % hp_charges(key))
+    trace(seen, key, base)
+    expect_run1(seen, final, key, charges[0]["id"])
 
 
 @settle_test("36.2 a 409 proves a delivery executing now: the first delivery executes for longer than every re-send and the execute window (re-sends get 409); no 502 before it lands; 201 with its charge")
@@ -582,9 +590,7 @@ def t_in_use():
     check(r1.status == 504, "first answer %r (want 504)" % r1)
     base = seen.base()
     final = settle(seen)
-    diag("answers: " + seen.line())
-    diag("deliveries: " + deliveries_line(key, base))
-    diag("reads: " + reads_line(base))
+    trace(seen, key, base)
     charges = hp_charges(key)
     check(len(charges) == 1, "the provider should hold one charge: %r" % charges)
     in_use = [e for e in hp_log(key) if e["outcome"] == "in_use"]
@@ -672,13 +678,8 @@ def t_earlier_run():
     script({"match": {"client_key": key}, "action": "charge_drop"})
     final = settle(seen)
     base = seen.base()
-    diag("answers: " + seen.line())
-    diag("deliveries: " + deliveries_line(key, base))
-    diag("reads: " + reads_line(base))
-    no_502(seen, charges[0]["id"])
-    check(final is not None and final.status == 201 and final.json().get("id") == charges[0]["id"],
-          "final answer %r (want 201 with run 1's %s)" % (final, charges[0]["id"]))
-    check(len(hp_charges(key)) == 1, "charges at the provider: %r" % hp_charges(key))
+    trace(seen, key, base)
+    expect_run1(seen, final, key, charges[0]["id"])
 
 
 @settle_test("36.6 a busy account (3 000 other charges in the window, 100 ms a page of the list: more pages than one call's deadline reads): the probe goes on where the last one stopped; a request never delivered settles 502 within the stated bound")
