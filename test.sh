@@ -541,11 +541,9 @@ SUITES=(world partitions faults redis_tls settle edges fuzz ha_sentinel unit tsa
 	fcgi_diff bench_smoke)
 # Suites whose checks bound a time or a rate under load, or that hold a
 # race to the timing of an idle machine: they run alone, after the others.
-# restart: a stopping responder hands kept connections back to Apache
-# mod_proxy_fcgi by closing right after an answer; Apache can pick the
-# connection between that answer and the close (1 or 2 in 2 800 requests
-# in about half the runs, more often on a machine loaded by other suites;
-# docs/deploying.md)
+# restart: 0 failed requests while the responder restarts under load, a
+# race of the hand-back of kept connections against the web servers'
+# reuse of them (docs/deploying.md)
 SERIAL_SUITES=(restart concurrency kept_conns)
 # ./test.sh --quick with no suite named: the inner loop, one suite per
 # layer and route (docs/testing.md): the pure modules plain and under

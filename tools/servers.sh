@@ -617,6 +617,7 @@ start_nginx() {
 
 # start_apache_proxy RUN_DIR LOG_DIR PORT CHARGE_BIN [THREADS]: the
 # responder on its own unix socket (RUN_DIR/apache-proxy/sock/charge.sock;
+# or 127.0.0.1:SERVERS_APACHE_TCP_PORT when that is set;
 # charge --listen, CHARGE_THREADS=THREADS when given, else the
 # configuration's), supervised like start_nginx's, then Apache with
 # conf/apache-proxy-fcgi.conf: mod_proxy_fcgi sends every request it holds
@@ -625,7 +626,7 @@ start_nginx() {
 # (the responder's stderr).
 start_apache_proxy() {
 	local run=$1 logs=$2 port=$3 bin=$4 threads=${5:-}
-	local srv="$run/apache-proxy" rlog="$logs/responder.log" sock
+	local srv="$run/apache-proxy" rlog="$logs/responder.log" sock backend
 	local -a env=()
 	if [ ! -x "$bin" ]; then
 		servers_log "responder binary $bin is missing or not executable"
@@ -635,11 +636,24 @@ start_apache_proxy() {
 	servers_is_root && { chmod a+x "$run" || return 1; }
 	rm -rf "$srv"
 	servers_worker_dir "$srv" "$srv/sock" || return 1
-	sock="$srv/sock/charge.sock"
+	# the address as charge --listen, holder.py and servers_wait_fcgi take
+	# it (sock), and as mod_proxy_fcgi does (backend)
+	if [ -n "${SERVERS_APACHE_TCP_PORT:-}" ]; then
+		sock="127.0.0.1:$SERVERS_APACHE_TCP_PORT"
+		backend="fcgi://$sock"
+	else
+		sock="$srv/sock/charge.sock"
+		backend="unix:$sock|fcgi://localhost"
+	fi
 	[ -n "$threads" ] && env=(env "CHARGE_THREADS=$threads")
 	if [ -n "${SERVERS_HOLDER:-}" ]; then
 		servers_worker_dir "$srv/holder" || return 1
-		set -- /usr/bin/python3 "$SERVERS_HOLDER" --unix "$sock" --state "$srv/holder" -- "$bin"
+		if [ -n "${SERVERS_APACHE_TCP_PORT:-}" ]; then
+			set -- --tcp "$SERVERS_APACHE_TCP_PORT"
+		else
+			set -- --unix "$sock"
+		fi
+		set -- /usr/bin/python3 "$SERVERS_HOLDER" "$@" --state "$srv/holder" -- "$bin"
 	else
 		set -- "$bin" --listen "$sock"
 	fi
@@ -652,7 +666,7 @@ start_apache_proxy() {
 	SERVERS_PROXY_SUPERVISOR_PID=$SERVERS_LAST_PID
 	servers_wait_fcgi "$sock" "$SERVERS_LAST_PID" ||
 		{ servers_tail "$rlog"; stop_apache_proxy "$run"; return 1; }
-	if ! STACK_FCGI_SOCKET=$sock servers_apache_run apache-proxy \
+	if ! STACK_FCGI_BACKEND=$backend servers_apache_run apache-proxy \
 		"$SERVERS_ROOT/conf/apache-proxy-fcgi.conf" "$run" "$logs" "$port" \
 		"$bin" 1 SetEnv; then
 		servers_tail "$rlog"

@@ -274,6 +274,10 @@ on_exchange_done(struct exchange *x)
 	c->req.x = NULL;
 	/* stopping: the answer hands a kept connection back (conn_stop_idle) */
 	handback = c->h->stopping && c->req.keep_conn && c->handback_stderr;
+	/* stopping: the answer closes a kept TCP connection; with its FIN */
+	if (c->h->stopping && c->req.keep_conn && !c->handback_stderr &&
+	    !c->h->listen_unix)
+		sock_cork(&c->sock);
 	if (!c->req.aborted &&
 	    conn_frame_response(&c->sock, &c->h->frame, c->req.id, x,
 	        handback) != 0)

@@ -8,6 +8,8 @@
  */
 #include <assert.h>
 #include <errno.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -195,6 +197,21 @@ sock_write(struct sock *s, const char *p, size_t n)
 	memcpy(room, p, n);
 	sock_out_commit(s, n);
 	return 0;
+}
+
+/*
+ * TCP only: what is written from now on leaves with the close, in one
+ * segment with the FIN (TCP_CORK; the shutdown or close pushes it out), so
+ * the peer never reads the last answer on a connection it may still reuse.
+ */
+void
+sock_cork(struct sock *s)
+{
+	int on = 1;
+
+	if (setsockopt(s->fd, IPPROTO_TCP, TCP_CORK, &on, sizeof(on)) != 0)
+		log_debug(NULL, "FastCGI connection: TCP_CORK: %s",
+		    strerror(errno));
 }
 
 void

@@ -106,6 +106,7 @@ int sock_write(struct sock *s, const char *p, size_t n);
  * sending), shut down writing and read until the peer closes, at most
  * stall_ms; then SOCK_EV_CLOSE.
  */
+void sock_cork(struct sock *s);
 void sock_end(struct sock *s, int linger);
 /* Closes the descriptor now; SOCK_EV_CLOSED follows. Idempotent. */
 void sock_close(struct sock *s);

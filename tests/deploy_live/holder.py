@@ -5,7 +5,11 @@ passes it to each responder it starts as descriptor 3 with LISTEN_FDS=1,
 LISTEN_PID=<the responder's pid> and LISTEN_FDNAMES=charge, and gives it a
 NOTIFY_SOCKET of its own (the sd_notify datagram protocol).
 
-  holder.py --unix PATH --state DIR [--fd0] -- CMD [ARGS...]
+  holder.py --unix PATH|--tcp PORT --state DIR [--fd0] -- CMD [ARGS...]
+
+--tcp PORT binds 127.0.0.1:PORT instead of a unix socket (Apache's
+mod_proxy_fcgi restarts without a failed request only on TCP:
+docs/deploying.md).
 
 --fd0 (or HOLDER_FD0=1 in the environment) passes the socket as descriptor 0 instead (the FastCGI convention,
 for a responder without socket activation: today's main, to show what
@@ -56,6 +60,12 @@ class Holder:
 
     @staticmethod
     def bind(path):
+        if path.startswith("tcp:"):  # --tcp PORT
+            s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            s.bind(("127.0.0.1", int(path[4:])))
+            s.listen(1024)
+            return s
         if os.path.exists(path):
             os.unlink(path)
         s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
@@ -224,13 +234,15 @@ def main():
             continue
         if args[0] == "--unix":
             path = args[1]
+        elif args[0] == "--tcp":
+            path = "tcp:" + args[1]
         elif args[0] == "--state":
             state = args[1]
         else:
-            sys.exit("usage: holder.py --unix PATH --state DIR -- CMD [ARGS...]")
+            sys.exit("usage: holder.py --unix PATH|--tcp PORT --state DIR -- CMD [ARGS...]")
         args = args[2:]
     if not path or not state or len(args) < 2:
-        sys.exit("usage: holder.py --unix PATH --state DIR -- CMD [ARGS...]")
+        sys.exit("usage: holder.py --unix PATH|--tcp PORT --state DIR -- CMD [ARGS...]")
     os.makedirs(state, exist_ok=True)
     sys.exit(Holder(path, state, args[1:], fd0).run())
 

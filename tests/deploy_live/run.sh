@@ -11,9 +11,8 @@
 # RESTART_CLIENTS clients send fresh charges on kept-alive HTTP connections
 # for RESTART_LOAD_S seconds while the responder is restarted 3 times:
 #   - 3 restarts, each new responder READY before the old one stopped;
-#   - 0 failed requests at the client (every answer 201; Apache: at most 1
-#     in 500, each Apache's own 503 for a request reset in the hand-back
-#     window, docs/deploying.md);
+#   - 0 failed requests at the client (every answer 201; Apache over TCP
+#     on loopback, as docs/deploying.md advises for it);
 #   - 0 lost outcomes: one ledger line per answered key, none for others;
 #   - every acknowledged charge replayed byte for byte afterwards;
 #   - every old responder exited 0.
@@ -27,6 +26,9 @@
 #       the socket as descriptor 0 instead, for a responder without socket
 #       activation or READY=1 (main before issue 37): nginx's 502s show
 #   RESTART_KEEP=1   the run directory is kept
+#   RESTART_APACHE_UNIX=1  Apache connects to a unix socket instead of
+#       127.0.0.1: the race docs/deploying.md describes shows (about one
+#       run in three fails 1 to 4 requests)
 set -uo pipefail
 
 REPO=$(cd "$(dirname "$(readlink -f "${BASH_SOURCE[0]}")")/../.." && pwd)
@@ -100,7 +102,7 @@ lighttpd_stop() {
 
 # part SERVER: start it behind the holder, load, restart 3 times, check.
 part() {
-	local scen=$1 port holder events out started=0 t0 i n line total apache_ok
+	local scen=$1 port holder events out started=0 t0 i n line
 	port=$(stack_port_pick) || { echo "not ok - [$scen] no free port"; return; }
 	export CHARGE_PROVIDER_LEDGER="$RUN/ledger-$scen.log"
 	: >"$CHARGE_PROVIDER_LEDGER"
@@ -112,6 +114,13 @@ part() {
 		holder=$(cat "$RUN/nginx/responder.pid.child" 2>/dev/null)
 		events="$RUN/nginx/holder/events" ;;
 	apache-proxy)
+		# TCP on loopback, as docs/deploying.md advises for Apache
+		# (RESTART_APACHE_UNIX=1: the unix socket, where the race remains)
+		if [ -z "${RESTART_APACHE_UNIX:-}" ]; then
+			SERVERS_APACHE_TCP_PORT=$(stack_port_pick) ||
+				{ echo "not ok - [$scen] no free port"; return; }
+			export SERVERS_APACHE_TCP_PORT
+		fi
 		start_apache_proxy "$RUN" "$RUN/logs-$scen" "$port" "$BIN" 2 2>"$RUN/start.err" && started=1
 		holder=$(cat "$RUN/apache-proxy/responder.pid.child" 2>/dev/null)
 		events="$RUN/apache-proxy/holder/events" ;;
@@ -155,22 +164,8 @@ part() {
 	fi
 	line=$("${LOAD[@]}" summary "$out")
 	n=$(echo "$line" | awk 'NR == 1 { print $6 }')
-	total=$(echo "$line" | awk 'NR == 1 { print $2 }')
-	# Apache: the known window (docs/deploying.md, "A race that remains"):
-	# a request Apache writes into a pooled connection the stopping
-	# responder is closing is reset, and Apache answers its own 503 before
-	# anything ran (the ledger check below shows nothing charged for it).
-	# At most 1 in 500, each such a 503 (HTML from Apache, not ours): a
-	# failure of another kind, or more, fails as before.
-	apache_ok=0
-	if [ "$scen" = apache-proxy ] && [ "$n" -gt 0 ] && [ $((n * 500)) -le "$total" ] &&
-		[ "$(echo "$line" | grep -c '^# .* 503  <!DOCTYPE HTML')" = "$n" ]; then
-		apache_ok=1
-	fi
 	if [ "$n" = 0 ] && [ "$(echo "$line" | awk 'NR == 1 { print $4 }')" -gt 0 ]; then
 		echo "ok - [$scen] 0 failed requests at the client ($(echo "$line" | head -1))"
-	elif [ $apache_ok = 1 ]; then
-		echo "ok - [$scen] failed requests at the client: $n of $total, each Apache's own 503 for a request reset in the hand-back window (known, docs/deploying.md; target 0 missed) ($(echo "$line" | head -1))"
 	else
 		echo "not ok - [$scen] 0 failed requests at the client"
 		echo "$line" | sed 's/^/#   /'
