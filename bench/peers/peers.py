@@ -519,6 +519,8 @@ def main(argv):
     ap.add_argument('--lua-workers', type=int, default=os.cpu_count() or 1,
                     help="the nginx + Lua peer's worker processes (default: one per core)")
     ap.add_argument('--out')
+    ap.add_argument('--wait-quiet', type=float, default=0,
+                    help='wait up to S seconds for other processes to use < 10 %% of the machine')
     ap.add_argument('--smoke', action='store_true')
     ap.add_argument('--charge')
     ap.add_argument('--sim')
@@ -538,7 +540,8 @@ def main(argv):
     try:
         bins = B.build(args, True, True)
         bins['go'] = build_go()
-        busy = B.machine_other_pct(1.0)
+        busy = (B.wait_quiet(args.wait_quiet) if args.wait_quiet > 0
+                else B.machine_other_pct(1.0))
         load0 = os.getloadavg()[0]
         log('machine busy before the runs: %.0f %% (load average %.2f)' % (busy, load0))
         peers = Peers(args, bins, run)
