@@ -296,6 +296,9 @@ class Peers:
         k1 = os.times()
         time.sleep(0.2)
         n = w['requests']
+        if n == 0:
+            raise B.BenchError('%s %s c=%d: wrk completed no request (%s)' % (
+                name, scenario, conns, w))
         st1 = b.sim_stats()
         tick_us = 1e6 / B.CLK_TCK
         srv_ticks = sum(B.proc_cpu_ticks(p) - c0[p] for p in pids)
