@@ -28,6 +28,27 @@
 -- the canonical request, its digests and the provider's request head
 -- computed once, the HMAC's keyed context kept (lua-resty-hmac's way), plain string.find/sub instead of patterns on the hot path,
 -- standard functions held in locals. The work per request is the same.
+--
+-- Two provider modes, chosen in init's configuration as the responder
+-- chooses its provider (and as the Go peer, charge.go, chooses its own):
+--   - provider_host set: the provider over HTTP (above).
+--   - provider_host nil: the provider in the process, doing what the
+--     responder's in-process simulation (src/provider/provider_inproc.c)
+--     and the Go peer's in-process mode do for a charge: the outcome
+--     decided by the source token (tok_chargeDeclined,
+--     tok_insufficientFunds, tok_providerError, tok_providerTimeout, or
+--     the first element of a chain "a|b"; anything else succeeds), the
+--     charge id "ch_" + the first 24 hex digits of HMAC-SHA256(secret,
+--     principal NUL key NUL fingerprint) (the MAC the HTTP mode sends as
+--     the downstream key), after provider_latency_ms (a timer of nginx's
+--     loop, ngx.sleep, as the responder's is a timer of its loop; at 0,
+--     the benchmark's latency, answered at once as the Go peer answers),
+--     and one ledger line per call (ms, principal, key, charge id,
+--     outcome, amount, currency, tab-separated) written with one write(2)
+--     to provider_ledger, opened O_APPEND once per worker. A succeeded
+--     charge is then recorded and answered exactly as in the HTTP mode;
+--     any other outcome answers a bare status (402, 502, 504) without a
+--     record, as the HTTP mode does for a provider failure.
 local cjson = require "cjson.safe"
 local ffi = require "ffi"
 
@@ -44,6 +65,8 @@ int HMAC_Init_ex(void *ctx, const void *key, int key_len, const void *md,
 int HMAC_Update(void *ctx, const unsigned char *d, size_t n);
 int HMAC_Final(void *ctx, unsigned char *md, unsigned int *len);
 unsigned char *ngx_hex_dump(unsigned char *dst, const unsigned char *src, size_t len);
+int open(const char *path, int flags, ...);
+ssize_t write(int fd, const void *buf, size_t n);
 ]]
 local crypto = ffi.load("libcrypto.so.3")
 local md_buf = ffi.new("unsigned char[32]")
@@ -217,6 +240,64 @@ local function provider_post(form, dkey)
   return status, body
 end
 
+-- the provider over HTTP: the charge id and its created time, or nil and
+-- the status to answer bare
+local function provider_http(principal, key, machex, amount, q)
+  local dkey = "charge_" .. machex
+  local form = "amount=" .. amount ..
+    "&currency=" .. escape_uri(q.currency) ..
+    "&source=" .. escape_uri(q.source) ..
+    "&metadata[charge_principal]=" .. escape_uri(principal) ..
+    "&metadata[charge_idempotency_key]=" .. escape_uri(key)
+  local status, body = provider_post(form, dkey)
+  if status == nil then return nil, 504 end
+  local ch = status == 200 and decode(body)
+  if type(ch) ~= "table" or type(ch.id) ~= "string" then return nil, 502 end
+  return ch.id, ch.created
+end
+
+-- --- the provider in the process -------------------------------------------
+-- provider_inproc.c's simulation: the outcome of the source token, the
+-- charge id from the request's MAC, the latency as a timer of the loop,
+-- one ledger line with one write(2) on a descriptor opened O_APPEND once.
+
+local O_LEDGER = 0x1 + 0x40 + 0x400 + 0x80000  -- WRONLY|CREAT|APPEND|CLOEXEC
+local ledger_fd = -1
+
+local function token_is(source, tok)
+  local n = #tok
+  return sub(source, 1, n) == tok and (#source == n or byte(source, n + 1) == 124)
+end
+
+local function outcome_for(source)
+  if token_is(source, "tok_chargeDeclined") or token_is(source, "tok_insufficientFunds") then
+    return "declined", 402
+  end
+  if token_is(source, "tok_providerError") then return "error", 502 end
+  if token_is(source, "tok_providerTimeout") then return "timeout", 504 end
+  return "succeeded", nil
+end
+
+-- returns the charge id and its created time (s), or nil and the status to
+-- answer bare (the outcome was not a charge, or the ledger write failed)
+local function provider_inproc(principal, key, machex, amount, currency, source)
+  local outcome, status = outcome_for(source)
+  if cfg.latency_s > 0 then ngx.sleep(cfg.latency_s) end
+  if ledger_fd < 0 then
+    ledger_fd = ffi.C.open(cfg.provider_ledger, O_LEDGER, ffi.cast("int", 420))  -- 0644
+    if ledger_fd < 0 then return nil, 502 end
+  end
+  local id = "ch_" .. sub(machex, 1, 24)
+  -- the loop's time, taken when the claim's reply woke it
+  local ms = floor(ngx.now() * 1000)
+  -- ms \t principal \t key \t charge id \t outcome \t amount \t currency
+  local line = format("%d", ms) .. "\t" .. principal .. "\t" .. key .. "\t" .. id ..
+    "\t" .. outcome .. "\t" .. amount .. "\t" .. currency .. "\n"
+  if tonumber(ffi.C.write(ledger_fd, line, #line)) ~= #line then return nil, 502 end
+  if status then return nil, status end
+  return id, floor(ms / 1000)
+end
+
 -- --- the endpoint -----------------------------------------------------------
 
 function _M.init(c)
@@ -234,9 +315,14 @@ function _M.init(c)
     local p, h = l:match("^(%S+)%s+(%x+)$")
     if p and p:sub(1, 1) ~= "#" then principals[h] = p end
   end
-  cfg.provider_head = "POST /v1/charges HTTP/1.1\r\nHost: " .. c.provider_host .. ":" ..
-    c.provider_port .. "\r\nAuthorization: Bearer " .. c.provider_api_key ..
-    "\r\nIdempotency-Key: "
+  cfg.latency_s = (c.provider_latency_ms or 0) / 1000
+  if c.provider_host then
+    cfg.provider_head = "POST /v1/charges HTTP/1.1\r\nHost: " .. c.provider_host .. ":" ..
+      c.provider_port .. "\r\nAuthorization: Bearer " .. c.provider_api_key ..
+      "\r\nIdempotency-Key: "
+  else
+    assert(c.provider_ledger, "the provider in the process needs provider_ledger")
+  end
 end
 
 local function replay(r)
@@ -296,24 +382,19 @@ function _M.handle()
     done(s)
     return ngx.exit(409)
   end
-  local dkey = "charge_" .. hmac_hex(principal .. "\0" .. key .. "\0" .. fp)
-  local form = "amount=" .. amount ..
-    "&currency=" .. escape_uri(q.currency) ..
-    "&source=" .. escape_uri(q.source) ..
-    "&metadata[charge_principal]=" .. escape_uri(principal) ..
-    "&metadata[charge_idempotency_key]=" .. escape_uri(key)
-  local status, body = provider_post(form, dkey)
-  if status == nil then
-    done(s)
-    return ngx.exit(504)
+  local machex = hmac_hex(principal .. "\0" .. key .. "\0" .. fp)
+  local ch_id, created
+  if cfg.provider_head then
+    ch_id, created = provider_http(principal, key, machex, amount, q)
+  else
+    ch_id, created = provider_inproc(principal, key, machex, amount, q.currency, q.source)
   end
-  local ch = status == 200 and decode(body)
-  if type(ch) ~= "table" or type(ch.id) ~= "string" then
+  if not ch_id then
     done(s)
-    return ngx.exit(502)
+    return ngx.exit(created)
   end
-  local out = '{"id":' .. encode(ch.id) .. ',"object":"charge","status":"succeeded",' ..
-    canon_inner .. ',"created":' .. format("%d", ch.created) ..
+  local out = '{"id":' .. encode(ch_id) .. ',"object":"charge","status":"succeeded",' ..
+    canon_inner .. ',"created":' .. format("%d", created) ..
     ',"idempotency_key":' .. encode(key) .. "}"
   ngx.update_time()
   now = floor(ngx.now() * 1000)

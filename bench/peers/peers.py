@@ -1,30 +1,36 @@
 #!/usr/bin/env python3
-"""bench/run --peers: the responder against its peers, everyone calling the
-provider simulator over loopback HTTP with kept connections, and the
-responder through lighttpd against the Go peer with the provider in the
-process.
+"""bench/run --peers: the responder against its peers in each provider mode,
+like for like: everyone calling the provider simulator over loopback HTTP
+with kept connections, and everyone with the provider in the process (a
+local simulation at latency 0: src/provider/provider_inproc.c in the
+responder, its copy in each peer).
 
 Backends, all on one machine, one Redis, one simulator (latency 0,
---fsync never):
+--fsync never). The provider over HTTP:
   charge_http    nginx (1 worker, kept FastCGI connections) -> charge --listen,
                  provider_url = the simulator (the packaged deployment: one
                  process, a loop per core)
+  lua            nginx + Lua (bench/peers/charge_peer.lua: cosockets, kept
+                 Redis and provider connections; --lua-workers workers,
+                 default one per core as the responder has a loop per core)
+  go             Go net/http + go-redis (bench/peers/charge.go)
+The provider in the process:
   charge_inproc  the same nginx -> a second charge --listen with the
                  provider in the process
-  lua            nginx + Lua (bench/peers/charge_peer.lua: cosockets, kept
-                 Redis and provider connections)
-  go             Go net/http + go-redis (bench/peers/charge.go)
-and, fresh charges only, the provider in the process for both:
+  lua_inproc     a second nginx + Lua peer with provider_host unset (its
+                 in-process provider: the responder's simulation)
+and, fresh charges only:
   charge_lighttpd  lighttpd (bench.py's, mod_fastcgi bin-path) -> charge at
                  the packaged deployment's processes x threads (run.sh's
                  MAX_PROCS, conf/charge.conf's threads), provider_url empty
   go_inproc      the Go peer with PEER_PROVIDER_URL empty (its in-process
-                 provider: the responder's simulation at latency 0)
+                 provider)
 Interleaved rounds of fresh and replay at --connections (32), then fresh
 at 1 connection for charge_http and charge_inproc (what the HTTP provider
 adds to a charge's latency). Per run: req/s, p50/p99, machine busy, CPU
 per request of the server side (web server + application), of the
-simulator and of Redis. Writes <date>-peers.{md,json}.
+simulator and of Redis. Every ratio sets two backends with the same
+provider mode side by side. Writes <date>-peers.{md,json}.
 """
 import argparse
 import json
@@ -48,7 +54,7 @@ GOPATH = '/usr/share/gocode'
 LUA_MODULES = ('/usr/lib/nginx/modules/ndk_http_module.so',
                '/usr/lib/nginx/modules/ngx_http_lua_module.so')
 PACKAGES = 'golang-go golang-gopkg-redis.v5-dev libnginx-mod-http-lua lua-resty-core lua-cjson'
-BACKENDS = ('charge_http', 'lua', 'go', 'charge_inproc')
+BACKENDS = ('charge_http', 'lua', 'go', 'charge_inproc', 'lua_inproc')
 # fresh charges only, the provider in the process: the responder through
 # lighttpd against the Go peer in its in-process mode
 INPROC_BACKENDS = ('charge_lighttpd', 'go_inproc')
@@ -82,21 +88,27 @@ def lua_available():
     return all(os.path.exists(m) for m in LUA_MODULES)
 
 
-def lua_servers(b, run, port):
+def lua_servers(b, run, port, ledger=None):
     """The http-level lines of the nginx + Lua peer (charge_peer.lua) on
-    127.0.0.1:port, its Redis b's, its provider b's simulator (b.sim)."""
-    host, sport = b.sim['listen'].rsplit(':', 1)
+    127.0.0.1:port, its Redis b's, its provider b's simulator (b.sim) over
+    HTTP; or, with ledger (a file path), the provider in the process at
+    latency 0, its ledger that file."""
+    if ledger is not None:
+        provider = 'provider_ledger = "%s", provider_latency_ms = 0' % ledger
+    else:
+        host, sport = b.sim['listen'].rsplit(':', 1)
+        provider = 'provider_host = "%s", provider_port = %s, provider_api_key = "%s"' % (
+            host, sport, B.SIM_API_KEY)
     return (
         '    lua_package_path "%s/?.lua;/usr/share/lua/5.1/?.lua;;";\n'
         '    lua_package_cpath "/usr/lib/x86_64-linux-gnu/lua/5.1/?.so;;";\n'
         '    init_by_lua_block {\n'
-        '        require("charge_peer").init({ redis = "unix:%s", provider_host = "%s",\n'
-        '            provider_port = %s, provider_api_key = "%s",\n'
+        '        require("charge_peer").init({ redis = "unix:%s", %s,\n'
         '            api_keys = "%s", lua_dir = "%s" })\n'
         '    }\n'
         '    server {\n        listen 127.0.0.1:%d backlog=4096;\n'
         '        location = /charge { content_by_lua_block { require("charge_peer").handle() } }\n'
-        '    }\n' % (HERE, b.redis_sock, host, sport, B.SIM_API_KEY,
+        '    }\n' % (HERE, b.redis_sock, provider,
                      os.path.join(run, 'api-keys'), os.path.join(ROOT, 'lua'), port))
 
 
@@ -172,8 +184,13 @@ class Peers:
                 name, charges[name][1], self.ports[name], name)
             for name in ('charge_http', 'charge_inproc'))
         self.start_nginx('nginx-charge', servers, lua=False)
+        # the nginx + Lua peer in each provider mode, a worker per core
+        # unless --lua-workers says otherwise
         lua = lua_servers(b, self.run, self.ports['lua'])
         self.start_nginx('nginx-lua', lua, lua=True)
+        self.ledgers['lua_inproc'] = os.path.join(self.run, 'lua-ledger.log')
+        lua = lua_servers(b, self.run, self.ports['lua_inproc'], self.ledgers['lua_inproc'])
+        self.start_nginx('nginx-lua-inproc', lua, lua=True)
         g = self.start_go('go', b.sim['url'])
         self.ledgers['go_inproc'] = os.path.join(self.run, 'go-ledger.log')
         self.ledgers['charge_inproc'] = b.ledger
@@ -192,6 +209,7 @@ class Peers:
         self.pids = {'charge_http': workers + [charges['charge_http'][0].pid],
                      'charge_inproc': workers + [charges['charge_inproc'][0].pid],
                      'lua': B.proc_children(self.nginx['nginx-lua'].pid),
+                     'lua_inproc': B.proc_children(self.nginx['nginx-lua-inproc'].pid),
                      'go': [g.pid], 'go_inproc': [gi.pid],
                      'charge_lighttpd': [b.lighttpd.pid] + b.backends['charge']}
         self.charge_pids = {k: charges[k][0].pid for k in charges}
@@ -219,7 +237,8 @@ class Peers:
         return g
 
     def start_nginx(self, name, servers, lua):
-        self.nginx[name] = start_nginx(self.bench, self.run, name, servers, lua)
+        self.nginx[name] = start_nginx(self.bench, self.run, name, servers, lua,
+                                       workers=self.args.lua_workers if lua else 1)
 
     def check(self, name):
         key = 'peers-sanity-%s-%s' % (name, uuid.uuid4().hex)
@@ -269,13 +288,28 @@ class Peers:
         c0 = {p: B.proc_cpu_ticks(p) for p in pids}
         s0, r0, m0 = B.proc_cpu_ticks(sim_pid), B.proc_cpu_ticks(redis_pid), B.machine_busy_ticks()
         st0 = b.sim_stats()
+        u0 = task_ticks()
+        k0 = os.times()
         w = self.wrk(name, scenario, conns, duration)
         m1 = B.machine_busy_ticks()
+        u1 = task_ticks()
+        k1 = os.times()
         time.sleep(0.2)
         n = w['requests']
+        if n == 0:
+            raise B.BenchError('%s %s c=%d: wrk completed no request (%s)' % (
+                name, scenario, conns, w))
         st1 = b.sim_stats()
         tick_us = 1e6 / B.CLK_TCK
-        srv = sum(B.proc_cpu_ticks(p) - c0[p] for p in pids) * tick_us / n
+        srv_ticks = sum(B.proc_cpu_ticks(p) - c0[p] for p in pids)
+        srv = srv_ticks * tick_us / n
+        sim_ticks = B.proc_cpu_ticks(sim_pid) - s0
+        redis_ticks = B.proc_cpu_ticks(redis_pid) - r0
+        # wrk's CPU (a child of ours, reaped): what is left of the time the
+        # cores ran tasks is other work's, the noise of a shared machine
+        wrk_ticks = ((k1.children_user + k1.children_system) -
+                     (k0.children_user + k0.children_system)) * B.CLK_TCK
+        other = (u1 - u0) - srv_ticks - sim_ticks - redis_ticks - wrk_ticks
         res = {'backend': name, 'scenario': scenario, 'conns': conns, 'round': rnd,
                'requests': n, 'rps': n / (w['duration_us'] / 1e6),
                'p50_ms': w['p50_us'] / 1e3, 'p99_ms': w['p99_us'] / 1e3,
@@ -283,16 +317,27 @@ class Peers:
                w['err_status'] + w['err_timeout'],
                'busy_pct': 100.0 * (m1[0] - m0[0]) / max(1, m1[2] - m0[2]),
                'server_cpu_us': srv,
-               'sim_cpu_us': (B.proc_cpu_ticks(sim_pid) - s0) * tick_us / n,
-               'redis_cpu_us': (B.proc_cpu_ticks(redis_pid) - r0) * tick_us / n,
+               'sim_cpu_us': sim_ticks * tick_us / n,
+               'redis_cpu_us': redis_ticks * tick_us / n,
+               'other_pct': max(0.0, 100.0 * other / max(1, m1[2] - m0[2])),
                'deliveries': st1['deliveries'] - st0['deliveries']}
         if name == 'charge_lighttpd':
             b.check_backends()      # lighttpd respawned a responder: fail
         log('%-15s %-6s c=%-3d round %d: %8.0f req/s p50 %6.2f p99 %6.2f ms busy %3.0f %% '
-            'server %5.0f µs sim %4.0f µs redis %4.0f µs err %d' % (
+            'server %5.0f µs sim %4.0f µs redis %4.0f µs err %d others %2.0f %%' % (
                 name, scenario, conns, rnd, res['rps'], res['p50_ms'], res['p99_ms'],
-                res['busy_pct'], srv, res['sim_cpu_us'], res['redis_cpu_us'], res['errors']))
+                res['busy_pct'], srv, res['sim_cpu_us'], res['redis_cpu_us'], res['errors'],
+                res['other_pct']))
         return res
+
+
+def task_ticks():
+    """user + nice + system ticks of all CPUs (/proc/stat): the time the
+    cores ran tasks, without the interrupts' time, which no process is
+    charged with."""
+    with open('/proc/stat') as f:
+        v = [int(x) for x in f.readline().split()[1:4]]
+    return sum(v)
 
 
 def ledger_lines(path):
@@ -311,6 +356,19 @@ def med(xs):
     return statistics.median(xs) if xs else None
 
 
+# what the responder does per request that no peer does (docs/performance.md)
+MORE_WORK = ('the same Redis work on each side (the claim and the record as one `EVALSHA` '
+             'each of `lua/claim.lua` and `lua/record.lua`, a replay one `EVALSHA`), but '
+             'the responder does more per request than either peer: strict validation of '
+             'the body (every member checked, unknown members refused, a problem+json '
+             'naming the field on a bad one), the canonical request and its member '
+             'digests built from the parsed body (the peers write the members the '
+             'benchmark never sends as a fixed tail), the API key\'s hash compared in '
+             'constant time with every key (the peers look it up in a table), and a '
+             'FastCGI hop behind nginx where the nginx + Lua peer runs inside nginx; the '
+             'peers write out only the two paths the benchmark takes')
+
+
 def report(data):
     runs = data['runs']
     conns = data['config']['connections']
@@ -325,28 +383,46 @@ def report(data):
         return med([get(a, scen, c, key, r) / get(b, scen, c, key, r)
                     for r in range(1, rounds + 1)
                     if get(a, scen, c, key, r) and get(b, scen, c, key, r)])
-    L = ['# charge against its peers, everyone calling the provider over HTTP%s (%s)' % (
-        ', and in the process' if data['config'].get('lighttpd') else '', data['date']), '']
-    lt = data['config'].get('lighttpd')
+    cfg = data['config']
+    lua_inproc = any(r['backend'] == 'lua_inproc' for r in runs)
+    L = ['# charge against its peers, the provider over HTTP%s (%s)' % (
+        ' and in the process, like for like' if lua_inproc else
+        (', and in the process' if cfg.get('lighttpd') else ''), data['date']), '']
+    lt = cfg.get('lighttpd')
+    la = data.get('loadavg')
+    oth = [r['other_pct'] for r in runs if 'other_pct' in r]
+    others = '%.0f %%, %.0f %%' % (med(oth), max(oth)) if oth else '-'
     L.append('`bench/run --peers`: one Redis, one `charge-provider-sim` (latency 0, '
-             '`--fsync never`) called by every backend over loopback HTTP with kept '
-             'connections; the responder behind nginx (one worker, kept FastCGI '
-             'connections), one process with %s event loops%s; %d interleaved rounds '
+             '`--fsync never`) called by the HTTP-provider backends over loopback HTTP with '
+             'kept connections%s; the responder behind nginx (one worker, kept FastCGI '
+             'connections), one process with %s%s; the nginx + Lua peer with '
+             '%s; %d interleaved rounds '
              'of %g s (after %g s of warm-up each), medians; ratios are medians of '
-             'per-round ratios. Machine busy before the run: %.0f %%%s.' % (
-                 data['config']['threads'] or 'one per core',
+             'per-round ratios. Machine busy before the run: %.0f %%%s%s.' % (
+                 '; the in-process backends simulate the provider in their own process '
+                 '(the responder\'s `provider_inproc.c` at latency 0, and its copy in each '
+                 'peer: the outcome from the token, the charge id from the request\'s MAC, '
+                 'one ledger line per call)' if lua_inproc else '',
+                 '%d event loops' % cfg['threads'] if cfg['threads'] else 'an event loop per core',
                  '; fresh charges also with the provider in the process for the '
                  'responder through lighttpd (mod_fastcgi `bin-path`, processes × loops '
                  '%d × %d, the packaged deployment) and for the Go peer '
                  '(`PEER_PROVIDER_URL` empty)' % (lt['procs'], lt['threads'])
-                 if lt else '', rounds,
-                 data['config']['duration_s'], data['config']['warmup_s'],
+                 if lt else '',
+                 '%s worker process%s' % (cfg['lua_workers'], '' if cfg['lua_workers'] == 1
+                                          else 'es') if 'lua_workers' in cfg
+                 else 'one worker process', rounds,
+                 cfg['duration_s'], cfg['warmup_s'],
                  data['busy_before_pct'],
+                 '; load average %.2f before; other work used %s of the machine during '
+                 'the runs (median, max)' % (la['before'], others) if la else '',
                  ' (**loaded: other work shared the cores; read the ratios, not the absolute numbers**)'
                  if data['busy_before_pct'] > 10 else ''))
-    L.append('')
-    names = {'charge_http': 'charge (HTTP provider)', 'lua': 'nginx + Lua', 'go': 'Go',
+    L += ['', 'Every ratio below names the provider mode of both sides; ' + MORE_WORK + '.', '']
+    names = {'charge_http': 'charge (HTTP provider)', 'lua': 'nginx + Lua (HTTP provider)',
+             'go': 'Go (HTTP provider)',
              'charge_inproc': 'charge (in-process provider)',
+             'lua_inproc': 'nginx + Lua (in-process provider)',
              'charge_lighttpd': 'charge (in-process provider, lighttpd)',
              'go_inproc': 'Go (in-process provider)'}
 
@@ -376,21 +452,40 @@ def report(data):
             t.append('| %s | %s | %s %.2f | %s |' % (
                 what, '%.2f' % v if v is not None else '-', '≥' if ge else '≤', limit,
                 'met' if ok else '**missed**'))
-        target('fresh, charge (HTTP) ÷ nginx + Lua', ratio('charge_http', 'lua', 'fresh', c), 1.0)
-        target('fresh, charge (HTTP) ÷ Go', ratio('charge_http', 'go', 'fresh', c), 1.2)
-        target('replay, charge (HTTP) ÷ nginx + Lua', ratio('charge_http', 'lua', 'replay', c), 1.0)
-        target('fresh, charge (in-process) ÷ nginx + Lua (HTTP)', ratio('charge_inproc', 'lua', 'fresh', c), 1.05)
-        target('replay, charge (in-process) ÷ nginx + Lua', ratio('charge_inproc', 'lua', 'replay', c), 1.05)
-        target('lighttpd, in-process: fresh, charge (lighttpd) ÷ Go (in-process)',
+
+        def info(what, v):
+            t.append('| %s | %s | | for information |' % (
+                what, '%.2f' % v if v is not None else '-'))
+        target('fresh, charge (HTTP) ÷ nginx + Lua (HTTP)', ratio('charge_http', 'lua', 'fresh', c), 1.0)
+        target('fresh, charge (HTTP) ÷ Go (HTTP)', ratio('charge_http', 'go', 'fresh', c), 1.2)
+        target('replay, charge (HTTP) ÷ nginx + Lua (HTTP)', ratio('charge_http', 'lua', 'replay', c), 1.0)
+        if lua_inproc:
+            target('fresh, charge (in-process) ÷ nginx + Lua (in-process)',
+                   ratio('charge_inproc', 'lua_inproc', 'fresh', c), 1.05)
+            target('replay, charge (in-process) ÷ nginx + Lua (in-process)',
+                   ratio('charge_inproc', 'lua_inproc', 'replay', c), 1.05)
+        else:
+            # a report of an older run: its nginx + Lua peer had only the
+            # HTTP provider, so these two set unlike things side by side
+            info('fresh, charge (in-process) ÷ nginx + Lua (**HTTP**): unlike provider modes',
+                 ratio('charge_inproc', 'lua', 'fresh', c))
+            info('replay, charge (in-process) ÷ nginx + Lua (HTTP; a replay calls no provider)',
+                 ratio('charge_inproc', 'lua', 'replay', c))
+        target('fresh, charge (in-process, lighttpd) ÷ Go (in-process)',
                ratio('charge_lighttpd', 'go_inproc', 'fresh', c), 1.0)
         target('machine busy %, charge (HTTP) fresh', get('charge_http', 'fresh', c, 'busy_pct'), 90)
-        target('server CPU per fresh, charge (HTTP) ÷ nginx + Lua',
+        target('server CPU per fresh, charge (HTTP) ÷ nginx + Lua (HTTP)',
                ratio('charge_http', 'lua', 'fresh', c, 'server_cpu_us'), 1.0, ge=False)
-        target('simulator CPU per fresh, charge (HTTP) ÷ nginx + Lua',
+        if lua_inproc:
+            info('server CPU per fresh, charge (in-process) ÷ nginx + Lua (in-process)',
+                 ratio('charge_inproc', 'lua_inproc', 'fresh', c, 'server_cpu_us'))
+            info('server CPU per replay, charge (in-process) ÷ nginx + Lua (in-process)',
+                 ratio('charge_inproc', 'lua_inproc', 'replay', c, 'server_cpu_us'))
+        target('simulator CPU per fresh, charge (HTTP) ÷ nginx + Lua (HTTP)',
                ratio('charge_http', 'lua', 'fresh', c, 'sim_cpu_us'), 1.0, ge=False)
-        target('simulator CPU per fresh, charge (HTTP) ÷ Go',
+        target('simulator CPU per fresh, charge (HTTP) ÷ Go (HTTP)',
                ratio('charge_http', 'go', 'fresh', c, 'sim_cpu_us'), 1.0, ge=False)
-        target('server CPU per fresh, HTTP ÷ in-process provider',
+        target('server CPU per fresh, charge: HTTP ÷ in-process provider',
                ratio('charge_http', 'charge_inproc', 'fresh', c, 'server_cpu_us'), 1.4, ge=False)
         L += ['| target | measured | limit | |', '|---|---:|---:|---|'] + t + ['']
     one = [r for r in data.get('one_conn', [])]
@@ -424,7 +519,11 @@ def main(argv):
     ap.add_argument('--connections', default='32')
     ap.add_argument('--one-conn-duration', type=float, default=5)
     ap.add_argument('--threads', type=int, default=0)
+    ap.add_argument('--lua-workers', type=int, default=os.cpu_count() or 1,
+                    help="the nginx + Lua peer's worker processes (default: one per core)")
     ap.add_argument('--out')
+    ap.add_argument('--wait-quiet', type=float, default=0,
+                    help='wait up to S seconds for other processes to use < 10 %% of the machine')
     ap.add_argument('--smoke', action='store_true')
     ap.add_argument('--charge')
     ap.add_argument('--sim')
@@ -444,14 +543,17 @@ def main(argv):
     try:
         bins = B.build(args, True, True)
         bins['go'] = build_go()
-        busy = B.machine_other_pct(1.0)
-        log('machine busy before the runs: %.0f %%' % busy)
+        busy = (B.wait_quiet(args.wait_quiet) if args.wait_quiet > 0
+                else B.machine_other_pct(1.0))
+        load0 = os.getloadavg()[0]
+        log('machine busy before the runs: %.0f %% (load average %.2f)' % (busy, load0))
         peers = Peers(args, bins, run)
         peers.start()
         data = {'date': date, 'busy_before_pct': busy, 'machine': B.machine_info(),
                 'config': {'duration_s': args.duration, 'warmup_s': args.warmup,
                            'rounds': args.rounds, 'connections': args.conns,
                            'threads': args.threads, 'sim': peers.bench.sim['argv'],
+                           'lua_workers': args.lua_workers,
                            'lighttpd': {k: peers.lighttpd_deployment[k] for k in (
                                'procs', 'threads', 'procs_from', 'threads_from')}},
                 'runs': [], 'one_conn': []}
@@ -470,6 +572,7 @@ def main(argv):
             sum(r['requests'] for r in data['runs'] + data['one_conn'] if r['backend'] == k)
             for k in ('charge_http', 'charge_inproc'))
         data['rss_kb'] = {k: B.proc_rss_kb(p) for k, p in peers.charge_pids.items()}
+        data['loadavg'] = {'before': load0}
         errors = sum(r['errors'] for r in data['runs'] + data['one_conn'])
         stem = date + '-peers'
         with open(os.path.join(out_dir, stem + '.json'), 'w') as f:
