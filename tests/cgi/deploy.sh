@@ -247,24 +247,31 @@ c_burst() {
 }
 
 # c_parallel N: N charges with distinct keys at once take less than 3 x the
-# provider latency (one at a time they would take N x).
+# provider latency (one at a time they would take N x). The faster of two
+# bursts counts: mod_fcgid starts its processes on demand, and on a loaded
+# machine the first burst can meet fewer than N (one whole-suite run in
+# five); served one at a time, both bursts take N x.
 c_parallel() {
-	local n=$1 i t0 t1 ms
-	set --
-	for i in $(seq 1 "$n"); do
-		[ "$i" -gt 1 ] && set -- "$@" --next
-		set -- "$@" -H "$H_AUTH" -H "$H_JSON" -d "$BODY" -o /dev/null -w '%{http_code}\n' \
-			-H "Idempotency-Key: dep-$SCEN-par-$RANDOM$RANDOM-$i" "$B/charge"
+	local n=$1 i t0 t1 ms best= try
+	for try in 1 2; do
+		set --
+		for i in $(seq 1 "$n"); do
+			[ "$i" -gt 1 ] && set -- "$@" --next
+			set -- "$@" -H "$H_AUTH" -H "$H_JSON" -d "$BODY" -o /dev/null -w '%{http_code}\n' \
+				-H "Idempotency-Key: dep-$SCEN-par-$RANDOM$RANDOM-$try-$i" "$B/charge"
+		done
+		t0=$(date +%s%N)
+		curl -s --no-progress-meter -m 30 --parallel --parallel-immediate \
+			--parallel-max "$n" "$@" >"$W/par" 2>/dev/null
+		t1=$(date +%s%N)
+		ms=$(((t1 - t0) / 1000000))
+		[ "$(grep -c '^201$' "$W/par")" = "$n" ] || { echo "statuses: $(tr '\n' ' ' <"$W/par")"; return 1; }
+		{ [ -z "$best" ] || [ "$ms" -lt "$best" ]; } && best=$ms
+		[ "$best" -lt $((3 * LATENCY_MS)) ] && break
 	done
-	t0=$(date +%s%N)
-	curl -s --no-progress-meter -m 30 --parallel --parallel-immediate \
-		--parallel-max "$n" "$@" >"$W/par" 2>/dev/null
-	t1=$(date +%s%N)
-	ms=$(((t1 - t0) / 1000000))
-	[ "$(grep -c '^201$' "$W/par")" = "$n" ] || { echo "statuses: $(tr '\n' ' ' <"$W/par")"; return 1; }
-	[ "$ms" -lt $((3 * LATENCY_MS)) ] ||
-		{ echo "$n charges at once took ${ms} ms (provider latency ${LATENCY_MS} ms): served one at a time?"; return 1; }
-	echo "# $SCEN: $n charges at once took ${ms} ms (provider latency ${LATENCY_MS} ms)" >&2
+	[ "$best" -lt $((3 * LATENCY_MS)) ] ||
+		{ echo "$n charges at once took ${best} ms at best of 2 (provider latency ${LATENCY_MS} ms): served one at a time?"; return 1; }
+	echo "# $SCEN: $n charges at once took ${best} ms (provider latency ${LATENCY_MS} ms)" >&2
 }
 
 # c_redis_clients N: the responders hold N Redis connections (one per

@@ -652,10 +652,17 @@ def t_clock_absence():
     check(st == "unknown", "record state %r with the provider's clock 150 s off (want unknown)" % st)
     check(skew > 0, "charge_provider_clock_skew_total did not grow")
     # the provider's clock is fixed: the next read proves absence
+    # (12 s was enough in most runs: the next probes' times depend on the
+    # completer's schedule and on a loaded machine's delays; one whole-suite
+    # run in five found it still unknown at 12 s)
     hp("POST", "/_config", {"clock_offset_s": 0})
-    end = time.time() + 12
+    agreed = time.time()
+    end = agreed + 30
     while time.time() < end and state(key) == "unknown":
         time.sleep(0.2)
+    diag("after the clock agreed (%.1f s): record %s at +%.1f s" % (agreed - base, state(key), time.time() - agreed))
+    if state(key) != "failed":
+        diag("reads: " + reads_line(base))
     check(state(key) == "failed", "record state %r after the clock agreed again" % state(key))
     check(hp_charges(key) == [], "the provider holds %r" % hp_charges(key))
 
