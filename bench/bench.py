@@ -738,11 +738,14 @@ class Bench:
                         f.write('%s = %s\n' % (k[len('CHARGE_'):].lower(), v))
 
     # -- the provider simulator
-    def start_sim(self, latency_ms, fsync, unix=False):
+    def start_sim(self, latency_ms, fsync, unix=False, max_keys=None):
         """charge-provider-sim on a free 127.0.0.1 port (unix: on a socket in
         the run directory) with its data file in the run directory, at a
         fixed latency and fsync policy; it becomes self.sim, the provider
-        of the charge_http backend (started after it)."""
+        of the charge_http backend (started after it). max_keys: its
+        --max-keys, for a run that charges more than its default million
+        (a full simulator refuses new keys, and a fresh charge then waits
+        out the provider deadline)."""
         self.stop_sim()
         self.sim_n += 1
         name = 'sim%d' % self.sim_n
@@ -757,6 +760,8 @@ class Bench:
         argv = [self.bins['sim'], '--listen', listen, '--data', data,
                 '--fsync', fsync, '--latency-ms', str(latency_ms),
                 '--secret-key', SIM_API_KEY]
+        if max_keys:
+            argv += ['--max-keys', str(max_keys)]
         logpath = os.path.join(self.run, name + '.log')
         with open(logpath, 'w') as out:
             p = self.procs.start('sim', argv, stdout=out, stderr=subprocess.STDOUT,
