@@ -201,8 +201,9 @@ sock_write(struct sock *s, const char *p, size_t n)
 
 /*
  * TCP only: what is written from now on leaves with the close, in one
- * segment with the FIN (TCP_CORK; the shutdown or close pushes it out), so
- * the peer never reads the last answer on a connection it may still reuse.
+ * segment with the FIN (TCP_CORK; the shutdown or close pushes it out, the
+ * kernel after 200 ms at the latest), so the peer never reads the last
+ * answer on a connection it may still reuse.
  */
 void
 sock_cork(struct sock *s)

@@ -102,11 +102,17 @@ void sock_flush(struct sock *s);
 int sock_write(struct sock *s, const char *p, size_t n);
 
 /*
+ * TCP: holds what is written from now on until the close (TCP_CORK; the
+ * kernel sends it anyway after 200 ms), so the last answer leaves in one
+ * segment with the FIN. A no-op (logged at debug) where it does not apply.
+ */
+void sock_cork(struct sock *s);
+
+/*
  * Stops reading and ends s once its output is out: with linger (a TCP peer may still be
  * sending), shut down writing and read until the peer closes, at most
  * stall_ms; then SOCK_EV_CLOSE.
  */
-void sock_cork(struct sock *s);
 void sock_end(struct sock *s, int linger);
 /* Closes the descriptor now; SOCK_EV_CLOSED follows. Idempotent. */
 void sock_close(struct sock *s);
