@@ -50,8 +50,10 @@
 # socket is the responder's fd 0) or "holder": SERVERS_HOLDER (a script
 # like tests/deploy_live/holder.py, standing in for systemd's socket
 # activation) binds <socket> and passes it to the responders it starts
-# (LISTEN_FDS), its state in RUN_DIR/<server>/holder; start_apache_proxy
-# uses it too when SERVERS_HOLDER is set.
+# (LISTEN_FDS), its state in RUN_DIR/<server>/holder. start_apache_proxy
+# runs the responder through SERVERS_HOLDER when that is set, on TCP
+# (127.0.0.1:<free port>) when SERVERS_APACHE_TRANSPORT is "tcp" (default
+# "unix"); both pick the listener with servers_listener.
 
 # shellcheck disable=SC2034  # globals for the scripts that source this file
 SERVERS_ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -516,6 +518,34 @@ servers_wait_fcgi() {
 	return 1
 }
 
+# servers_listener SRV_DIR CHARGE_BIN unix|tcp HOLDER: the responder's
+# FastCGI listener. Sets SERVERS_LISTEN, the address as charge --listen and
+# servers_wait_fcgi take it (SRV_DIR/sock/charge.sock, or 127.0.0.1:<a
+# free port>), and SERVERS_LISTEN_CMD, the command that serves it: charge
+# --listen, or with HOLDER 1 SERVERS_HOLDER binding it and passing it on
+# (its state in SRV_DIR/holder).
+servers_listener() {
+	local srv=$1 bin=$2 transport=$3 holder=$4 port
+	case $transport in
+	unix)
+		SERVERS_LISTEN="$srv/sock/charge.sock"
+		set -- --unix "$SERVERS_LISTEN" ;;
+	tcp)
+		port=$(stack_port_pick) || return 1
+		SERVERS_LISTEN="127.0.0.1:$port"
+		set -- --tcp "$port" ;;
+	*)
+		servers_log "FastCGI transport $transport: want unix or tcp"
+		return 1 ;;
+	esac
+	if [ "$holder" = 1 ]; then
+		servers_worker_dir "$srv/holder" || return 1
+		SERVERS_LISTEN_CMD=(/usr/bin/python3 "$SERVERS_HOLDER" "$@" --state "$srv/holder" -- "$bin")
+	else
+		SERVERS_LISTEN_CMD=("$bin" --listen "$SERVERS_LISTEN")
+	fi
+}
+
 # start_nginx RUN_DIR LOG_DIR PORT CHARGE_BIN [THREADS]: the responder with
 # THREADS (default 4) worker threads on its own FastCGI socket (see
 # SERVERS_NGINX_UPSTREAM), supervised (restarted when it dies), then nginx
@@ -525,7 +555,7 @@ servers_wait_fcgi() {
 start_nginx() {
 	local run=$1 logs=$2 port=$3 bin=$4 threads=${5:-4}
 	local srv="$run/nginx" mode=${SERVERS_NGINX_UPSTREAM:-unix}
-	local upstream sock fport conf pid d
+	local upstream sock conf pid d holder=0
 	local rlog="$logs/responder.log"
 	if [ ! -x "$bin" ]; then
 		servers_log "responder binary $bin is missing or not executable"
@@ -545,24 +575,22 @@ start_nginx() {
 	done
 	servers_limits "$bin"
 	servers_check_worker_access "$bin" "$logs/nginx-check-config.log" || return 1
-	sock="$srv/sock/charge.sock"
 	case $mode in
-	unix)
-		upstream="unix:$sock"
-		set -- "$bin" --listen "$sock" ;;
+	unix | holder)
+		[ "$mode" = holder ] && holder=1
+		servers_listener "$srv" "$bin" unix "$holder" || return 1
+		upstream="unix:$SERVERS_LISTEN"
+		set -- "${SERVERS_LISTEN_CMD[@]}" ;;
 	tcp)
-		fport=$(stack_port_pick) || return 1
-		upstream="127.0.0.1:$fport"
-		set -- "$bin" --listen "$upstream" ;;
+		servers_listener "$srv" "$bin" tcp 0 || return 1
+		upstream=$SERVERS_LISTEN
+		set -- "${SERVERS_LISTEN_CMD[@]}" ;;
 	spawn-fcgi)
 		# spawn-fcgi binds the socket, puts it on fd 0 and execs the
 		# responder (-n: no fork, so the PID stays the responder's)
+		sock="$srv/sock/charge.sock"
 		upstream="unix:$sock"
 		set -- spawn-fcgi -n -s "$sock" -- "$bin" ;;
-	holder)
-		upstream="unix:$sock"
-		servers_worker_dir "$srv/holder" || return 1
-		set -- /usr/bin/python3 "$SERVERS_HOLDER" --unix "$sock" --state "$srv/holder" -- "$bin" ;;
 	*)
 		servers_log "SERVERS_NGINX_UPSTREAM=$mode: want unix, tcp, spawn-fcgi or holder"
 		return 1 ;;
@@ -616,8 +644,8 @@ start_nginx() {
 # --- Apache + mod_proxy_fcgi + the responder's own listener ----------------
 
 # start_apache_proxy RUN_DIR LOG_DIR PORT CHARGE_BIN [THREADS]: the
-# responder on its own unix socket (RUN_DIR/apache-proxy/sock/charge.sock;
-# or 127.0.0.1:SERVERS_APACHE_TCP_PORT when that is set;
+# responder on its own unix socket (RUN_DIR/apache-proxy/sock/charge.sock,
+# or TCP: SERVERS_APACHE_TRANSPORT, servers_listener;
 # charge --listen, CHARGE_THREADS=THREADS when given, else the
 # configuration's), supervised like start_nginx's, then Apache with
 # conf/apache-proxy-fcgi.conf: mod_proxy_fcgi sends every request it holds
@@ -626,7 +654,8 @@ start_nginx() {
 # (the responder's stderr).
 start_apache_proxy() {
 	local run=$1 logs=$2 port=$3 bin=$4 threads=${5:-}
-	local srv="$run/apache-proxy" rlog="$logs/responder.log" sock backend
+	local srv="$run/apache-proxy" rlog="$logs/responder.log" backend
+	local transport=${SERVERS_APACHE_TRANSPORT:-unix} holder=0
 	local -a env=()
 	if [ ! -x "$bin" ]; then
 		servers_log "responder binary $bin is missing or not executable"
@@ -636,35 +665,23 @@ start_apache_proxy() {
 	servers_is_root && { chmod a+x "$run" || return 1; }
 	rm -rf "$srv"
 	servers_worker_dir "$srv" "$srv/sock" || return 1
-	# the address as charge --listen, holder.py and servers_wait_fcgi take
-	# it (sock), and as mod_proxy_fcgi does (backend)
-	if [ -n "${SERVERS_APACHE_TCP_PORT:-}" ]; then
-		sock="127.0.0.1:$SERVERS_APACHE_TCP_PORT"
-		backend="fcgi://$sock"
+	[ -n "${SERVERS_HOLDER:-}" ] && holder=1
+	servers_listener "$srv" "$bin" "$transport" "$holder" || return 1
+	# the same address as mod_proxy_fcgi writes it
+	if [ "$transport" = tcp ]; then
+		backend="fcgi://$SERVERS_LISTEN"
 	else
-		sock="$srv/sock/charge.sock"
-		backend="unix:$sock|fcgi://localhost"
+		backend="unix:$SERVERS_LISTEN|fcgi://localhost"
 	fi
 	[ -n "$threads" ] && env=(env "CHARGE_THREADS=$threads")
-	if [ -n "${SERVERS_HOLDER:-}" ]; then
-		servers_worker_dir "$srv/holder" || return 1
-		if [ -n "${SERVERS_APACHE_TCP_PORT:-}" ]; then
-			set -- --tcp "$SERVERS_APACHE_TCP_PORT"
-		else
-			set -- --unix "$sock"
-		fi
-		set -- /usr/bin/python3 "$SERVERS_HOLDER" "$@" --state "$srv/holder" -- "$bin"
-	else
-		set -- "$bin" --listen "$sock"
-	fi
 	if ! servers_supervise "$srv/responder.pid" "$rlog" \
-		"${env[@]}" "$@"; then
+		"${env[@]}" "${SERVERS_LISTEN_CMD[@]}"; then
 		servers_log "the responder supervisor did not start"
 		servers_tail "$rlog"
 		return 1
 	fi
 	SERVERS_PROXY_SUPERVISOR_PID=$SERVERS_LAST_PID
-	servers_wait_fcgi "$sock" "$SERVERS_LAST_PID" ||
+	servers_wait_fcgi "$SERVERS_LISTEN" "$SERVERS_LAST_PID" ||
 		{ servers_tail "$rlog"; stop_apache_proxy "$run"; return 1; }
 	if ! STACK_FCGI_BACKEND=$backend servers_apache_run apache-proxy \
 		"$SERVERS_ROOT/conf/apache-proxy-fcgi.conf" "$run" "$logs" "$port" \

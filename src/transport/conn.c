@@ -259,7 +259,7 @@ on_exchange_done(struct exchange *x)
 {
 	struct conn *c = x->transport;
 	long long dur = now_mono_us() - x->req.start_us;
-	int handback;
+	int ending, handback;
 
 	metrics_request(x->resp.outcome, dur);
 	log_info(x->req.request_id, "%s %s %d %s %.1fms",
@@ -272,11 +272,13 @@ on_exchange_done(struct exchange *x)
 	}
 	assert(c->state == C_SERVING && c->req.x == x);
 	c->req.x = NULL;
-	/* stopping: the answer hands a kept connection back (conn_stop_idle) */
-	handback = c->h->stopping && c->req.keep_conn && c->handback_stderr;
-	/* stopping: the answer closes a kept TCP connection; with its FIN */
-	if (c->h->stopping && c->req.keep_conn && !c->handback_stderr &&
-	    !c->h->listen_unix)
+	/*
+	 * stopping: the answer ends a kept connection (conn_stop_idle): hands
+	 * it back, or closes it right behind, on TCP with its FIN
+	 */
+	ending = c->h->stopping && c->req.keep_conn;
+	handback = ending && c->handback_stderr;
+	if (ending && !handback && !c->h->listen_unix)
 		sock_cork(&c->sock);
 	if (!c->req.aborted &&
 	    conn_frame_response(&c->sock, &c->h->frame, c->req.id, x,

@@ -44,8 +44,8 @@ FD0_READY_S = 0.5  # --fd0: a responder that cannot notify is ready then
 
 
 class Holder:
-    def __init__(self, path, state, cmd, fd0=False):
-        self.path, self.state, self.cmd, self.fd0 = path, state, cmd, fd0
+    def __init__(self, addr, state, cmd, fd0=False):
+        self.state, self.cmd, self.fd0 = state, cmd, fd0
         self.events = open(os.path.join(state, "events"), "a", buffering=1)
         self.flags = set()
         self.children = {}  # pid -> Popen
@@ -53,19 +53,21 @@ class Holder:
         self.restarts = 0
         self.gen = 0
         self.notify = {}  # pid -> notify socket
-        self.lsock = self.bind(path)
+        self.lsock = self.bind(addr)
 
     def log(self, line):
         self.events.write(line + "\n")
 
     @staticmethod
-    def bind(path):
-        if path.startswith("tcp:"):  # --tcp PORT
+    def bind(addr):
+        """addr: a unix socket's path (--unix), or a port on 127.0.0.1 (--tcp)"""
+        if isinstance(addr, int):
             s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
             s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-            s.bind(("127.0.0.1", int(path[4:])))
+            s.bind(("127.0.0.1", addr))
             s.listen(1024)
             return s
+        path = addr
         if os.path.exists(path):
             os.unlink(path)
         s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
@@ -225,7 +227,7 @@ class Holder:
 
 def main():
     args = sys.argv[1:]
-    path = state = None
+    addr = state = None
     fd0 = os.environ.get("HOLDER_FD0") == "1"
     while args and args[0] != "--":
         if args[0] == "--fd0":
@@ -233,18 +235,18 @@ def main():
             args = args[1:]
             continue
         if args[0] == "--unix":
-            path = args[1]
+            addr = args[1]
         elif args[0] == "--tcp":
-            path = "tcp:" + args[1]
+            addr = int(args[1])
         elif args[0] == "--state":
             state = args[1]
         else:
             sys.exit("usage: holder.py --unix PATH|--tcp PORT --state DIR -- CMD [ARGS...]")
         args = args[2:]
-    if not path or not state or len(args) < 2:
+    if not addr or not state or len(args) < 2:
         sys.exit("usage: holder.py --unix PATH|--tcp PORT --state DIR -- CMD [ARGS...]")
     os.makedirs(state, exist_ok=True)
-    sys.exit(Holder(path, state, args[1:], fd0).run())
+    sys.exit(Holder(addr, state, args[1:], fd0).run())
 
 
 if __name__ == "__main__":

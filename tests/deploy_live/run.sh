@@ -116,12 +116,8 @@ part() {
 	apache-proxy)
 		# TCP on loopback, as docs/deploying.md advises for Apache
 		# (RESTART_APACHE_UNIX=1: the unix socket, where the race remains)
-		if [ -z "${RESTART_APACHE_UNIX:-}" ]; then
-			SERVERS_APACHE_TCP_PORT=$(stack_port_pick) ||
-				{ echo "not ok - [$scen] no free port"; return; }
-			export SERVERS_APACHE_TCP_PORT
-		fi
-		start_apache_proxy "$RUN" "$RUN/logs-$scen" "$port" "$BIN" 2 2>"$RUN/start.err" && started=1
+		SERVERS_APACHE_TRANSPORT=$([ -n "${RESTART_APACHE_UNIX:-}" ] && echo unix || echo tcp) \
+			start_apache_proxy "$RUN" "$RUN/logs-$scen" "$port" "$BIN" 2 2>"$RUN/start.err" && started=1
 		holder=$(cat "$RUN/apache-proxy/responder.pid.child" 2>/dev/null)
 		events="$RUN/apache-proxy/holder/events" ;;
 	lighttpd)
